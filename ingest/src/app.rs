@@ -1,0 +1,130 @@
+//! The ingest process as a value: built from a [`Config`], run until a
+//! shutdown signal, then drained.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::db;
+use crate::error::Result;
+use crate::publisher::{self, Publisher};
+use crate::routes::{self, AppState};
+
+pub struct Application {
+    config: Config,
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    pub async fn build(config: Config) -> Result<Self> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| crate::Error::Startup(format!("binding {}: {e}", config.listen)))?;
+        let pool = db::pool(&config.database_url, &config.schema)?;
+        let publisher = Publisher::new(&config)?;
+        let state = AppState {
+            pool,
+            publisher,
+            admin_token: config
+                .admin_token
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(Into::into),
+            body_limit: config.body_limit,
+        };
+        Ok(Self {
+            config,
+            listener,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_default()
+    }
+
+    /// Prepares the schema and topic (retrying while a dependency is down),
+    /// serves until `shutdown`, then flushes the producer.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
+        let Application {
+            config,
+            listener,
+            state,
+        } = self;
+        if retry("applying migrations", &shutdown, || {
+            db::migrate(&state.pool, &config.schema)
+        })
+        .await
+        .is_none()
+        {
+            return Ok(());
+        }
+        if config.create_topic
+            && retry("creating the topic", &shutdown, || {
+                publisher::ensure_topic(&config)
+            })
+            .await
+            .is_none()
+        {
+            return Ok(());
+        }
+        info!(addr = %config.listen, "ingest serving");
+        let publisher = state.publisher.clone();
+        let stop = shutdown.clone();
+        axum::serve(listener, routes::router(state))
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+            .map_err(|e| crate::Error::Startup(format!("server: {e}")))?;
+        // In-flight requests have had their answers; make sure nothing
+        // acknowledged-in-progress is dropped on exit.
+        publisher.flush(Duration::from_secs(5));
+        info!("ingest stopped");
+        Ok(())
+    }
+}
+
+async fn retry<T, F, Fut>(what: &str, shutdown: &CancellationToken, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match attempt().await {
+            Ok(value) => return Some(value),
+            Err(e) => warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

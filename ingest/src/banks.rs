@@ -1,0 +1,298 @@
+//! Banks and their publisher tokens: ingest's own records, and the events
+//! that tell the rest of ratewire about them.
+//!
+//! Every change is written in a Postgres transaction that commits only after
+//! the broker acknowledged the event, so ingest's record and the log agree:
+//! a failed publish leaves no row behind.
+
+use chrono::Utc;
+use ratewire_proto::{
+    BankDeactivated, BankId, BankReactivated, BankRegistered, BankUpdated, Envelope, Event,
+    SocialLink,
+};
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+
+use crate::error::{Error, FieldErrors, Result};
+use crate::publisher::Publisher;
+use crate::secrets;
+
+/// The kind tag of publisher tokens: `rwp_{prefix}_{secret}`.
+pub const TOKEN_KIND: &str = "rwp";
+
+#[derive(Debug, Clone, Serialize, Deserialize, FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct Bank {
+    pub id: i64,
+    pub code: String,
+    pub name: String,
+    pub image_url: String,
+    #[sqlx(json)]
+    pub social_links: Vec<SocialLink>,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewBank {
+    pub code: String,
+    pub name: String,
+    pub image_url: String,
+    #[serde(default)]
+    pub social_links: Vec<SocialLink>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BankPatch {
+    pub code: Option<String>,
+    pub name: Option<String>,
+    pub image_url: Option<String>,
+    pub social_links: Option<Vec<SocialLink>>,
+    pub active: Option<bool>,
+}
+
+fn check_text(errors: &mut FieldErrors, field: &str, value: &str, max: usize) {
+    if value.trim().is_empty() {
+        errors
+            .entry(field.into())
+            .or_default()
+            .push("must not be empty".into());
+    } else if value.chars().count() > max {
+        errors
+            .entry(field.into())
+            .or_default()
+            .push(format!("must be at most {max} characters"));
+    }
+}
+
+fn check_url(errors: &mut FieldErrors, field: &str, value: &str) {
+    if !(value.starts_with("https://") || value.starts_with("http://")) || value.len() > 2048 {
+        errors
+            .entry(field.into())
+            .or_default()
+            .push("must be an http(s) URL".into());
+    }
+}
+
+fn check_links(errors: &mut FieldErrors, links: &[SocialLink]) {
+    for (i, link) in links.iter().enumerate() {
+        check_text(
+            errors,
+            &format!("socialLinks[{i}].platform"),
+            &link.platform,
+            64,
+        );
+        check_url(errors, &format!("socialLinks[{i}].url"), &link.url);
+    }
+}
+
+impl NewBank {
+    fn validate(&self) -> Result<()> {
+        let mut errors = FieldErrors::new();
+        check_text(&mut errors, "code", &self.code, 32);
+        check_text(&mut errors, "name", &self.name, 200);
+        check_url(&mut errors, "imageUrl", &self.image_url);
+        check_links(&mut errors, &self.social_links);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Validation(errors))
+        }
+    }
+}
+
+impl BankPatch {
+    fn validate(&self) -> Result<()> {
+        let mut errors = FieldErrors::new();
+        if let Some(code) = &self.code {
+            check_text(&mut errors, "code", code, 32);
+        }
+        if let Some(name) = &self.name {
+            check_text(&mut errors, "name", name, 200);
+        }
+        if let Some(url) = &self.image_url {
+            check_url(&mut errors, "imageUrl", url);
+        }
+        if let Some(links) = &self.social_links {
+            check_links(&mut errors, links);
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Validation(errors))
+        }
+    }
+}
+
+fn code_taken(e: sqlx::Error, code: &str) -> Error {
+    match &e {
+        sqlx::Error::Database(db) if db.constraint() == Some("banks_code_key") => {
+            Error::Conflict(format!("A bank with code {code} already exists"))
+        }
+        _ => Error::Postgres(e),
+    }
+}
+
+fn bank_id(id: i64) -> Result<BankId> {
+    BankId::new(id)
+        .map_err(|_| Error::Startup(format!("bank id {id} from the sequence is not positive")))
+}
+
+pub async fn register(pool: &PgPool, publisher: &Publisher, new: NewBank) -> Result<Bank> {
+    new.validate()?;
+    let mut tx = pool.begin().await?;
+    let bank: Bank = sqlx::query_as(
+        "INSERT INTO banks (code, name, image_url, social_links) VALUES ($1, $2, $3, $4)
+         RETURNING id, code, name, image_url, social_links, active",
+    )
+    .bind(&new.code)
+    .bind(&new.name)
+    .bind(&new.image_url)
+    .bind(Json(&new.social_links))
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(|e| code_taken(e, &new.code))?;
+    let event = Event::BankRegistered(BankRegistered {
+        code: new.code,
+        name: new.name,
+        image_url: new.image_url,
+        social_links: new.social_links,
+    });
+    publisher
+        .publish(&Envelope::new(bank_id(bank.id)?, Utc::now(), event))
+        .await?;
+    tx.commit().await?;
+    tracing::info!(bank_id = bank.id, code = bank.code, "bank registered");
+    Ok(bank)
+}
+
+pub async fn update(
+    pool: &PgPool,
+    publisher: &Publisher,
+    id: BankId,
+    patch: BankPatch,
+) -> Result<Bank> {
+    patch.validate()?;
+    let mut tx = pool.begin().await?;
+    let before: Bank =
+        sqlx::query_as("SELECT id, code, name, image_url, social_links, active FROM banks WHERE id = $1 FOR UPDATE")
+            .bind(id.get())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| Error::NotFound("Bank not found".into()))?;
+    let after: Bank = sqlx::query_as(
+        "UPDATE banks SET code = COALESCE($2, code), name = COALESCE($3, name), image_url = COALESCE($4, image_url),
+             social_links = COALESCE($5, social_links), active = COALESCE($6, active), updated_at = now()
+         WHERE id = $1 RETURNING id, code, name, image_url, social_links, active",
+    )
+    .bind(id.get())
+    .bind(&patch.code)
+    .bind(&patch.name)
+    .bind(&patch.image_url)
+    .bind(patch.social_links.as_ref().map(Json))
+    .bind(patch.active)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(|e| code_taken(e, patch.code.as_deref().unwrap_or_default()))?;
+
+    // Only what changed goes on the log.
+    let changed = BankUpdated {
+        code: patch.code.filter(|c| *c != before.code),
+        name: patch.name.filter(|n| *n != before.name),
+        image_url: patch.image_url.filter(|u| *u != before.image_url),
+        social_links: patch.social_links.filter(|l| *l != before.social_links),
+    };
+    let now = Utc::now();
+    if changed != BankUpdated::default() {
+        publisher
+            .publish(&Envelope::new(id, now, Event::BankUpdated(changed)))
+            .await?;
+    }
+    match (before.active, after.active) {
+        (true, false) => {
+            publisher
+                .publish(&Envelope::new(
+                    id,
+                    now,
+                    Event::BankDeactivated(BankDeactivated::default()),
+                ))
+                .await?;
+        }
+        (false, true) => {
+            publisher
+                .publish(&Envelope::new(
+                    id,
+                    now,
+                    Event::BankReactivated(BankReactivated {}),
+                ))
+                .await?;
+        }
+        _ => {}
+    }
+    tx.commit().await?;
+    Ok(after)
+}
+
+pub async fn list(pool: &PgPool) -> Result<Vec<Bank>> {
+    Ok(sqlx::query_as(
+        "SELECT id, code, name, image_url, social_links, active FROM banks ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+pub async fn get(pool: &PgPool, id: BankId) -> Result<Option<Bank>> {
+    Ok(sqlx::query_as(
+        "SELECT id, code, name, image_url, social_links, active FROM banks WHERE id = $1",
+    )
+    .bind(id.get())
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// A new token for the bank; the secret is returned once and never stored.
+pub async fn create_token(pool: &PgPool, id: BankId) -> Result<secrets::NewSecret> {
+    if get(pool, id).await?.is_none() {
+        return Err(Error::NotFound("Bank not found".into()));
+    }
+    let token = secrets::generate(TOKEN_KIND);
+    sqlx::query("INSERT INTO publisher_tokens (prefix, bank_id, token_hash) VALUES ($1, $2, $3)")
+        .bind(&token.prefix)
+        .bind(id.get())
+        .bind(&token.hash)
+        .execute(pool)
+        .await?;
+    tracing::info!(bank_id = %id, token_prefix = token.prefix, "publisher token created");
+    Ok(token)
+}
+
+/// Revokes a token by its prefix; false when no live token has it.
+pub async fn revoke_token(pool: &PgPool, prefix: &str) -> Result<bool> {
+    let revoked = sqlx::query(
+        "UPDATE publisher_tokens SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL",
+    )
+    .bind(prefix)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(revoked == 1)
+}
+
+/// The bank a live token publishes for, and whether that bank is active.
+pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<(BankId, bool)>> {
+    let Some(prefix) = secrets::prefix_of(TOKEN_KIND, token) else {
+        return Ok(None);
+    };
+    let row: Option<(i64, String, bool)> = sqlx::query_as(
+        "SELECT t.bank_id, t.token_hash, b.active FROM publisher_tokens t JOIN banks b ON b.id = t.bank_id
+         WHERE t.prefix = $1 AND t.revoked_at IS NULL",
+    )
+    .bind(prefix)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row
+        .filter(|(_, hash, _)| secrets::same_hash(hash, &secrets::hash(token)))
+        .and_then(|(id, _, active)| BankId::new(id).ok().map(|id| (id, active))))
+}

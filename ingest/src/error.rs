@@ -1,0 +1,104 @@
+//! Ingest's one error type and its mapping to responses, in the api-v1
+//! envelope: `{"status": N, "message": "...", "errors"?: {...}}`.
+
+use std::collections::BTreeMap;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+/// Field name to the problems found with it.
+pub type FieldErrors = BTreeMap<String, Vec<String>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("validation failed: {0:?}")]
+    Validation(FieldErrors),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("request body is larger than {0} bytes")]
+    PayloadTooLarge(u64),
+    #[error("content type must be application/json")]
+    UnsupportedMediaType,
+    /// The broker did not acknowledge in time, or a dependency is down.
+    #[error("{what} unavailable: {cause}")]
+    Unavailable { what: &'static str, cause: String },
+    #[error("postgres: {0}")]
+    Postgres(#[from] sqlx::Error),
+    #[error("startup: {0}")]
+    Startup(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Seconds a client should wait before retrying a 503.
+const RETRY_AFTER_SECS: &str = "1";
+
+impl Error {
+    pub fn validation(field: &str, message: impl Into<String>) -> Self {
+        Error::Validation(BTreeMap::from([(field.to_owned(), vec![message.into()])]))
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Error::Validation(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Postgres(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Postgres(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// Postgres being unreachable is a 503 (retry later), not a bug.
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
+    )
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match &self {
+            Error::Validation(errors) => {
+                json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})
+            }
+            Error::Unavailable { what, cause } => {
+                tracing::warn!(what, cause, "answering 503");
+                json!({"status": 503, "message": "Service Unavailable"})
+            }
+            Error::Postgres(e) if status == StatusCode::SERVICE_UNAVAILABLE => {
+                tracing::warn!(error = %e, "postgres unavailable; answering 503");
+                json!({"status": 503, "message": "Service Unavailable"})
+            }
+            Error::Postgres(_) | Error::Startup(_) => {
+                // The cause goes to the logs only.
+                tracing::error!(error = %self, "internal error");
+                json!({"status": 500, "message": "Internal Server Error"})
+            }
+            other => json!({"status": status.as_u16(), "message": other.to_string()}),
+        };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        response
+    }
+}

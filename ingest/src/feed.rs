@@ -1,0 +1,1 @@
+//! Feed clients (placeholder replaced below).

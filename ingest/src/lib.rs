@@ -1,0 +1,28 @@
+//! Ingest: the service bank feed publishers and operators talk to.
+//!
+//! - [`routes`] holds the HTTP surface: publishers push boards
+//!   ([`routes::boards`]), operators manage banks and tokens
+//!   ([`routes::admin`]), and probes ask [`routes::health`].
+//! - [`board`] turns a request body into a valid `BoardPublished`, reporting
+//!   every problem at once.
+//! - [`publisher`] puts events on the log and answers only once the broker
+//!   has acknowledged them.
+//! - [`banks`] and [`secrets`] keep ingest's own state: bank ids (allocated
+//!   here, carried in events) and hashed publisher tokens.
+//! - [`feed`] is the client side: the demo simulator the stack runs.
+
+pub mod app;
+pub mod banks;
+pub mod board;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod feed;
+pub mod publisher;
+pub mod routes;
+pub mod secrets;
+pub mod telemetry;
+
+pub use app::Application;
+pub use config::Config;
+pub use error::Error;

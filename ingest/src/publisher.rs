@@ -1,0 +1,145 @@
+//! Puts events on the log. A publish returns only when the broker has
+//! acknowledged the event with acks=all, so a 202 always means "durable".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratewire_proto::{encode, partition_key, Envelope};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use rdkafka::ClientConfig;
+use tracing::{info, instrument};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+#[derive(Clone)]
+pub struct Publisher {
+    producer: FutureProducer,
+    topic: Arc<str>,
+    timeout: Duration,
+}
+
+/// Where an acknowledged event landed.
+#[derive(Debug, Clone, Copy)]
+pub struct Acknowledged {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl Publisher {
+    pub fn new(config: &Config) -> Result<Self> {
+        let timeout = config.publish_timeout();
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &config.kafka_brokers)
+            .set("acks", "all")
+            // Broker-side de-duplication of librdkafka's own retries, and
+            // per-partition order kept across them.
+            .set("enable.idempotence", "true")
+            // A message not acknowledged within the timeout fails instead of
+            // waiting in the queue; the publisher gets 503 and may retry.
+            .set("message.timeout.ms", timeout.as_millis().to_string())
+            .set("linger.ms", "1")
+            .create()
+            .map_err(|e| Error::Startup(format!("kafka producer: {e}")))?;
+        Ok(Self {
+            producer,
+            topic: config.topic.as_str().into(),
+            timeout,
+        })
+    }
+
+    #[instrument(skip_all, fields(event_id = %envelope.event_id, bank_id = %envelope.bank_id, event = envelope.event.type_name()))]
+    pub async fn publish(&self, envelope: &Envelope) -> Result<Acknowledged> {
+        let payload = encode(envelope);
+        let key = partition_key(envelope.bank_id);
+        let record = FutureRecord::to(&self.topic).key(&key).payload(&payload);
+        match self
+            .producer
+            .send(record, Timeout::After(self.timeout))
+            .await
+        {
+            Ok(delivery) => {
+                tracing::debug!(
+                    partition = delivery.partition,
+                    offset = delivery.offset,
+                    "acknowledged"
+                );
+                Ok(Acknowledged {
+                    partition: delivery.partition,
+                    offset: delivery.offset,
+                })
+            }
+            Err((e, _)) => Err(Error::Unavailable {
+                what: "broker",
+                cause: e.to_string(),
+            }),
+        }
+    }
+
+    /// True when the broker answers a metadata request.
+    pub async fn reachable(&self) -> bool {
+        let producer = self.producer.clone();
+        let topic = self.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&topic), Duration::from_secs(1))
+                .is_ok()
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Waits up to `timeout` for queued messages to be delivered (shutdown).
+    pub fn flush(&self, timeout: Duration) {
+        if let Err(e) = self.producer.flush(Timeout::After(timeout)) {
+            tracing::warn!(error = %e, "producer flush did not complete");
+        }
+    }
+}
+
+/// Creates the topic unless it exists.
+pub async fn ensure_topic(config: &Config) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka_brokers)
+        .create()
+        .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
+    let topic = NewTopic::new(
+        &config.topic,
+        config.topic_partitions,
+        TopicReplication::Fixed(config.topic_replication),
+    );
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .create_topics([&topic], &options)
+        .await
+        .map_err(|e| unavailable_broker(&e))?;
+    for result in results {
+        match result {
+            Ok(name) => info!(
+                topic = name,
+                partitions = config.topic_partitions,
+                "topic created"
+            ),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => {
+                return Err(Error::Unavailable {
+                    what: "broker",
+                    cause: format!("creating topic {name}: {code}"),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unavailable_broker(e: &KafkaError) -> Error {
+    Error::Unavailable {
+        what: "broker",
+        cause: e.to_string(),
+    }
+}

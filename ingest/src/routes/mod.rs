@@ -1,0 +1,105 @@
+//! Ingest's HTTP surface, one module per audience, merged in [`router`].
+
+pub mod admin;
+pub mod boards;
+pub mod health;
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Router;
+use sqlx::PgPool;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::error::Error;
+use crate::publisher::Publisher;
+use crate::secrets;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub publisher: Publisher,
+    pub admin_token: Option<Arc<str>>,
+    pub body_limit: u64,
+}
+
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.body_limit as usize;
+    Router::new()
+        .merge(boards::router())
+        .merge(admin::router())
+        .merge(health::router())
+        .fallback(|| async { Error::NotFound("Not Found".into()) })
+        .method_not_allowed_fallback(|| async {
+            (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})))
+                .into_response()
+        })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            let request_id = request
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}
+
+/// `axum::Json` with rejections in our error envelope.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(Error))]
+pub struct AppJson<T>(pub T);
+
+impl From<JsonRejection> for Error {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
+            StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge(0),
+            _ => Error::validation("body", rejection.body_text()),
+        }
+    }
+}
+
+/// The bearer token of a request, if it has one.
+pub fn bearer(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+/// Proof that the caller holds `RATEWIRE_ADMIN_TOKEN`.
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Error;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Some(expected) = state.admin_token.as_deref() else {
+            return Err(Error::Unauthorized(
+                "Operator endpoints are disabled: RATEWIRE_ADMIN_TOKEN is not set",
+            ));
+        };
+        match bearer(parts) {
+            None => Err(Error::Unauthorized("Operator token is required")),
+            Some(given) if secrets::same_hash(&secrets::hash(given), &secrets::hash(expected)) => {
+                Ok(Operator)
+            }
+            Some(_) => Err(Error::Unauthorized("Invalid operator token")),
+        }
+    }
+}

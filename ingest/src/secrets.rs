@@ -1,0 +1,86 @@
+//! Bearer secrets (publisher tokens): generated at random, shown once,
+//! stored as a SHA-256 hash and named by a short public prefix.
+//!
+//! A fast hash is enough: the secrets are 128 random bits, not passwords, so
+//! there is nothing to brute-force.
+
+use rand::distributions::Alphanumeric;
+use rand::Rng;
+use sha2::{Digest, Sha256};
+
+/// A freshly made secret: `{kind}_{prefix}_{random}`.
+pub struct NewSecret {
+    pub prefix: String,
+    pub secret: String,
+    pub hash: String,
+}
+
+pub fn generate(kind: &str) -> NewSecret {
+    let mut rng = rand::thread_rng();
+    let prefix: String = (&mut rng)
+        .sample_iter(Alphanumeric)
+        .take(8)
+        .map(char::from)
+        .collect();
+    let body: String = (&mut rng)
+        .sample_iter(Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect();
+    let secret = format!("{kind}_{prefix}_{body}");
+    let hash = hash(&secret);
+    NewSecret {
+        prefix,
+        secret,
+        hash,
+    }
+}
+
+pub fn hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// The prefix of a well-formed secret of `kind`, if it is one.
+pub fn prefix_of<'a>(kind: &str, secret: &'a str) -> Option<&'a str> {
+    let rest = secret.strip_prefix(kind)?.strip_prefix('_')?;
+    let (prefix, body) = rest.split_once('_')?;
+    (prefix.len() == 8
+        && body.len() == 32
+        && prefix
+            .bytes()
+            .chain(body.bytes())
+            .all(|b| b.is_ascii_alphanumeric()))
+    .then_some(prefix)
+}
+
+/// Compares two hex hashes without an early exit.
+pub fn same_hash(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_secret_names_its_prefix_and_matches_its_hash() {
+        let s = generate("rwp");
+        assert_eq!(prefix_of("rwp", &s.secret), Some(s.prefix.as_str()));
+        assert!(same_hash(&hash(&s.secret), &s.hash));
+        assert_ne!(generate("rwp").secret, s.secret);
+    }
+
+    #[test]
+    fn malformed_secrets_have_no_prefix() {
+        assert_eq!(prefix_of("rwp", "rwp_short"), None);
+        assert_eq!(
+            prefix_of("rwp", "rwk_abcdefgh_0123456789abcdef0123456789abcdef"),
+            None
+        );
+        assert_eq!(prefix_of("rwp", ""), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! The projector's settings, from `RATEWIRE_*` environment variables.
+//!
+//! clap reads and checks them at start: a bad value stops the process with a
+//! message naming the variable; `ratewire-projector --help` lists them all
+//! with their defaults.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ratewire_proto::DEFAULT_TOPIC;
+
+use crate::views::ViewStyle;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Config {
+    /// Postgres connection URL (the database must exist).
+    #[arg(
+        long,
+        env = "RATEWIRE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
+    )]
+    pub database_url: String,
+    /// Postgres schema holding the read model (history, banks, offsets).
+    #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
+    pub read_schema: String,
+    /// Redis URL for the read views.
+    #[arg(
+        long,
+        env = "RATEWIRE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/0"
+    )]
+    pub redis_url: String,
+    /// Prefix of every Redis key ratewire writes.
+    #[arg(long, env = "RATEWIRE_REDIS_PREFIX", default_value = "rw:")]
+    pub redis_prefix: String,
+    /// Kafka bootstrap servers, comma separated.
+    #[arg(long, env = "RATEWIRE_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
+    pub kafka_brokers: String,
+    /// The event topic.
+    #[arg(long, env = "RATEWIRE_TOPIC", default_value = DEFAULT_TOPIC)]
+    pub topic: String,
+    /// Consumer group id (used for group membership and client metrics; the
+    /// authoritative offsets live in Postgres).
+    #[arg(
+        long,
+        env = "RATEWIRE_KAFKA_GROUP",
+        default_value = "ratewire-projector"
+    )]
+    pub group_id: String,
+    /// Which partitions this instance folds: `all`, or a comma-separated list
+    /// such as `0,2` to split a topic between instances explicitly.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "all", value_parser = parse_partitions)]
+    pub partitions: Partitions,
+    /// Most messages applied in one Postgres transaction.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub batch_max: u32,
+    /// Longest wait, in milliseconds, for a batch to fill before applying it.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_WAIT_MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=5_000))]
+    pub batch_wait_ms: u64,
+    /// Address of the projector's health and metrics endpoint.
+    #[arg(
+        long,
+        env = "RATEWIRE_PROJECTOR_LISTEN",
+        default_value = "127.0.0.1:8082"
+    )]
+    pub listen: SocketAddr,
+    /// Base URL of currency images; `/{code}.png` (lower case) is appended.
+    #[arg(
+        long,
+        env = "RATEWIRE_CURRENCY_IMAGE_BASE",
+        default_value = "https://assets.ratewire.example/currencies"
+    )]
+    pub currency_image_base: String,
+    /// `text` or `json` log lines.
+    #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+impl Config {
+    pub fn batch_wait(&self) -> Duration {
+        Duration::from_millis(self.batch_wait_ms)
+    }
+
+    pub fn view_style(&self) -> ViewStyle {
+        ViewStyle {
+            currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Partitions {
+    All,
+    Only(Vec<i32>),
+}
+
+impl Partitions {
+    pub fn includes(&self, partition: i32) -> bool {
+        match self {
+            Partitions::All => true,
+            Partitions::Only(list) => list.contains(&partition),
+        }
+    }
+}
+
+fn parse_partitions(s: &str) -> Result<Partitions, String> {
+    if s.trim() == "all" {
+        return Ok(Partitions::All);
+    }
+    let list = s
+        .split(',')
+        .map(|p| p.trim().parse::<i32>().ok().filter(|p| *p >= 0))
+        .collect::<Option<Vec<_>>>()
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            format!("expected `all` or a list of partition numbers like `0,1`, got {s:?}")
+        })?;
+    Ok(Partitions::Only(list))
+}
+
+/// Schema names are interpolated into DDL, so only plain identifiers pass.
+pub fn parse_schema(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?} is not a plain lower-case SQL identifier"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_all_or_a_list() {
+        assert_eq!(parse_partitions("all"), Ok(Partitions::All));
+        assert_eq!(parse_partitions("0, 2"), Ok(Partitions::Only(vec![0, 2])));
+        assert!(parse_partitions("").is_err());
+        assert!(parse_partitions("-1").is_err());
+        assert!(parse_partitions("a").is_err());
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(parse_schema("readmodel").is_ok());
+        assert!(parse_schema("rm_2").is_ok());
+        assert!(parse_schema("x; drop table banks").is_err());
+        assert!(parse_schema("Read").is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! Reading the topic: explicit partition assignment from Postgres offsets,
+//! and bounded batches.
+//!
+//! The projector assigns its partitions itself instead of subscribing to a
+//! consumer group: the authoritative positions are in Postgres, so there is
+//! nothing for a group coordinator to add, and explicit assignment works the
+//! same on every Kafka-compatible broker. Several instances split a topic with
+//! `RATEWIRE_PROJECTOR_PARTITIONS`; the row lock on each partition's offset
+//! (see `fold`) keeps an accidental overlap from applying anything twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tokio::time::{timeout_at, Instant};
+
+use crate::config::{Config, Partitions};
+use crate::error::{Error, Result};
+use crate::fold::Incoming;
+
+pub fn create(config: &Config) -> Result<Arc<StreamConsumer>> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka_brokers)
+        .set("group.id", &config.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        .create()?;
+    Ok(Arc::new(consumer))
+}
+
+/// The topic's partitions that this instance owns; an error while the topic
+/// does not exist yet (the caller retries).
+pub async fn owned_partitions(
+    consumer: &Arc<StreamConsumer>,
+    topic: &str,
+    owned: &Partitions,
+) -> Result<Vec<i32>> {
+    let c = Arc::clone(consumer);
+    let name = topic.to_owned();
+    let metadata =
+        tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&name), Duration::from_secs(5)))
+            .await
+            .map_err(|e| Error::Config(format!("metadata task failed: {e}")))??;
+    let topic_md = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .ok_or_else(|| Error::Config(format!("topic {topic} not found")))?;
+    if let Some(err) = topic_md.error() {
+        return Err(Error::Config(format!("topic {topic}: {err:?}")));
+    }
+    let partitions: Vec<i32> = topic_md
+        .partitions()
+        .iter()
+        .map(|p| p.id())
+        .filter(|p| owned.includes(*p))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::Config(format!(
+            "topic {topic} has none of the configured partitions yet"
+        )));
+    }
+    Ok(partitions)
+}
+
+/// Starts reading each partition at its stored position.
+pub fn assign(
+    consumer: &StreamConsumer,
+    topic: &str,
+    positions: &std::collections::BTreeMap<i32, i64>,
+) -> Result<()> {
+    let mut list = TopicPartitionList::new();
+    for (partition, next_offset) in positions {
+        list.add_partition_offset(topic, *partition, Offset::Offset(*next_offset))?;
+    }
+    consumer.assign(&list)?;
+    Ok(())
+}
+
+/// Waits for one message, then gathers more until `max` or `wait` elapses.
+pub async fn next_batch(
+    consumer: &StreamConsumer,
+    max: usize,
+    wait: Duration,
+) -> Result<Vec<Incoming>> {
+    let first = consumer.recv().await?;
+    let mut batch = vec![incoming(&first)];
+    drop(first);
+    let deadline = Instant::now() + wait;
+    while batch.len() < max {
+        match timeout_at(deadline, consumer.recv()).await {
+            Ok(Ok(message)) => batch.push(incoming(&message)),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "kafka error while filling a batch");
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    Ok(batch)
+}
+
+fn incoming(message: &impl Message) -> Incoming {
+    Incoming {
+        partition: message.partition(),
+        offset: message.offset(),
+        payload: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+    }
+}

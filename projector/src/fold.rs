@@ -1,0 +1,368 @@
+//! Applies a batch of log messages to the read model in one transaction.
+//!
+//! Three guards make a message change the model at most once:
+//! - the partition's stored next offset: a redelivered message is skipped;
+//! - the event id in `applied_events`: a producer retry that reached the log
+//!   twice is applied once;
+//! - both are written in the same transaction as the rows, so a crash either
+//!   keeps all of a batch or none of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::{decode, BankId, Decoded, Envelope, Event};
+use sqlx::{Acquire, PgConnection, PgPool, Postgres, Transaction};
+use tracing::{debug, warn};
+
+use crate::error::Result;
+
+/// One message as read from the topic.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    pub partition: i32,
+    pub offset: i64,
+    pub payload: Vec<u8>,
+}
+
+/// What a batch did.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    pub applied: usize,
+    /// Already applied (redelivered offset or repeated event id).
+    pub skipped: usize,
+    pub dead_lettered: usize,
+    /// Unknown event types, skipped by the compatibility rule.
+    pub ignored: usize,
+    /// Banks whose views must be refreshed.
+    pub banks: BTreeSet<BankId>,
+    /// The partitions' next offsets after the batch.
+    pub positions: BTreeMap<i32, i64>,
+    /// `occurred_at` of the newest event applied.
+    pub newest_event: Option<DateTime<Utc>>,
+}
+
+/// The stored next offset of each of `partitions` (0 when never consumed).
+pub async fn positions(
+    pool: &PgPool,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, i64>> {
+    let rows: Vec<(i32, i64)> =
+        sqlx::query_as("SELECT partition, next_offset FROM consumer_offsets WHERE topic = $1 AND partition = ANY($2)")
+            .bind(topic)
+            .bind(partitions)
+            .fetch_all(pool)
+            .await?;
+    let mut map: BTreeMap<i32, i64> = partitions.iter().map(|p| (*p, 0)).collect();
+    map.extend(rows);
+    Ok(map)
+}
+
+pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Result<BatchOutcome> {
+    let mut outcome = BatchOutcome::default();
+    let partitions: Vec<i32> = batch
+        .iter()
+        .map(|m| m.partition)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut tx = pool.begin().await?;
+
+    // Lock the partitions' positions for the transaction: two projectors that
+    // were configured to overlap take turns instead of both applying.
+    sqlx::query(
+        "INSERT INTO consumer_offsets (topic, partition, next_offset)
+         SELECT $1, p, 0 FROM UNNEST($2::int[]) AS p
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(topic)
+    .bind(&partitions)
+    .execute(&mut *tx)
+    .await?;
+    let rows: Vec<(i32, i64)> = sqlx::query_as(
+        "SELECT partition, next_offset FROM consumer_offsets
+         WHERE topic = $1 AND partition = ANY($2) FOR UPDATE",
+    )
+    .bind(topic)
+    .bind(&partitions)
+    .fetch_all(&mut *tx)
+    .await?;
+    outcome.positions = rows.into_iter().collect();
+
+    for message in batch {
+        let next = outcome.positions.entry(message.partition).or_insert(0);
+        if message.offset < *next {
+            outcome.skipped += 1;
+            continue;
+        }
+        *next = message.offset + 1;
+        apply_message(&mut tx, topic, message, &mut outcome).await?;
+    }
+
+    for (partition, next_offset) in &outcome.positions {
+        sqlx::query(
+            "UPDATE consumer_offsets SET next_offset = $3, updated_at = now()
+             WHERE topic = $1 AND partition = $2",
+        )
+        .bind(topic)
+        .bind(partition)
+        .bind(next_offset)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+async fn apply_message(
+    tx: &mut Transaction<'_, Postgres>,
+    topic: &str,
+    message: &Incoming,
+    outcome: &mut BatchOutcome,
+) -> Result<()> {
+    let envelope = match decode(&message.payload) {
+        Ok(Decoded::Event(envelope)) => envelope,
+        Ok(Decoded::UnknownType {
+            event_id,
+            event_type,
+            version,
+        }) => {
+            warn!(%event_id, event_type, version, partition = message.partition, offset = message.offset,
+                "skipping an event type this build does not know");
+            outcome.ignored += 1;
+            return Ok(());
+        }
+        Ok(Decoded::UnsupportedVersion {
+            event_id,
+            event_type,
+            version,
+        }) => {
+            let error = format!("{event_type} version {version} is newer than this build reads");
+            dead_letter(tx, topic, message, Some(event_id), &error).await?;
+            outcome.dead_lettered += 1;
+            return Ok(());
+        }
+        Err(e) => {
+            dead_letter(tx, topic, message, None, &e.to_string()).await?;
+            outcome.dead_lettered += 1;
+            return Ok(());
+        }
+    };
+
+    // A savepoint per event: an event the model cannot take is rolled back
+    // alone and dead-lettered; the rest of the batch goes on.
+    let mut savepoint = tx.begin().await?;
+    match apply_event(&mut savepoint, &envelope, message).await {
+        Ok(Applied::Yes) => {
+            savepoint.commit().await?;
+            outcome.applied += 1;
+            outcome.banks.insert(envelope.bank_id);
+            outcome.newest_event = outcome.newest_event.max(Some(envelope.occurred_at));
+        }
+        Ok(Applied::Duplicate) => {
+            savepoint.commit().await?;
+            debug!(event_id = %envelope.event_id, "event already applied");
+            outcome.skipped += 1;
+        }
+        Err(Rejection::Invalid(reason)) => {
+            savepoint.rollback().await?;
+            dead_letter(tx, topic, message, Some(envelope.event_id), &reason).await?;
+            outcome.dead_lettered += 1;
+        }
+        Err(Rejection::Database(e)) if is_data_error(&e) => {
+            savepoint.rollback().await?;
+            dead_letter(tx, topic, message, Some(envelope.event_id), &e.to_string()).await?;
+            outcome.dead_lettered += 1;
+        }
+        Err(Rejection::Database(e)) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+enum Applied {
+    Yes,
+    Duplicate,
+}
+
+enum Rejection {
+    /// The event is well-formed but contradicts the model (unknown bank...).
+    Invalid(String),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Rejection {
+    fn from(e: sqlx::Error) -> Self {
+        Rejection::Database(e)
+    }
+}
+
+/// Errors caused by the event's content (SQLSTATE classes 22 and 23), as
+/// opposed to Postgres being unreachable, which must stop and retry the batch.
+fn is_data_error(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("22") || c.starts_with("23")),
+        _ => false,
+    }
+}
+
+async fn apply_event(
+    db: &mut PgConnection,
+    envelope: &Envelope,
+    message: &Incoming,
+) -> Result<Applied, Rejection> {
+    let first_time = sqlx::query(
+        r#"INSERT INTO applied_events (event_id, partition, "offset") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"#,
+    )
+    .bind(envelope.event_id)
+    .bind(message.partition)
+    .bind(message.offset)
+    .execute(&mut *db)
+    .await?
+    .rows_affected()
+        == 1;
+    if !first_time {
+        return Ok(Applied::Duplicate);
+    }
+
+    let bank = envelope.bank_id.get();
+    let at = envelope.occurred_at;
+    let unknown = || Rejection::Invalid(format!("bank {bank} is not registered"));
+    match &envelope.event {
+        Event::BankRegistered(e) => {
+            let inserted = sqlx::query(
+                "INSERT INTO banks (id, code, name, image_url, social_links, active, registered_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, TRUE, $6, $6) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(bank)
+            .bind(&e.code)
+            .bind(&e.name)
+            .bind(&e.image_url)
+            .bind(sqlx::types::Json(&e.social_links))
+            .bind(at)
+            .execute(&mut *db)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                return Err(Rejection::Invalid(format!(
+                    "bank {bank} is already registered"
+                )));
+            }
+        }
+        Event::BankUpdated(e) => {
+            let updated = sqlx::query(
+                "UPDATE banks SET code = COALESCE($2, code), name = COALESCE($3, name),
+                     image_url = COALESCE($4, image_url), social_links = COALESCE($5, social_links),
+                     updated_at = $6
+                 WHERE id = $1",
+            )
+            .bind(bank)
+            .bind(&e.code)
+            .bind(&e.name)
+            .bind(&e.image_url)
+            .bind(e.social_links.as_ref().map(sqlx::types::Json))
+            .bind(at)
+            .execute(&mut *db)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                return Err(unknown());
+            }
+        }
+        Event::BankDeactivated(_) | Event::BankReactivated(_) => {
+            let active = matches!(envelope.event, Event::BankReactivated(_));
+            let updated =
+                sqlx::query("UPDATE banks SET active = $2, updated_at = $3 WHERE id = $1")
+                    .bind(bank)
+                    .bind(active)
+                    .bind(at)
+                    .execute(&mut *db)
+                    .await?
+                    .rows_affected();
+            if updated == 0 {
+                return Err(unknown());
+            }
+        }
+        Event::BoardPublished(board) => {
+            let known: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM banks WHERE id = $1)")
+                    .bind(bank)
+                    .fetch_one(&mut *db)
+                    .await?;
+            if !known {
+                return Err(unknown());
+            }
+            if board.rates.is_empty() {
+                return Err(Rejection::Invalid("empty board".into()));
+            }
+            // A board re-published for the same as-of replaces the earlier
+            // one: the later event in the log wins.
+            sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")
+                .bind(bank)
+                .bind(board.as_of)
+                .execute(&mut *db)
+                .await?;
+            sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")
+                .bind(bank)
+                .bind(board.as_of)
+                .bind(envelope.event_id)
+                .execute(&mut *db)
+                .await?;
+            let currencies: Vec<String> =
+                board.rates.iter().map(|r| r.currency.to_string()).collect();
+            let cash_buying: Vec<_> = board.rates.iter().map(|r| r.cash_buying).collect();
+            let cash_selling: Vec<_> = board.rates.iter().map(|r| r.cash_selling).collect();
+            let tx_buying: Vec<_> = board.rates.iter().map(|r| r.transactional_buying).collect();
+            let tx_selling: Vec<_> = board
+                .rates
+                .iter()
+                .map(|r| r.transactional_selling)
+                .collect();
+            sqlx::query(
+                "INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
+                                    transactional_buying, transactional_selling)
+                 SELECT $1, $2, * FROM UNNEST($3::text[], $4::numeric[], $5::numeric[], $6::numeric[], $7::numeric[])",
+            )
+            .bind(bank)
+            .bind(board.as_of)
+            .bind(&currencies)
+            .bind(&cash_buying)
+            .bind(&cash_selling)
+            .bind(&tx_buying)
+            .bind(&tx_selling)
+            .execute(&mut *db)
+            .await?;
+        }
+    }
+    Ok(Applied::Yes)
+}
+
+async fn dead_letter(
+    db: &mut PgConnection,
+    topic: &str,
+    message: &Incoming,
+    event_id: Option<uuid::Uuid>,
+    error: &str,
+) -> Result<()> {
+    warn!(
+        partition = message.partition,
+        offset = message.offset,
+        ?event_id,
+        error,
+        "dead-lettering a message"
+    );
+    sqlx::query(
+        r#"INSERT INTO dead_letters (topic, partition, "offset", event_id, error, payload)
+           VALUES ($1, $2, $3, $4, $5, $6)"#,
+    )
+    .bind(topic)
+    .bind(message.partition)
+    .bind(message.offset)
+    .bind(event_id)
+    .bind(error)
+    .bind(&message.payload)
+    .execute(db)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! The projector folds ratewire's event log into read models.
+//!
+//! Reading the flow top-down:
+//! - [`consumer`] takes messages from the topic in per-partition order and
+//!   hands them over in bounded batches;
+//! - [`fold`] applies a batch to Postgres in one transaction, together with
+//!   the consumed offsets (exactly-once in effect: a crash before commit
+//!   re-reads the batch, a crash after it finds the offsets already moved);
+//! - [`store`] reads back what a view needs, [`views`] renders it as the
+//!   API's ready-to-serve JSON (pure, no I/O), and [`redis_views`] writes it
+//!   to Redis after the commit. Redis is derived state: [`app`] rebuilds it
+//!   from Postgres on start, so a crash between commit and Redis loses nothing.
+//!
+//! The api crate reuses [`store`] and [`views`] to answer from Postgres when a
+//! Redis view is missing.
+
+pub mod app;
+pub mod config;
+pub mod consumer;
+pub mod db;
+pub mod error;
+pub mod fold;
+pub mod http;
+pub mod redis_views;
+pub mod store;
+pub mod telemetry;
+pub mod views;
+
+pub use app::Application;
+pub use config::Config;
+pub use error::Error;

@@ -1,0 +1,33 @@
+//! The vocabulary ratewire's processes share on the log.
+//!
+//! Everything that crosses the broker is defined here and nowhere else: the
+//! envelope every event travels in ([`envelope`]), the events themselves
+//! ([`event`]), the identifiers they carry ([`ids`]) and where they are
+//! published ([`topic`]). Ingest writes these types, the projector reads them.
+//!
+//! # Compatibility rule
+//!
+//! An event is identified by its `type` and `version`.
+//! - Within a version, fields may only be *added*, and only as optional
+//!   fields; a reader ignores fields it does not know.
+//! - Any other change (renaming, removing, changing a type or a meaning)
+//!   makes a new version. Readers keep decoding every older version and
+//!   upcast it to the current shape (see [`envelope::decode`]); the log is
+//!   never rewritten.
+//! - A reader that meets an event type it does not know skips it with a
+//!   warning; one that meets a *newer* version of a known type reports it as
+//!   unsupported (the projector dead-letters it so a later release can apply
+//!   it on replay). Neither ever crashes a consumer.
+
+pub mod envelope;
+pub mod event;
+pub mod ids;
+pub mod topic;
+
+pub use envelope::{decode, encode, DecodeError, Decoded, Envelope};
+pub use event::{
+    BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardPublished, Event,
+    RateEntry, SocialLink,
+};
+pub use ids::{BankId, CurrencyCode, InvalidId};
+pub use topic::{partition_key, DEFAULT_TOPIC};
