@@ -1,1 +1,78 @@
-fn main() {}
+use clap::{Parser, Subcommand};
+use ratewire_api::keys::{self, NewKey};
+use ratewire_api::{db, Application, Config};
+use ratewire_projector::app::shutdown_signal;
+use ratewire_projector::telemetry;
+use tokio_util::sync::CancellationToken;
+
+/// ratewire api: the public read API (api-v1).
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Manage API keys directly in Postgres (the same code as the operator endpoints).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key and print it (it is shown only this once).
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = keys::DEFAULT_PLAN)]
+        plan: String,
+    },
+    /// List keys (never their secrets).
+    List,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    telemetry::init(&cli.config.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = Application::build(cli.config).await?;
+            let shutdown = CancellationToken::new();
+            let trigger = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                trigger.cancel();
+            });
+            app.run_until_stopped(shutdown).await?;
+        }
+        Command::Keys(command) => {
+            let config = &cli.config;
+            let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
+            db::migrate(&pool, &config.schema).await?;
+            let output = match command {
+                KeysCommand::Create { name, plan } => serde_json::to_string_pretty(
+                    &keys::create(
+                        &pool,
+                        NewKey {
+                            name,
+                            plan: Some(plan),
+                        },
+                    )
+                    .await?,
+                )?,
+                KeysCommand::List => serde_json::to_string_pretty(&keys::list(&pool).await?)?,
+            };
+            // The CLI's result is its standard output, not a log line.
+            use std::io::Write;
+            writeln!(std::io::stdout(), "{output}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,244 @@
-//! Feed clients (placeholder replaced below).
+//! Feed clients: the demo simulator, which behaves like a set of real bank
+//! publishers (registers banks through the operator API, takes a token per
+//! bank, then pushes boards over HTTP).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use chrono::Utc;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rust_decimal::prelude::FromPrimitive;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// Ethiopian banks the demo registers, in order: (code, name).
+pub const DEMO_BANKS: [(&str, &str); 15] = [
+    ("CBE", "Commercial Bank of Ethiopia"),
+    ("AWASH", "Awash Bank"),
+    ("DASHEN", "Dashen Bank"),
+    ("BOA", "Bank of Abyssinia"),
+    ("WEGAGEN", "Wegagen Bank"),
+    ("NIB", "Nib International Bank"),
+    ("HIBRET", "Hibret Bank"),
+    ("BUNNA", "Bunna Bank"),
+    ("OROMIA", "Oromia Bank"),
+    ("ZEMEN", "Zemen Bank"),
+    ("COOP", "Cooperative Bank of Oromia"),
+    ("ABAY", "Abay Bank"),
+    ("ENAT", "Enat Bank"),
+    ("BERHAN", "Berhan Bank"),
+    ("AMHARA", "Amhara Bank"),
+];
+
+/// Currencies and a plausible mid rate in birr per unit.
+pub const DEMO_CURRENCIES: [(&str, f64); 18] = [
+    ("USD", 155.20),
+    ("EUR", 180.40),
+    ("GBP", 207.10),
+    ("SAR", 41.35),
+    ("AED", 42.25),
+    ("CNY", 21.80),
+    ("CHF", 193.60),
+    ("JPY", 1.03),
+    ("CAD", 111.20),
+    ("KES", 1.20),
+    ("AUD", 101.40),
+    ("SEK", 16.20),
+    ("DKK", 24.18),
+    ("NOK", 15.10),
+    ("INR", 1.77),
+    ("ZAR", 8.70),
+    ("KWD", 505.30),
+    ("DJF", 0.87),
+];
+
+#[derive(Debug, Clone)]
+pub struct DemoSettings {
+    pub ingest_url: String,
+    pub admin_token: String,
+    pub banks: usize,
+    pub currencies: usize,
+    pub interval: Duration,
+    /// Publish one round and stop.
+    pub once: bool,
+}
+
+/// One simulated bank: its quoting style and current mid rates.
+struct SimBank {
+    id: i64,
+    token: String,
+    cash_spread: f64,
+    transactional_spread: f64,
+    mids: Vec<(String, f64)>,
+}
+
+impl SimBank {
+    /// Moves every mid a little (a bounded random walk) and quotes a board,
+    /// as JSON text: decimals go on the wire as bare numbers with their
+    /// exact digits, which `serde_json::Value` cannot hold.
+    fn next_board(&mut self, rng: &mut StdRng) -> String {
+        let mut rates = Vec::with_capacity(self.mids.len());
+        for (code, mid) in &mut self.mids {
+            *mid *= 1.0 + rng.gen_range(-0.0015..0.0015);
+            let quote = |m: f64, spread: f64, side: f64| {
+                let digits = if m < 10.0 { 4 } else { 2 };
+                Decimal::from_f64(m * (1.0 + side * spread))
+                    .unwrap_or_default()
+                    .round_dp(digits)
+            };
+            rates.push(format!(
+                r#"{{"currency":"{code}","cashBuying":{},"cashSelling":{},"transactionalBuying":{},"transactionalSelling":{}}}"#,
+                quote(*mid, self.cash_spread, -1.0),
+                quote(*mid, self.cash_spread, 1.0),
+                quote(*mid, self.transactional_spread, -1.0),
+                quote(*mid, self.transactional_spread, 1.0),
+            ));
+        }
+        format!(
+            r#"{{"asOf":"{}","rates":[{}]}}"#,
+            Utc::now().to_rfc3339(),
+            rates.join(",")
+        )
+    }
+}
+
+pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let base = settings.ingest_url.trim_end_matches('/').to_owned();
+    let admin = format!("Bearer {}", settings.admin_token);
+    let mut rng = StdRng::from_entropy();
+
+    let existing: Vec<Value> = http
+        .get(format!("{base}/v1/admin/banks"))
+        .header("authorization", &admin)
+        .send()
+        .await
+        .context("ingest is not reachable")?
+        .error_for_status()?
+        .json()
+        .await?;
+
+    let mut banks = Vec::new();
+    for (code, name) in DEMO_BANKS.iter().take(settings.banks) {
+        let id = match existing.iter().find(|b| b["code"] == *code) {
+            Some(bank) => bank["id"].as_i64().context("bank without id")?,
+            None => {
+                let lower = code.to_ascii_lowercase();
+                let response = http
+                    .post(format!("{base}/v1/admin/banks"))
+                    .header("authorization", &admin)
+                    .json(&json!({
+                        "code": code,
+                        "name": name,
+                        "imageUrl": format!("https://assets.ratewire.example/banks/{lower}.png"),
+                        "socialLinks": [{"platform": "telegram", "url": format!("https://t.me/{lower}bank")}],
+                    }))
+                    .send()
+                    .await?;
+                if !response.status().is_success() {
+                    bail!(
+                        "registering {code} failed: {}",
+                        response.text().await.unwrap_or_default()
+                    );
+                }
+                let bank: Value = response.json().await?;
+                info!(code, id = %bank["id"], "registered demo bank");
+                bank["id"].as_i64().context("bank without id")?
+            }
+        };
+        let token: Value = http
+            .post(format!("{base}/v1/admin/banks/{id}/tokens"))
+            .header("authorization", &admin)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let offset = rng.gen_range(-0.005..0.005);
+        banks.push(SimBank {
+            id,
+            token: token["token"].as_str().context("token missing")?.to_owned(),
+            cash_spread: rng.gen_range(0.010..0.020),
+            transactional_spread: rng.gen_range(0.004..0.009),
+            mids: DEMO_CURRENCIES
+                .iter()
+                .take(settings.currencies)
+                .map(|(code, mid)| (code.to_string(), mid * (1.0 + offset)))
+                .collect(),
+        });
+    }
+    info!(
+        banks = banks.len(),
+        interval_ms = settings.interval.as_millis() as u64,
+        "demo feed publishing"
+    );
+
+    let mut tick = tokio::time::interval(settings.interval);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let (mut accepted, mut failed) = (0, 0);
+        for bank in &mut banks {
+            let board = bank.next_board(&mut rng);
+            let sent = http
+                .post(format!("{base}/v1/banks/{}/boards", bank.id))
+                .bearer_auth(&bank.token)
+                .header("content-type", "application/json")
+                .body(board)
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().as_u16() == 202 => accepted += 1,
+                Ok(r) => {
+                    failed += 1;
+                    warn!(
+                        bank = bank.id,
+                        status = r.status().as_u16(),
+                        body = r.text().await.unwrap_or_default(),
+                        "board refused"
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    warn!(bank = bank.id, error = %e, "board not sent");
+                }
+            }
+        }
+        info!(accepted, failed, "demo round published");
+        if settings.once {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_simulated_board_is_valid_for_ingest() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut bank = SimBank {
+            id: 1,
+            token: String::new(),
+            cash_spread: 0.015,
+            transactional_spread: 0.005,
+            mids: DEMO_CURRENCIES
+                .iter()
+                .map(|(c, m)| (c.to_string(), *m))
+                .collect(),
+        };
+        let body = bank.next_board(&mut rng).into_bytes();
+        let board =
+            crate::board::parse(&body, Utc::now()).expect("the demo publishes valid boards");
+        assert_eq!(board.rates.len(), DEMO_CURRENCIES.len());
+    }
+}

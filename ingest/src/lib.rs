@@ -7,8 +7,8 @@
 //!   every problem at once.
 //! - [`publisher`] puts events on the log and answers only once the broker
 //!   has acknowledged them.
-//! - [`banks`] and [`secrets`] keep ingest's own state: bank ids (allocated
-//!   here, carried in events) and hashed publisher tokens.
+//! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
+//!   in events) and hashed publisher tokens.
 //! - [`feed`] is the client side: the demo simulator the stack runs.
 
 pub mod app;
@@ -20,7 +20,6 @@ pub mod error;
 pub mod feed;
 pub mod publisher;
 pub mod routes;
-pub mod secrets;
 pub mod telemetry;
 
 pub use app::Application;

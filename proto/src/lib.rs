@@ -22,6 +22,7 @@
 pub mod envelope;
 pub mod event;
 pub mod ids;
+pub mod secret;
 pub mod topic;
 
 pub use envelope::{decode, encode, DecodeError, Decoded, Envelope};

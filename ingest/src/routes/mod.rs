@@ -18,7 +18,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::Error;
 use crate::publisher::Publisher;
-use crate::secrets;
+use ratewire_proto::secret as secrets;
 
 #[derive(Clone)]
 pub struct AppState {

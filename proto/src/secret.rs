@@ -1,5 +1,7 @@
-//! Bearer secrets (publisher tokens): generated at random, shown once,
-//! stored as a SHA-256 hash and named by a short public prefix.
+//! The credential format every ratewire secret shares (publisher tokens,
+//! API keys): generated at random, shown once, stored as a SHA-256 hash and
+//! named by a short public prefix. It lives here because the processes must
+//! agree on it, like the events.
 //!
 //! A fast hash is enough: the secrets are 128 random bits, not passwords, so
 //! there is nothing to brute-force.

@@ -1,0 +1,79 @@
+//! The API process as a value: built from a [`Config`], run until shutdown.
+
+use std::sync::Arc;
+
+use ratewire_projector::redis_views::{self, Keys};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::db;
+use crate::error::{Error, Result};
+use crate::keys::KeyStore;
+use crate::routes::{self, AppState};
+
+pub struct Application {
+    config: Config,
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    pub async fn build(config: Config) -> Result<Self> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;
+        let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
+        let redis = redis_views::connect(&config.redis_url)?;
+        let state = AppState {
+            key_store: KeyStore::new(pool.clone(), redis.clone(), &config.redis_prefix),
+            pool,
+            redis,
+            views: Keys::new(&config.redis_prefix),
+            style: Arc::new(config.view_style()),
+            admin_token: config
+                .admin_token
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(Into::into),
+        };
+        Ok(Self {
+            config,
+            listener,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_default()
+    }
+
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
+        let Application {
+            config,
+            listener,
+            state,
+        } = self;
+        // The key table must exist before the first request; wait for Postgres.
+        let mut delay = std::time::Duration::from_millis(100);
+        while let Err(e) = db::migrate(&state.pool, &config.schema).await {
+            warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "applying migrations failed");
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(std::time::Duration::from_secs(5));
+        }
+        info!(addr = %config.listen, "api serving");
+        axum::serve(listener, routes::router(state))
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+            .map_err(|e| Error::Startup(format!("server: {e}")))?;
+        info!("api stopped");
+        Ok(())
+    }
+}

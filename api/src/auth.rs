@@ -1,0 +1,72 @@
+//! The `x-api-key` check, as an extractor: a handler that takes an
+//! [`ApiKey`] only runs for a valid key.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use crate::error::Error;
+use crate::keys::Caller;
+use crate::routes::AppState;
+
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// A caller with a valid, unrevoked key.
+pub struct ApiKey(pub Caller);
+
+impl FromRequestParts<AppState> for ApiKey {
+    type Rejection = Error;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let key = parts
+            .headers
+            .get(API_KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or(Error::MissingKey)?;
+        let caller = state
+            .key_store
+            .lookup(key)
+            .await?
+            .ok_or(Error::InvalidKey)?;
+        tracing::Span::current().record("key", caller.prefix.as_str());
+        Ok(ApiKey(caller))
+    }
+}
+
+/// Proof that the caller holds `RATEWIRE_ADMIN_TOKEN`.
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Error;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Some(expected) = state.admin_token.as_deref() else {
+            return Err(Error::Unauthorized(
+                "Operator endpoints are disabled: RATEWIRE_ADMIN_TOKEN is not set",
+            ));
+        };
+        let given = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(Error::Unauthorized("Operator token is required"))?;
+        let (given, expected) = (
+            ratewire_proto::secret::hash(given),
+            ratewire_proto::secret::hash(expected),
+        );
+        if ratewire_proto::secret::same_hash(&given, &expected) {
+            Ok(Operator)
+        } else {
+            Err(Error::Unauthorized("Invalid operator token"))
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The API's settings, from `RATEWIRE_*` environment variables (clap checks
+//! them at start; `ratewire-api --help` lists them with defaults).
+
+use std::net::SocketAddr;
+
+use ratewire_projector::config::parse_schema;
+use ratewire_projector::views::ViewStyle;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Config {
+    /// Address the API listens on.
+    #[arg(long, env = "RATEWIRE_API_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Postgres connection URL (the database must exist).
+    #[arg(
+        long,
+        env = "RATEWIRE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
+    )]
+    pub database_url: String,
+    /// Postgres schema for the API's own tables (keys).
+    #[arg(long, env = "RATEWIRE_API_SCHEMA", default_value = "api", value_parser = parse_schema)]
+    pub schema: String,
+    /// Postgres schema of the projector's read model (history, fallback).
+    #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
+    pub read_schema: String,
+    /// Redis URL of the read views, key cache and counters.
+    #[arg(
+        long,
+        env = "RATEWIRE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/0"
+    )]
+    pub redis_url: String,
+    /// Prefix of every Redis key ratewire uses.
+    #[arg(long, env = "RATEWIRE_REDIS_PREFIX", default_value = "rw:")]
+    pub redis_prefix: String,
+    /// The operators' bearer token; operator endpoints refuse every call when unset.
+    #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Base URL of currency images (must match the projector's).
+    #[arg(
+        long,
+        env = "RATEWIRE_CURRENCY_IMAGE_BASE",
+        default_value = "https://assets.ratewire.example/currencies"
+    )]
+    pub currency_image_base: String,
+    /// `text` or `json` log lines.
+    #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+impl Config {
+    pub fn view_style(&self) -> ViewStyle {
+        ViewStyle {
+            currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
+        }
+    }
+}

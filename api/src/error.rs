@@ -1,0 +1,104 @@
+//! The API's one error type, mapped to api-v1's error bodies in one place.
+
+use std::collections::BTreeMap;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+pub type FieldErrors = BTreeMap<String, Vec<String>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("validation failed: {0:?}")]
+    Validation(FieldErrors),
+    #[error("API key is required")]
+    MissingKey,
+    #[error("Invalid API key")]
+    InvalidKey,
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    NotFound(&'static str),
+    #[error("Method Not Allowed")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("postgres: {0}")]
+    Postgres(#[from] sqlx::Error),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("{0}")]
+    Startup(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<ratewire_projector::Error> for Error {
+    fn from(e: ratewire_projector::Error) -> Self {
+        match e {
+            ratewire_projector::Error::Postgres(e) => Error::Postgres(e),
+            ratewire_projector::Error::Redis(e) => Error::Redis(e),
+            other => Error::Startup(other.to_string()),
+        }
+    }
+}
+
+impl Error {
+    pub fn validation(field: &str, message: impl Into<String>) -> Self {
+        Error::Validation(BTreeMap::from([(field.to_owned(), vec![message.into()])]))
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::Validation(_) => StatusCode::BAD_REQUEST,
+            Error::MissingKey | Error::InvalidKey | Error::Unauthorized(_) => {
+                StatusCode::UNAUTHORIZED
+            }
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Postgres(e) if unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Postgres(_) | Error::Redis(_) | Error::Startup(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+}
+
+/// Postgres unreachable (not a bug in a query): answer 503, retry later.
+fn unavailable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
+    )
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match &self {
+            Error::Validation(errors) => {
+                json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})
+            }
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+                tracing::warn!(error = %self, "dependency unavailable; answering 503");
+                json!({"status": 503, "message": "Service Unavailable"})
+            }
+            _ if status == StatusCode::INTERNAL_SERVER_ERROR => {
+                // The cause is for the logs, never for the client.
+                tracing::error!(error = %self, "internal error");
+                json!({"status": 500, "message": "Internal Server Error"})
+            }
+            other => json!({"status": status.as_u16(), "message": other.to_string()}),
+        };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

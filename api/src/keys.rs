@@ -1,0 +1,184 @@
+//! API keys: created by operators, stored as hashes, looked up per request
+//! through a Redis cache shared by every API instance.
+//!
+//! Revocation writes a short-lived "revoked" marker over the cache entry, and
+//! lookups fill the cache only with SET NX, so a lookup racing a revocation
+//! can never re-cache the revoked key: it stops working at once everywhere.
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::secret;
+use redis::aio::ConnectionManager;
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use sqlx::{FromRow, PgPool};
+
+use crate::error::{Error, FieldErrors, Result};
+
+/// The kind tag of API keys: `rwk_{prefix}_{secret}`.
+pub const KEY_KIND: &str = "rwk";
+/// Plans a key may be created on.
+pub const PLANS: [&str; 3] = ["free", "pro", "enterprise"];
+pub const DEFAULT_PLAN: &str = "free";
+/// How long a positive lookup stays cached.
+const CACHE_TTL_SECS: u64 = 300;
+const REVOKED: &str = "revoked";
+
+/// Who is calling, as far as limits and logs need to know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, FromRow)]
+pub struct Caller {
+    pub prefix: String,
+    pub name: String,
+    pub plan: String,
+}
+
+/// A key as operators see it: never the secret.
+#[derive(Debug, Clone, Serialize, FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    pub prefix: String,
+    pub name: String,
+    pub plan: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    pub name: String,
+    #[serde(default)]
+    pub plan: Option<String>,
+}
+
+/// A key just created: the only time its secret exists outside the client.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedKey {
+    pub key: String,
+    #[serde(flatten)]
+    pub info: KeyInfo,
+}
+
+pub async fn create(pool: &PgPool, new: NewKey) -> Result<CreatedKey> {
+    let mut errors = FieldErrors::new();
+    let name = new.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        errors
+            .entry("name".into())
+            .or_default()
+            .push("name must be 1 to 200 characters".into());
+    }
+    let plan = new.plan.as_deref().unwrap_or(DEFAULT_PLAN);
+    if !PLANS.contains(&plan) {
+        errors
+            .entry("plan".into())
+            .or_default()
+            .push(format!("plan must be one of {}", PLANS.join(", ")));
+    }
+    if !errors.is_empty() {
+        return Err(Error::Validation(errors));
+    }
+    let secret = secret::generate(KEY_KIND);
+    let info: KeyInfo = sqlx::query_as(
+        "INSERT INTO api_keys (prefix, key_hash, name, plan) VALUES ($1, $2, $3, $4)
+         RETURNING prefix, name, plan, created_at, revoked_at",
+    )
+    .bind(&secret.prefix)
+    .bind(&secret.hash)
+    .bind(name)
+    .bind(plan)
+    .fetch_one(pool)
+    .await?;
+    tracing::info!(key_prefix = info.prefix, plan, "api key created");
+    Ok(CreatedKey {
+        key: secret.secret,
+        info,
+    })
+}
+
+pub async fn list(pool: &PgPool) -> Result<Vec<KeyInfo>> {
+    Ok(sqlx::query_as("SELECT prefix, name, plan, created_at, revoked_at FROM api_keys ORDER BY created_at, prefix")
+        .fetch_all(pool)
+        .await?)
+}
+
+#[derive(Clone)]
+pub struct KeyStore {
+    pool: PgPool,
+    redis: ConnectionManager,
+    cache_prefix: String,
+}
+
+impl KeyStore {
+    pub fn new(pool: PgPool, redis: ConnectionManager, redis_prefix: &str) -> Self {
+        Self {
+            pool,
+            redis,
+            cache_prefix: format!("{redis_prefix}apikey:"),
+        }
+    }
+
+    /// The caller a key belongs to; `None` for unknown, malformed or revoked keys.
+    pub async fn lookup(&self, key: &str) -> Result<Option<Caller>> {
+        if secret::prefix_of(KEY_KIND, key).is_none() {
+            return Ok(None);
+        }
+        let hash = secret::hash(key);
+        let cache_key = format!("{}{hash}", self.cache_prefix);
+        let mut redis = self.redis.clone();
+        match redis.get::<_, Option<String>>(&cache_key).await {
+            Ok(Some(cached)) if cached == REVOKED => return Ok(None),
+            Ok(Some(cached)) => {
+                if let Ok(caller) = serde_json::from_str(&cached) {
+                    return Ok(Some(caller));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "key cache unavailable; asking postgres"),
+        }
+        let caller: Option<Caller> = sqlx::query_as(
+            "SELECT prefix, name, plan FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(&hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(caller) = &caller {
+            let value = serde_json::to_string(caller).expect("a caller serializes");
+            let set: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(&cache_key)
+                .arg(value)
+                .arg("NX")
+                .arg("EX")
+                .arg(CACHE_TTL_SECS)
+                .query_async(&mut redis)
+                .await;
+            if let Err(e) = set {
+                tracing::debug!(error = %e, "could not cache a key lookup");
+            }
+        }
+        Ok(caller)
+    }
+
+    /// Revokes the key named by `prefix`; false when no live key has it.
+    pub async fn revoke(&self, prefix: &str) -> Result<bool> {
+        let hash: Option<String> = sqlx::query_scalar(
+            "UPDATE api_keys SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL RETURNING key_hash",
+        )
+        .bind(prefix)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(hash) = hash else { return Ok(false) };
+        // The marker outlives any cached entry, so no instance can still
+        // hold the key as valid when it expires.
+        let mut redis = self.redis.clone();
+        redis
+            .set_ex::<_, _, ()>(
+                format!("{}{hash}", self.cache_prefix),
+                REVOKED,
+                CACHE_TTL_SECS * 2,
+            )
+            .await?;
+        tracing::info!(key_prefix = prefix, "api key revoked");
+        Ok(true)
+    }
+}

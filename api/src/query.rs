@@ -1,0 +1,128 @@
+//! Strict query-string parsing: every bad parameter is named, with a
+//! human-readable message; unknown parameters are ignored (decisions.md).
+
+use ratewire_proto::BankId;
+
+use crate::error::{Error, FieldErrors};
+
+/// The raw `name=value` pairs of a query string; the first occurrence of a
+/// name wins.
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn parse(raw: Option<&str>) -> Result<Self, Error> {
+        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or_default())
+            .map_err(|_| {
+                Error::validation("query", "the query string is not valid URL encoding")
+            })?;
+        Ok(Self(pairs))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Collects problems across parameters so one 400 names them all.
+pub struct Checker<'a> {
+    params: &'a Params,
+    errors: FieldErrors,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(params: &'a Params) -> Self {
+        Self {
+            params,
+            errors: FieldErrors::new(),
+        }
+    }
+
+    fn fail(&mut self, name: &str, message: String) {
+        self.errors
+            .entry(name.to_owned())
+            .or_default()
+            .push(message);
+    }
+
+    /// `true`/`false`/`1`/`0`; absent is `false`.
+    pub fn flag(&mut self, name: &str) -> bool {
+        match self.params.get(name) {
+            None => false,
+            Some("true" | "1") => true,
+            Some("false" | "0") => false,
+            Some(_) => {
+                self.fail(name, format!("{name} must be true, false, 1 or 0"));
+                false
+            }
+        }
+    }
+
+    pub fn bank_id(&mut self, name: &str, required: bool) -> Option<BankId> {
+        match self.params.get(name) {
+            None if required => {
+                self.fail(name, format!("{name} is required"));
+                None
+            }
+            None => None,
+            Some(value) => match value.parse() {
+                Ok(id) => Some(id),
+                Err(_) => {
+                    self.fail(name, format!("{name} must be a positive integer"));
+                    None
+                }
+            },
+        }
+    }
+
+    pub fn finish(self) -> Result<(), Error> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Validation(self.errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(raw: &str) -> (Option<BankId>, bool, Result<(), Error>) {
+        let params = Params::parse(Some(raw)).unwrap();
+        let mut c = Checker::new(&params);
+        let id = c.bank_id("bankId", false);
+        let flag = c.flag("transactional");
+        (id, flag, c.finish())
+    }
+
+    #[test]
+    fn good_parameters_parse() {
+        let (id, flag, result) = check("bankId=7&transactional=1&unknown=x");
+        assert_eq!(id.map(BankId::get), Some(7));
+        assert!(flag);
+        assert!(result.is_ok());
+    }
+
+    #[test]
+    fn every_bad_parameter_is_named() {
+        let (_, _, result) = check("bankId=abc&transactional=yes");
+        let Err(Error::Validation(errors)) = result else {
+            panic!("expected a validation error")
+        };
+        assert_eq!(errors["bankId"], vec!["bankId must be a positive integer"]);
+        assert_eq!(
+            errors["transactional"],
+            vec!["transactional must be true, false, 1 or 0"]
+        );
+    }
+
+    #[test]
+    fn zero_and_negative_bank_ids_are_invalid() {
+        for raw in ["bankId=0", "bankId=-1", "bankId=", "bankId=1.5"] {
+            assert!(check(raw).2.is_err(), "{raw}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Operator endpoints for API keys; each requires
+//! `Authorization: Bearer $RATEWIRE_ADMIN_TOKEN`.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, post};
+use axum::{Json, Router};
+
+use super::AppState;
+use crate::auth::Operator;
+use crate::error::{Error, Result};
+use crate::keys::{self, CreatedKey, KeyInfo, NewKey};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/admin/keys", post(create).get(list))
+        .route("/v1/admin/keys/{prefix}", delete(revoke))
+}
+
+async fn create(
+    _: Operator,
+    State(state): State<AppState>,
+    body: std::result::Result<Json<NewKey>, JsonRejection>,
+) -> Result<(StatusCode, Json<CreatedKey>)> {
+    let Json(new) = body.map_err(|e| Error::validation("body", e.body_text()))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(keys::create(&state.pool, new).await?),
+    ))
+}
+
+async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {
+    Ok(Json(keys::list(&state.pool).await?))
+}
+
+async fn revoke(
+    _: Operator,
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+) -> Result<StatusCode> {
+    if state.key_store.revoke(&prefix).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound("Key not found"))
+    }
+}

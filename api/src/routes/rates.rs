@@ -1,0 +1,63 @@
+//! `GET /api/v1/rates`: the latest board of every active bank, or of one.
+
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use ratewire_projector::store;
+use ratewire_projector::views::{rates_element, rates_response, RatesVariant};
+use redis::AsyncCommands;
+
+use super::{json_body, AppState};
+use crate::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::query::{Checker, Params};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/rates", get(rates))
+}
+
+async fn rates(
+    _: ApiKey,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let bank_id = check.bank_id("bankId", false);
+    let variant = RatesVariant {
+        transactional: check.flag("transactional"),
+        social_links: check.flag("socialLinks"),
+    };
+    check.finish()?;
+
+    let key = match bank_id {
+        Some(id) => state.views.rates_bank(id, variant),
+        None => state.views.rates_all(variant),
+    };
+    let mut redis = state.redis.clone();
+    match redis.get::<_, Option<String>>(&key).await {
+        Ok(Some(elements)) => return Ok(json_body(rates_response(&elements))),
+        Ok(None) => tracing::debug!(key, "view missing; rendering from postgres"),
+        Err(e) => tracing::warn!(error = %e, "redis unavailable; rendering from postgres"),
+    }
+
+    // The view is missing (flushed, not built yet, or an unknown bank):
+    // Postgres has the same data and the same renderer makes the same bytes.
+    let elements = match bank_id {
+        Some(id) => {
+            let view = store::bank_view(&state.pool, id)
+                .await?
+                .filter(|v| v.bank.active);
+            let view = view.ok_or(Error::NotFound("Bank not found"))?;
+            rates_element(&view, variant, &state.style)
+        }
+        None => store::active_bank_views(&state.pool)
+            .await?
+            .iter()
+            .map(|view| rates_element(view, variant, &state.style))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    Ok(json_body(rates_response(&elements)))
+}
