@@ -7,7 +7,10 @@ use tracing_subscriber::EnvFilter;
 pub fn init(format: &str) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Logs go to stderr so that CLI commands keep stdout for their results.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = if format == "json" {
         builder.json().try_init()
     } else {

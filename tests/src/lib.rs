@@ -1,1 +1,347 @@
+//! The end-to-end harness: a whole ratewire per test.
+//!
+//! [`Stack::start`] gives each test its own world: a fresh broker process on
+//! a free port (tansu, in memory), its own Postgres database, Redis key
+//! prefix and topic, and the three real binaries (`ratewire-ingest`,
+//! `ratewire-projector`, `ratewire-api`) on free ports. Dropping the stack
+//! stops the processes and removes the database and keys.
+//!
+//! Binaries come from the same target directory as the test; build them
+//! first (`cargo build --workspace --bins`, which the test command does).
+//! The broker binary comes from `RATEWIRE_TANSU_BIN`, or the stack script's
+//! cache (`$RATEWIRE_CACHE_DIR`, default `~/.cache/ratewire`).
 
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+pub const ADMIN_TOKEN: &str = "e2e-operator-token";
+const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+const REDIS: &str = "redis://127.0.0.1:6379/0";
+
+pub struct Stack {
+    pub api_url: String,
+    pub ingest_url: String,
+    pub projector_url: String,
+    pub database: String,
+    pub redis_prefix: String,
+    pub topic: String,
+    pub logs: PathBuf,
+    http: reqwest::Client,
+    processes: Vec<(String, Child)>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Where cargo put this test's sibling binaries (`target/<profile>/`).
+fn binary(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("test binary has no target dir")?;
+    let path = dir.join(name);
+    if !path.exists() {
+        bail!(
+            "{} is missing: run `cargo build --workspace --bins` first",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+pub fn tansu_binary() -> Result<PathBuf> {
+    if let Ok(path) = std::env::var("RATEWIRE_TANSU_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let cache = std::env::var("RATEWIRE_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/ratewire")
+        });
+    let path = cache.join("tansu-0.6.0/bin/tansu");
+    if !path.exists() {
+        bail!(
+            "the broker is not installed at {}: run `deploy/stack test`, which installs it",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Polls `check` until it yields a value or `timeout` passes.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+impl Stack {
+    pub async fn start() -> Result<Stack> {
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let database = format!("rw_e2e_{id}");
+        let logs = binary("ratewire-api")?
+            .parent()
+            .unwrap()
+            .join("e2e-logs")
+            .join(&id);
+        std::fs::create_dir_all(&logs)?;
+
+        let admin = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres"))
+            .await
+            .context("postgres at 127.0.0.1:5432")?;
+        sqlx::query(&format!("CREATE DATABASE {database}"))
+            .execute(&admin)
+            .await?;
+        admin.close().await;
+
+        let (broker_port, api_port, ingest_port, projector_port) =
+            (free_port(), free_port(), free_port(), free_port());
+        let mut stack = Stack {
+            api_url: format!("http://127.0.0.1:{api_port}"),
+            ingest_url: format!("http://127.0.0.1:{ingest_port}"),
+            projector_url: format!("http://127.0.0.1:{projector_port}"),
+            redis_prefix: format!("rwe2e:{id}:"),
+            topic: format!("rw-e2e-{id}"),
+            database,
+            logs,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(15))
+                .build()?,
+            processes: Vec::new(),
+        };
+
+        let listener = format!("tcp://127.0.0.1:{broker_port}");
+        stack.spawn(
+            "broker",
+            &tansu_binary()?,
+            &[
+                "broker",
+                "--listener-url",
+                &listener,
+                "--advertised-listener-url",
+                &listener,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            &[],
+        )?;
+        let env = [
+            (
+                "RATEWIRE_DATABASE_URL",
+                format!("{POSTGRES}/{}", stack.database),
+            ),
+            ("RATEWIRE_REDIS_URL", REDIS.to_owned()),
+            ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
+            ("RATEWIRE_KAFKA_BROKERS", format!("127.0.0.1:{broker_port}")),
+            ("RATEWIRE_TOPIC", stack.topic.clone()),
+            ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+            ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{api_port}")),
+            ("RATEWIRE_INGEST_LISTEN", format!("127.0.0.1:{ingest_port}")),
+            (
+                "RATEWIRE_PROJECTOR_LISTEN",
+                format!("127.0.0.1:{projector_port}"),
+            ),
+            ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
+        ];
+        for name in ["ratewire-ingest", "ratewire-projector", "ratewire-api"] {
+            stack.spawn(name, &binary(name)?, &[], &env)?;
+        }
+        for url in [&stack.ingest_url, &stack.projector_url, &stack.api_url] {
+            let ready = format!("{url}/readyz");
+            eventually(&ready, Duration::from_secs(60), || async {
+                let response = stack.http.get(&ready).send().await.ok()?;
+                response.status().is_success().then_some(())
+            })
+            .await
+            .with_context(|| {
+                format!(
+                    "stack did not become ready; logs in {}",
+                    stack.logs.display()
+                )
+            })?;
+        }
+        Ok(stack)
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Result<()> {
+        let log = std::fs::File::create(self.logs.join(format!("{name}.log")))?;
+        let child = Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        self.processes.push((name.to_owned(), child));
+        Ok(())
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Registers a bank through the operator endpoint; returns its id.
+    pub async fn register_bank(&self, code: &str, name: &str) -> Result<i64> {
+        let response = self
+            .http
+            .post(format!("{}/v1/admin/banks", self.ingest_url))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({
+                "code": code,
+                "name": name,
+                "imageUrl": format!("https://img.test/{code}.png"),
+                "socialLinks": [{"platform": "telegram", "url": format!("https://t.me/{code}")}],
+            }))
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if status != 201 {
+            bail!("registering {code}: {status} {body}");
+        }
+        body["id"].as_i64().context("no id")
+    }
+
+    pub async fn publisher_token(&self, bank_id: i64) -> Result<String> {
+        let body: Value = self
+            .http
+            .post(format!(
+                "{}/v1/admin/banks/{bank_id}/tokens",
+                self.ingest_url
+            ))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(body["token"].as_str().context("no token")?.to_owned())
+    }
+
+    /// Pushes a board body (JSON text, so numbers keep their digits).
+    pub async fn publish_board(
+        &self,
+        bank_id: i64,
+        token: &str,
+        board: &str,
+    ) -> Result<(u16, Value)> {
+        let response = self
+            .http
+            .post(format!("{}/v1/banks/{bank_id}/boards", self.ingest_url))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(board.to_owned())
+            .send()
+            .await?;
+        Ok((response.status().as_u16(), response.json().await?))
+    }
+
+    pub async fn api_key(&self, name: &str) -> Result<String> {
+        let body: Value = self
+            .http
+            .post(format!("{}/v1/admin/keys", self.api_url))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"name": name}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(body["key"].as_str().context("no key")?.to_owned())
+    }
+
+    /// GET on the API; returns the status and the body as raw text.
+    pub async fn get_raw(&self, path_and_query: &str, key: Option<&str>) -> Result<(u16, String)> {
+        let mut request = self.http.get(format!("{}{path_and_query}", self.api_url));
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        let response = request.send().await?;
+        Ok((response.status().as_u16(), response.text().await?))
+    }
+
+    pub async fn get(&self, path_and_query: &str, key: Option<&str>) -> Result<(u16, Value)> {
+        let (status, text) = self.get_raw(path_and_query, key).await?;
+        let body = serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))?;
+        Ok((status, body))
+    }
+
+    /// Deletes every Redis key of this stack, as a flush would.
+    pub async fn flush_redis(&self) -> Result<()> {
+        flush_prefix(&self.redis_prefix).await
+    }
+}
+
+async fn flush_prefix(prefix: &str) -> Result<()> {
+    let client = redis::Client::open(REDIS)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await?;
+    if !keys.is_empty() {
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async::<()>(&mut conn)
+            .await?;
+    }
+    Ok(())
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.processes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let database = self.database.clone();
+        let prefix = self.redis_prefix.clone();
+        // Drop may run inside the test's runtime, so clean up on a thread
+        // with a runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                if let Ok(admin) = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres")).await {
+                    let _ =
+                        sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+                            .execute(&admin)
+                            .await;
+                }
+                let _ = flush_prefix(&prefix).await;
+            });
+            Some(())
+        })
+        .join();
+    }
+}
