@@ -57,6 +57,12 @@ pub struct Config {
     /// Longest wait, in milliseconds, for a batch to fill before applying it.
     #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_WAIT_MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=5_000))]
     pub batch_wait_ms: u64,
+    /// Longest time, in milliseconds, the broker may hold a fetch while it
+    /// has no new data. Brokers that answer a fetch as soon as data arrives
+    /// make this an idle-polling interval only; brokers that do not add up to
+    /// this much to publish-to-visible latency.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=5_000))]
+    pub fetch_wait_ms: u64,
     /// Address of the projector's health and metrics endpoint.
     #[arg(
         long,

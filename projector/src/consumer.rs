@@ -28,6 +28,7 @@ pub fn create(config: &Config) -> Result<Arc<StreamConsumer>> {
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", config.fetch_wait_ms.to_string())
         .create()?;
     Ok(Arc::new(consumer))
 }
