@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use ratewire_projector::redis_views::{self, Keys};
+use ratewire_proto::runtime::retry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::Config;
 use crate::db;
@@ -59,14 +60,12 @@ impl Application {
             state,
         } = self;
         // The key table must exist before the first request; wait for Postgres.
-        let mut delay = std::time::Duration::from_millis(100);
-        while let Err(e) = db::migrate(&state.pool, &config.schema).await {
-            warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "applying migrations failed");
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(std::time::Duration::from_secs(5));
+        let migrated = retry("applying migrations", &shutdown, || {
+            db::migrate(&state.pool, &config.schema)
+        })
+        .await;
+        if migrated.is_none() {
+            return Ok(());
         }
         info!(addr = %config.listen, "api serving");
         axum::serve(listener, routes::router(state))

@@ -59,11 +59,7 @@ impl FromRequestParts<AppState> for Operator {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or(Error::Unauthorized("Operator token is required"))?;
-        let (given, expected) = (
-            ratewire_proto::secret::hash(given),
-            ratewire_proto::secret::hash(expected),
-        );
-        if ratewire_proto::secret::same_hash(&given, &expected) {
+        if ratewire_proto::secret::matches(given, expected) {
             Ok(Operator)
         } else {
             Err(Error::Unauthorized("Invalid operator token"))

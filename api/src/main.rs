@@ -1,9 +1,7 @@
 use clap::{Parser, Subcommand};
 use ratewire_api::keys::{self, NewKey};
 use ratewire_api::{db, Application, Config};
-use ratewire_projector::app::shutdown_signal;
-use ratewire_projector::telemetry;
-use tokio_util::sync::CancellationToken;
+use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
 /// ratewire api: the public read API (api-v1).
 #[derive(Parser)]
@@ -40,17 +38,11 @@ enum KeysCommand {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init(&cli.config.log_format);
+    init_telemetry(&cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
-            let shutdown = CancellationToken::new();
-            let trigger = shutdown.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                trigger.cancel();
-            });
-            app.run_until_stopped(shutdown).await?;
+            app.run_until_stopped(shutdown_on_signal()).await?;
         }
         Command::Keys(command) => {
             let config = &cli.config;

@@ -1,12 +1,12 @@
 //! The ingest process as a value: built from a [`Config`], run until a
 //! shutdown signal, then drained.
 
-use std::future::Future;
 use std::time::Duration;
 
+use ratewire_proto::runtime::retry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::Config;
 use crate::db;
@@ -88,43 +88,5 @@ impl Application {
         publisher.flush(Duration::from_secs(5));
         info!("ingest stopped");
         Ok(())
-    }
-}
-
-async fn retry<T, F, Fut>(what: &str, shutdown: &CancellationToken, mut attempt: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let mut delay = Duration::from_millis(100);
-    loop {
-        match attempt().await {
-            Ok(value) => return Some(value),
-            Err(e) => warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed"),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
     }
 }

@@ -23,9 +23,10 @@ pub enum Error {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
-    #[error("request body is larger than {0} bytes")]
-    PayloadTooLarge(u64),
-    #[error("content type must be application/json")]
+    /// The body is over `RATEWIRE_INGEST_BODY_LIMIT`.
+    #[error("Request body is too large")]
+    PayloadTooLarge,
+    #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
     /// The broker did not acknowledge in time, or a dependency is down.
     #[error("{what} unavailable: {cause}")]
@@ -53,7 +54,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,

@@ -20,7 +20,6 @@ pub mod error;
 pub mod feed;
 pub mod publisher;
 pub mod routes;
-pub mod telemetry;
 
 pub use app::Application;
 pub use config::Config;

@@ -1,7 +1,6 @@
 use clap::{Parser, Subcommand};
-use ratewire_ingest::app::shutdown_signal;
-use ratewire_ingest::{publisher, telemetry, Application, Config};
-use tokio_util::sync::CancellationToken;
+use ratewire_ingest::{publisher, Application, Config};
+use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
 /// ratewire ingest: the publisher and operator service.
 #[derive(Parser)]
@@ -24,17 +23,11 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init(&cli.config.log_format);
+    init_telemetry(&cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
-            let shutdown = CancellationToken::new();
-            let trigger = shutdown.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                trigger.cancel();
-            });
-            app.run_until_stopped(shutdown).await?;
+            app.run_until_stopped(shutdown_on_signal()).await?;
         }
         Command::CreateTopic => publisher::ensure_topic(&cli.config).await?,
     }

@@ -12,6 +12,13 @@ CREATE TABLE banks (
     updated_at    TIMESTAMPTZ NOT NULL
 );
 
+-- Every currency any board has quoted, with its ISO 4217 English name.
+CREATE TABLE currencies (
+    code            CHAR(3) PRIMARY KEY,
+    name            TEXT        NOT NULL,
+    first_quoted_at TIMESTAMPTZ NOT NULL
+);
+
 -- One row per published board; a board re-published with the same as-of
 -- replaces the earlier one (log order wins).
 CREATE TABLE boards (

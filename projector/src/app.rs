@@ -2,11 +2,11 @@
 //! a shutdown signal.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ratewire_proto::runtime::retry;
 use ratewire_proto::BankId;
 use rdkafka::consumer::StreamConsumer;
 use sqlx::PgPool;
@@ -104,26 +104,6 @@ struct Projector {
     dirty: BTreeSet<BankId>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
     rebuild: bool,
-}
-
-/// Runs `attempt` until it succeeds or shutdown; backs off between failures.
-async fn retry<T, F, Fut>(what: &str, shutdown: &CancellationToken, mut attempt: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let mut delay = Duration::from_millis(100);
-    loop {
-        match attempt().await {
-            Ok(value) => return Some(value),
-            Err(e) => warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed"),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
 }
 
 impl Projector {
@@ -289,26 +269,4 @@ pub async fn rebuild_once(config: &Config) -> Result<usize> {
     let redis = redis_views::connect(&config.redis_url)?;
     let mut views = RedisViews::new(redis, &config.redis_prefix, config.view_style());
     rebuild_views(&pool, &mut views).await
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
-    }
 }

@@ -311,6 +311,17 @@ async fn apply_event(
                 .await?;
             let currencies: Vec<String> =
                 board.rates.iter().map(|r| r.currency.to_string()).collect();
+            let names: Vec<String> = board.rates.iter().map(|r| r.currency.name()).collect();
+            sqlx::query(
+                "INSERT INTO currencies (code, name, first_quoted_at)
+                 SELECT code, name, $3 FROM UNNEST($1::text[], $2::text[]) AS c (code, name)
+                 ON CONFLICT (code) DO NOTHING",
+            )
+            .bind(&currencies)
+            .bind(&names)
+            .bind(board.as_of)
+            .execute(&mut *db)
+            .await?;
             let cash_buying: Vec<_> = board.rates.iter().map(|r| r.cash_buying).collect();
             let cash_selling: Vec<_> = board.rates.iter().map(|r| r.cash_selling).collect();
             let tx_buying: Vec<_> = board.rates.iter().map(|r| r.transactional_buying).collect();

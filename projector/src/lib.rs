@@ -23,7 +23,6 @@ pub mod fold;
 pub mod http;
 pub mod redis_views;
 pub mod store;
-pub mod telemetry;
 pub mod views;
 
 pub use app::Application;

@@ -1,7 +1,7 @@
 use clap::{Parser, Subcommand};
-use ratewire_projector::app::{rebuild_once, shutdown_signal};
-use ratewire_projector::{telemetry, Application, Config};
-use tokio_util::sync::CancellationToken;
+use ratewire_projector::app::rebuild_once;
+use ratewire_projector::{Application, Config};
+use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
 /// ratewire projector: folds the event log into Postgres and Redis views.
 #[derive(Parser)]
@@ -24,18 +24,12 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init(&cli.config.log_format);
+    init_telemetry(&cli.config.log_format);
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let app = Application::build(cli.config).await?;
             tracing::info!(port = app.port(), "projector listening for health checks");
-            let shutdown = CancellationToken::new();
-            let trigger = shutdown.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                trigger.cancel();
-            });
-            app.run_until_stopped(shutdown).await?;
+            app.run_until_stopped(shutdown_on_signal()).await?;
         }
         Command::Rebuild => {
             let banks = rebuild_once(&cli.config).await?;

@@ -22,6 +22,8 @@
 pub mod envelope;
 pub mod event;
 pub mod ids;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 pub mod secret;
 pub mod topic;
 

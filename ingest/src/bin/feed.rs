@@ -1,9 +1,8 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use ratewire_ingest::app::shutdown_signal;
 use ratewire_ingest::feed::{self, DemoSettings};
-use tokio_util::sync::CancellationToken;
+use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
 /// ratewire feed: publishes boards to ingest like a bank's feed would.
 #[derive(Parser)]
@@ -45,13 +44,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    ratewire_ingest::telemetry::init("text");
-    let shutdown = CancellationToken::new();
-    let trigger = shutdown.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        trigger.cancel();
-    });
+    init_telemetry("text");
+    let shutdown = shutdown_on_signal();
     match cli.command {
         Command::Demo {
             banks,

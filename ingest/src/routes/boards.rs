@@ -60,7 +60,7 @@ async fn publish_board(
         return Err(Error::UnsupportedMediaType);
     }
     let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge(state.body_limit),
+        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge,
         _ => Error::validation("body", rejection.body_text()),
     })?;
 

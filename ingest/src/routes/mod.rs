@@ -62,7 +62,7 @@ impl From<JsonRejection> for Error {
     fn from(rejection: JsonRejection) -> Self {
         match rejection.status() {
             StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
-            StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge(0),
+            StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge,
             _ => Error::validation("body", rejection.body_text()),
         }
     }
@@ -96,9 +96,7 @@ impl FromRequestParts<AppState> for Operator {
         };
         match bearer(parts) {
             None => Err(Error::Unauthorized("Operator token is required")),
-            Some(given) if secrets::same_hash(&secrets::hash(given), &secrets::hash(expected)) => {
-                Ok(Operator)
-            }
+            Some(given) if secrets::matches(given, expected) => Ok(Operator),
             Some(_) => Err(Error::Unauthorized("Invalid operator token")),
         }
     }

@@ -1,0 +1,117 @@
+//! How every ratewire process logs, stops and waits for its dependencies.
+//!
+//! These conventions are shared like the events are: operators rely on all
+//! three processes behaving alike (stderr logs in the same format, SIGTERM
+//! handled the same way, the same back-off while a dependency is down).
+//! Enabled by the `runtime` feature.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+use tracing_subscriber::EnvFilter;
+
+/// Human-readable logs by default; JSON lines when `format` is `json`.
+/// `RUST_LOG` overrides the default filter. Logs go to stderr so that CLI
+/// commands keep stdout for their results.
+pub fn init_telemetry(format: &str) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (several apps in one test process) is harmless.
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
+
+/// A token cancelled by Ctrl-C or SIGTERM: hand clones to every task that
+/// must stop.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested");
+        trigger.cancel();
+    });
+    token
+}
+
+/// Runs `attempt` until it succeeds, backing off from 100 ms to 5 s between
+/// failures and logging each; `None` when `shutdown` comes first.
+pub async fn retry<T, E, F, Fut>(
+    what: &str,
+    shutdown: &CancellationToken,
+    mut attempt: F,
+) -> Option<T>
+where
+    E: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match attempt().await {
+            Ok(value) => return Some(value),
+            Err(e) => warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_keeps_trying_until_success() {
+        let calls = AtomicU32::new(0);
+        let shutdown = CancellationToken::new();
+        let value = retry("test", &shutdown, || async {
+            match calls.fetch_add(1, Ordering::Relaxed) {
+                0..=2 => Err("not yet"),
+                n => Ok(n),
+            }
+        })
+        .await;
+        assert_eq!(value, Some(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_gives_up_on_shutdown() {
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        let value: Option<()> = retry("test", &shutdown, || async { Err("down") }).await;
+        assert_eq!(value, None);
+    }
+}
