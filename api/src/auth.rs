@@ -2,7 +2,9 @@
 //! [`ApiKey`] only runs for a valid key.
 
 use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use ratewire_proto::secret::check_operator;
 
 use crate::error::Error;
 use crate::keys::Caller;
@@ -47,22 +49,12 @@ impl FromRequestParts<AppState> for Operator {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let Some(expected) = state.admin_token.as_deref() else {
-            return Err(Error::Unauthorized(
-                "Operator endpoints are disabled: RATEWIRE_ADMIN_TOKEN is not set",
-            ));
-        };
-        let given = parts
+        let authorization = parts
             .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(Error::Unauthorized("Operator token is required"))?;
-        if ratewire_proto::secret::matches(given, expected) {
-            Ok(Operator)
-        } else {
-            Err(Error::Unauthorized("Invalid operator token"))
-        }
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        check_operator(authorization, state.admin_token.as_deref())
+            .map(|()| Operator)
+            .map_err(|denied| Error::Unauthorized(denied.message()))
     }
 }

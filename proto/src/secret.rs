@@ -55,6 +55,53 @@ pub fn prefix_of<'a>(kind: &str, secret: &'a str) -> Option<&'a str> {
     .then_some(prefix)
 }
 
+/// The token of an `Authorization: Bearer <token>` header value.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    authorization
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Why an operator call was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorDenied {
+    Disabled,
+    Missing,
+    Invalid,
+}
+
+impl OperatorDenied {
+    pub fn message(self) -> &'static str {
+        match self {
+            OperatorDenied::Disabled => {
+                "Operator endpoints are disabled: RATEWIRE_ADMIN_TOKEN is not set"
+            }
+            OperatorDenied::Missing => "Operator token is required",
+            OperatorDenied::Invalid => "Invalid operator token",
+        }
+    }
+}
+
+/// Checks an `Authorization` header value against the operators' token;
+/// with no token configured, every call is refused.
+pub fn check_operator(
+    authorization: Option<&str>,
+    expected: Option<&str>,
+) -> Result<(), OperatorDenied> {
+    let expected = expected
+        .filter(|t| !t.is_empty())
+        .ok_or(OperatorDenied::Disabled)?;
+    let given = authorization
+        .and_then(bearer)
+        .ok_or(OperatorDenied::Missing)?;
+    if matches(given, expected) {
+        Ok(())
+    } else {
+        Err(OperatorDenied::Invalid)
+    }
+}
+
 /// Whether `given` equals `expected`, compared through their hashes so the
 /// time taken says nothing about where they differ.
 pub fn matches(given: &str, expected: &str) -> bool {
@@ -80,6 +127,30 @@ mod tests {
         assert_eq!(prefix_of("rwp", &s.secret), Some(s.prefix.as_str()));
         assert!(same_hash(&hash(&s.secret), &s.hash));
         assert_ne!(generate("rwp").secret, s.secret);
+    }
+
+    #[test]
+    fn operators_need_the_configured_token() {
+        assert_eq!(
+            check_operator(Some("Bearer s3cret"), Some("s3cret")),
+            Ok(())
+        );
+        assert_eq!(
+            check_operator(Some("Bearer wrong"), Some("s3cret")),
+            Err(OperatorDenied::Invalid)
+        );
+        assert_eq!(
+            check_operator(Some("Basic s3cret"), Some("s3cret")),
+            Err(OperatorDenied::Missing)
+        );
+        assert_eq!(
+            check_operator(None, Some("s3cret")),
+            Err(OperatorDenied::Missing)
+        );
+        assert_eq!(
+            check_operator(Some("Bearer "), None),
+            Err(OperatorDenied::Disabled)
+        );
     }
 
     #[test]

@@ -33,8 +33,7 @@ async fn publish_board(
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(ratewire_proto::secret::bearer)
         .ok_or(Error::Unauthorized("Publisher token is required"))?;
     let (token_bank, active) = banks::authenticate(&state.pool, token)
         .await?

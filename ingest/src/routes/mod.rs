@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Router;
 use sqlx::PgPool;
@@ -18,7 +19,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::Error;
 use crate::publisher::Publisher;
-use ratewire_proto::secret as secrets;
+use ratewire_proto::secret::check_operator;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -68,17 +69,6 @@ impl From<JsonRejection> for Error {
     }
 }
 
-/// The bearer token of a request, if it has one.
-pub fn bearer(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-}
-
 /// Proof that the caller holds `RATEWIRE_ADMIN_TOKEN`.
 pub struct Operator;
 
@@ -89,15 +79,12 @@ impl FromRequestParts<AppState> for Operator {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let Some(expected) = state.admin_token.as_deref() else {
-            return Err(Error::Unauthorized(
-                "Operator endpoints are disabled: RATEWIRE_ADMIN_TOKEN is not set",
-            ));
-        };
-        match bearer(parts) {
-            None => Err(Error::Unauthorized("Operator token is required")),
-            Some(given) if secrets::matches(given, expected) => Ok(Operator),
-            Some(_) => Err(Error::Unauthorized("Invalid operator token")),
-        }
+        let authorization = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        check_operator(authorization, state.admin_token.as_deref())
+            .map(|()| Operator)
+            .map_err(|denied| Error::Unauthorized(denied.message()))
     }
 }
