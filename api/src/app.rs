@@ -38,6 +38,7 @@ impl Application {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
+            timezone: config.timezone,
         };
         Ok(Self {
             config,

@@ -44,6 +44,9 @@ pub struct Config {
         default_value = "https://assets.ratewire.example/currencies"
     )]
     pub currency_image_base: String,
+    /// The service time zone (IANA name): history days are calendar days here.
+    #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
+    pub timezone: chrono_tz::Tz,
     /// `text` or `json` log lines.
     #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

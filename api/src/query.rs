@@ -1,7 +1,8 @@
 //! Strict query-string parsing: every bad parameter is named, with a
 //! human-readable message; unknown parameters are ignored (decisions.md).
 
-use ratewire_proto::BankId;
+use chrono::NaiveDate;
+use ratewire_proto::{BankId, CurrencyCode};
 
 use crate::error::{Error, FieldErrors};
 
@@ -77,6 +78,50 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A currency code parameter: three ASCII letters, any case. A
+    /// well-formed code that ISO 4217 does not know is `Unknown` (a 404 for
+    /// the caller, not a 400).
+    pub fn currency(&mut self, name: &str, default: Option<&str>) -> Option<CurrencyArg> {
+        let Some(value) = self.params.get(name).or(default) else {
+            self.fail(name, format!("{name} is required"));
+            return None;
+        };
+        if value.len() != 3 || !value.bytes().all(|b| b.is_ascii_alphabetic()) {
+            self.fail(name, format!("{name} must be a three-letter currency code"));
+            return None;
+        }
+        Some(CurrencyCode::parse(value).map_or(CurrencyArg::Unknown, CurrencyArg::Known))
+    }
+
+    /// A required calendar date written YYYY-MM-DD.
+    pub fn date(&mut self, name: &str) -> Option<NaiveDate> {
+        let Some(value) = self.params.get(name) else {
+            self.fail(name, format!("{name} is required"));
+            return None;
+        };
+        let shaped = value.len() == 10
+            && value.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
+        match NaiveDate::parse_from_str(value, "%Y-%m-%d")
+            .ok()
+            .filter(|_| shaped)
+        {
+            Some(date) => Some(date),
+            None => {
+                self.fail(
+                    name,
+                    format!("{name} must be a real date in YYYY-MM-DD format"),
+                );
+                None
+            }
+        }
+    }
+
     pub fn finish(self) -> Result<(), Error> {
         if self.errors.is_empty() {
             Ok(())
@@ -84,6 +129,14 @@ impl<'a> Checker<'a> {
             Err(Error::Validation(self.errors))
         }
     }
+}
+
+/// A syntactically valid currency parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurrencyArg {
+    Known(CurrencyCode),
+    /// Three letters, but not an ISO 4217 code: names nothing.
+    Unknown,
 }
 
 #[cfg(test)]
@@ -117,6 +170,41 @@ mod tests {
             errors["transactional"],
             vec!["transactional must be true, false, 1 or 0"]
         );
+    }
+
+    #[test]
+    fn dates_must_be_real_and_zero_padded() {
+        for (raw, ok) in [
+            ("date=2026-11-20", true),
+            ("date=2026-02-30", false),
+            ("date=2026-1-05", false),
+            ("date=20261120", false),
+            ("date=", false),
+        ] {
+            let params = Params::parse(Some(raw)).unwrap();
+            let mut c = Checker::new(&params);
+            assert_eq!(c.date("date").is_some(), ok, "{raw}");
+        }
+    }
+
+    #[test]
+    fn currency_codes_are_letters_and_unknown_codes_are_not_errors() {
+        let params = Params::parse(Some("a=usd&b=QQQ&c=US1")).unwrap();
+        let mut c = Checker::new(&params);
+        assert_eq!(
+            c.currency("a", None),
+            Some(CurrencyArg::Known(CurrencyCode::parse("USD").unwrap()))
+        );
+        assert_eq!(c.currency("b", None), Some(CurrencyArg::Unknown));
+        assert_eq!(c.currency("c", None), None);
+        assert_eq!(
+            c.currency("d", Some("USD")),
+            Some(CurrencyArg::Known(CurrencyCode::parse("USD").unwrap()))
+        );
+        let Err(Error::Validation(errors)) = c.finish() else {
+            panic!("c is malformed")
+        };
+        assert_eq!(errors.keys().collect::<Vec<_>>(), ["c"]);
     }
 
     #[test]

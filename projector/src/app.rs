@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::Utc;
 use ratewire_proto::runtime::retry;
-use ratewire_proto::BankId;
+use ratewire_proto::{BankId, CurrencyCode};
 use rdkafka::consumer::StreamConsumer;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -18,7 +19,8 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
 use crate::http::{self, HealthState, Status};
-use crate::redis_views::{self, RedisViews};
+use crate::redis_views::{self, RedisViews, ViewUpdate};
+use crate::views::{self, ViewStyle};
 use crate::{consumer, db, store};
 
 pub struct Application {
@@ -84,6 +86,7 @@ impl Application {
             views,
             status,
             dirty: BTreeSet::new(),
+            dirty_currencies: BTreeSet::new(),
             rebuild: true,
         };
         let result = projector.run(&shutdown).await;
@@ -102,6 +105,8 @@ struct Projector {
     status: Arc<Status>,
     /// Banks whose views failed to reach Redis; retried on the next tick.
     dirty: BTreeSet<BankId>,
+    /// Currencies whose best rates failed to reach Redis or await refresh.
+    dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
     rebuild: bool,
 }
@@ -197,28 +202,31 @@ impl Projector {
         }
         drop(_entered);
         self.dirty.extend(outcome.banks);
+        self.dirty_currencies.extend(outcome.currencies);
         self.refresh_dirty().await;
         true
     }
 
-    /// Re-renders the views of the banks marked dirty.
+    /// Re-renders the views of the banks and currencies marked dirty.
     async fn refresh_dirty(&mut self) {
-        if self.dirty.is_empty() {
+        if self.dirty.is_empty() && self.dirty_currencies.is_empty() {
             return;
         }
-        let ids: Vec<BankId> = self.dirty.iter().copied().collect();
-        match self.publish(&ids).await {
-            Ok(()) => self.dirty.clear(),
-            Err(e) => warn!(error = %e, banks = ids.len(), "views not refreshed; will retry"),
+        let banks: Vec<BankId> = self.dirty.iter().copied().collect();
+        let currencies: Vec<CurrencyCode> = self.dirty_currencies.iter().copied().collect();
+        let refreshed = async {
+            let update = load_update(&self.pool, &banks, &currencies, self.views.style()).await?;
+            self.views.apply(&update).await
+        };
+        match refreshed.await {
+            Ok(()) => {
+                self.dirty.clear();
+                self.dirty_currencies.clear();
+            }
+            Err(e) => {
+                warn!(error = %e, banks = banks.len(), currencies = currencies.len(), "views not refreshed; will retry")
+            }
         }
-    }
-
-    async fn publish(&mut self, ids: &[BankId]) -> Result<()> {
-        let mut views = Vec::with_capacity(ids.len());
-        for id in ids {
-            views.push((*id, store::bank_view(&self.pool, *id).await?));
-        }
-        self.views.publish(&views).await
     }
 
     /// The periodic housekeeping: rebuild everything when Redis lost the
@@ -250,16 +258,40 @@ impl Projector {
     }
 }
 
-/// Renders every bank's views from Postgres into Redis; returns the number
-/// of banks.
-pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
-    let ids = store::bank_ids(pool).await?;
-    let mut rendered = Vec::with_capacity(ids.len());
-    for id in &ids {
-        rendered.push((*id, store::bank_view(pool, *id).await?));
+/// Reads what a refresh of `banks` and `currencies` shows, and renders it.
+pub async fn load_update(
+    pool: &PgPool,
+    banks: &[BankId],
+    currencies: &[CurrencyCode],
+    style: &ViewStyle,
+) -> Result<ViewUpdate> {
+    let mut update = ViewUpdate::default();
+    for id in banks {
+        update.banks.push((*id, store::bank_view(pool, *id).await?));
     }
-    views.publish(&rendered).await?;
-    Ok(ids.len())
+    // Any bank change can move a currency's count (new board, deactivation).
+    update.currencies = Some(views::currencies_response(
+        &store::currency_counts(pool).await?,
+        style,
+    ));
+    let now = Utc::now();
+    for code in currencies {
+        let best = store::best_rates(pool, *code, now).await?;
+        update.best.push((
+            *code,
+            best.map(|entries| views::best_rates_response(&entries, now)),
+        ));
+    }
+    Ok(update)
+}
+
+/// Renders every view from Postgres into Redis; returns the number of banks.
+pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
+    let banks = store::bank_ids(pool).await?;
+    let currencies = store::known_currencies(pool).await?;
+    let update = load_update(pool, &banks, &currencies, views.style()).await?;
+    views.apply(&update).await?;
+    Ok(banks.len())
 }
 
 /// The `rebuild` command: views from Postgres, then exit.

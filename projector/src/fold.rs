@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{decode, BankId, Decoded, Envelope, Event};
+use ratewire_proto::{decode, BankId, CurrencyCode, Decoded, Envelope, Event};
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
@@ -35,6 +35,8 @@ pub struct BatchOutcome {
     pub ignored: usize,
     /// Banks whose views must be refreshed.
     pub banks: BTreeSet<BankId>,
+    /// Currencies whose best rates may have changed.
+    pub currencies: BTreeSet<CurrencyCode>,
     /// The partitions' next offsets after the batch.
     pub positions: BTreeMap<i32, i64>,
     /// `occurred_at` of the newest event applied.
@@ -152,7 +154,7 @@ async fn apply_message(
     // A savepoint per event: an event the model cannot take is rolled back
     // alone and dead-lettered; the rest of the batch goes on.
     let mut savepoint = tx.begin().await?;
-    match apply_event(&mut savepoint, &envelope, message).await {
+    match apply_event(&mut savepoint, &envelope, message, &mut outcome.currencies).await {
         Ok(Applied::Yes) => {
             savepoint.commit().await?;
             outcome.applied += 1;
@@ -207,10 +209,24 @@ fn is_data_error(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The currencies on the bank's latest board.
+async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT currency FROM rates
+         WHERE bank_id = $1 AND as_of = (SELECT max(as_of) FROM boards WHERE bank_id = $1)",
+    )
+    .bind(bank)
+    .fetch_all(db)
+    .await
+}
+
+/// Applies one event; adds to `touched` every currency whose best rates it
+/// may change (the bank's board before and after).
 async fn apply_event(
     db: &mut PgConnection,
     envelope: &Envelope,
     message: &Incoming,
+    touched: &mut BTreeSet<CurrencyCode>,
 ) -> Result<Applied, Rejection> {
     let first_time = sqlx::query(
         r#"INSERT INTO applied_events (event_id, partition, "offset") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"#,
@@ -229,6 +245,15 @@ async fn apply_event(
     let bank = envelope.bank_id.get();
     let at = envelope.occurred_at;
     let unknown = || Rejection::Invalid(format!("bank {bank} is not registered"));
+    if !matches!(envelope.event, Event::BankRegistered(_)) {
+        // Whatever the bank quoted so far may change its place in best rates.
+        let before = latest_currencies(db, bank).await?;
+        touched.extend(
+            before
+                .iter()
+                .filter_map(|c| CurrencyCode::parse(c.trim()).ok()),
+        );
+    }
     match &envelope.event {
         Event::BankRegistered(e) => {
             let inserted = sqlx::query(
@@ -296,6 +321,7 @@ async fn apply_event(
             if board.rates.is_empty() {
                 return Err(Rejection::Invalid("empty board".into()));
             }
+            touched.extend(board.rates.iter().map(|r| r.currency));
             // A board re-published for the same as-of replaces the earlier
             // one: the later event in the log wins.
             sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")

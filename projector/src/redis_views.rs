@@ -1,21 +1,26 @@
 //! Writes rendered views to Redis and names their keys.
 //!
 //! Key layout, under the configured prefix `P`:
-//! - `P view:rates:bank:{id}:{variant}`: one bank's /rates element;
-//! - `P view:rates:all:{variant}`: every active bank's elements, comma-joined
-//!   in id order, composed inside Redis so concurrent projectors (each owning
-//!   some banks) never interleave a stale list;
-//! - `P view:banks:active`: sorted set of active bank ids (score = id).
+//! - `P view:rates:bank:{id}:{variant}`: one bank's /rates element (variant
+//!   `00`..`11`: transactional, social links);
+//! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
+//!   rates or not);
+//! - `P view:{rates|banks}:all:{variant}`: every active bank's elements,
+//!   comma-joined in id order, composed inside Redis so concurrent projectors
+//!   (each owning some banks) never interleave a stale list;
+//! - `P view:banks:active`: sorted set of active bank ids (score = id);
+//! - `P view:currencies`: the whole /currencies body;
+//! - `P view:best:{CODE}`: the whole best-rates body of one currency.
 //!
 //! The API wraps these bodies in the outer envelope and sends them unparsed.
 
 use std::time::Duration;
 
-use ratewire_proto::BankId;
+use ratewire_proto::{BankId, CurrencyCode};
 use redis::aio::ConnectionManager;
 
 use crate::error::Result;
-use crate::views::{rates_element, BankView, RatesVariant, ViewStyle};
+use crate::views::{banks_element, rates_element, BankView, RatesVariant, ViewStyle};
 
 /// A Redis connection that reconnects by itself and never waits long: a
 /// Redis outage turns into fast errors, never a hang.
@@ -49,29 +54,64 @@ impl Keys {
         format!("{}view:rates:all:{}", self.prefix, variant.tag())
     }
 
+    pub fn banks_bank(&self, id: BankId, with_recent: bool) -> String {
+        format!(
+            "{}view:banks:bank:{}:{}",
+            self.prefix,
+            id,
+            u8::from(with_recent)
+        )
+    }
+
+    pub fn banks_all(&self, with_recent: bool) -> String {
+        format!("{}view:banks:all:{}", self.prefix, u8::from(with_recent))
+    }
+
+    pub fn currencies(&self) -> String {
+        format!("{}view:currencies", self.prefix)
+    }
+
+    pub fn best(&self, code: CurrencyCode) -> String {
+        format!("{}view:best:{}", self.prefix, code)
+    }
+
     pub fn active_banks(&self) -> String {
         format!("{}view:banks:active", self.prefix)
     }
 }
 
-/// Rebuilds every `view:rates:all:*` from the per-bank elements, atomically.
+/// Rebuilds every `view:{family}:all:*` from the per-bank elements, atomically.
 const COMPOSE_ALL: &str = r#"
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
-for _, variant in ipairs({'00', '01', '10', '11'}) do
-  local parts = {}
-  if #ids > 0 then
-    local keys = {}
-    for i, id in ipairs(ids) do
-      keys[i] = ARGV[1] .. 'view:rates:bank:' .. id .. ':' .. variant
+local families = {rates = {'00', '01', '10', '11'}, banks = {'0', '1'}}
+for family, variants in pairs(families) do
+  for _, variant in ipairs(variants) do
+    local parts = {}
+    if #ids > 0 then
+      local keys = {}
+      for i, id in ipairs(ids) do
+        keys[i] = ARGV[1] .. 'view:' .. family .. ':bank:' .. id .. ':' .. variant
+      end
+      for _, value in ipairs(redis.call('MGET', unpack(keys))) do
+        if value then parts[#parts + 1] = value end
+      end
     end
-    for _, value in ipairs(redis.call('MGET', unpack(keys))) do
-      if value then parts[#parts + 1] = value end
-    end
+    redis.call('SET', ARGV[1] .. 'view:' .. family .. ':all:' .. variant, table.concat(parts, ','))
   end
-  redis.call('SET', ARGV[1] .. 'view:rates:all:' .. variant, table.concat(parts, ','))
 end
 return #ids
 "#;
+
+/// What one refresh writes.
+#[derive(Default)]
+pub struct ViewUpdate {
+    /// `Some(view)` of an active bank is shown; anything else is removed.
+    pub banks: Vec<(BankId, Option<BankView>)>,
+    /// The rendered /currencies body, when it was recomputed.
+    pub currencies: Option<String>,
+    /// Rendered best-rates bodies; `None` removes a currency no active bank quotes.
+    pub best: Vec<(CurrencyCode, Option<String>)>,
+}
 
 pub struct RedisViews {
     conn: ConnectionManager,
@@ -90,19 +130,25 @@ impl RedisViews {
         }
     }
 
-    /// Writes the views of `banks`: `Some(view)` of an active bank is shown,
-    /// anything else (inactive, unknown) is removed. Then recomposes the
-    /// all-banks views.
-    pub async fn publish(&mut self, banks: &[(BankId, Option<BankView>)]) -> Result<()> {
+    /// Writes one refresh in a single atomic pipeline, then recomposes the
+    /// all-banks lists.
+    pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for (id, view) in banks {
+        for (id, view) in &update.banks {
             match view.as_ref().filter(|v| v.bank.active) {
                 Some(view) => {
                     for variant in RatesVariant::ALL {
                         pipe.set(
                             self.keys.rates_bank(*id, variant),
                             rates_element(view, variant, &self.style),
+                        )
+                        .ignore();
+                    }
+                    for with_recent in [false, true] {
+                        pipe.set(
+                            self.keys.banks_bank(*id, with_recent),
+                            banks_element(view, with_recent, &self.style),
                         )
                         .ignore();
                     }
@@ -113,12 +159,28 @@ impl RedisViews {
                     for variant in RatesVariant::ALL {
                         pipe.del(self.keys.rates_bank(*id, variant)).ignore();
                     }
+                    for with_recent in [false, true] {
+                        pipe.del(self.keys.banks_bank(*id, with_recent)).ignore();
+                    }
                     pipe.zrem(self.keys.active_banks(), id.get()).ignore();
                 }
             }
         }
+        if let Some(body) = &update.currencies {
+            pipe.set(self.keys.currencies(), body).ignore();
+        }
+        for (code, body) in &update.best {
+            match body {
+                Some(body) => pipe.set(self.keys.best(*code), body).ignore(),
+                None => pipe.del(self.keys.best(*code)).ignore(),
+            };
+        }
         pipe.query_async::<()>(&mut self.conn).await?;
         self.compose_all().await
+    }
+
+    pub fn style(&self) -> &ViewStyle {
+        &self.style
     }
 
     pub async fn compose_all(&mut self) -> Result<()> {

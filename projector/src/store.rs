@@ -7,7 +7,10 @@ use sqlx::types::Json;
 use sqlx::{PgExecutor, Row};
 
 use crate::error::Result;
-use crate::views::{BankInfo, BankView, PreviousRate, RateView};
+use crate::views::{
+    pick_best, BankInfo, BankView, BestEntry, Candidate, Field, HistoryRecord, PreviousRate,
+    RateView,
+};
 
 const BANK_COLUMNS: &str = "b.id, b.code, b.name, b.image_url, b.social_links, b.active,
     (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS last_rates_updated_at";
@@ -54,53 +57,58 @@ pub async fn bank_ids<'e>(db: impl PgExecutor<'e>) -> Result<Vec<BankId>> {
 
 /// The bank's latest board, each currency with its previous value.
 pub async fn latest_board<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Vec<RateView>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query(&format!(
         "WITH latest AS (
              SELECT as_of FROM boards WHERE bank_id = $1 ORDER BY as_of DESC LIMIT 1
          )
-         SELECT r.currency, r.as_of, r.cash_buying, r.cash_selling,
-                r.transactional_buying, r.transactional_selling,
-                p.cash_buying AS p_cash_buying, p.cash_selling AS p_cash_selling,
-                p.transactional_buying AS p_transactional_buying,
-                p.transactional_selling AS p_transactional_selling,
-                p.as_of AS p_as_of
+         SELECT {RATE_COLUMNS}
          FROM rates r
          JOIN latest l ON r.as_of = l.as_of
-         LEFT JOIN LATERAL (
-             SELECT * FROM rates p
-             WHERE p.bank_id = r.bank_id AND p.currency = r.currency AND p.as_of < r.as_of
-             ORDER BY p.as_of DESC LIMIT 1
-         ) p ON true
+         {PREVIOUS_JOIN}
          WHERE r.bank_id = $1
-         ORDER BY r.currency",
-    )
+         ORDER BY r.currency"
+    ))
     .bind(id.get())
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            let code: String = row.try_get("currency")?;
-            let previous = match row.try_get::<Option<DateTime<Utc>>, _>("p_as_of")? {
-                Some(_) => Some(PreviousRate {
-                    cash_buying: row.try_get("p_cash_buying")?,
-                    cash_selling: row.try_get("p_cash_selling")?,
-                    transactional_buying: row.try_get("p_transactional_buying")?,
-                    transactional_selling: row.try_get("p_transactional_selling")?,
-                }),
-                None => None,
-            };
-            Ok(RateView {
-                currency: CurrencyCode::parse(code.trim())
-                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                updated_at: row.try_get("as_of")?,
-                cash_buying: row.try_get::<Decimal, _>("cash_buying")?,
-                cash_selling: row.try_get("cash_selling")?,
-                transactional_buying: row.try_get("transactional_buying")?,
-                transactional_selling: row.try_get("transactional_selling")?,
-                previous,
-            })
-        })
-        .collect()
+    rows.iter().map(rate_from_row).collect()
+}
+
+/// A rate row and the same bank's previous value of that currency, as
+/// [`rate_from_row`] reads them; used with [`PREVIOUS_JOIN`].
+const RATE_COLUMNS: &str = "r.currency, r.as_of, r.cash_buying, r.cash_selling,
+    r.transactional_buying, r.transactional_selling,
+    p.cash_buying AS p_cash_buying, p.cash_selling AS p_cash_selling,
+    p.transactional_buying AS p_transactional_buying,
+    p.transactional_selling AS p_transactional_selling, p.as_of AS p_as_of";
+
+/// Joins `p`, the latest earlier rate of the same bank and currency as `r`.
+const PREVIOUS_JOIN: &str = "LEFT JOIN LATERAL (
+        SELECT * FROM rates p
+        WHERE p.bank_id = r.bank_id AND p.currency = r.currency AND p.as_of < r.as_of
+        ORDER BY p.as_of DESC LIMIT 1
+    ) p ON true";
+
+fn rate_from_row(row: &sqlx::postgres::PgRow) -> Result<RateView> {
+    let code: String = row.try_get("currency")?;
+    let previous = match row.try_get::<Option<DateTime<Utc>>, _>("p_as_of")? {
+        Some(_) => Some(PreviousRate {
+            cash_buying: row.try_get("p_cash_buying")?,
+            cash_selling: row.try_get("p_cash_selling")?,
+            transactional_buying: row.try_get("p_transactional_buying")?,
+            transactional_selling: row.try_get("p_transactional_selling")?,
+        }),
+        None => None,
+    };
+    Ok(RateView {
+        currency: CurrencyCode::parse(code.trim()).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        updated_at: row.try_get("as_of")?,
+        cash_buying: row.try_get::<Decimal, _>("cash_buying")?,
+        cash_selling: row.try_get("cash_selling")?,
+        transactional_buying: row.try_get("transactional_buying")?,
+        transactional_selling: row.try_get("transactional_selling")?,
+        previous,
+    })
 }
 
 /// Everything a bank's views are made of; `None` for an unknown bank.
@@ -136,4 +144,162 @@ pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
         }
     }
     Ok(views)
+}
+
+/// The latest board of every active bank, as a reusable SQL fragment.
+const ACTIVE_LATEST: &str = "SELECT b.id AS bank_id,
+        (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS as_of
+    FROM banks b WHERE b.active";
+
+/// How many active banks quote each currency on their current board.
+pub async fn currency_counts<'e>(db: impl PgExecutor<'e>) -> Result<Vec<(CurrencyCode, i64)>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
+        "WITH latest AS ({ACTIVE_LATEST})
+         SELECT r.currency, count(*) FROM rates r
+         JOIN latest l ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+         GROUP BY r.currency"
+    ))
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(code, n)| CurrencyCode::parse(code.trim()).ok().map(|c| (c, n)))
+        .collect())
+}
+
+/// Every currency any board ever quoted.
+pub async fn known_currencies<'e>(db: impl PgExecutor<'e>) -> Result<Vec<CurrencyCode>> {
+    let codes: Vec<String> = sqlx::query_scalar("SELECT code FROM currencies ORDER BY code")
+        .fetch_all(db)
+        .await?;
+    Ok(codes
+        .iter()
+        .filter_map(|c| CurrencyCode::parse(c.trim()).ok())
+        .collect())
+}
+
+pub async fn currency_known<'e>(db: impl PgExecutor<'e>, code: CurrencyCode) -> Result<bool> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM currencies WHERE code = $1)")
+            .bind(code.as_str())
+            .fetch_one(db)
+            .await?,
+    )
+}
+
+/// Each active bank's current quote for `code`, with its previous values.
+pub async fn quotes(pool: &sqlx::PgPool, code: CurrencyCode) -> Result<Vec<(BankInfo, RateView)>> {
+    let rows = sqlx::query(&format!(
+        "WITH latest AS ({ACTIVE_LATEST})
+         SELECT {BANK_COLUMNS}, {RATE_COLUMNS}
+         FROM rates r
+         JOIN latest l ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+         JOIN banks b ON b.id = r.bank_id
+         {PREVIOUS_JOIN}
+         WHERE r.currency = $1
+         ORDER BY b.id"
+    ))
+    .bind(code.as_str())
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((bank_from_row(row)?.0, rate_from_row(row)?)))
+        .collect()
+}
+
+/// How far back the best-rates series reaches, and how many points it has at most.
+pub const SERIES_DAYS: i64 = 30;
+pub const SERIES_POINTS: i64 = 100;
+
+/// The bank's values of `column` for `code` over the `SERIES_DAYS` before
+/// `until`, oldest first: the last value of each of `SERIES_POINTS` equal
+/// time buckets, so a bank publishing every few seconds still gives an even
+/// 30-day curve.
+pub async fn series<'e>(
+    db: impl PgExecutor<'e>,
+    bank: BankId,
+    code: CurrencyCode,
+    column: &'static str,
+    until: DateTime<Utc>,
+) -> Result<Vec<(DateTime<Utc>, Decimal)>> {
+    let since = until - chrono::Duration::days(SERIES_DAYS);
+    let bucket_seconds = (SERIES_DAYS * 86_400) as f64 / SERIES_POINTS as f64;
+    let mut points: Vec<(DateTime<Utc>, Decimal)> = sqlx::query_as(&format!(
+        "SELECT DISTINCT ON (bucket) as_of, value FROM (
+             SELECT as_of, {column} AS value,
+                    floor(extract(epoch FROM (as_of - $3)) / $5)::bigint AS bucket
+             FROM rates
+             WHERE bank_id = $1 AND currency = $2 AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL
+         ) s ORDER BY bucket, as_of DESC"
+    ))
+    .bind(bank.get())
+    .bind(code.as_str())
+    .bind(since)
+    .bind(until)
+    .bind(bucket_seconds)
+    .fetch_all(db)
+    .await?;
+    points.sort_by_key(|(at, _)| *at);
+    Ok(points)
+}
+
+/// The best rates for `code` at `now`; `None` when no active bank quotes it.
+pub async fn best_rates(
+    pool: &sqlx::PgPool,
+    code: CurrencyCode,
+    now: DateTime<Utc>,
+) -> Result<Option<[Option<BestEntry>; 4]>> {
+    let quotes = quotes(pool, code).await?;
+    if quotes.is_empty() {
+        return Ok(None);
+    }
+    let candidates: Vec<Candidate<'_>> = quotes
+        .iter()
+        .map(|(bank, rate)| Candidate { bank, rate })
+        .collect();
+    let mut entries: [Option<BestEntry>; 4] = Default::default();
+    for (slot, field) in entries.iter_mut().zip(Field::ALL) {
+        let Some(i) = pick_best(field, &candidates) else {
+            continue;
+        };
+        let (bank, rate) = &quotes[i];
+        *slot = Some(BestEntry {
+            bank: bank.clone(),
+            price: field.of(rate).expect("pick_best only picks quoted fields"),
+            updated_at: rate.updated_at,
+            previous: rate.previous.as_ref().and_then(|p| field.of_previous(p)),
+            series: series(pool, bank.id, code, field.column(), now).await?,
+        });
+    }
+    Ok(Some(entries))
+}
+
+/// The record of `bank` for `code` in force just before `before`.
+pub async fn history<'e>(
+    db: impl PgExecutor<'e>,
+    bank: BankId,
+    code: CurrencyCode,
+    before: DateTime<Utc>,
+) -> Result<Option<HistoryRecord>> {
+    let row = sqlx::query(
+        "SELECT as_of, cash_buying, cash_selling, transactional_buying, transactional_selling
+         FROM rates WHERE bank_id = $1 AND currency = $2 AND as_of < $3
+         ORDER BY as_of DESC LIMIT 1",
+    )
+    .bind(bank.get())
+    .bind(code.as_str())
+    .bind(before)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| {
+        Ok(HistoryRecord {
+            currency: code,
+            as_of: row.try_get("as_of")?,
+            cash_buying: row.try_get("cash_buying")?,
+            cash_selling: row.try_get("cash_selling")?,
+            transactional_buying: row.try_get("transactional_buying")?,
+            transactional_selling: row.try_get("transactional_selling")?,
+        })
+    })
+    .transpose()
 }

@@ -78,6 +78,17 @@ pub fn tansu_binary() -> Result<PathBuf> {
     Ok(path)
 }
 
+/// An RFC 3339 time `days` days and `hours` hours before now, at whole
+/// seconds: boards in tests must not be in the future, and the best-rates
+/// series only reaches 30 days back.
+pub fn ago(days: i64, hours: i64) -> String {
+    let t = chrono::Utc::now() - chrono::Duration::days(days) - chrono::Duration::hours(hours);
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// How long a test waits for the projector to show what it published.
+pub const VISIBLE_WITHIN: Duration = Duration::from_secs(10);
+
 /// Polls `check` until it yields a value or `timeout` passes.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
 where
@@ -228,6 +239,30 @@ impl Stack {
             bail!("registering {code}: {status} {body}");
         }
         body["id"].as_i64().context("no id")
+    }
+
+    /// Changes a bank through the operator endpoint (`{"active": false}`
+    /// deactivates it).
+    pub async fn update_bank(&self, bank_id: i64, patch: Value) -> Result<Value> {
+        let response = self
+            .http
+            .patch(format!("{}/v1/admin/banks/{bank_id}", self.ingest_url))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&patch)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if status != 200 {
+            bail!("updating bank {bank_id}: {status} {body}");
+        }
+        Ok(body)
+    }
+
+    /// Registers a bank and takes a publisher token for it.
+    pub async fn bank_with_token(&self, code: &str, name: &str) -> Result<(i64, String)> {
+        let id = self.register_bank(code, name).await?;
+        Ok((id, self.publisher_token(id).await?))
     }
 
     pub async fn publisher_token(&self, bank_id: i64) -> Result<String> {

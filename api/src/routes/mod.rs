@@ -3,7 +3,11 @@
 //! and methods.
 
 pub mod admin;
+pub mod banks;
+pub mod best_rates;
+pub mod currencies;
 pub mod health;
+pub mod history;
 pub mod rates;
 
 use std::sync::Arc;
@@ -29,11 +33,16 @@ pub struct AppState {
     pub style: Arc<ViewStyle>,
     pub key_store: KeyStore,
     pub admin_token: Option<Arc<str>>,
+    pub timezone: chrono_tz::Tz,
 }
 
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .merge(banks::router())
+        .merge(currencies::router())
         .merge(rates::router())
+        .merge(best_rates::router())
+        .merge(history::router())
         .merge(admin::router())
         .merge(health::router())
         .fallback(|| async { Error::NotFound("Not Found") })
@@ -45,6 +54,23 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// A ready-made view from Redis; `None` when it is missing or Redis is
+/// unavailable, and the caller renders the same bytes from Postgres.
+pub async fn cached_view(state: &AppState, key: &str) -> Option<String> {
+    let mut redis = state.redis.clone();
+    match redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key).await {
+        Ok(Some(body)) => Some(body),
+        Ok(None) => {
+            tracing::debug!(key, "view missing; rendering from postgres");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "redis unavailable; rendering from postgres");
+            None
+        }
+    }
 }
 
 /// A ready-made JSON body, sent as it is.

@@ -6,9 +6,8 @@ use axum::routing::get;
 use axum::Router;
 use ratewire_projector::store;
 use ratewire_projector::views::{rates_element, rates_response, RatesVariant};
-use redis::AsyncCommands;
 
-use super::{json_body, AppState};
+use super::{cached_view, json_body, AppState};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{Checker, Params};
@@ -35,11 +34,8 @@ async fn rates(
         Some(id) => state.views.rates_bank(id, variant),
         None => state.views.rates_all(variant),
     };
-    let mut redis = state.redis.clone();
-    match redis.get::<_, Option<String>>(&key).await {
-        Ok(Some(elements)) => return Ok(json_body(rates_response(&elements))),
-        Ok(None) => tracing::debug!(key, "view missing; rendering from postgres"),
-        Err(e) => tracing::warn!(error = %e, "redis unavailable; rendering from postgres"),
+    if let Some(elements) = cached_view(&state, &key).await {
+        return Ok(json_body(rates_response(&elements)));
     }
 
     // The view is missing (flushed, not built yet, or an unknown bank):

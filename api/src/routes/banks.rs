@@ -1,0 +1,38 @@
+//! `GET /api/v1/banks`: the active banks, optionally with their current board.
+
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use ratewire_projector::store;
+use ratewire_projector::views::{banks_element, banks_response};
+
+use super::{cached_view, json_body, AppState};
+use crate::auth::ApiKey;
+use crate::error::Result;
+use crate::query::{Checker, Params};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/banks", get(banks))
+}
+
+async fn banks(
+    _: ApiKey,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let with_recent = check.flag("withRecentEx");
+    check.finish()?;
+
+    if let Some(elements) = cached_view(&state, &state.views.banks_all(with_recent)).await {
+        return Ok(json_body(banks_response(&elements)));
+    }
+    let elements: Vec<String> = store::active_bank_views(&state.pool)
+        .await?
+        .iter()
+        .map(|view| banks_element(view, with_recent, &state.style))
+        .collect();
+    Ok(json_body(banks_response(&elements.join(","))))
+}

@@ -1,0 +1,24 @@
+//! `GET /api/v1/currencies`: currencies active banks quote, most quoted first.
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use ratewire_projector::store;
+use ratewire_projector::views::currencies_response;
+
+use super::{cached_view, json_body, AppState};
+use crate::auth::ApiKey;
+use crate::error::Result;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/currencies", get(currencies))
+}
+
+async fn currencies(_: ApiKey, State(state): State<AppState>) -> Result<Response> {
+    if let Some(body) = cached_view(&state, &state.views.currencies()).await {
+        return Ok(json_body(body));
+    }
+    let counts = store::currency_counts(&state.pool).await?;
+    Ok(json_body(currencies_response(&counts, &state.style)))
+}

@@ -1,0 +1,87 @@
+//! `GET /api/v1/history`: the record in force at the end of a day.
+
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
+use ratewire_projector::store;
+use ratewire_projector::views::history_response;
+
+use super::{json_body, AppState};
+use crate::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::query::{Checker, CurrencyArg, Params};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/history", get(history))
+}
+
+/// The first instant after `date` in the service time zone.
+pub fn end_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> DateTime<Utc> {
+    let next = date
+        .checked_add_days(Days::new(1))
+        .unwrap_or(date)
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists");
+    // Midnight can be skipped or doubled by a DST change in a few zones;
+    // the earliest valid instant, or an hour later inside a gap, is the
+    // start of the next day.
+    tz.from_local_datetime(&next)
+        .earliest()
+        .or_else(|| {
+            tz.from_local_datetime(&(next + chrono::Duration::hours(1)))
+                .earliest()
+        })
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|| Utc.from_utc_datetime(&next))
+}
+
+async fn history(
+    _: ApiKey,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let bank_id = check.bank_id("bankId", true);
+    let date = check.date("date");
+    let code = check.currency("currencyCode", Some("USD"));
+    check.finish()?;
+    let (Some(bank_id), Some(date), Some(code)) = (bank_id, date, code) else {
+        unreachable!("finish() reports every missing or bad parameter");
+    };
+
+    // History stays readable after a bank is deactivated.
+    if store::bank(&state.pool, bank_id).await?.is_none() {
+        return Err(Error::NotFound("Bank not found"));
+    }
+    let CurrencyArg::Known(code) = code else {
+        return Err(Error::NotFound("Currency not found"));
+    };
+    if !store::currency_known(&state.pool, code).await? {
+        return Err(Error::NotFound("Currency not found"));
+    }
+    let record = store::history(&state.pool, bank_id, code, end_of_day(date, state.timezone))
+        .await?
+        .ok_or(Error::NotFound("No history found"))?;
+    Ok(json_body(history_response(date, &record, &state.style)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_ends_at_the_next_local_midnight() {
+        let date = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        assert_eq!(
+            end_of_day(date, chrono_tz::UTC),
+            "2026-11-21T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            end_of_day(date, chrono_tz::Africa::Addis_Ababa),
+            "2026-11-20T21:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+    }
+}

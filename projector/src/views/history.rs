@@ -1,0 +1,95 @@
+//! /api/v1/history: the record in force at the end of a day.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_proto::CurrencyCode;
+use rust_decimal::Decimal;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use super::{timestamp, CurrencyJson, Num, OptNum, ViewStyle};
+
+/// One published rate of one bank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryRecord {
+    pub currency: CurrencyCode,
+    pub as_of: DateTime<Utc>,
+    pub cash_buying: Decimal,
+    pub cash_selling: Decimal,
+    pub transactional_buying: Option<Decimal>,
+    pub transactional_selling: Option<Decimal>,
+}
+
+struct RecordJson<'a> {
+    record: &'a HistoryRecord,
+    style: &'a ViewStyle,
+}
+
+impl Serialize for RecordJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let r = self.record;
+        let mut map = serializer.serialize_map(Some(6))?;
+        map.serialize_entry("cashBuying", &Num(r.cash_buying))?;
+        map.serialize_entry("cashSelling", &Num(r.cash_selling))?;
+        map.serialize_entry("transactionalBuying", &OptNum(r.transactional_buying))?;
+        map.serialize_entry("transactionalSelling", &OptNum(r.transactional_selling))?;
+        map.serialize_entry("timestamp", &timestamp(r.as_of))?;
+        map.serialize_entry(
+            "currency",
+            &CurrencyJson {
+                code: r.currency,
+                style: self.style,
+            },
+        )?;
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct HistoryEnvelope<'a> {
+    message: &'static str,
+    status: u16,
+    date: String,
+    data: RecordJson<'a>,
+}
+
+pub fn history_response(date: NaiveDate, record: &HistoryRecord, style: &ViewStyle) -> String {
+    let body = HistoryEnvelope {
+        message: "success",
+        status: 200,
+        date: date.format("%Y-%m-%d").to_string(),
+        data: RecordJson { record, style },
+    };
+    serde_json::to_string(&body).expect("views serialize to JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    #[test]
+    fn the_history_envelope_carries_the_date_and_one_record() {
+        let record = HistoryRecord {
+            currency: CurrencyCode::parse("EUR").unwrap(),
+            as_of: "2026-11-20T16:30:00Z".parse().unwrap(),
+            cash_buying: Decimal::from_str("180.40").unwrap(),
+            cash_selling: Decimal::from_str("184").unwrap(),
+            transactional_buying: None,
+            transactional_selling: None,
+        };
+        let style = ViewStyle {
+            currency_image_base: "https://i.test".into(),
+        };
+        let body = history_response(
+            NaiveDate::from_ymd_opt(2026, 11, 22).unwrap(),
+            &record,
+            &style,
+        );
+        assert!(body.contains(r#""cashBuying":180.40"#), "{body}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(json["message"], "success");
+        assert_eq!(json["date"], "2026-11-22");
+        assert_eq!(json["data"]["timestamp"], "2026-11-20T16:30:00.000Z");
+        assert_eq!(json["data"]["currency"]["symbol"], "EUR");
+        assert!(json["data"]["transactionalBuying"].is_null());
+    }
+}

@@ -1,0 +1,183 @@
+//! The API's read views as pure functions of the read model: no I/O here.
+//!
+//! The projector renders these once per change and stores the bytes in
+//! Redis; the API sends them as they are. Numbers are written with exactly
+//! the digits the bank published (see [`Num`]).
+//!
+//! One module per endpoint renders its body; this module holds what they
+//! share: the model read from Postgres, numbers, timestamps, currencies.
+
+mod banks;
+mod best;
+mod currencies;
+mod history;
+mod rates;
+
+pub use banks::{banks_element, banks_response};
+pub use best::{best_rates_response, pick_best, signed_difference, BestEntry, Candidate, Field};
+pub use currencies::currencies_response;
+pub use history::{history_response, HistoryRecord};
+pub use rates::{rates_element, rates_response};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use ratewire_proto::{BankId, CurrencyCode, SocialLink};
+use rust_decimal::Decimal;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// Presentation settings shared by the projector and the API's fallback.
+#[derive(Debug, Clone)]
+pub struct ViewStyle {
+    /// Base URL for currency images, without a trailing slash.
+    pub currency_image_base: String,
+}
+
+/// A bank as every view shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BankInfo {
+    pub id: BankId,
+    pub code: String,
+    pub name: String,
+    pub image_url: String,
+    pub social_links: Vec<SocialLink>,
+    pub active: bool,
+}
+
+/// One currency of a bank's current board, with the bank's previous value
+/// for each field (from the latest earlier board quoting that currency).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateView {
+    pub currency: CurrencyCode,
+    pub updated_at: DateTime<Utc>,
+    pub cash_buying: Decimal,
+    pub cash_selling: Decimal,
+    pub transactional_buying: Option<Decimal>,
+    pub transactional_selling: Option<Decimal>,
+    pub previous: Option<PreviousRate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviousRate {
+    pub cash_buying: Decimal,
+    pub cash_selling: Decimal,
+    pub transactional_buying: Option<Decimal>,
+    pub transactional_selling: Option<Decimal>,
+}
+
+/// A bank and its current board.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BankView {
+    pub bank: BankInfo,
+    pub last_rates_updated_at: Option<DateTime<Utc>>,
+    pub rates: Vec<RateView>,
+}
+
+/// The four shapes of a bank on /rates: with or without the transactional
+/// fields, with or without social links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RatesVariant {
+    pub transactional: bool,
+    pub social_links: bool,
+}
+
+impl RatesVariant {
+    pub const ALL: [RatesVariant; 4] = [
+        RatesVariant {
+            transactional: false,
+            social_links: false,
+        },
+        RatesVariant {
+            transactional: false,
+            social_links: true,
+        },
+        RatesVariant {
+            transactional: true,
+            social_links: false,
+        },
+        RatesVariant {
+            transactional: true,
+            social_links: true,
+        },
+    ];
+
+    /// Two characters naming the variant in Redis keys ("10" = transactional only).
+    pub fn tag(self) -> &'static str {
+        match (self.transactional, self.social_links) {
+            (false, false) => "00",
+            (false, true) => "01",
+            (true, false) => "10",
+            (true, true) => "11",
+        }
+    }
+}
+
+/// `this value - previous value`, 0 when there is no previous value
+/// (decisions.md). `None` when this value itself is absent.
+pub fn difference(current: Option<Decimal>, previous: Option<Decimal>) -> Option<Decimal> {
+    let current = current?;
+    Some(match previous {
+        Some(previous) => current - previous,
+        None => Decimal::ZERO,
+    })
+}
+
+/// ISO 8601 in UTC with milliseconds, the way every timestamp is shown.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A decimal written as a JSON number with exactly its own digits: 155.10
+/// stays 155.10, never 155.09999999999999.
+#[derive(Debug, Clone, Copy)]
+pub struct Num(pub Decimal);
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let raw = serde_json::value::RawValue::from_string(self.0.to_string())
+            .map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+pub(crate) struct OptNum(pub Option<Decimal>);
+
+impl Serialize for OptNum {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(d) => Num(d).serialize(serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+}
+
+/// The api-v1 Currency object.
+pub struct CurrencyJson<'a> {
+    pub code: CurrencyCode,
+    pub style: &'a ViewStyle,
+}
+
+impl Serialize for CurrencyJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let code = self.code.as_str();
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("id", code)?;
+        map.serialize_entry("name", &self.code.name())?;
+        map.serialize_entry("symbol", code)?;
+        map.serialize_entry(
+            "imageUrl",
+            &format!(
+                "{}/{}.png",
+                self.style.currency_image_base,
+                code.to_ascii_lowercase()
+            ),
+        )?;
+        map.end()
+    }
+}
+
+/// The api-v1 success envelope.
+#[derive(serde::Serialize)]
+pub struct Envelope<T> {
+    pub message: &'static str,
+    pub status: u16,
+    pub data: T,
+}

@@ -1,0 +1,161 @@
+//! GET /api/v1/history, as api-v1 §4.5 and decisions.md describe it.
+
+use chrono::{Duration, Utc};
+use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use serde_json::json;
+
+/// A day `days` before today (UTC), and a time on it.
+fn day(days: i64) -> String {
+    (Utc::now() - Duration::days(days))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+fn at(days: i64, hour: u32) -> String {
+    format!("{}T{hour:02}:00:00Z", day(days))
+}
+
+#[tokio::test]
+async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("history").await?;
+    let (cbe, token) = stack.bank_with_token("CBE", "CBE").await?;
+    for (when, buying) in [
+        (at(5, 10), "150.10"),
+        (at(5, 15), "150.20"),
+        (at(2, 9), "151"),
+    ] {
+        let board = format!(
+            r#"{{"asOf":"{when}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":160,"transactionalBuying":150,"transactionalSelling":159.5}}]}}"#
+        );
+        assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
+    }
+    let query = |d: i64| format!("/api/v1/history?bankId={cbe}&date={}", day(d));
+    let body = eventually("all three boards folded", VISIBLE_WITHIN, || async {
+        let (status, body) = stack.get(&query(2), Some(&key)).await.ok()?;
+        (status == 200 && body["data"]["cashBuying"] == 151).then_some(body)
+    })
+    .await?;
+    assert_eq!(body["message"], "success");
+    assert_eq!(body["status"], 200);
+    assert_eq!(body["date"], day(2));
+    assert_eq!(body["data"]["cashBuying"], 151);
+    assert_eq!(body["data"]["currency"]["symbol"], "USD", "USD by default");
+
+    // The last record of day -5, and still in force on days -4 and -3.
+    for d in [5, 4, 3] {
+        let (status, raw) = stack.get_raw(&query(d), Some(&key)).await?;
+        assert_eq!(status, 200);
+        assert!(raw.contains(r#""cashBuying":150.20"#), "day -{d}: {raw}");
+        assert!(
+            raw.contains(&format!(r#""timestamp":"{}T15:00:00.000Z""#, day(5))),
+            "{raw}"
+        );
+        assert!(raw.contains(r#""transactionalSelling":159.5"#), "{raw}");
+    }
+    let (status, body) = stack.get(&query(6), Some(&key)).await?;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (404, Some("No history found"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn history_names_what_it_cannot_find() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("history").await?;
+    let (cbe, cbe_token) = stack.bank_with_token("CBE", "CBE").await?;
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash").await?;
+    let usd = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":1,"cashSelling":2}}]}}"#,
+        at(1, 8)
+    );
+    let eur = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"EUR","cashBuying":1,"cashSelling":2}}]}}"#,
+        at(1, 8)
+    );
+    assert_eq!(stack.publish_board(cbe, &cbe_token, &usd).await?.0, 202);
+    assert_eq!(stack.publish_board(awash, &awash_token, &eur).await?.0, 202);
+    let today = day(0);
+    eventually("both boards folded", VISIBLE_WITHIN, || async {
+        let (s1, _) = stack
+            .get(
+                &format!("/api/v1/history?bankId={cbe}&date={today}"),
+                Some(&key),
+            )
+            .await
+            .ok()?;
+        let (s2, _) = stack
+            .get(
+                &format!("/api/v1/history?bankId={awash}&date={today}&currencyCode=eur"),
+                Some(&key),
+            )
+            .await
+            .ok()?;
+        (s1 == 200 && s2 == 200).then_some(())
+    })
+    .await?;
+
+    let cases = [
+        (format!("bankId=999&date={today}"), "Bank not found"),
+        (
+            format!("bankId={cbe}&date={today}&currencyCode=QQQ"),
+            "Currency not found",
+        ),
+        (
+            format!("bankId={cbe}&date={today}&currencyCode=JPY"),
+            "Currency not found",
+        ),
+        (
+            format!("bankId={cbe}&date={today}&currencyCode=EUR"),
+            "No history found",
+        ),
+    ];
+    for (query, message) in cases {
+        let (status, body) = stack
+            .get(&format!("/api/v1/history?{query}"), Some(&key))
+            .await?;
+        assert_eq!(
+            (status, body["message"].as_str()),
+            (404, Some(message)),
+            "{query}"
+        );
+    }
+
+    // Deactivated banks keep their history.
+    stack.update_bank(cbe, json!({"active": false})).await?;
+    let (status, _) = stack
+        .get(
+            &format!("/api/v1/history?bankId={cbe}&date={today}"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 200);
+    Ok(())
+}
+
+#[tokio::test]
+async fn history_reports_every_bad_parameter() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("history").await?;
+    let (status, body) = stack.get("/api/v1/history", Some(&key)).await?;
+    assert_eq!(status, 400);
+    assert_eq!(body["message"], "Validation errors occurred.");
+    assert_eq!(body["errors"]["bankId"], json!(["bankId is required"]));
+    assert_eq!(body["errors"]["date"], json!(["date is required"]));
+
+    let (status, body) = stack
+        .get(
+            "/api/v1/history?bankId=0&date=2026-02-30&currencyCode=1",
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 400);
+    let errors = body["errors"].as_object().unwrap();
+    assert_eq!(
+        errors.keys().collect::<Vec<_>>(),
+        ["bankId", "currencyCode", "date"]
+    );
+    Ok(())
+}
