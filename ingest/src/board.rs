@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry};
 use rust_decimal::Decimal;
 use serde::Deserialize;
@@ -50,8 +50,11 @@ impl Problems {
     }
 }
 
-/// Parses and checks a board body received at `now`.
+/// Parses and checks a board body received at `now`. The as-of time is
+/// kept to the microsecond, the precision history is stored with, so two
+/// boards never collide in storage while differing on the log.
 pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<BoardPublished, FieldErrors> {
+    let now = now.trunc_subsecs(6);
     let mut problems = Problems(FieldErrors::new());
     // serde would also read a struct from an array; a board is an object.
     let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
@@ -81,7 +84,7 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<BoardPublished, FieldErr
                 problems.add("asOf", "must not be more than 5 minutes in the future");
                 None
             }
-            Some(t) => Some(t.with_timezone(&Utc)),
+            Some(t) => Some(t.with_timezone(&Utc).trunc_subsecs(6)),
             None => {
                 problems.add(
                     "asOf",
@@ -266,6 +269,17 @@ mod tests {
         assert_eq!(rate.currency.as_str(), "USD");
         assert_eq!(rate.cash_buying.to_string(), "155.10");
         assert_eq!(rate.transactional_buying.unwrap().to_string(), "155.0");
+    }
+
+    #[test]
+    fn as_of_is_kept_to_the_microsecond() {
+        let board = parse(br#"{"asOf":"2026-11-23T07:59:00.123456789Z","rates":[{"currency":"EUR","cashBuying":1,"cashSelling":2}]}"#, now()).unwrap();
+        assert_eq!(
+            board.as_of,
+            "2026-11-23T07:59:00.123456Z"
+                .parse::<DateTime<Utc>>()
+                .unwrap()
+        );
     }
 
     #[test]

@@ -1,0 +1,427 @@
+//! Folds random event sequences into a real Postgres and checks the read
+//! model against a reference computed here from the same events: latest
+//! boards with their differences, best rates and history.
+//!
+//! The sequences include what the log can really hold: producer retries
+//! (the same event id twice), redelivered offsets, backfilled boards older
+//! than the latest, boards re-published for the same as-of time, and banks
+//! deactivated and reactivated.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::str::FromStr;
+
+use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ratewire_projector::fold::{apply_batch, Incoming};
+use ratewire_projector::views::{pick_best, Candidate, Field};
+use ratewire_projector::{db, store};
+use ratewire_proto::{
+    encode, BankDeactivated, BankId, BankReactivated, BankRegistered, BoardPublished, CurrencyCode,
+    Envelope, Event, RateEntry,
+};
+use rust_decimal::Decimal;
+use sqlx::PgPool;
+
+const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+const TOPIC: &str = "reference";
+const CODES: [&str; 3] = ["USD", "EUR", "GBP"];
+
+type Values = (Decimal, Decimal, Option<Decimal>, Option<Decimal>);
+
+/// What the read model should be, kept the simplest way.
+#[derive(Default)]
+struct Reference {
+    active: BTreeMap<i64, bool>,
+    /// (bank, as_of) -> currency -> values; a re-published as-of replaces.
+    boards: BTreeMap<(i64, DateTime<Utc>), BTreeMap<String, Values>>,
+    seen: BTreeSet<uuid::Uuid>,
+}
+
+impl Reference {
+    fn apply(&mut self, envelope: &Envelope) {
+        if !self.seen.insert(envelope.event_id) {
+            return;
+        }
+        let bank = envelope.bank_id.get();
+        match &envelope.event {
+            Event::BankRegistered(_) | Event::BankReactivated(_) => {
+                self.active.insert(bank, true);
+            }
+            Event::BankDeactivated(_) => {
+                self.active.insert(bank, false);
+            }
+            Event::BankUpdated(_) => {}
+            Event::BoardPublished(board) => {
+                let rates = board
+                    .rates
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.currency.to_string(),
+                            (
+                                r.cash_buying,
+                                r.cash_selling,
+                                r.transactional_buying,
+                                r.transactional_selling,
+                            ),
+                        )
+                    })
+                    .collect();
+                self.boards.insert((bank, board.as_of), rates);
+            }
+        }
+    }
+
+    fn latest(&self, bank: i64) -> Option<(DateTime<Utc>, &BTreeMap<String, Values>)> {
+        self.boards
+            .range((bank, DateTime::<Utc>::MIN_UTC)..=(bank, DateTime::<Utc>::MAX_UTC))
+            .next_back()
+            .map(|((_, t), b)| (*t, b))
+    }
+
+    /// The bank's last value of `code` strictly before `before`.
+    fn before(
+        &self,
+        bank: i64,
+        code: &str,
+        before: DateTime<Utc>,
+    ) -> Option<(DateTime<Utc>, Values)> {
+        self.boards
+            .range((bank, DateTime::<Utc>::MIN_UTC)..(bank, before))
+            .rev()
+            .find_map(|((_, t), board)| board.get(code).map(|v| (*t, *v)))
+    }
+}
+
+fn dec(cents: i64) -> Decimal {
+    Decimal::new(cents, 2)
+}
+
+fn random_board(rng: &mut StdRng, as_of: DateTime<Utc>) -> BoardPublished {
+    let mut rates = vec![];
+    for code in CODES {
+        if rng.gen_bool(0.8) || rates.is_empty() {
+            let buying = rng.gen_range(10_000..10_050);
+            let selling = buying + rng.gen_range(0..30);
+            let transactional = rng
+                .gen_bool(0.5)
+                .then(|| (dec(buying + 1), dec(selling - 1).max(dec(buying + 1))));
+            rates.push(RateEntry {
+                currency: CurrencyCode::parse(code).unwrap(),
+                cash_buying: dec(buying),
+                cash_selling: dec(selling),
+                transactional_buying: transactional.map(|t| t.0),
+                transactional_selling: transactional.map(|t| t.1),
+            });
+        }
+    }
+    BoardPublished { as_of, rates }
+}
+
+/// A random log: the events in order, with retries and redeliveries mixed in.
+fn random_log(seed: u64) -> Vec<Envelope> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let start = Utc::now().trunc_subsecs(0) - Duration::days(20);
+    let banks: Vec<i64> = (1..=4).collect();
+    let mut log = vec![];
+    for bank in &banks {
+        log.push(Envelope::new(
+            BankId::new(*bank).unwrap(),
+            start,
+            Event::BankRegistered(BankRegistered {
+                code: format!("B{bank}"),
+                name: format!("Bank {bank}"),
+                image_url: "https://i.test/b.png".into(),
+                social_links: vec![],
+            }),
+        ));
+    }
+    for step in 0..120 {
+        let bank = BankId::new(banks[rng.gen_range(0..banks.len())]).unwrap();
+        let event = match rng.gen_range(0..100) {
+            0..=3 => Event::BankDeactivated(BankDeactivated::default()),
+            4..=9 => Event::BankReactivated(BankReactivated {}),
+            _ => {
+                // Mostly moving forward in time, sometimes a backfill, and
+                // sometimes exactly an earlier as-of again.
+                let hours = match rng.gen_range(0..10) {
+                    0 => rng.gen_range(0..step + 1),
+                    _ => step + 1,
+                } as i64;
+                Event::BoardPublished(random_board(&mut rng, start + Duration::hours(hours * 3)))
+            }
+        };
+        let envelope = Envelope::new(bank, start, event);
+        if rng.gen_bool(0.05) {
+            // A producer retry: the same event reaches the log twice.
+            log.push(envelope.clone());
+        }
+        log.push(envelope);
+    }
+    log
+}
+
+async fn fresh_pool() -> anyhow::Result<(PgPool, String)> {
+    let name = format!(
+        "rw_fold_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    let pool = db::pool(&format!("{POSTGRES}/{name}"), "readmodel", 4)?;
+    db::migrate(&pool, "readmodel").await?;
+    Ok((pool, name))
+}
+
+async fn drop_database(pool: PgPool, name: &str) -> anyhow::Result<()> {
+    pool.close().await;
+    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&admin)
+        .await?;
+    Ok(())
+}
+
+async fn check_seed(seed: u64) -> anyhow::Result<()> {
+    let log = random_log(seed);
+    let (pool, name) = fresh_pool().await?;
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xfeed);
+
+    // Fold in random batch sizes; now and then a batch is delivered again.
+    let messages: Vec<Incoming> = log
+        .iter()
+        .enumerate()
+        .map(|(offset, e)| Incoming {
+            partition: 0,
+            offset: offset as i64,
+            payload: encode(e),
+        })
+        .collect();
+    let mut at = 0;
+    while at < messages.len() {
+        let end = (at + rng.gen_range(1..12)).min(messages.len());
+        apply_batch(&pool, TOPIC, &messages[at..end]).await?;
+        if rng.gen_bool(0.2) {
+            let outcome = apply_batch(&pool, TOPIC, &messages[at..end]).await?;
+            assert_eq!(outcome.applied, 0, "a redelivered batch changes nothing");
+        }
+        at = end;
+    }
+
+    let mut reference = Reference::default();
+    for envelope in &log {
+        reference.apply(envelope);
+    }
+
+    // Latest boards and differences, per bank.
+    for &bank in reference.active.keys() {
+        let id = BankId::new(bank).unwrap();
+        let board = store::latest_board(&pool, id).await?;
+        let expected = reference.latest(bank);
+        assert_eq!(
+            board.len(),
+            expected.map_or(0, |(_, b)| b.len()),
+            "seed {seed} bank {bank}: board size"
+        );
+        for rate in &board {
+            let (as_of, expected_board) = expected.unwrap();
+            let values = expected_board[rate.currency.as_str()];
+            assert_eq!(rate.updated_at, as_of, "seed {seed} bank {bank}");
+            assert_eq!(
+                (
+                    rate.cash_buying,
+                    rate.cash_selling,
+                    rate.transactional_buying,
+                    rate.transactional_selling
+                ),
+                values
+            );
+            let previous = reference
+                .before(bank, rate.currency.as_str(), as_of)
+                .map(|(_, v)| v);
+            let got = rate.previous.as_ref().map(|p| {
+                (
+                    p.cash_buying,
+                    p.cash_selling,
+                    p.transactional_buying,
+                    p.transactional_selling,
+                )
+            });
+            assert_eq!(
+                got, previous,
+                "seed {seed} bank {bank} {}: previous value",
+                rate.currency
+            );
+        }
+    }
+
+    // Best rates, per currency, across active banks' latest boards.
+    let now = Utc::now();
+    for code in CODES {
+        let code = CurrencyCode::parse(code).unwrap();
+        let best = store::best_rates(&pool, code, now).await?;
+        let quotes = store::quotes(&pool, code).await?;
+        let candidates: Vec<Candidate<'_>> = quotes
+            .iter()
+            .map(|(bank, rate)| Candidate { bank, rate })
+            .collect();
+        let quoting: Vec<i64> = reference
+            .active
+            .iter()
+            .filter(|(bank, active)| {
+                **active
+                    && reference
+                        .latest(**bank)
+                        .is_some_and(|(_, b)| b.contains_key(code.as_str()))
+            })
+            .map(|(bank, _)| *bank)
+            .collect();
+        assert_eq!(
+            candidates
+                .iter()
+                .map(|c| c.bank.id.get())
+                .collect::<Vec<_>>(),
+            quoting,
+            "seed {seed} {code}: who quotes"
+        );
+        let Some(best) = best else {
+            assert!(quoting.is_empty());
+            continue;
+        };
+        for (field, entry) in Field::ALL.iter().zip(best.iter()) {
+            // The reference winner, by the rule written out again here.
+            let mut winner: Option<(Decimal, DateTime<Utc>, i64)> = None;
+            for bank in &quoting {
+                let (as_of, board) = reference.latest(*bank).unwrap();
+                let v = board[code.as_str()];
+                let value = match field {
+                    Field::CashBuying => Some(v.0),
+                    Field::CashSelling => Some(v.1),
+                    Field::TransactionalBuying => v.2,
+                    Field::TransactionalSelling => v.3,
+                };
+                let Some(value) = value else { continue };
+                let better = match winner {
+                    None => true,
+                    Some((w, wt, wb)) => {
+                        let by_value = if field.higher_is_better() {
+                            value > w
+                        } else {
+                            value < w
+                        };
+                        by_value || (value == w && (as_of < wt || (as_of == wt && *bank < wb)))
+                    }
+                };
+                if better {
+                    winner = Some((value, as_of, *bank));
+                }
+            }
+            match (entry, winner) {
+                (None, None) => {}
+                (Some(entry), Some((value, as_of, bank))) => {
+                    assert_eq!(
+                        (entry.bank.id.get(), entry.price, entry.updated_at),
+                        (bank, value, as_of),
+                        "seed {seed} {code} {field:?}"
+                    );
+                    assert_eq!(
+                        pick_best(*field, &candidates).map(|i| candidates[i].bank.id.get()),
+                        Some(bank)
+                    );
+                    let last = entry.series.last().map(|(t, v)| (*t, *v));
+                    assert_eq!(
+                        last,
+                        Some((as_of, value)),
+                        "the series ends at the current value"
+                    );
+                    assert!(
+                        entry.series.windows(2).all(|w| w[0].0 < w[1].0),
+                        "series oldest first"
+                    );
+                    assert!(entry.series.len() <= store::SERIES_POINTS as usize);
+                }
+                (entry, winner) => {
+                    panic!("seed {seed} {code} {field:?}: got {entry:?}, expected {winner:?}")
+                }
+            }
+        }
+    }
+
+    // History: the record in force before random instants.
+    let start = Utc::now() - Duration::days(21);
+    for _ in 0..40 {
+        let bank = rng.gen_range(1..=4);
+        let code = CODES[rng.gen_range(0..CODES.len())];
+        let before = start + Duration::minutes(rng.gen_range(0..(21 * 24 * 60)));
+        let got = store::history(
+            &pool,
+            BankId::new(bank).unwrap(),
+            CurrencyCode::parse(code).unwrap(),
+            before,
+        )
+        .await?;
+        let expected = reference.before(bank, code, before);
+        assert_eq!(
+            got.map(|r| (
+                r.as_of,
+                (
+                    r.cash_buying,
+                    r.cash_selling,
+                    r.transactional_buying,
+                    r.transactional_selling
+                )
+            )),
+            expected,
+            "seed {seed}: history of bank {bank} {code} before {before}"
+        );
+    }
+
+    drop_database(pool, &name).await
+}
+
+#[tokio::test]
+async fn folding_random_logs_matches_the_reference() -> anyhow::Result<()> {
+    for seed in [1, 2, 3, 42, 2026] {
+        check_seed(seed).await?;
+    }
+    Ok(())
+}
+
+#[test]
+fn reference_helpers_agree_with_themselves() {
+    // A tiny sanity check of the reference's own ordering.
+    let mut reference = Reference::default();
+    let t = |h| Utc.with_ymd_and_hms(2026, 11, 1, h, 0, 0).unwrap();
+    let board = |v: &str| BoardPublished {
+        as_of: t(1),
+        rates: vec![RateEntry {
+            currency: CurrencyCode::parse("USD").unwrap(),
+            cash_buying: Decimal::from_str(v).unwrap(),
+            cash_selling: Decimal::from_str(v).unwrap(),
+            transactional_buying: None,
+            transactional_selling: None,
+        }],
+    };
+    let bank = BankId::new(1).unwrap();
+    reference.apply(&Envelope::new(
+        bank,
+        t(0),
+        Event::BoardPublished(board("1")),
+    ));
+    reference.apply(&Envelope::new(
+        bank,
+        t(0),
+        Event::BoardPublished(board("2")),
+    ));
+    assert_eq!(
+        reference.latest(1).unwrap().1["USD"].0,
+        Decimal::from(2),
+        "the later event wins"
+    );
+    assert_eq!(reference.before(1, "USD", t(2)).unwrap().0, t(1));
+    assert!(reference.before(1, "USD", t(1)).is_none());
+}
