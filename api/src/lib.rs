@@ -16,6 +16,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod keys;
+pub mod openapi;
 pub mod query;
 pub mod routes;
 

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod contract;
+
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
@@ -33,6 +35,7 @@ pub struct Stack {
     pub logs: PathBuf,
     http: reqwest::Client,
     processes: Vec<(String, Child)>,
+    contract: Option<contract::Contract>,
 }
 
 fn free_port() -> u16 {
@@ -140,6 +143,7 @@ impl Stack {
                 .timeout(Duration::from_secs(15))
                 .build()?,
             processes: Vec::new(),
+            contract: None,
         };
 
         let listener = format!("tcp://127.0.0.1:{broker_port}");
@@ -192,6 +196,14 @@ impl Stack {
                 )
             })?;
         }
+        let document: Value = stack
+            .http
+            .get(format!("{}/api/v1/openapi.json", stack.api_url))
+            .send()
+            .await?
+            .json()
+            .await?;
+        stack.contract = Some(contract::Contract::new(document));
         Ok(stack)
     }
 
@@ -323,9 +335,18 @@ impl Stack {
         Ok((response.status().as_u16(), response.text().await?))
     }
 
+    /// GET on the API, parsed, and checked against the served OpenAPI
+    /// document. A response the document does not describe panics, so the
+    /// test fails at once even inside a polling loop.
     pub async fn get(&self, path_and_query: &str, key: Option<&str>) -> Result<(u16, Value)> {
         let (status, text) = self.get_raw(path_and_query, key).await?;
         let body = serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))?;
+        if let Some(contract) = &self.contract {
+            let path = path_and_query.split('?').next().unwrap_or_default();
+            if let Err(violation) = contract.check(path, status, &body) {
+                panic!("{violation:#}");
+            }
+        }
         Ok((status, body))
     }
 

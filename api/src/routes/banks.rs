@@ -16,7 +16,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/banks", get(banks))
 }
 
-async fn banks(
+/// The active banks, ordered by id.
+#[utoipa::path(get, path = "/api/v1/banks", tag = "banks",
+    params(("withRecentEx" = Option<bool>, Query, description = "Include each bank's current board: true, false, 1 or 0")),
+    responses((status = 200, description = "Success", body = crate::openapi::BanksResponse), crate::openapi::CommonErrors))]
+pub async fn banks(
     _: ApiKey,
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

@@ -18,7 +18,15 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates/best-rates", get(best_rates))
 }
 
-async fn best_rates(
+/// The best cash and transactional buying and selling rates of one currency.
+#[utoipa::path(get, path = "/api/v1/rates/best-rates", tag = "rates",
+    params(("currencyCode" = String, Query, description = "ISO 4217 code, any case")),
+    responses(
+        (status = 200, description = "success", body = crate::openapi::BestRatesResponse),
+        (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn best_rates(
     _: ApiKey,
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

@@ -15,7 +15,10 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/currencies", get(currencies))
 }
 
-async fn currencies(_: ApiKey, State(state): State<AppState>) -> Result<Response> {
+/// Currencies quoted by at least one active bank, most quoted first.
+#[utoipa::path(get, path = "/api/v1/currencies", tag = "currencies",
+    responses((status = 200, description = "success", body = crate::openapi::CurrenciesResponse), crate::openapi::CommonErrors))]
+pub async fn currencies(_: ApiKey, State(state): State<AppState>) -> Result<Response> {
     if let Some(body) = cached_view(&state, &state.views.currencies()).await {
         return Ok(json_body(body));
     }

@@ -37,7 +37,19 @@ pub fn end_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> DateTime<Utc> {
         .unwrap_or_else(|| Utc.from_utc_datetime(&next))
 }
 
-async fn history(
+/// The record of one bank and currency in force at the end of a day.
+#[utoipa::path(get, path = "/api/v1/history", tag = "history",
+    params(
+        ("bankId" = i64, Query, description = "The bank (a positive integer)"),
+        ("date" = String, Query, format = Date, description = "A calendar day, YYYY-MM-DD, in the service time zone"),
+        ("currencyCode" = Option<String>, Query, description = "ISO 4217 code, any case; default USD"),
+    ),
+    responses(
+        (status = 200, description = "success", body = crate::openapi::HistoryResponse),
+        (status = 404, description = "Bank not found, Currency not found or No history found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn history(
     _: ApiKey,
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

@@ -43,6 +43,10 @@ pub fn router(state: AppState) -> Router {
         .merge(rates::router())
         .merge(best_rates::router())
         .merge(history::router())
+        .route(
+            "/api/v1/openapi.json",
+            axum::routing::get(|| async { json_body(crate::openapi::DOCUMENT.clone()) }),
+        )
         .merge(admin::router())
         .merge(health::router())
         .fallback(|| async { Error::NotFound("Not Found") })

@@ -16,7 +16,19 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates", get(rates))
 }
 
-async fn rates(
+/// The latest board of every active bank, or of one.
+#[utoipa::path(get, path = "/api/v1/rates", tag = "rates",
+    params(
+        ("bankId" = Option<i64>, Query, description = "Only this bank (a positive integer)"),
+        ("transactional" = Option<bool>, Query, description = "Include transactional rates: true, false, 1 or 0"),
+        ("socialLinks" = Option<bool>, Query, description = "Include the banks' social links: true, false, 1 or 0"),
+    ),
+    responses(
+        (status = 200, description = "Success", body = crate::openapi::RatesResponse),
+        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn rates(
     _: ApiKey,
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

@@ -1,0 +1,329 @@
+//! The OpenAPI 3.1 description of api-v1, generated from the handlers'
+//! `#[utoipa::path]` annotations and the shapes below.
+//!
+//! The views are serialized by hand (to keep published digits exact), so the
+//! shapes here describe them rather than produce them; the end-to-end tests
+//! validate every response they receive against this document, which is
+//! what keeps the two in step.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ratewire api-v1",
+        description = "Bank exchange rates: latest boards, differences, best rates and history.",
+        version = "1.0.0"
+    ),
+    paths(
+        crate::routes::banks::banks,
+        crate::routes::currencies::currencies,
+        crate::routes::rates::rates,
+        crate::routes::best_rates::best_rates,
+        crate::routes::history::history,
+    ),
+    components(schemas(ErrorBody, ValidationErrorBody)),
+    modifiers(&ApiKeyScheme),
+    security(("api_key" = []))
+)]
+pub struct ApiDoc;
+
+/// The document as served, rendered once.
+pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the OpenAPI document serializes")
+});
+
+struct ApiKeyScheme;
+
+impl Modify for ApiKeyScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))),
+        );
+    }
+}
+
+/// A currency, keyed by its ISO 4217 code.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Currency {
+    /// The ISO 4217 code, as a stable id.
+    pub id: String,
+    /// English name.
+    pub name: String,
+    /// The ISO 4217 code.
+    pub symbol: String,
+    pub image_url: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SocialLink {
+    pub platform: String,
+    pub url: String,
+}
+
+/// Change from the bank's previous published value (0 when there is none).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    pub cash_buying: f64,
+    pub cash_selling: f64,
+    /// Present with `transactional=true`; null when not published.
+    pub transactional_buying: Option<f64>,
+    pub transactional_selling: Option<f64>,
+}
+
+/// One currency of a bank's current board on /rates.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExchangeRate {
+    pub cash_buying: f64,
+    pub cash_selling: f64,
+    /// Present with `transactional=true`; null when not published.
+    pub transactional_buying: Option<f64>,
+    pub transactional_selling: Option<f64>,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    pub currency: Currency,
+    pub difference: Difference,
+}
+
+/// A bank on /rates: the id is a number.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RatesBank {
+    pub id: i64,
+    /// Null until the bank's first board.
+    #[schema(format = DateTime, required = true)]
+    pub last_rates_updated_at: Option<String>,
+    pub name: String,
+    pub code: String,
+    pub image_url: String,
+    pub exchange_rates: Vec<ExchangeRate>,
+    /// Present with `socialLinks=true`.
+    pub social_links: Option<Vec<SocialLink>>,
+}
+
+/// One element of /rates: an inner envelope holding one bank.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RatesElement {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<RatesBank>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RatesResponse {
+    /// "Success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<RatesElement>,
+}
+
+/// A board entry on /banks (no difference).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecentRate {
+    pub cash_buying: f64,
+    pub cash_selling: f64,
+    #[schema(required = true)]
+    pub transactional_buying: Option<f64>,
+    #[schema(required = true)]
+    pub transactional_selling: Option<f64>,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    pub currency: Currency,
+}
+
+/// A bank on /banks: the id is a string.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bank {
+    pub id: String,
+    #[schema(format = DateTime, required = true)]
+    pub last_rates_updated_at: Option<String>,
+    pub name: String,
+    pub code: String,
+    pub image_url: String,
+    /// Present with `withRecentEx=true`.
+    pub exchange_rates: Option<Vec<RecentRate>>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BanksResponse {
+    /// "Success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<Bank>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrenciesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<Currency>,
+}
+
+/// The bank of a best rate.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestRateBank {
+    pub id: i64,
+    pub name: String,
+    pub code: String,
+    pub image_url: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RatePoint {
+    pub value: f64,
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestRate {
+    pub price: f64,
+    /// When that bank published it.
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// When this view was computed.
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+    /// Signed change from the bank's previous value, 4 fraction digits ("+0.2500").
+    #[schema(pattern = r"^([+-][0-9]+\.[0-9]{4}|0\.0000)$")]
+    pub difference: String,
+    pub bank: BestRateBank,
+    /// The bank's values over the last 30 days, oldest first, at most 100.
+    pub rates: Vec<RatePoint>,
+}
+
+/// Null where no active bank quotes the field.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestRates {
+    #[schema(required = true)]
+    pub cash_buying: Option<BestRate>,
+    #[schema(required = true)]
+    pub cash_selling: Option<BestRate>,
+    #[schema(required = true)]
+    pub transactional_buying: Option<BestRate>,
+    #[schema(required = true)]
+    pub transactional_selling: Option<BestRate>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestRatesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: BestRates,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryRecord {
+    pub cash_buying: f64,
+    pub cash_selling: f64,
+    #[schema(required = true)]
+    pub transactional_buying: Option<f64>,
+    #[schema(required = true)]
+    pub transactional_selling: Option<f64>,
+    /// When the record was published.
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+    pub currency: Currency,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    /// The requested day, YYYY-MM-DD.
+    #[schema(format = Date)]
+    pub date: String,
+    pub data: HistoryRecord,
+}
+
+/// Every error: `status` repeats the HTTP status.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    pub status: u16,
+    pub message: String,
+}
+
+/// 400: each bad parameter with its problems.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationErrorBody {
+    pub status: u16,
+    /// "Validation errors occurred."
+    pub message: String,
+    pub errors: BTreeMap<String, Vec<String>>,
+}
+
+/// The errors every data endpoint can answer.
+#[derive(utoipa::IntoResponses)]
+pub enum CommonErrors {
+    /// Validation errors occurred.
+    #[response(status = 400)]
+    BadRequest(ValidationErrorBody),
+    /// "API key is required" or "Invalid API key".
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// Internal Server Error (the cause is only logged).
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// A dependency is unavailable; retry after `Retry-After` seconds.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_is_openapi_3_1_with_every_endpoint() {
+        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+        for path in [
+            "/api/v1/banks",
+            "/api/v1/currencies",
+            "/api/v1/rates",
+            "/api/v1/rates/best-rates",
+            "/api/v1/history",
+        ] {
+            assert!(doc["paths"][path]["get"].is_object(), "{path} missing");
+        }
+        assert_eq!(
+            doc["components"]["securitySchemes"]["api_key"]["name"],
+            "x-api-key"
+        );
+        let bank = &doc["components"]["schemas"]["Bank"];
+        assert_eq!(bank["properties"]["id"]["type"], "string");
+        assert!(bank["properties"]["lastRatesUpdatedAt"].is_object());
+    }
+}

@@ -1,0 +1,138 @@
+//! Checks responses against the OpenAPI document the API serves.
+//!
+//! Every object schema is made strict (`additionalProperties: false`) before
+//! use, so a field the document does not describe fails a test just like a
+//! missing or mistyped one.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+pub struct Contract {
+    document: Value,
+    validators: Mutex<HashMap<String, std::sync::Arc<jsonschema::Validator>>>,
+}
+
+fn make_strict(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(make_strict);
+        }
+        Value::Array(items) => items.iter_mut().for_each(make_strict),
+        _ => {}
+    }
+}
+
+impl Contract {
+    pub fn new(mut document: Value) -> Self {
+        make_strict(&mut document["components"]);
+        Self {
+            document,
+            validators: Mutex::default(),
+        }
+    }
+
+    /// Validates a JSON response of `GET path` with `status`. Paths the
+    /// document does not describe are not checked; a status it does not list
+    /// for a described path is an error.
+    pub fn check(&self, path: &str, status: u16, body: &Value) -> Result<()> {
+        let Some(operation) = self.document["paths"].get(path).and_then(|p| p.get("get")) else {
+            return Ok(());
+        };
+        let Some(schema) = operation["responses"][status.to_string()]["content"]
+            ["application/json"]["schema"]
+            .as_object()
+        else {
+            bail!("GET {path} answered {status}, which the OpenAPI document does not list: {body}");
+        };
+        let key = format!("{path} {status}");
+        let validator = {
+            let mut cache = self.validators.lock().expect("validator cache");
+            match cache.get(&key) {
+                Some(v) => v.clone(),
+                None => {
+                    // The whole document is the root, so `$ref`s into
+                    // components resolve; the response schema is the entry.
+                    let mut root = self.document.clone();
+                    root.as_object_mut()
+                        .context("document is an object")?
+                        .extend(schema.clone());
+                    let validator = jsonschema::options()
+                        .with_draft(jsonschema::Draft::Draft202012)
+                        .should_validate_formats(true)
+                        .build(&root)
+                        .map_err(|e| anyhow::anyhow!("schema for {key}: {e}"))?;
+                    let validator = std::sync::Arc::new(validator);
+                    cache.insert(key.clone(), validator.clone());
+                    validator
+                }
+            }
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(body)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        if !errors.is_empty() {
+            bail!(
+                "GET {path} {status} does not match the OpenAPI document:\n  {}\nbody: {body}",
+                errors.join("\n  ")
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn contract() -> Contract {
+        Contract::new(json!({
+            "openapi": "3.1.0",
+            "paths": {"/x": {"get": {"responses": {"200": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/X"}}}}}}}},
+            "components": {"schemas": {"X": {"type": "object", "required": ["id"], "properties": {
+                "id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}}}}}
+        }))
+    }
+
+    #[test]
+    fn conforming_bodies_pass_and_others_fail() {
+        let c = contract();
+        assert!(c
+            .check(
+                "/x",
+                200,
+                &json!({"id": 1, "at": "2026-11-20T08:00:00.000Z"})
+            )
+            .is_ok());
+        assert!(
+            c.check("/x", 200, &json!({"id": "1"})).is_err(),
+            "wrong type"
+        );
+        assert!(c.check("/x", 200, &json!({})).is_err(), "missing field");
+        assert!(
+            c.check("/x", 200, &json!({"id": 1, "extra": true}))
+                .is_err(),
+            "undocumented field"
+        );
+        assert!(
+            c.check("/x", 200, &json!({"id": 1, "at": "yesterday"}))
+                .is_err(),
+            "bad date-time"
+        );
+        assert!(
+            c.check("/x", 404, &json!({})).is_err(),
+            "undocumented status"
+        );
+        assert!(
+            c.check("/elsewhere", 200, &json!(null)).is_ok(),
+            "undocumented paths are not checked"
+        );
+    }
+}
