@@ -350,6 +350,15 @@ impl Stack {
         Ok((status, body))
     }
 
+    /// Runs one SQL statement in this stack's database (to break things on
+    /// purpose).
+    pub async fn sql(&self, statement: &str) -> Result<()> {
+        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        sqlx::query(statement).execute(&pool).await?;
+        pool.close().await;
+        Ok(())
+    }
+
     /// Deletes every Redis key of this stack, as a flush would.
     pub async fn flush_redis(&self) -> Result<()> {
         flush_prefix(&self.redis_prefix).await

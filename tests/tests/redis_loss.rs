@@ -1,0 +1,115 @@
+//! Redis holds only derived views: when they vanish, every endpoint answers
+//! the same from Postgres, and the projector puts the views back.
+
+use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use serde_json::Value;
+
+/// Drops the view-computation time, the one field that may differ.
+fn without_computed_time(mut body: Value) -> Value {
+    if let Some(data) = body["data"].as_object_mut() {
+        for entry in data.values_mut() {
+            if let Some(entry) = entry.as_object_mut() {
+                entry.remove("timestamp");
+            }
+        }
+    }
+    body
+}
+
+#[tokio::test]
+async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("loss").await?;
+    let (cbe, cbe_token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    for (id, token, hours, buying) in [
+        (cbe, &cbe_token, 5, "155.10"),
+        (cbe, &cbe_token, 1, "155.35"),
+        (awash, &awash_token, 2, "154.9"),
+    ] {
+        let board = format!(
+            r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":158.2,"transactionalBuying":155,"transactionalSelling":158}},{{"currency":"EUR","cashBuying":180,"cashSelling":184.5}}]}}"#,
+            ago(0, hours)
+        );
+        assert_eq!(stack.publish_board(id, token, &board).await?.0, 202);
+    }
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let paths = [
+        "/api/v1/banks".to_owned(),
+        "/api/v1/banks?withRecentEx=true".to_owned(),
+        "/api/v1/currencies".to_owned(),
+        "/api/v1/rates".to_owned(),
+        "/api/v1/rates?transactional=true&socialLinks=true".to_owned(),
+        format!("/api/v1/rates?bankId={awash}"),
+        "/api/v1/rates/best-rates?currencyCode=USD".to_owned(),
+        format!("/api/v1/history?bankId={cbe}&date={today}"),
+    ];
+    eventually("all boards folded", VISIBLE_WITHIN, || async {
+        let (_, body) = stack.get("/api/v1/rates", Some(&key)).await.ok()?;
+        let list = body["data"].as_array()?;
+        let done = list.len() == 2
+            && list[0]["data"][0]["exchangeRates"][1]["cashBuying"] == 155.35
+            && !list[1]["data"][0]["exchangeRates"].as_array()?.is_empty();
+        done.then_some(())
+    })
+    .await?;
+    // Give the best-rates view the same moment to settle as the others.
+    eventually("best rates folded", VISIBLE_WITHIN, || async {
+        let (_, body) = stack
+            .get("/api/v1/rates/best-rates?currencyCode=USD", Some(&key))
+            .await
+            .ok()?;
+        (body["data"]["cashBuying"]["price"] == 155.35).then_some(())
+    })
+    .await?;
+
+    let mut before = vec![];
+    for path in &paths {
+        let (status, body) = stack.get(path, Some(&key)).await?;
+        assert_eq!(status, 200, "{path}");
+        before.push(without_computed_time(body));
+    }
+    stack.flush_redis().await?;
+    for (path, expected) in paths.iter().zip(&before) {
+        let (status, body) = stack.get(path, Some(&key)).await?;
+        assert_eq!(status, 200, "{path}");
+        assert_eq!(
+            &without_computed_time(body),
+            expected,
+            "{path} differs when served from postgres"
+        );
+    }
+    // The projector notices and renders the views again.
+    eventually("views back in redis", VISIBLE_WITHIN, || async {
+        let client = redis::Client::open("redis://127.0.0.1:6379/0").ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}view:*", stack.redis_prefix))
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        let expected = [
+            "view:currencies",
+            "view:best:USD",
+            "view:best:EUR",
+            "view:banks:all:1",
+            "view:rates:all:11",
+        ];
+        expected
+            .iter()
+            .all(|k| keys.contains(&format!("{}{k}", stack.redis_prefix)))
+            .then_some(())
+    })
+    .await?;
+    for (path, expected) in paths.iter().zip(&before) {
+        let (_, body) = stack.get(path, Some(&key)).await?;
+        assert_eq!(
+            &without_computed_time(body),
+            expected,
+            "{path} differs after the rebuild"
+        );
+    }
+    Ok(())
+}
