@@ -212,33 +212,52 @@ pub const SERIES_DAYS: i64 = 30;
 pub const SERIES_POINTS: i64 = 100;
 
 /// The bank's values of `column` for `code` over the `SERIES_DAYS` before
-/// `until`, oldest first: the last value of each of `SERIES_POINTS` equal
+/// `until`, oldest first: every value when there are at most
+/// `SERIES_POINTS`, else the last value of each of `SERIES_POINTS` equal
 /// time buckets, so a bank publishing every few seconds still gives an even
 /// 30-day curve.
-pub async fn series<'e>(
-    db: impl PgExecutor<'e>,
+pub async fn series(
+    pool: &sqlx::PgPool,
     bank: BankId,
     code: CurrencyCode,
     column: &'static str,
     until: DateTime<Utc>,
 ) -> Result<Vec<(DateTime<Utc>, Decimal)>> {
     let since = until - chrono::Duration::days(SERIES_DAYS);
-    let bucket_seconds = (SERIES_DAYS * 86_400) as f64 / SERIES_POINTS as f64;
+    let window = format!(
+        "FROM rates WHERE bank_id = $1 AND currency = $2 AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL"
+    );
+    // At most SERIES_POINTS + 1 rows tell whether bucketing is needed.
     let mut points: Vec<(DateTime<Utc>, Decimal)> = sqlx::query_as(&format!(
-        "SELECT DISTINCT ON (bucket) as_of, value FROM (
-             SELECT as_of, {column} AS value,
-                    floor(extract(epoch FROM (as_of - $3)) / $5)::bigint AS bucket
-             FROM rates
-             WHERE bank_id = $1 AND currency = $2 AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL
-         ) s ORDER BY bucket, as_of DESC"
+        "SELECT as_of, {column} {window} ORDER BY as_of DESC LIMIT $5"
     ))
     .bind(bank.get())
     .bind(code.as_str())
     .bind(since)
     .bind(until)
-    .bind(bucket_seconds)
-    .fetch_all(db)
+    .bind(SERIES_POINTS + 1)
+    .fetch_all(pool)
     .await?;
+    if points.len() as i64 > SERIES_POINTS {
+        let bucket_seconds = (SERIES_DAYS * 86_400) as f64 / SERIES_POINTS as f64;
+        points = sqlx::query_as(&format!(
+            "SELECT DISTINCT ON (bucket) as_of, value FROM (
+                 SELECT as_of, {column} AS value,
+                        -- (since, until] maps onto buckets 0..=$6; a value at
+                        -- exactly `until` belongs to the last one.
+                        LEAST(floor(extract(epoch FROM (as_of - $3)) / $5)::bigint, $6) AS bucket
+                 {window}
+             ) s ORDER BY bucket, as_of DESC"
+        ))
+        .bind(bank.get())
+        .bind(code.as_str())
+        .bind(since)
+        .bind(until)
+        .bind(bucket_seconds)
+        .bind(SERIES_POINTS - 1)
+        .fetch_all(pool)
+        .await?;
+    }
     points.sort_by_key(|(at, _)| *at);
     Ok(points)
 }

@@ -332,17 +332,31 @@ async fn check_seed(seed: u64) -> anyhow::Result<()> {
                         pick_best(*field, &candidates).map(|i| candidates[i].bank.id.get()),
                         Some(bank)
                     );
-                    let last = entry.series.last().map(|(t, v)| (*t, *v));
+                    // Fewer than 100 values in 30 days: the series is all of them.
+                    let expected_series: Vec<(DateTime<Utc>, Decimal)> = reference
+                        .boards
+                        .range((bank, now - Duration::days(30))..=(bank, now))
+                        .filter_map(|((_, t), board)| {
+                            let v = board.get(code.as_str())?;
+                            let value = match field {
+                                Field::CashBuying => Some(v.0),
+                                Field::CashSelling => Some(v.1),
+                                Field::TransactionalBuying => v.2,
+                                Field::TransactionalSelling => v.3,
+                            }?;
+                            Some((*t, value))
+                        })
+                        .collect();
+                    assert!(expected_series.len() <= store::SERIES_POINTS as usize);
                     assert_eq!(
-                        last,
-                        Some((as_of, value)),
+                        entry.series, expected_series,
+                        "seed {seed} {code} {field:?}: series"
+                    );
+                    assert_eq!(
+                        entry.series.last(),
+                        Some(&(as_of, value)),
                         "the series ends at the current value"
                     );
-                    assert!(
-                        entry.series.windows(2).all(|w| w[0].0 < w[1].0),
-                        "series oldest first"
-                    );
-                    assert!(entry.series.len() <= store::SERIES_POINTS as usize);
                 }
                 (entry, winner) => {
                     panic!("seed {seed} {code} {field:?}: got {entry:?}, expected {winner:?}")
@@ -424,4 +438,68 @@ fn reference_helpers_agree_with_themselves() {
     );
     assert_eq!(reference.before(1, "USD", t(2)).unwrap().0, t(1));
     assert!(reference.before(1, "USD", t(1)).is_none());
+}
+
+#[tokio::test]
+async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::Result<()> {
+    let (pool, name) = fresh_pool().await?;
+    let bank = BankId::new(1).unwrap();
+    let now = Utc::now().trunc_subsecs(0);
+    let mut log = vec![Envelope::new(
+        bank,
+        now,
+        Event::BankRegistered(BankRegistered {
+            code: "B1".into(),
+            name: "Bank 1".into(),
+            image_url: "https://i.test/b.png".into(),
+            social_links: vec![],
+        }),
+    )];
+    // 400 boards, one every 2 hours: 33 days, more than the window holds.
+    for i in 0..400i64 {
+        let as_of = now - Duration::hours(2 * (399 - i));
+        log.push(Envelope::new(
+            bank,
+            as_of,
+            Event::BoardPublished(BoardPublished {
+                as_of,
+                rates: vec![RateEntry {
+                    currency: CurrencyCode::parse("USD").unwrap(),
+                    cash_buying: dec(10_000 + i),
+                    cash_selling: dec(20_000),
+                    transactional_buying: None,
+                    transactional_selling: None,
+                }],
+            }),
+        ));
+    }
+    let messages: Vec<Incoming> = log
+        .iter()
+        .enumerate()
+        .map(|(offset, e)| Incoming {
+            partition: 0,
+            offset: offset as i64,
+            payload: encode(e),
+        })
+        .collect();
+    apply_batch(&pool, TOPIC, &messages).await?;
+
+    let usd = CurrencyCode::parse("USD").unwrap();
+    let series = store::series(&pool, bank, usd, Field::CashBuying.column(), now).await?;
+    assert!(
+        series.len() <= store::SERIES_POINTS as usize && series.len() >= 90,
+        "{} points",
+        series.len()
+    );
+    assert!(series.windows(2).all(|w| w[0].0 < w[1].0), "oldest first");
+    assert!(
+        series[0].0 > now - Duration::days(30),
+        "only the last 30 days"
+    );
+    assert_eq!(
+        series.last(),
+        Some(&(now, dec(10_399))),
+        "ends at the current value"
+    );
+    drop_database(pool, &name).await
 }
