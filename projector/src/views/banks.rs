@@ -2,33 +2,7 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::{timestamp, BankView, CurrencyJson, Num, OptNum, RateView, ViewStyle};
-
-/// A board entry as /banks shows it: all four values, no difference.
-struct RecentRateJson<'a> {
-    rate: &'a RateView,
-    style: &'a ViewStyle,
-}
-
-impl Serialize for RecentRateJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let r = self.rate;
-        let mut map = serializer.serialize_map(Some(6))?;
-        map.serialize_entry("cashBuying", &Num(r.cash_buying))?;
-        map.serialize_entry("cashSelling", &Num(r.cash_selling))?;
-        map.serialize_entry("transactionalBuying", &OptNum(r.transactional_buying))?;
-        map.serialize_entry("transactionalSelling", &OptNum(r.transactional_selling))?;
-        map.serialize_entry("updatedAt", &timestamp(r.updated_at))?;
-        map.serialize_entry(
-            "currency",
-            &CurrencyJson {
-                code: r.currency,
-                style: self.style,
-            },
-        )?;
-        map.end()
-    }
-}
+use super::{serialize_bank_head, BankView, QuoteJson, ViewStyle};
 
 struct BankJson<'a> {
     view: &'a BankView,
@@ -38,24 +12,22 @@ struct BankJson<'a> {
 
 impl Serialize for BankJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let bank = &self.view.bank;
         let mut map = serializer.serialize_map(None)?;
-        // A string here, unlike every other endpoint (api-v1).
-        map.serialize_entry("id", &bank.id.to_string())?;
-        map.serialize_entry(
-            "lastRatesUpdatedAt",
-            &self.view.last_rates_updated_at.map(timestamp),
-        )?;
-        map.serialize_entry("name", &bank.name)?;
-        map.serialize_entry("code", &bank.code)?;
-        map.serialize_entry("imageUrl", &bank.image_url)?;
+        serialize_bank_head(&mut map, self.view, true)?;
         if self.with_recent {
             let rates: Vec<_> = self
                 .view
                 .rates
                 .iter()
-                .map(|rate| RecentRateJson {
-                    rate,
+                .map(|r| QuoteJson {
+                    cash_buying: r.cash_buying,
+                    cash_selling: r.cash_selling,
+                    transactional_buying: r.transactional_buying,
+                    transactional_selling: r.transactional_selling,
+                    // No difference here: /banks shows the board as published.
+                    time_key: "updatedAt",
+                    at: r.updated_at,
+                    currency: r.currency,
                     style: self.style,
                 })
                 .collect();

@@ -3,9 +3,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::CurrencyCode;
 use rust_decimal::Decimal;
-use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::{timestamp, CurrencyJson, Num, OptNum, ViewStyle};
+use super::{QuoteJson, ViewStyle};
 
 /// One published rate of one bank.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,37 +17,12 @@ pub struct HistoryRecord {
     pub transactional_selling: Option<Decimal>,
 }
 
-struct RecordJson<'a> {
-    record: &'a HistoryRecord,
-    style: &'a ViewStyle,
-}
-
-impl Serialize for RecordJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let r = self.record;
-        let mut map = serializer.serialize_map(Some(6))?;
-        map.serialize_entry("cashBuying", &Num(r.cash_buying))?;
-        map.serialize_entry("cashSelling", &Num(r.cash_selling))?;
-        map.serialize_entry("transactionalBuying", &OptNum(r.transactional_buying))?;
-        map.serialize_entry("transactionalSelling", &OptNum(r.transactional_selling))?;
-        map.serialize_entry("timestamp", &timestamp(r.as_of))?;
-        map.serialize_entry(
-            "currency",
-            &CurrencyJson {
-                code: r.currency,
-                style: self.style,
-            },
-        )?;
-        map.end()
-    }
-}
-
 #[derive(serde::Serialize)]
 struct HistoryEnvelope<'a> {
     message: &'static str,
     status: u16,
     date: String,
-    data: RecordJson<'a>,
+    data: QuoteJson<'a>,
 }
 
 pub fn history_response(date: NaiveDate, record: &HistoryRecord, style: &ViewStyle) -> String {
@@ -56,7 +30,16 @@ pub fn history_response(date: NaiveDate, record: &HistoryRecord, style: &ViewSty
         message: "success",
         status: 200,
         date: date.format("%Y-%m-%d").to_string(),
-        data: RecordJson { record, style },
+        data: QuoteJson {
+            cash_buying: record.cash_buying,
+            cash_selling: record.cash_selling,
+            transactional_buying: record.transactional_buying,
+            transactional_selling: record.transactional_selling,
+            time_key: "timestamp",
+            at: record.as_of,
+            currency: record.currency,
+            style,
+        },
     };
     serde_json::to_string(&body).expect("views serialize to JSON")
 }

@@ -174,6 +174,60 @@ impl Serialize for CurrencyJson<'_> {
     }
 }
 
+/// All four values of one currency at one moment, with the currency: an
+/// entry of /banks (`updatedAt`) or the record of /history (`timestamp`).
+pub(crate) struct QuoteJson<'a> {
+    pub cash_buying: Decimal,
+    pub cash_selling: Decimal,
+    pub transactional_buying: Option<Decimal>,
+    pub transactional_selling: Option<Decimal>,
+    pub time_key: &'static str,
+    pub at: DateTime<Utc>,
+    pub currency: CurrencyCode,
+    pub style: &'a ViewStyle,
+}
+
+impl Serialize for QuoteJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(6))?;
+        map.serialize_entry("cashBuying", &Num(self.cash_buying))?;
+        map.serialize_entry("cashSelling", &Num(self.cash_selling))?;
+        map.serialize_entry("transactionalBuying", &OptNum(self.transactional_buying))?;
+        map.serialize_entry("transactionalSelling", &OptNum(self.transactional_selling))?;
+        map.serialize_entry(self.time_key, &timestamp(self.at))?;
+        map.serialize_entry(
+            "currency",
+            &CurrencyJson {
+                code: self.currency,
+                style: self.style,
+            },
+        )?;
+        map.end()
+    }
+}
+
+/// The fields every bank object starts with; the id is a string on /banks
+/// and a number elsewhere (api-v1).
+pub(crate) fn serialize_bank_head<M: SerializeMap>(
+    map: &mut M,
+    view: &BankView,
+    id_as_string: bool,
+) -> Result<(), M::Error> {
+    let bank = &view.bank;
+    if id_as_string {
+        map.serialize_entry("id", &bank.id.to_string())?;
+    } else {
+        map.serialize_entry("id", &bank.id.get())?;
+    }
+    map.serialize_entry(
+        "lastRatesUpdatedAt",
+        &view.last_rates_updated_at.map(timestamp),
+    )?;
+    map.serialize_entry("name", &bank.name)?;
+    map.serialize_entry("code", &bank.code)?;
+    map.serialize_entry("imageUrl", &bank.image_url)
+}
+
 /// The api-v1 success envelope.
 #[derive(serde::Serialize)]
 pub struct Envelope<T> {

@@ -3,8 +3,8 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::{
-    difference, timestamp, BankView, CurrencyJson, Envelope, Num, OptNum, PreviousRate, RateView,
-    RatesVariant, ViewStyle,
+    difference, serialize_bank_head, timestamp, BankView, CurrencyJson, Envelope, Num, OptNum,
+    PreviousRate, RateView, RatesVariant, ViewStyle,
 };
 
 struct RateJson<'a> {
@@ -91,16 +91,8 @@ struct RatesBankJson<'a> {
 
 impl Serialize for RatesBankJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let bank = &self.view.bank;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("id", &bank.id.get())?;
-        map.serialize_entry(
-            "lastRatesUpdatedAt",
-            &self.view.last_rates_updated_at.map(timestamp),
-        )?;
-        map.serialize_entry("name", &bank.name)?;
-        map.serialize_entry("code", &bank.code)?;
-        map.serialize_entry("imageUrl", &bank.image_url)?;
+        serialize_bank_head(&mut map, self.view, false)?;
         let rates: Vec<RateJson<'_>> = self
             .view
             .rates
@@ -113,7 +105,7 @@ impl Serialize for RatesBankJson<'_> {
             .collect();
         map.serialize_entry("exchangeRates", &rates)?;
         if self.variant.social_links {
-            map.serialize_entry("socialLinks", &bank.social_links)?;
+            map.serialize_entry("socialLinks", &self.view.bank.social_links)?;
         }
         map.end()
     }
