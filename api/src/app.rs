@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::db;
 use crate::error::{Error, Result};
 use crate::keys::KeyStore;
+use crate::limits::Limiter;
 use crate::routes::{self, AppState};
 
 pub struct Application {
@@ -27,6 +28,7 @@ impl Application {
             .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;
         let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
         let redis = redis_views::connect(&config.redis_url)?;
+        let limiter_redis = redis.clone();
         let state = AppState {
             key_store: KeyStore::new(pool.clone(), redis.clone(), &config.redis_prefix),
             pool,
@@ -39,6 +41,14 @@ impl Application {
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
             timezone: config.timezone,
+            plans: Arc::new(config.plans.clone()),
+            limiter: Arc::new(Limiter::new(
+                limiter_redis,
+                &config.redis_prefix,
+                config.timezone,
+            )),
+            trusted_proxies: config.trusted_proxies.iter().map(|p| p.0).collect(),
+            anonymous_access: config.anonymous_access,
         };
         Ok(Self {
             config,
@@ -69,7 +79,9 @@ impl Application {
             return Ok(());
         }
         info!(addr = %config.listen, "api serving");
-        axum::serve(listener, routes::router(state))
+        let app =
+            routes::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
             .map_err(|e| Error::Startup(format!("server: {e}")))?;

@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use ratewire_proto::secret::check_operator;
 
 use crate::error::Error;
+use crate::gate::{anonymous_caller, Identified};
 use crate::keys::Caller;
 use crate::routes::AppState;
 
@@ -22,18 +23,17 @@ impl FromRequestParts<AppState> for ApiKey {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let key = parts
-            .headers
-            .get(API_KEY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or(Error::MissingKey)?;
-        let caller = state
-            .key_store
-            .lookup(key)
-            .await?
-            .ok_or(Error::InvalidKey)?;
+        // Every public route sits behind the gate, which looked the key up.
+        let identified = parts
+            .extensions
+            .get::<Identified>()
+            .ok_or_else(|| Error::Startup("a public route is missing the gate layer".into()))?;
+        let caller = match (&identified.caller, identified.key_given) {
+            (Some(caller), _) => caller.clone(),
+            (None, false) if state.anonymous_access => anonymous_caller(),
+            (None, false) => return Err(Error::MissingKey),
+            (None, true) => return Err(Error::InvalidKey),
+        };
         tracing::Span::current().record("key", caller.prefix.as_str());
         Ok(ApiKey(caller))
     }

@@ -47,6 +47,17 @@ pub struct Config {
     /// The service time zone (IANA name): history days are calendar days here.
     #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
     pub timezone: chrono_tz::Tz,
+    /// Plans as `name=perMinute/perMonth`, comma separated; `anonymous` is
+    /// required (callers without a valid key).
+    #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::plans::DEFAULT_PLANS)]
+    pub plans: crate::plans::Plans,
+    /// Serve callers without a key under the anonymous plan instead of 401.
+    #[arg(long, env = "RATEWIRE_ANONYMOUS_ACCESS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_access: bool,
+    /// Proxies (IPs or CIDRs, comma separated) whose X-Forwarded-For is
+    /// believed; with none, the client is always the socket peer.
+    #[arg(long, env = "RATEWIRE_TRUSTED_PROXIES", value_delimiter = ',', num_args = 0..)]
+    pub trusted_proxies: Vec<TrustedProxy>,
     /// `text` or `json` log lines.
     #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -57,5 +68,20 @@ impl Config {
         ViewStyle {
             currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
         }
+    }
+}
+
+/// A trusted proxy: one address or a network.
+#[derive(Debug, Clone, Copy)]
+pub struct TrustedProxy(pub ipnet::IpNet);
+
+impl std::str::FromStr for TrustedProxy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        s.parse::<ipnet::IpNet>()
+            .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map(TrustedProxy)
+            .map_err(|_| format!("{s:?} is not an IP address or CIDR network"))
     }
 }

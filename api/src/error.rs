@@ -23,6 +23,12 @@ pub enum Error {
     NotFound(&'static str),
     #[error("Method Not Allowed")]
     MethodNotAllowed,
+    /// The per-minute window is spent (the gate adds Retry-After).
+    #[error("Rate limit exceeded")]
+    RateLimited,
+    /// The monthly allowance is spent (the gate adds Retry-After).
+    #[error("Monthly quota exceeded")]
+    QuotaExceeded,
     #[error("{0}")]
     Conflict(String),
     #[error("postgres: {0}")]
@@ -58,6 +64,7 @@ impl Error {
             }
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Postgres(e) if unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(_) | Error::Redis(_) | Error::Startup(_) => {
@@ -81,6 +88,12 @@ impl IntoResponse for Error {
         let body = match &self {
             Error::Validation(errors) => {
                 json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})
+            }
+            Error::RateLimited => {
+                json!({"status": 429, "message": self.to_string(), "code": "RATE_LIMIT_EXCEEDED"})
+            }
+            Error::QuotaExceeded => {
+                json!({"status": 429, "message": self.to_string(), "code": "QUOTA_EXCEEDED"})
             }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %self, "dependency unavailable; answering 503");

@@ -13,11 +13,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{Error, FieldErrors, Result};
+use crate::plans::Plans;
 
 /// The kind tag of API keys: `rwk_{prefix}_{secret}`.
 pub const KEY_KIND: &str = "rwk";
-/// Plans a key may be created on.
-pub const PLANS: [&str; 3] = ["free", "pro", "enterprise"];
 pub const DEFAULT_PLAN: &str = "free";
 /// How long a positive lookup stays cached.
 const CACHE_TTL_SECS: u64 = 300;
@@ -29,6 +28,9 @@ pub struct Caller {
     pub prefix: String,
     pub name: String,
     pub plan: String,
+    /// `None` for the anonymous caller.
+    #[serde(rename = "createdAt")]
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 /// A key as operators see it: never the secret.
@@ -59,7 +61,7 @@ pub struct CreatedKey {
     pub info: KeyInfo,
 }
 
-pub async fn create(pool: &PgPool, new: NewKey) -> Result<CreatedKey> {
+pub async fn create(pool: &PgPool, plans: &Plans, new: NewKey) -> Result<CreatedKey> {
     let mut errors = FieldErrors::new();
     let name = new.name.trim();
     if name.is_empty() || name.chars().count() > 200 {
@@ -69,11 +71,12 @@ pub async fn create(pool: &PgPool, new: NewKey) -> Result<CreatedKey> {
             .push("name must be 1 to 200 characters".into());
     }
     let plan = new.plan.as_deref().unwrap_or(DEFAULT_PLAN);
-    if !PLANS.contains(&plan) {
+    if !plans.assignable().any(|p| p == plan) {
+        let names: Vec<&str> = plans.assignable().collect();
         errors
             .entry("plan".into())
             .or_default()
-            .push(format!("plan must be one of {}", PLANS.join(", ")));
+            .push(format!("plan must be one of {}", names.join(", ")));
     }
     if !errors.is_empty() {
         return Err(Error::Validation(errors));
@@ -137,7 +140,7 @@ impl KeyStore {
             Err(e) => tracing::warn!(error = %e, "key cache unavailable; asking postgres"),
         }
         let caller: Option<Caller> = sqlx::query_as(
-            "SELECT prefix, name, plan FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+            "SELECT prefix, name, plan, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
         .bind(&hash)
         .fetch_optional(&self.pool)

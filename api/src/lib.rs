@@ -15,8 +15,11 @@ pub mod auth;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod gate;
 pub mod keys;
+pub mod limits;
 pub mod openapi;
+pub mod plans;
 pub mod query;
 pub mod routes;
 

@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
                 KeysCommand::Create { name, plan } => serde_json::to_string_pretty(
                     &keys::create(
                         &pool,
+                        &config.plans,
                         NewKey {
                             name,
                             plan: Some(plan),

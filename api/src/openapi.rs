@@ -26,8 +26,10 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::rates::rates,
         crate::routes::best_rates::best_rates,
         crate::routes::history::history,
+        crate::routes::me::me,
+        crate::routes::me::usage,
     ),
-    components(schemas(ErrorBody, ValidationErrorBody)),
+    components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody)),
     modifiers(&ApiKeyScheme),
     security(("api_key" = []))
 )]
@@ -274,6 +276,67 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// 429: which limit was hit.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitErrorBody {
+    pub status: u16,
+    pub message: String,
+    #[schema(pattern = "^(RATE_LIMIT_EXCEEDED|QUOTA_EXCEEDED)$")]
+    pub code: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanLimits {
+    pub per_minute: u64,
+    pub per_month: u64,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub name: String,
+    pub plan: String,
+    pub limits: PlanLimits,
+    /// Null for anonymous access.
+    #[schema(format = DateTime, required = true)]
+    pub created_at: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MeResponse {
+    pub message: String,
+    pub status: u16,
+    pub data: Me,
+}
+
+/// One window: `reset` is in seconds from now.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageWindow {
+    pub limit: u64,
+    pub used: u64,
+    pub remaining: u64,
+    pub reset: u64,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub minute: UsageWindow,
+    pub month: UsageWindow,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageResponse {
+    pub message: String,
+    pub status: u16,
+    pub data: Usage,
+}
+
 /// 400: each bad parameter with its problems.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -293,6 +356,10 @@ pub enum CommonErrors {
     /// "API key is required" or "Invalid API key".
     #[response(status = 401)]
     Unauthorized(ErrorBody),
+    /// Per-minute limit (RATE_LIMIT_EXCEEDED) or monthly allowance
+    /// (QUOTA_EXCEEDED) spent; wait `Retry-After` seconds.
+    #[response(status = 429)]
+    TooManyRequests(LimitErrorBody),
     /// Internal Server Error (the cause is only logged).
     #[response(status = 500)]
     Internal(ErrorBody),

@@ -112,6 +112,11 @@ where
 
 impl Stack {
     pub async fn start() -> Result<Stack> {
+        Self::start_with(&[]).await
+    }
+
+    /// A stack whose processes get `settings` on top of the test defaults.
+    pub async fn start_with(settings: &[(&str, &str)]) -> Result<Stack> {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let database = format!("rw_e2e_{id}");
         let logs = binary("ratewire-api")?
@@ -179,6 +184,11 @@ impl Stack {
             ),
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
         ];
+        let env: Vec<(&str, String)> = env
+            .into_iter()
+            .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
+            .chain(settings.iter().map(|(n, v)| (*n, (*v).to_owned())))
+            .collect();
         for name in ["ratewire-ingest", "ratewire-projector", "ratewire-api"] {
             stack.spawn(name, &binary(name)?, &[], &env)?;
         }
@@ -311,12 +321,17 @@ impl Stack {
         Ok((response.status().as_u16(), response.json().await?))
     }
 
+    /// A key on the enterprise plan, so that polling never hits a limit.
     pub async fn api_key(&self, name: &str) -> Result<String> {
+        self.api_key_on(name, "enterprise").await
+    }
+
+    pub async fn api_key_on(&self, name: &str, plan: &str) -> Result<String> {
         let body: Value = self
             .http
             .post(format!("{}/v1/admin/keys", self.api_url))
             .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"name": name}))
+            .json(&json!({"name": name, "plan": plan}))
             .send()
             .await?
             .error_for_status()?
@@ -341,13 +356,19 @@ impl Stack {
     pub async fn get(&self, path_and_query: &str, key: Option<&str>) -> Result<(u16, Value)> {
         let (status, text) = self.get_raw(path_and_query, key).await?;
         let body = serde_json::from_str(&text).with_context(|| format!("not JSON: {text}"))?;
+        self.conforms(path_and_query, status, &body);
+        Ok((status, body))
+    }
+
+    /// Panics when a response of `GET path_and_query` does not match the
+    /// served OpenAPI document.
+    pub fn conforms(&self, path_and_query: &str, status: u16, body: &Value) {
         if let Some(contract) = &self.contract {
             let path = path_and_query.split('?').next().unwrap_or_default();
-            if let Err(violation) = contract.check(path, status, &body) {
+            if let Err(violation) = contract.check(path, status, body) {
                 panic!("{violation:#}");
             }
         }
-        Ok((status, body))
     }
 
     /// Runs one SQL statement in this stack's database (to break things on

@@ -26,7 +26,7 @@ async fn create(
     let Json(new) = body.map_err(|e| Error::validation("body", e.body_text()))?;
     Ok((
         StatusCode::CREATED,
-        Json(keys::create(&state.pool, new).await?),
+        Json(keys::create(&state.pool, &state.plans, new).await?),
     ))
 }
 

@@ -8,13 +8,14 @@ pub mod best_rates;
 pub mod currencies;
 pub mod health;
 pub mod history;
+pub mod me;
 pub mod rates;
 
 use std::sync::Arc;
 
 use axum::http::{header, HeaderValue, Request};
 use axum::response::{IntoResponse, Response};
-use axum::Router;
+use axum::{middleware, Router};
 use ratewire_projector::redis_views::Keys;
 use ratewire_projector::views::ViewStyle;
 use redis::aio::ConnectionManager;
@@ -22,8 +23,13 @@ use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use ipnet::IpNet;
+
 use crate::error::Error;
+use crate::gate;
 use crate::keys::KeyStore;
+use crate::limits::Limiter;
+use crate::plans::Plans;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -34,23 +40,33 @@ pub struct AppState {
     pub key_store: KeyStore,
     pub admin_token: Option<Arc<str>>,
     pub timezone: chrono_tz::Tz,
+    pub plans: Arc<Plans>,
+    pub limiter: Arc<Limiter>,
+    pub trusted_proxies: Arc<[IpNet]>,
+    pub anonymous_access: bool,
 }
 
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    // Everything a consumer calls passes the gate (keys, limits, headers),
+    // unknown paths included; operators and probes do not.
+    let public = Router::new()
         .merge(banks::router())
         .merge(currencies::router())
         .merge(rates::router())
         .merge(best_rates::router())
         .merge(history::router())
+        .merge(me::router())
+        .fallback(|| async { Error::NotFound("Not Found") })
+        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
+        .layer(middleware::from_fn_with_state(state.clone(), gate::gate));
+    Router::new()
         .route(
             "/api/v1/openapi.json",
             axum::routing::get(|| async { json_body(crate::openapi::DOCUMENT.clone()) }),
         )
         .merge(admin::router())
         .merge(health::router())
-        .fallback(|| async { Error::NotFound("Not Found") })
-        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
+        .merge(public)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
             let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();

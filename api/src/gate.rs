@@ -1,0 +1,193 @@
+//! The gate every public request passes: who is calling, and may they?
+//!
+//! A request with a valid key is counted against its key's plan. Any other
+//! request (no key, unknown or revoked key) is counted against its client IP
+//! under the `anonymous` plan *before* it is refused, so keyless floods are
+//! throttled too. The decision's numbers go on every response as
+//! X-RateLimit-Limit, -Remaining and -Reset; a refused request gets 429 with
+//! Retry-After. Handlers learn the caller from [`Identified`].
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use ipnet::IpNet;
+
+use crate::auth::API_KEY_HEADER;
+use crate::error::Error;
+use crate::keys::Caller;
+use crate::limits::{Decision, Verdict};
+use crate::plans::ANONYMOUS;
+use crate::routes::AppState;
+
+/// What the gate found out, for the handlers.
+#[derive(Debug, Clone)]
+pub struct Identified {
+    /// The key's owner, when the request carried a valid key.
+    pub caller: Option<Caller>,
+    /// Whether an `x-api-key` header was present at all.
+    pub key_given: bool,
+    pub decision: Decision,
+}
+
+/// Paths that count per minute but not toward the monthly allowance.
+fn counts_monthly(path: &str) -> bool {
+    !matches!(path, "/me" | "/usage" | "/api/v1/me" | "/api/v1/usage")
+}
+
+/// The client's address: the socket peer, unless the peer is a trusted
+/// proxy; then the right-most X-Forwarded-For entry that is not one.
+pub fn client_ip(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpNet]) -> Option<IpAddr> {
+    let peer = peer?;
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if !is_trusted(&peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|part| part.trim().parse().ok())
+        .collect();
+    Some(
+        forwarded
+            .into_iter()
+            .rev()
+            .find(|ip| !is_trusted(ip))
+            .unwrap_or(peer),
+    )
+}
+
+fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
+    let number =
+        |n: u64| HeaderValue::from_str(&n.to_string()).expect("digits are a valid header value");
+    headers.insert("x-ratelimit-limit", number(decision.limits.per_minute));
+    headers.insert("x-ratelimit-remaining", number(decision.minute_remaining()));
+    headers.insert("x-ratelimit-reset", number(decision.minute_reset));
+    if let Some(retry_after) = decision.retry_after() {
+        headers.insert("retry-after", number(retry_after));
+    }
+}
+
+pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let key = request
+        .headers()
+        .get(API_KEY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    let key_given = key.is_some();
+    let caller = match key {
+        Some(key) => match state.key_store.lookup(key).await {
+            Ok(caller) => caller,
+            Err(e) => return e.into_response(),
+        },
+        None => None,
+    };
+    let (subject, limits) = match &caller {
+        Some(caller) => {
+            let limits = state.plans.get(&caller.plan).unwrap_or_else(|| {
+                tracing::warn!(
+                    plan = caller.plan,
+                    key = caller.prefix,
+                    "key on an unconfigured plan; using anonymous limits"
+                );
+                state.plans.anonymous()
+            });
+            (format!("key:{}", caller.prefix), limits)
+        }
+        None => {
+            let peer = request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip());
+            let ip = client_ip(peer, request.headers(), &state.trusted_proxies);
+            (
+                format!(
+                    "ip:{}",
+                    ip.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string())
+                ),
+                state.plans.anonymous(),
+            )
+        }
+    };
+    let decision = state
+        .limiter
+        .check(
+            &subject,
+            limits,
+            counts_monthly(request.uri().path()),
+            Utc::now(),
+        )
+        .await;
+    let mut response = match decision.verdict {
+        Verdict::Allowed => {
+            request.extensions_mut().insert(Identified {
+                caller,
+                key_given,
+                decision,
+            });
+            next.run(request).await
+        }
+        Verdict::RateLimited => Error::RateLimited.into_response(),
+        Verdict::QuotaExceeded => Error::QuotaExceeded.into_response(),
+    };
+    set_headers(response.headers_mut(), &decision);
+    response
+}
+
+/// The caller to show on /me for keyless access, when that is switched on.
+pub fn anonymous_caller() -> Caller {
+    Caller {
+        prefix: String::new(),
+        name: ANONYMOUS.to_owned(),
+        plan: ANONYMOUS.to_owned(),
+        created_at: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(xff: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_str(xff).unwrap());
+        h
+    }
+
+    #[test]
+    fn forwarded_for_is_read_only_from_trusted_proxies() {
+        let proxy: IpAddr = "10.0.0.5".parse().unwrap();
+        let client: IpAddr = "203.0.113.9".parse().unwrap();
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        // Untrusted peer: its header is ignored.
+        assert_eq!(
+            client_ip(Some(client), &headers("1.2.3.4"), &trusted),
+            Some(client)
+        );
+        // Trusted peer: the right-most untrusted hop is the client.
+        assert_eq!(
+            client_ip(
+                Some(proxy),
+                &headers("1.2.3.4, 203.0.113.9, 10.0.0.7"),
+                &trusted
+            ),
+            Some(client)
+        );
+        // Trusted peer without a header: the peer itself.
+        assert_eq!(
+            client_ip(Some(proxy), &HeaderMap::new(), &trusted),
+            Some(proxy)
+        );
+        // Nobody trusted: never the header.
+        assert_eq!(
+            client_ip(Some(proxy), &headers("1.2.3.4"), &[]),
+            Some(proxy)
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! Per-minute windows and monthly allowances, counted in Redis so every API
+//! instance shares them.
+//!
+//! One request is one script call: it reads both counters, refuses when
+//! either is spent, and otherwise increments them, all atomically, so
+//! concurrent requests can never over-admit. Windows are fixed calendar
+//! minutes (UTC) and calendar months in the service time zone.
+//!
+//! When Redis cannot be reached the API keeps serving under a per-process
+//! limiter with the same limits (each instance then admits up to the limit
+//! on its own), logs a warning and counts every such decision; nothing
+//! waits on Redis longer than its response timeout.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
+use redis::aio::ConnectionManager;
+
+use crate::plans::Limits;
+
+const CHECK_AND_COUNT: &str = r#"
+local minute = tonumber(redis.call('GET', KEYS[1]) or '0')
+local month = tonumber(redis.call('GET', KEYS[2]) or '0')
+if minute >= tonumber(ARGV[1]) then return {0, minute, month} end
+if ARGV[3] == '1' and month >= tonumber(ARGV[2]) then return {2, minute, month} end
+minute = redis.call('INCR', KEYS[1])
+if minute == 1 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
+if ARGV[3] == '1' then
+  month = redis.call('INCR', KEYS[2])
+  if month == 1 then redis.call('EXPIRE', KEYS[2], ARGV[5]) end
+end
+return {1, minute, month}
+"#;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// The per-minute window is spent.
+    RateLimited,
+    /// The monthly allowance is spent.
+    QuotaExceeded,
+}
+
+/// One request's decision and the numbers its headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub limits: Limits,
+    /// Requests counted in this minute, this one included when allowed.
+    pub minute_used: u64,
+    pub month_used: u64,
+    /// Seconds until the minute window resets (1..=60).
+    pub minute_reset: u64,
+    /// Seconds until the month resets in the service time zone.
+    pub month_reset: u64,
+}
+
+impl Decision {
+    pub fn minute_remaining(&self) -> u64 {
+        self.limits.per_minute.saturating_sub(self.minute_used)
+    }
+
+    pub fn month_remaining(&self) -> u64 {
+        self.limits.per_month.saturating_sub(self.month_used)
+    }
+
+    /// Whole seconds to wait before a retry can succeed.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self.verdict {
+            Verdict::Allowed => None,
+            Verdict::RateLimited => Some(self.minute_reset),
+            Verdict::QuotaExceeded => Some(self.month_reset),
+        }
+    }
+}
+
+/// Seconds from `now` to the next minute boundary (1..=60).
+pub fn seconds_to_next_minute(now: DateTime<Utc>) -> u64 {
+    60 - u64::from(now.second())
+}
+
+/// Seconds from `now` to the first instant of next month in `tz`.
+pub fn seconds_to_next_month(now: DateTime<Utc>, tz: chrono_tz::Tz) -> u64 {
+    let local = now.with_timezone(&tz);
+    let (year, month) = if local.month() == 12 {
+        (local.year() + 1, 1)
+    } else {
+        (local.year(), local.month() + 1)
+    };
+    let start = tz
+        .with_ymd_and_hms(year, month, 1, 0, 0, 0)
+        .earliest()
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now);
+    (start - now).num_seconds().max(1) as u64
+}
+
+pub struct Limiter {
+    redis: ConnectionManager,
+    prefix: String,
+    timezone: chrono_tz::Tz,
+    script: redis::Script,
+    local: Mutex<HashMap<String, (String, u64, String, u64)>>,
+    /// Decisions taken without Redis since start.
+    pub local_decisions: AtomicU64,
+}
+
+impl Limiter {
+    pub fn new(redis: ConnectionManager, prefix: &str, timezone: chrono_tz::Tz) -> Self {
+        Self {
+            redis,
+            prefix: prefix.to_owned(),
+            timezone,
+            script: redis::Script::new(CHECK_AND_COUNT),
+            local: Mutex::default(),
+            local_decisions: AtomicU64::new(0),
+        }
+    }
+
+    fn windows(&self, now: DateTime<Utc>) -> (String, String) {
+        let local = now.with_timezone(&self.timezone);
+        (
+            now.format("%Y%m%d%H%M").to_string(),
+            format!("{:04}{:02}", local.year(), local.month()),
+        )
+    }
+
+    /// The Redis key of `subject`'s count in this month.
+    pub fn month_key(&self, subject: &str, now: DateTime<Utc>) -> String {
+        format!("{}rl:month:{subject}:{}", self.prefix, self.windows(now).1)
+    }
+
+    fn minute_key(&self, subject: &str, now: DateTime<Utc>) -> String {
+        format!("{}rl:minute:{subject}:{}", self.prefix, self.windows(now).0)
+    }
+
+    /// Checks and, when allowed, counts one request of `subject`.
+    /// `count_month` is false for requests that only count per minute.
+    pub async fn check(
+        &self,
+        subject: &str,
+        limits: Limits,
+        count_month: bool,
+        now: DateTime<Utc>,
+    ) -> Decision {
+        let mut conn = self.redis.clone();
+        let result: redis::RedisResult<(u8, u64, u64)> = self
+            .script
+            .key(self.minute_key(subject, now))
+            .key(self.month_key(subject, now))
+            .arg(limits.per_minute)
+            .arg(limits.per_month)
+            .arg(if count_month { "1" } else { "0" })
+            .arg(120)
+            .arg(40 * 86_400)
+            .invoke_async(&mut conn)
+            .await;
+        let (code, minute_used, month_used) = match result {
+            Ok(counts) => counts,
+            Err(e) => {
+                self.local_decisions.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, subject, "redis unavailable; limiting in this process only");
+                self.check_locally(subject, limits, count_month, now)
+            }
+        };
+        Decision {
+            verdict: match code {
+                1 => Verdict::Allowed,
+                2 => Verdict::QuotaExceeded,
+                _ => Verdict::RateLimited,
+            },
+            limits,
+            minute_used,
+            month_used,
+            minute_reset: seconds_to_next_minute(now),
+            month_reset: seconds_to_next_month(now, self.timezone),
+        }
+    }
+
+    /// The same rule as the script, on this process's own counters.
+    fn check_locally(
+        &self,
+        subject: &str,
+        limits: Limits,
+        count_month: bool,
+        now: DateTime<Utc>,
+    ) -> (u8, u64, u64) {
+        let (minute_window, month_window) = self.windows(now);
+        let mut local = self.local.lock().expect("limiter counters");
+        // Bounded: entries of past minutes are dropped as the map grows.
+        if local.len() > 100_000 {
+            local.retain(|_, (window, ..)| *window == minute_window);
+        }
+        let entry = local
+            .entry(subject.to_owned())
+            .or_insert_with(|| (minute_window.clone(), 0, month_window.clone(), 0));
+        if entry.0 != minute_window {
+            *entry = (minute_window, 0, entry.2.clone(), entry.3);
+        }
+        if entry.2 != month_window {
+            entry.2 = month_window;
+            entry.3 = 0;
+        }
+        if entry.1 >= limits.per_minute {
+            return (0, entry.1, entry.3);
+        }
+        if count_month && entry.3 >= limits.per_month {
+            return (2, entry.1, entry.3);
+        }
+        entry.1 += 1;
+        if count_month {
+            entry.3 += 1;
+        }
+        (1, entry.1, entry.3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_redis_the_process_limits_on_its_own_and_counts_it() {
+        // Nothing listens on port 1: every Redis call fails fast.
+        let redis = ratewire_projector::redis_views::connect("redis://127.0.0.1:1/0").unwrap();
+        let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
+        let limits = Limits {
+            per_minute: 3,
+            per_month: 100,
+        };
+        let now: DateTime<Utc> = "2026-11-23T08:00:10Z".parse().unwrap();
+        let started = std::time::Instant::now();
+        let mut verdicts = vec![];
+        for _ in 0..4 {
+            verdicts.push(limiter.check("key:a", limits, true, now).await.verdict);
+        }
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Allowed,
+                Verdict::Allowed,
+                Verdict::Allowed,
+                Verdict::RateLimited
+            ]
+        );
+        assert_eq!(
+            limiter.check("key:b", limits, true, now).await.verdict,
+            Verdict::Allowed,
+            "per subject"
+        );
+        assert_eq!(limiter.local_decisions.load(Ordering::Relaxed), 5);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "never hangs: {:?}",
+            started.elapsed()
+        );
+        let next_minute = now + chrono::Duration::seconds(60);
+        assert_eq!(
+            limiter
+                .check("key:a", limits, true, next_minute)
+                .await
+                .verdict,
+            Verdict::Allowed,
+            "a new window"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_redis_the_monthly_allowance_still_holds() {
+        let redis = ratewire_projector::redis_views::connect("redis://127.0.0.1:1/0").unwrap();
+        let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
+        let limits = Limits {
+            per_minute: 100,
+            per_month: 2,
+        };
+        let now: DateTime<Utc> = "2026-11-23T08:00:10Z".parse().unwrap();
+        assert_eq!(
+            limiter.check("key:a", limits, false, now).await.verdict,
+            Verdict::Allowed,
+            "not counted monthly"
+        );
+        assert_eq!(
+            limiter.check("key:a", limits, true, now).await.verdict,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            limiter.check("key:a", limits, true, now).await.verdict,
+            Verdict::Allowed
+        );
+        let refused = limiter.check("key:a", limits, true, now).await;
+        assert_eq!(refused.verdict, Verdict::QuotaExceeded);
+        assert_eq!(
+            refused.retry_after(),
+            Some(seconds_to_next_month(now, chrono_tz::UTC))
+        );
+    }
+
+    #[test]
+    fn the_minute_resets_at_the_next_boundary() {
+        let t: DateTime<Utc> = "2026-11-23T08:00:45Z".parse().unwrap();
+        assert_eq!(seconds_to_next_minute(t), 15);
+        let t: DateTime<Utc> = "2026-11-23T08:00:00Z".parse().unwrap();
+        assert_eq!(seconds_to_next_minute(t), 60);
+    }
+
+    #[test]
+    fn the_month_resets_at_local_midnight_of_the_first() {
+        let t: DateTime<Utc> = "2026-12-31T23:00:00Z".parse().unwrap();
+        assert_eq!(seconds_to_next_month(t, chrono_tz::UTC), 3_600);
+        // Addis Ababa is UTC+3: its January starts at 21:00 UTC on Dec 31.
+        let t: DateTime<Utc> = "2026-12-31T20:00:00Z".parse().unwrap();
+        assert_eq!(
+            seconds_to_next_month(t, chrono_tz::Africa::Addis_Ababa),
+            3_600
+        );
+    }
+}
