@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::routes::{self, AppState};
+use crate::usage_sync::UsageSync;
 
 pub struct Application {
     config: Config,
@@ -78,6 +79,14 @@ impl Application {
         if migrated.is_none() {
             return Ok(());
         }
+        let sync = UsageSync {
+            pool: state.pool.clone(),
+            redis: state.redis.clone(),
+            prefix: config.redis_prefix.clone(),
+            timezone: config.timezone,
+            interval: std::time::Duration::from_secs(config.usage_sync_secs),
+        };
+        let sync = tokio::spawn(sync.run(shutdown.clone()));
         info!(addr = %config.listen, "api serving");
         let app =
             routes::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
@@ -85,6 +94,7 @@ impl Application {
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
             .map_err(|e| Error::Startup(format!("server: {e}")))?;
+        let _ = sync.await;
         info!("api stopped");
         Ok(())
     }

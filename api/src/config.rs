@@ -58,6 +58,10 @@ pub struct Config {
     /// believed; with none, the client is always the socket peer.
     #[arg(long, env = "RATEWIRE_TRUSTED_PROXIES", value_delimiter = ',', num_args = 0..)]
     pub trusted_proxies: Vec<TrustedProxy>,
+    /// Seconds between saves of monthly counts to Postgres (and restores
+    /// after Redis lost them): the most a Redis loss can undercount.
+    #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub usage_sync_secs: u64,
     /// `text` or `json` log lines.
     #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod plans;
 pub mod query;
 pub mod routes;
+pub mod usage_sync;
 
 pub use app::Application;
 pub use config::Config;

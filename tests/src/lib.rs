@@ -22,6 +22,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token";
+/// A setting for [`Stack::start_with`]: give the stack a Redis of its own,
+/// which the test may stop and start.
+pub const OWN_REDIS: &str = "own redis";
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 const REDIS: &str = "redis://127.0.0.1:6379/0";
 
@@ -36,6 +39,8 @@ pub struct Stack {
     http: reqwest::Client,
     processes: Vec<(String, Child)>,
     contract: Option<contract::Contract>,
+    /// The port of this stack's own Redis, when it has one.
+    own_redis: Option<u16>,
 }
 
 fn free_port() -> u16 {
@@ -149,6 +154,22 @@ impl Stack {
                 .build()?,
             processes: Vec::new(),
             contract: None,
+            own_redis: None,
+        };
+        let redis_url = match settings.iter().find(|(name, _)| *name == OWN_REDIS) {
+            Some(_) => {
+                let port = free_port();
+                stack.own_redis = Some(port);
+                stack.start_redis()?;
+                eventually("its own redis", Duration::from_secs(10), || async {
+                    std::net::TcpStream::connect(("127.0.0.1", port))
+                        .ok()
+                        .map(|_| ())
+                })
+                .await?;
+                format!("redis://127.0.0.1:{port}/0")
+            }
+            None => REDIS.to_owned(),
         };
 
         let listener = format!("tcp://127.0.0.1:{broker_port}");
@@ -171,7 +192,7 @@ impl Stack {
                 "RATEWIRE_DATABASE_URL",
                 format!("{POSTGRES}/{}", stack.database),
             ),
-            ("RATEWIRE_REDIS_URL", REDIS.to_owned()),
+            ("RATEWIRE_REDIS_URL", redis_url),
             ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
             ("RATEWIRE_KAFKA_BROKERS", format!("127.0.0.1:{broker_port}")),
             ("RATEWIRE_TOPIC", stack.topic.clone()),
@@ -187,7 +208,12 @@ impl Stack {
         let env: Vec<(&str, String)> = env
             .into_iter()
             .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
-            .chain(settings.iter().map(|(n, v)| (*n, (*v).to_owned())))
+            .chain(
+                settings
+                    .iter()
+                    .filter(|(n, _)| *n != OWN_REDIS)
+                    .map(|(n, v)| (*n, (*v).to_owned())),
+            )
             .collect();
         for name in ["ratewire-ingest", "ratewire-projector", "ratewire-api"] {
             stack.spawn(name, &binary(name)?, &[], &env)?;
@@ -217,6 +243,39 @@ impl Stack {
         Ok(stack)
     }
 
+    /// Starts (again) this stack's own Redis, without persistence, as the
+    /// machine's Redis runs.
+    pub fn start_redis(&mut self) -> Result<()> {
+        let port = self
+            .own_redis
+            .context("this stack shares the machine's redis")?
+            .to_string();
+        let args = [
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ];
+        self.spawn("redis", Path::new("redis-server"), &args, &[])
+    }
+
+    /// Stops this stack's own Redis at once, as a crash would.
+    pub fn stop_redis(&mut self) -> Result<()> {
+        let index = self
+            .processes
+            .iter()
+            .position(|(name, _)| name == "redis")
+            .context("no redis running")?;
+        let (_, mut child) = self.processes.remove(index);
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
     fn spawn(
         &mut self,
         name: &str,
@@ -224,7 +283,10 @@ impl Stack {
         args: &[&str],
         env: &[(&str, String)],
     ) -> Result<()> {
-        let log = std::fs::File::create(self.logs.join(format!("{name}.log")))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{name}.log")))?;
         let child = Command::new(program)
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -378,6 +440,14 @@ impl Stack {
         sqlx::query(statement).execute(&pool).await?;
         pool.close().await;
         Ok(())
+    }
+
+    /// The first column of the first row of `query` as a number, if any.
+    pub async fn sql_number(&self, query: &str) -> Result<Option<i64>> {
+        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let value: Option<i64> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
+        pool.close().await;
+        Ok(value)
     }
 
     /// Deletes every Redis key of this stack, as a flush would.

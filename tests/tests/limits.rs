@@ -307,3 +307,60 @@ async fn operators_can_open_read_access_to_keyless_callers() -> anyhow::Result<(
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_monthly_count_survives_redis_losing_it() -> anyhow::Result<()> {
+    let stack = Stack::start_with(&[
+        ("RATEWIRE_PLANS", "tiny=100/5,anonymous=10/1000"),
+        ("RATEWIRE_USAGE_SYNC_SECS", "1"),
+    ])
+    .await?;
+    let key = stack.api_key_on("tiny", "tiny").await?;
+    for _ in 0..3 {
+        assert_eq!(
+            call(&stack, "/api/v1/currencies", Some(&key), None)
+                .await?
+                .0,
+            200
+        );
+    }
+    ratewire_e2e::eventually(
+        "the count saved to postgres",
+        Duration::from_secs(10),
+        || async {
+            let used = stack
+                .sql_number("SELECT used FROM api.usage_months WHERE subject LIKE 'key:%'")
+                .await
+                .ok()??;
+            (used == 3).then_some(())
+        },
+    )
+    .await?;
+
+    stack.flush_redis().await?;
+    // Within one reconciliation interval the count is back...
+    ratewire_e2e::eventually(
+        "the count restored into redis",
+        Duration::from_secs(10),
+        || async {
+            let (_, _, usage) = call(&stack, "/api/v1/usage", Some(&key), None).await.ok()?;
+            (usage["data"]["month"]["used"] == 3).then_some(())
+        },
+    )
+    .await?;
+    // ...and the allowance ends where it would have.
+    for _ in 0..2 {
+        assert_eq!(
+            call(&stack, "/api/v1/currencies", Some(&key), None)
+                .await?
+                .0,
+            200
+        );
+    }
+    let (status, _, body) = call(&stack, "/api/v1/currencies", Some(&key), None).await?;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("QUOTA_EXCEEDED"))
+    );
+    Ok(())
+}

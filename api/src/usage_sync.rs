@@ -1,0 +1,141 @@
+//! Keeps monthly counts in Postgres so they outlive Redis.
+//!
+//! Every `RATEWIRE_USAGE_SYNC_SECS` each API instance:
+//! 1. restores: when this month's marker key is missing from Redis (a flush,
+//!    a restart without persistence, a new Redis), it adds the counts saved
+//!    in Postgres back onto Redis's counters and sets the marker, in one
+//!    script, so exactly one instance restores;
+//! 2. saves: copies this month's counters into Postgres, keeping the larger
+//!    value, so instances may save in any order.
+//!
+//! Requests counted in Redis after the last save and before a flush are the
+//! only ones lost: at most one interval's worth.
+
+use std::time::Duration;
+
+use chrono::{Datelike, Utc};
+use redis::aio::ConnectionManager;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+const RESTORE: &str = r#"
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+for i = 2, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[i])
+  redis.call('EXPIRE', KEYS[i], ARGV[1])
+end
+return #KEYS - 1
+"#;
+
+pub struct UsageSync {
+    pub pool: PgPool,
+    pub redis: ConnectionManager,
+    pub prefix: String,
+    pub timezone: chrono_tz::Tz,
+    pub interval: Duration,
+}
+
+impl UsageSync {
+    fn month(&self) -> String {
+        let local = Utc::now().with_timezone(&self.timezone);
+        format!("{:04}{:02}", local.year(), local.month())
+    }
+
+    fn counter(&self, subject: &str, month: &str) -> String {
+        format!("{}rl:month:{subject}:{month}", self.prefix)
+    }
+
+    /// One restore-then-save pass.
+    pub async fn run_once(&self) -> anyhow::Result<()> {
+        let month = self.month();
+        let mut redis = self.redis.clone();
+
+        let saved: Vec<(String, i64)> =
+            sqlx::query_as("SELECT subject, used FROM usage_months WHERE month = $1")
+                .bind(&month)
+                .fetch_all(&self.pool)
+                .await?;
+        let script = redis::Script::new(RESTORE);
+        let mut restore = script.prepare_invoke();
+        restore
+            .key(format!("{}rl:restored:{month}", self.prefix))
+            .arg(40 * 86_400);
+        for (subject, used) in &saved {
+            restore.key(self.counter(subject, &month)).arg(*used);
+        }
+        let restored: i64 = restore.invoke_async(&mut redis).await?;
+        if restored > 0 {
+            tracing::warn!(
+                subjects = restored,
+                month,
+                "monthly counts restored from postgres into redis"
+            );
+        }
+
+        let pattern = self.counter("*", &month);
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut redis)
+                .await?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let values: Vec<Option<i64>> = redis::cmd("MGET")
+            .arg(&keys)
+            .query_async(&mut redis)
+            .await?;
+        let head = format!("{}rl:month:", self.prefix);
+        let tail = format!(":{month}");
+        let (subjects, counts): (Vec<String>, Vec<i64>) = keys
+            .iter()
+            .zip(values)
+            .filter_map(|(key, value)| {
+                let subject = key.strip_prefix(&head)?.strip_suffix(&tail)?;
+                Some((subject.to_owned(), value?))
+            })
+            .unzip();
+        sqlx::query(
+            "INSERT INTO usage_months (subject, month, used)
+             SELECT subject, $1, used FROM UNNEST($2::text[], $3::bigint[]) AS u (subject, used)
+             ON CONFLICT (subject, month)
+             DO UPDATE SET used = GREATEST(usage_months.used, EXCLUDED.used), updated_at = now()",
+        )
+        .bind(&month)
+        .bind(&subjects)
+        .bind(&counts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Runs until `shutdown`, then saves once more.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = self.run_once().await {
+                tracing::warn!(error = %e, "monthly usage not reconciled; will retry");
+            }
+        }
+        if let Err(e) = self.run_once().await {
+            tracing::warn!(error = %e, "final usage reconciliation failed");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! With Redis down the API keeps answering, from Postgres, under a
+//! per-process limiter, and never hangs; when Redis returns, everything
+//! goes back to it by itself.
+
+use std::time::{Duration, Instant};
+
+use ratewire_e2e::{ago, eventually, Stack, OWN_REDIS, VISIBLE_WITHIN};
+
+#[tokio::test]
+async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[
+        (OWN_REDIS, ""),
+        ("RATEWIRE_PLANS", "tiny=5/1000,anonymous=10/1000"),
+    ])
+    .await?;
+    let key = stack.api_key_on("tiny", "tiny").await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let board = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
+        ago(0, 1)
+    );
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+    let path = format!("/api/v1/rates?bankId={bank}");
+    eventually("the board", VISIBLE_WITHIN, || async {
+        let (status, body) = stack.get(&path, Some(&key)).await.ok()?;
+        (status == 200 && body["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"] == 155.1)
+            .then_some(())
+    })
+    .await?;
+    let (_, served_from_redis) = stack.get(&path, Some(&key)).await?;
+
+    stack.stop_redis()?;
+    // Whatever the limiter counted in Redis is out of reach: this process
+    // counts on its own, with the same limits.
+    let mut statuses = vec![];
+    for _ in 0..6 {
+        let started = Instant::now();
+        let (status, body) = stack.get(&path, Some(&key)).await?;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "answered in {:?}",
+            started.elapsed()
+        );
+        if status == 200 {
+            assert_eq!(body, served_from_redis, "the same answer, from postgres");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
+    assert!(
+        log.contains("limiting in this process only"),
+        "decisions without redis are logged"
+    );
+
+    stack.start_redis()?;
+    // Redis came back empty: the views are rebuilt and counting resumes there.
+    eventually("redis counting again", VISIBLE_WITHIN, || async {
+        let response = stack
+            .http()
+            .get(format!("{}{path}", stack.api_url))
+            .header("x-api-key", &key)
+            .send()
+            .await
+            .ok()?;
+        let remaining: u64 = response
+            .headers()
+            .get("x-ratelimit-remaining")?
+            .to_str()
+            .ok()?
+            .parse()
+            .ok()?;
+        (response.status() == 200 && remaining == 4).then_some(())
+    })
+    .await?;
+    Ok(())
+}
