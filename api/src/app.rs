@@ -50,6 +50,7 @@ impl Application {
             )),
             trusted_proxies: config.trusted_proxies.iter().map(|p| p.0).collect(),
             anonymous_access: config.anonymous_access,
+            rate_limits: config.rate_limits,
         };
         Ok(Self {
             config,

@@ -51,6 +51,10 @@ pub struct Config {
     /// required (callers without a valid key).
     #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::plans::DEFAULT_PLANS)]
     pub plans: crate::plans::Plans,
+    /// Count requests against plans (`false` only to measure the limiter's
+    /// cost: every request is then admitted).
+    #[arg(long, env = "RATEWIRE_RATE_LIMITS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rate_limits: bool,
     /// Serve callers without a key under the anonymous plan instead of 401.
     #[arg(long, env = "RATEWIRE_ANONYMOUS_ACCESS", default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_access: bool,

@@ -58,6 +58,18 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// An admission that counted nothing (limits switched off).
+    pub fn uncounted(limits: Limits, now: DateTime<Utc>) -> Self {
+        Decision {
+            verdict: Verdict::Allowed,
+            limits,
+            minute_used: 0,
+            month_used: 0,
+            minute_reset: seconds_to_next_minute(now),
+            month_reset: 0,
+        }
+    }
+
     pub fn minute_remaining(&self) -> u64 {
         self.limits.per_minute.saturating_sub(self.minute_used)
     }

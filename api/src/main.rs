@@ -33,6 +33,8 @@ enum KeysCommand {
     },
     /// List keys (never their secrets).
     List,
+    /// Revoke a key by its prefix; it stops working at once everywhere.
+    Revoke { prefix: String },
 }
 
 #[tokio::main]
@@ -61,6 +63,14 @@ async fn main() -> anyhow::Result<()> {
                     .await?,
                 )?,
                 KeysCommand::List => serde_json::to_string_pretty(&keys::list(&pool).await?)?,
+                KeysCommand::Revoke { prefix } => {
+                    let redis = ratewire_projector::redis_views::connect(&config.redis_url)?;
+                    let store = keys::KeyStore::new(pool.clone(), redis, &config.redis_prefix);
+                    if !store.revoke(&prefix).await? {
+                        anyhow::bail!("no live key has the prefix {prefix}");
+                    }
+                    format!("revoked {prefix}")
+                }
             };
             // The CLI's result is its standard output, not a log line.
             use std::io::Write;

@@ -44,6 +44,7 @@ pub struct AppState {
     pub limiter: Arc<Limiter>,
     pub trusted_proxies: Arc<[IpNet]>,
     pub anonymous_access: bool,
+    pub rate_limits: bool,
 }
 
 pub fn router(state: AppState) -> Router {
