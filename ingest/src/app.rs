@@ -76,6 +76,7 @@ impl Application {
         {
             return Ok(());
         }
+        let purge = tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()));
         info!(addr = %config.listen, "ingest serving");
         let publisher = state.publisher.clone();
         let stop = shutdown.clone();
@@ -86,7 +87,24 @@ impl Application {
         // In-flight requests have had their answers; make sure nothing
         // acknowledged-in-progress is dropped on exit.
         publisher.flush(Duration::from_secs(5));
+        let _ = purge.await;
         info!("ingest stopped");
         Ok(())
+    }
+}
+
+/// Forgets idempotency keys past their retention, hourly, until shutdown.
+async fn purge_idempotency_keys(pool: sqlx::PgPool, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match crate::idempotency::purge(&pool).await {
+            Ok(0) => {}
+            Ok(purged) => info!(purged, "expired idempotency keys purged"),
+            Err(e) => tracing::warn!(error = %e, "purging idempotency keys failed; will retry"),
+        }
     }
 }

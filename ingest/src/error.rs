@@ -23,6 +23,8 @@ pub enum Error {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
+    Unprocessable(String),
     /// The body is over `RATEWIRE_INGEST_BODY_LIMIT`.
     #[error("Request body is too large")]
     PayloadTooLarge,
@@ -54,6 +56,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,

@@ -18,6 +18,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod feed;
+pub mod idempotency;
 pub mod publisher;
 pub mod routes;
 

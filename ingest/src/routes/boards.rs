@@ -14,6 +14,8 @@ use super::AppState;
 use crate::banks;
 use crate::board;
 use crate::error::{Error, Result};
+use crate::idempotency::{self, Claim};
+use sha2::{Digest, Sha256};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/banks/{bank_id}/boards", post(publish_board))
@@ -64,10 +66,37 @@ async fn publish_board(
     })?;
 
     let board = board::parse(&body, Utc::now()).map_err(Error::Validation)?;
-    let envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));
+    let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));
+
+    // Only a valid board claims its key: a rejected push can be corrected
+    // and sent again under the same key.
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(value) => {
+            let key = value
+                .to_str()
+                .map_err(|_| Error::validation("Idempotency-Key", "must be visible ASCII"))?;
+            idempotency::check_key(key)?;
+            let body_hash = hex::encode(Sha256::digest(&body));
+            match idempotency::claim(&state.pool, bank_id, key, &body_hash, envelope.event_id)
+                .await?
+            {
+                Claim::Replay(event_id) => return Ok(accepted(event_id)),
+                Claim::Publish(event_id) => envelope.event_id = event_id,
+            }
+            Some(key)
+        }
+    };
     state.publisher.publish(&envelope).await?;
-    Ok((
+    if let Some(key) = key {
+        idempotency::accepted(&state.pool, bank_id, key).await?;
+    }
+    Ok(accepted(envelope.event_id))
+}
+
+fn accepted(event_id: uuid::Uuid) -> (StatusCode, Json<Value>) {
+    (
         StatusCode::ACCEPTED,
-        Json(json!({"status": 202, "message": "Accepted", "eventId": envelope.event_id})),
-    ))
+        Json(json!({"status": 202, "message": "Accepted", "eventId": event_id})),
+    )
 }

@@ -1,0 +1,104 @@
+//! `Idempotency-Key` for board pushes.
+//!
+//! The first push with a key records the body's hash and the event id it
+//! will publish, before publishing. A retry with the same key and body reuses
+//! that event id: answered from the record once the broker acknowledged it,
+//! published again (same id, applied once by the projector) if the first
+//! attempt never got its acknowledgement. The same key with another body is
+//! refused with 422. Records are kept for `RETENTION` and then purged.
+
+use chrono::Duration;
+use ratewire_proto::BankId;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+/// How long a key is remembered (at least the 24 hours promised).
+pub const RETENTION: Duration = Duration::hours(25);
+/// Longest key accepted.
+pub const MAX_KEY_LEN: usize = 200;
+
+/// What to do with a push that carries a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Publish this event id (first attempt, or a retry of an unacknowledged one).
+    Publish(Uuid),
+    /// Already acknowledged: answer with this event id, publish nothing.
+    Replay(Uuid),
+}
+
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::validation(
+            "Idempotency-Key",
+            format!("must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// Claims `key` for a body with `body_hash`, proposing `event_id`.
+pub async fn claim(
+    pool: &PgPool,
+    bank: BankId,
+    key: &str,
+    body_hash: &str,
+    event_id: Uuid,
+) -> Result<Claim> {
+    // Forget expired keys of this bank first, so an old key can be reused.
+    sqlx::query("DELETE FROM idempotency_keys WHERE bank_id = $1 AND key = $2 AND created_at < now() - $3::interval")
+        .bind(bank.get())
+        .bind(key)
+        .bind(format!("{} seconds", RETENTION.num_seconds()))
+        .execute(pool)
+        .await?;
+    sqlx::query(
+        "INSERT INTO idempotency_keys (bank_id, key, body_hash, event_id) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (bank_id, key) DO NOTHING",
+    )
+    .bind(bank.get())
+    .bind(key)
+    .bind(body_hash)
+    .bind(event_id)
+    .execute(pool)
+    .await?;
+    let (stored_hash, stored_event, accepted): (String, Uuid, bool) = sqlx::query_as(
+        "SELECT body_hash, event_id, accepted_at IS NOT NULL FROM idempotency_keys WHERE bank_id = $1 AND key = $2",
+    )
+    .bind(bank.get())
+    .bind(key)
+    .fetch_one(pool)
+    .await?;
+    if stored_hash != body_hash {
+        return Err(Error::Unprocessable(
+            "Idempotency-Key was already used with a different body".into(),
+        ));
+    }
+    Ok(if accepted {
+        Claim::Replay(stored_event)
+    } else {
+        Claim::Publish(stored_event)
+    })
+}
+
+/// Records that the broker acknowledged the key's event.
+pub async fn accepted(pool: &PgPool, bank: BankId, key: &str) -> Result<()> {
+    sqlx::query("UPDATE idempotency_keys SET accepted_at = now() WHERE bank_id = $1 AND key = $2")
+        .bind(bank.get())
+        .bind(key)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Removes keys older than the retention.
+pub async fn purge(pool: &PgPool) -> Result<u64> {
+    Ok(
+        sqlx::query("DELETE FROM idempotency_keys WHERE created_at < now() - $1::interval")
+            .bind(format!("{} seconds", RETENTION.num_seconds()))
+            .execute(pool)
+            .await?
+            .rows_affected(),
+    )
+}

@@ -1,0 +1,101 @@
+//! The publisher contract of ingest (decisions.md "Publishers").
+
+use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use serde_json::Value;
+
+async fn push(
+    stack: &Stack,
+    bank: i64,
+    token: &str,
+    key: Option<&str>,
+    body: &str,
+) -> anyhow::Result<(u16, Value)> {
+    let mut request = stack
+        .http()
+        .post(format!("{}/v1/banks/{bank}/boards", stack.ingest_url))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let response = request.send().await?;
+    Ok((response.status().as_u16(), response.json().await?))
+}
+
+/// How many boards of `bank` the projector holds.
+async fn boards(stack: &Stack, bank: i64) -> Option<i64> {
+    stack
+        .sql_number(&format!(
+            "SELECT count(*) FROM readmodel.boards WHERE bank_id = {bank}"
+        ))
+        .await
+        .ok()?
+}
+
+#[tokio::test]
+async fn a_retried_push_with_the_same_idempotency_key_publishes_once() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    // No asOf: were it published twice, the two receipt times would make two boards.
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let (first_status, first) = push(&stack, bank, &token, Some("push-1"), board).await?;
+    let (second_status, second) = push(&stack, bank, &token, Some("push-1"), board).await?;
+    assert_eq!((first_status, second_status), (202, 202));
+    assert_eq!(
+        first["eventId"], second["eventId"],
+        "the retry gets the first answer"
+    );
+
+    // A later board of the same bank lands on the same partition after
+    // anything published before it: once it is folded, so is everything else.
+    let sentinel = r#"{"rates":[{"currency":"EUR","cashBuying":180,"cashSelling":184}]}"#;
+    assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
+    eventually("the sentinel folded", VISIBLE_WITHIN, || async {
+        let folded = stack
+            .sql_number(&format!(
+                "SELECT count(*) FROM readmodel.rates WHERE bank_id = {bank} AND currency = 'EUR'"
+            ))
+            .await
+            .ok()??;
+        (folded == 1).then_some(())
+    })
+    .await?;
+    assert_eq!(
+        boards(&stack, bank).await,
+        Some(2),
+        "one keyed board and the sentinel"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_is_422_and_publishes_nothing() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    assert_eq!(push(&stack, bank, &token, Some("k"), board).await?.0, 202);
+    let other = r#"{"rates":[{"currency":"USD","cashBuying":155.2,"cashSelling":158}]}"#;
+    let (status, body) = push(&stack, bank, &token, Some("k"), other).await?;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["status"], 422);
+    assert!(body["message"].as_str().unwrap().contains("different body"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rejected_board_does_not_use_up_its_key() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let bad = r#"{"rates":[{"currency":"USD","cashBuying":160,"cashSelling":158}]}"#;
+    let (status, body) = push(&stack, bank, &token, Some("fix-me"), bad).await?;
+    assert_eq!(status, 400, "{body}");
+    let fixed = r#"{"rates":[{"currency":"USD","cashBuying":155,"cashSelling":158}]}"#;
+    assert_eq!(
+        push(&stack, bank, &token, Some("fix-me"), fixed).await?.0,
+        202
+    );
+    let (status, _) = push(&stack, bank, &token, Some(&"x".repeat(201)), fixed).await?;
+    assert_eq!(status, 400, "keys are at most 200 characters");
+    Ok(())
+}
