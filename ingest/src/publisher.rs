@@ -1,7 +1,7 @@
 //! Puts events on the log. A publish returns only when the broker has
 //! acknowledged the event with acks=all, so a 202 always means "durable".
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ratewire_proto::{encode, partition_key, Envelope};
@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 
 #[derive(Clone)]
 pub struct Publisher {
-    producer: FutureProducer,
+    settings: Arc<ClientConfig>,
+    /// Replaced after a fatal producer error (see [`Publisher::renew_if_fatal`]).
+    producer: Arc<RwLock<FutureProducer>>,
     topic: Arc<str>,
     timeout: Duration,
 }
@@ -33,7 +35,8 @@ pub struct Acknowledged {
 impl Publisher {
     pub fn new(config: &Config) -> Result<Self> {
         let timeout = config.publish_timeout();
-        let producer: FutureProducer = ClientConfig::new()
+        let mut settings = ClientConfig::new();
+        settings
             .set("bootstrap.servers", &config.kafka_brokers)
             .set("acks", "all")
             // Broker-side de-duplication of librdkafka's own retries, and
@@ -42,14 +45,64 @@ impl Publisher {
             // A message not acknowledged within the timeout fails instead of
             // waiting in the queue; the publisher gets 503 and may retry.
             .set("message.timeout.ms", timeout.as_millis().to_string())
-            .set("linger.ms", "1")
-            .create()
-            .map_err(|e| Error::Startup(format!("kafka producer: {e}")))?;
+            .set("linger.ms", "1");
+        let producer = create_producer(&settings)?;
         Ok(Self {
-            producer,
+            settings: Arc::new(settings),
+            producer: Arc::new(RwLock::new(producer)),
             topic: config.topic.as_str().into(),
             timeout,
         })
+    }
+
+    fn current(&self) -> FutureProducer {
+        self.producer.read().expect("producer lock").clone()
+    }
+
+    /// An idempotent producer that hit a fatal error (fenced after a broker
+    /// hang, lost sequence state) refuses every later message; librdkafka's
+    /// answer is a new producer instance, which gets a new producer id.
+    fn renew_if_fatal(&self, failed: &FutureProducer, error: Option<&KafkaError>) {
+        // Fencing and lost sequence state come back as per-message errors on
+        // some brokers rather than as librdkafka's fatal error; both mean
+        // this producer id is finished.
+        let fenced = error
+            .and_then(KafkaError::rdkafka_error_code)
+            .filter(|code| {
+                matches!(
+                    code,
+                    RDKafkaErrorCode::ProducerFenced
+                        | RDKafkaErrorCode::InvalidProducerEpoch
+                        | RDKafkaErrorCode::OutOfOrderSequenceNumber
+                        | RDKafkaErrorCode::UnknownProducerId
+                        | RDKafkaErrorCode::InvalidProducerIdMapping
+                )
+            });
+        let fatal = failed
+            .client()
+            .fatal_error()
+            .or(fenced.map(|code| (code, code.to_string())));
+        let Some((code, reason)) = fatal else {
+            return;
+        };
+        let mut current = self.producer.write().expect("producer lock");
+        // Another request may have renewed it already.
+        if current.client().native_ptr() != failed.client().native_ptr() {
+            return;
+        }
+        match create_producer(&self.settings) {
+            Ok(fresh) => {
+                tracing::error!(
+                    ?code,
+                    reason,
+                    "kafka producer hit a fatal error; replaced it"
+                );
+                *current = fresh;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "kafka producer hit a fatal error and could not be replaced")
+            }
+        }
     }
 
     #[instrument(skip_all, fields(event_id = %envelope.event_id, bank_id = %envelope.bank_id, event = envelope.event.type_name()))]
@@ -57,12 +110,22 @@ impl Publisher {
         let payload = encode(envelope);
         let key = partition_key(envelope.bank_id);
         let record = FutureRecord::to(&self.topic).key(&key).payload(&payload);
-        match self
-            .producer
-            .send(record, Timeout::After(self.timeout))
-            .await
-        {
-            Ok(delivery) => {
+        // librdkafka checks its own message timeout only between reconnect
+        // attempts, so with the broker gone it fires seconds late; this
+        // deadline is what bounds the publisher's wait. A message still
+        // queued when it passes may yet be delivered: the publisher got 503
+        // and, retrying with its Idempotency-Key, re-sends the same event id,
+        // which the projector applies once.
+        let producer = self.current();
+        let delivery = producer.send(record, Timeout::After(self.timeout));
+        let outcome = tokio::time::timeout(self.timeout, delivery).await;
+        match &outcome {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => self.renew_if_fatal(&producer, Some(e)),
+            Err(_) => self.renew_if_fatal(&producer, None),
+        }
+        match outcome {
+            Ok(Ok(delivery)) => {
                 tracing::debug!(
                     partition = delivery.partition,
                     offset = delivery.offset,
@@ -73,16 +136,20 @@ impl Publisher {
                     offset: delivery.offset,
                 })
             }
-            Err((e, _)) => Err(Error::Unavailable {
+            Ok(Err((e, _))) => Err(Error::Unavailable {
                 what: "broker",
                 cause: e.to_string(),
+            }),
+            Err(_) => Err(Error::Unavailable {
+                what: "broker",
+                cause: format!("no acknowledgement within {} ms", self.timeout.as_millis()),
             }),
         }
     }
 
     /// True when the broker answers a metadata request.
     pub async fn reachable(&self) -> bool {
-        let producer = self.producer.clone();
+        let producer = self.current();
         let topic = self.topic.clone();
         tokio::task::spawn_blocking(move || {
             producer
@@ -96,7 +163,7 @@ impl Publisher {
 
     /// Waits up to `timeout` for queued messages to be delivered (shutdown).
     pub fn flush(&self, timeout: Duration) {
-        if let Err(e) = self.producer.flush(Timeout::After(timeout)) {
+        if let Err(e) = self.current().flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush did not complete");
         }
     }
@@ -142,4 +209,10 @@ fn unavailable_broker(e: &KafkaError) -> Error {
         what: "broker",
         cause: e.to_string(),
     }
+}
+
+fn create_producer(settings: &ClientConfig) -> Result<FutureProducer> {
+    settings
+        .create()
+        .map_err(|e| Error::Startup(format!("kafka producer: {e}")))
 }

@@ -25,6 +25,9 @@ pub const ADMIN_TOKEN: &str = "e2e-operator-token";
 /// A setting for [`Stack::start_with`]: give the stack a Redis of its own,
 /// which the test may stop and start.
 pub const OWN_REDIS: &str = "own redis";
+/// A setting for [`Stack::start_with`]: the broker stores to a file, so the
+/// test may stop and start it without losing the topic.
+pub const DURABLE_BROKER: &str = "durable broker";
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 const REDIS: &str = "redis://127.0.0.1:6379/0";
 
@@ -41,13 +44,23 @@ pub struct Stack {
     contract: Option<contract::Contract>,
     /// The port of this stack's own Redis, when it has one.
     own_redis: Option<u16>,
+    broker_port: u16,
+    /// The broker keeps its data in a file, so it survives a restart.
+    durable_broker: bool,
 }
 
+/// A free loopback port below the kernel's ephemeral range (32768 and up),
+/// so that no outgoing connection (clients reconnect constantly) can take it
+/// between this check and the process binding it.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    loop {
+        let port = rng.gen_range(20_000..32_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Where cargo put this test's sibling binaries (`target/<profile>/`).
@@ -92,6 +105,15 @@ pub fn tansu_binary() -> Result<PathBuf> {
 pub fn ago(days: i64, hours: i64) -> String {
     let t = chrono::Utc::now() - chrono::Duration::days(days) - chrono::Duration::hours(hours);
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Waits until at least `needed` seconds are left in the current minute, so
+/// that requests a test counts fall into one fixed rate-limit window.
+pub async fn room_in_this_minute(needed: u32) {
+    use chrono::Timelike;
+    while 60 - chrono::Utc::now().second() < needed {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// How long a test waits for the projector to show what it published.
@@ -155,6 +177,8 @@ impl Stack {
             processes: Vec::new(),
             contract: None,
             own_redis: None,
+            broker_port: 0,
+            durable_broker: false,
         };
         let redis_url = match settings.iter().find(|(name, _)| *name == OWN_REDIS) {
             Some(_) => {
@@ -172,21 +196,9 @@ impl Stack {
             None => REDIS.to_owned(),
         };
 
-        let listener = format!("tcp://127.0.0.1:{broker_port}");
-        stack.spawn(
-            "broker",
-            &tansu_binary()?,
-            &[
-                "broker",
-                "--listener-url",
-                &listener,
-                "--advertised-listener-url",
-                &listener,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            &[],
-        )?;
+        stack.broker_port = broker_port;
+        stack.durable_broker = settings.iter().any(|(name, _)| *name == DURABLE_BROKER);
+        stack.start_broker()?;
         let env = [
             (
                 "RATEWIRE_DATABASE_URL",
@@ -211,7 +223,7 @@ impl Stack {
             .chain(
                 settings
                     .iter()
-                    .filter(|(n, _)| *n != OWN_REDIS)
+                    .filter(|(n, _)| *n != OWN_REDIS && *n != DURABLE_BROKER)
                     .map(|(n, v)| (*n, (*v).to_owned())),
             )
             .collect();
@@ -263,6 +275,58 @@ impl Stack {
         self.spawn("redis", Path::new("redis-server"), &args, &[])
     }
 
+    /// Starts (again) this stack's broker on its port.
+    pub fn start_broker(&mut self) -> Result<()> {
+        let listener = format!("tcp://127.0.0.1:{}", self.broker_port);
+        let storage = if self.durable_broker {
+            // tansu resolves the file against its working directory, the
+            // test's own directory (see `spawn`).
+            "sqlite://broker.db".to_owned()
+        } else {
+            "memory://tansu/".to_owned()
+        };
+        let args = [
+            "broker",
+            "--listener-url",
+            &listener,
+            "--advertised-listener-url",
+            &listener,
+            "--storage-engine",
+            &storage,
+        ];
+        let program = tansu_binary()?;
+        self.spawn("broker", &program, &args, &[])
+    }
+
+    /// Freezes (`true`) or thaws the broker process: it keeps its
+    /// connections and state but answers nothing, as a hung broker would.
+    pub fn pause_broker(&self, paused: bool) -> Result<()> {
+        let (_, child) = self
+            .processes
+            .iter()
+            .find(|(name, _)| name == "broker")
+            .context("no broker running")?;
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill {signal} failed");
+        Ok(())
+    }
+
+    /// Stops the broker at once, as a crash would.
+    pub fn stop_broker(&mut self) -> Result<()> {
+        let index = self
+            .processes
+            .iter()
+            .position(|(name, _)| name == "broker")
+            .context("no broker running")?;
+        let (_, mut child) = self.processes.remove(index);
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
     /// Stops this stack's own Redis at once, as a crash would.
     pub fn stop_redis(&mut self) -> Result<()> {
         let index = self
@@ -288,6 +352,7 @@ impl Stack {
             .append(true)
             .open(self.logs.join(format!("{name}.log")))?;
         let child = Command::new(program)
+            .current_dir(&self.logs)
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())

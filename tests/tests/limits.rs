@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::{Timelike, Utc};
-use ratewire_e2e::{Stack, ADMIN_TOKEN};
+use ratewire_e2e::{room_in_this_minute, Stack, ADMIN_TOKEN};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
@@ -44,14 +43,6 @@ async fn call(
     let body: Value = response.json().await?;
     stack.conforms(path, status, &body);
     Ok((status, headers, body))
-}
-
-/// Waits until at least `needed` seconds are left in this minute, so a burst
-/// is counted in one window.
-async fn room_in_this_minute(needed: u32) {
-    while 60 - Utc::now().second() < needed {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test]
@@ -212,6 +203,7 @@ async fn the_monthly_allowance_ends_with_quota_exceeded_until_next_month() -> an
 async fn me_and_usage_describe_the_caller() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let key = stack.api_key_on("dashboard", "pro").await?;
+    room_in_this_minute(15).await;
     for path in ["/me", "/api/v1/me"] {
         let (status, _, body) = call(&stack, path, Some(&key), None).await?;
         assert_eq!(status, 200, "{path}");

@@ -99,3 +99,85 @@ async fn a_rejected_board_does_not_use_up_its_key() -> anyhow::Result<()> {
     assert_eq!(status, 400, "keys are at most 200 characters");
     Ok(())
 }
+
+#[tokio::test]
+async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it_returns(
+) -> anyhow::Result<()> {
+    use std::time::{Duration, Instant};
+
+    let stack = Stack::start_with(&[("RATEWIRE_PUBLISH_TIMEOUT_MS", "2000")]).await?;
+    let key = stack.api_key("outage").await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let first = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    assert_eq!(push(&stack, bank, &token, None, first).await?.0, 202);
+
+    // A hung broker: connections stay open, nothing is answered.
+    stack.pause_broker(true)?;
+    let board = r#"{"asOf":"2026-11-20T08:00:00Z","rates":[{"currency":"USD","cashBuying":156.5,"cashSelling":158}]}"#;
+    let started = Instant::now();
+    let response = stack
+        .http()
+        .post(format!("{}/v1/banks/{bank}/boards", stack.ingest_url))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .header("idempotency-key", "during-outage")
+        .body(board)
+        .send()
+        .await?;
+    let waited = started.elapsed();
+    assert_eq!(response.status(), 503);
+    assert!(
+        waited < Duration::from_secs(4),
+        "answered at the publish timeout: {waited:?}"
+    );
+    assert!(response.headers().get("retry-after").is_some());
+    let body: Value = response.json().await?;
+    assert_eq!(body["status"], 503);
+    let ready = stack
+        .http()
+        .get(format!("{}/readyz", stack.ingest_url))
+        .send()
+        .await?;
+    assert_eq!(ready.status(), 503, "ingest reports the broker on /readyz");
+
+    stack.pause_broker(false)?;
+    // The client retries with the same key until the broker answers again.
+    let event_id = eventually(
+        "the push accepted again",
+        Duration::from_secs(30),
+        || async {
+            let (status, body) = push(&stack, bank, &token, Some("during-outage"), board)
+                .await
+                .ok()?;
+            (status == 202).then(|| body["eventId"].clone())
+        },
+    )
+    .await?;
+    let (status, again) = push(&stack, bank, &token, Some("during-outage"), board).await?;
+    assert_eq!(
+        (status, &again["eventId"]),
+        (202, &event_id),
+        "answered from the record"
+    );
+    eventually(
+        "the board through the whole pipeline",
+        Duration::from_secs(30),
+        || async {
+            let (_, body) = stack
+                .get(
+                    &format!("/api/v1/history?bankId={bank}&date=2026-11-20"),
+                    Some(&key),
+                )
+                .await
+                .ok()?;
+            (body["data"]["cashBuying"] == 156.5).then_some(())
+        },
+    )
+    .await?;
+    // Published once: the outage attempt and the retries share one event id.
+    let copies = stack
+        .sql_number(&format!("SELECT count(*) FROM readmodel.boards WHERE bank_id = {bank} AND as_of = '2026-11-20T08:00:00Z'"))
+        .await?;
+    assert_eq!(copies, Some(1));
+    Ok(())
+}

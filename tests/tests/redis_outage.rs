@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, Stack, OWN_REDIS, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, room_in_this_minute, Stack, OWN_REDIS, VISIBLE_WITHIN};
 
 #[tokio::test]
 async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Result<()> {
@@ -29,6 +29,7 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
     .await?;
     let (_, served_from_redis) = stack.get(&path, Some(&key)).await?;
 
+    room_in_this_minute(20).await;
     stack.stop_redis()?;
     // Whatever the limiter counted in Redis is out of reach: this process
     // counts on its own, with the same limits.
