@@ -150,11 +150,17 @@ impl Projector {
         let max = self.config.batch_max as usize;
         let wait = self.config.batch_wait();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut reassign = false;
         loop {
             let consumer = Arc::clone(&self.consumer);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tick.tick() => self.maintain_views().await,
+                _ = tick.tick() => {
+                    if reassign {
+                        reassign = !self.reassign(&partitions).await;
+                    }
+                    self.maintain_views().await;
+                }
                 batch = consumer::next_batch(&consumer, max, wait) => match batch {
                     Ok(batch) => {
                         if !self.apply(&batch, shutdown).await {
@@ -162,13 +168,39 @@ impl Projector {
                         }
                     }
                     Err(e) => {
-                        warn!(error = %e, "kafka receive failed");
+                        // librdkafka can come out of a connection failure with
+                        // its fetchers idle; starting the partitions again from
+                        // the stored offsets is always safe.
+                        reassign = true;
+                        warn!(error = %e, "kafka receive failed; partitions will be re-assigned");
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                 },
             }
         }
         Ok(())
+    }
+
+    /// Starts the owned partitions again at their stored offsets; false
+    /// when that failed (tried again on the next tick).
+    async fn reassign(&mut self, partitions: &[i32]) -> bool {
+        let topic = self.config.topic.clone();
+        let assigned = match fold::positions(&self.pool, &topic, partitions).await {
+            Ok(positions) => {
+                consumer::assign(&self.consumer, &topic, &positions).map(|()| positions)
+            }
+            Err(e) => Err(e),
+        };
+        match assigned {
+            Ok(positions) => {
+                info!(?positions, "partitions re-assigned at their stored offsets");
+                true
+            }
+            Err(e) => {
+                warn!(error = %e, "re-assigning partitions failed; will retry");
+                false
+            }
+        }
     }
 
     /// Applies one batch, retrying while Postgres is unavailable (consumption

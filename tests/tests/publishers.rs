@@ -181,3 +181,105 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
     assert_eq!(copies, Some(1));
     Ok(())
 }
+
+#[tokio::test]
+async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyhow::Result<()> {
+    let stack = Stack::start_with(&[("RATEWIRE_INGEST_BODY_LIMIT", "4096")]).await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let url = format!("{}/v1/banks/{bank}/boards", stack.ingest_url);
+
+    let wrong_type = stack
+        .http()
+        .post(&url)
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await?;
+    assert_eq!(wrong_type.status(), 415);
+    let body: Value = wrong_type.json().await?;
+    assert_eq!(body["status"], 415);
+
+    let huge = format!(
+        r#"{{"rates":[{}]}}"#,
+        vec![r#"{"currency":"USD","cashBuying":1,"cashSelling":2}"#; 200].join(",")
+    );
+    let too_large = stack
+        .http()
+        .post(&url)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await?;
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.json::<Value>().await?["status"], 413);
+
+    for malformed in [
+        "",
+        "{",
+        "not json",
+        "[]",
+        r#"{"rates":"USD"}"#,
+        r#"{"rates":[{"currency":"USD","cashBuying":1"#,
+    ] {
+        let (status, body) = push(&stack, bank, &token, None, malformed).await?;
+        assert_eq!(status, 400, "{malformed:?}: {body}");
+        assert_eq!(body["message"], "Validation errors occurred.");
+        assert!(body["errors"].is_object());
+    }
+
+    // Random bodies, valid and not, never get a 5xx, and only valid ones publish.
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    let pieces = [
+        r#"{"currency":"USD","cashBuying":1,"cashSelling":2}"#,
+        r#"{"currency":"EUR","cashBuying":3.5,"cashSelling":3.25}"#,
+        r#"{"currency":"QQQ","cashBuying":1,"cashSelling":2}"#,
+        r#"{"currency":"GBP","cashBuying":-1,"cashSelling":2}"#,
+        r#"{"currency":"JPY","cashBuying":1e999,"cashSelling":2}"#,
+        r#"{"currency":"CHF","cashBuying":1,"cashSelling":2,"transactionalBuying":1}"#,
+        r#"{"currency":"USD"}"#,
+        r#"null"#,
+    ];
+    let mut accepted = 0;
+    for _ in 0..60 {
+        let n = rng.gen_range(0..4);
+        let entries: Vec<&str> = (0..n)
+            .map(|_| pieces[rng.gen_range(0..pieces.len())])
+            .collect();
+        let mut body = format!(r#"{{"rates":[{}]}}"#, entries.join(","));
+        if rng.gen_bool(0.2) {
+            body.truncate(rng.gen_range(0..body.len().max(1)));
+        }
+        let (status, answer) = push(&stack, bank, &token, None, &body).await?;
+        assert!(
+            status == 202 || status == 400,
+            "{body:?} -> {status} {answer}"
+        );
+        accepted += usize::from(status == 202);
+    }
+    // Nothing refused reached the read model: only the accepted boards did.
+    let sentinel = r#"{"rates":[{"currency":"AED","cashBuying":42,"cashSelling":43}]}"#;
+    assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
+    eventually("the sentinel folded", VISIBLE_WITHIN, || async {
+        let n = stack
+            .sql_number(&format!(
+                "SELECT count(*) FROM readmodel.rates WHERE bank_id = {bank} AND currency = 'AED'"
+            ))
+            .await
+            .ok()??;
+        (n == 1).then_some(())
+    })
+    .await?;
+    let dead = stack
+        .sql_number("SELECT count(*) FROM readmodel.dead_letters")
+        .await?;
+    assert_eq!(dead, Some(0));
+    assert_eq!(
+        boards(&stack, bank).await,
+        Some(accepted as i64 + 1),
+        "{accepted} accepted boards and the sentinel"
+    );
+    Ok(())
+}
