@@ -29,9 +29,13 @@ impl Application {
             .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;
         let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
         let redis = redis_views::connect(&config.redis_url)?;
-        let limiter_redis = redis.clone();
         let state = AppState {
             key_store: KeyStore::new(pool.clone(), redis.clone(), &config.redis_prefix),
+            limiter: Arc::new(Limiter::new(
+                redis.clone(),
+                &config.redis_prefix,
+                config.timezone,
+            )),
             pool,
             redis,
             views: Keys::new(&config.redis_prefix),
@@ -43,11 +47,6 @@ impl Application {
                 .map(Into::into),
             timezone: config.timezone,
             plans: Arc::new(config.plans.clone()),
-            limiter: Arc::new(Limiter::new(
-                limiter_redis,
-                &config.redis_prefix,
-                config.timezone,
-            )),
             trusted_proxies: config.trusted_proxies.iter().map(|p| p.0).collect(),
             anonymous_access: config.anonymous_access,
             rate_limits: config.rate_limits,

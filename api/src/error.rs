@@ -29,8 +29,6 @@ pub enum Error {
     /// The monthly allowance is spent (the gate adds Retry-After).
     #[error("Monthly quota exceeded")]
     QuotaExceeded,
-    #[error("{0}")]
-    Conflict(String),
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
     #[error("redis: {0}")]
@@ -65,7 +63,6 @@ impl Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
-            Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Postgres(e) if unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(_) | Error::Redis(_) | Error::Startup(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
