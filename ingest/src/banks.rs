@@ -104,6 +104,15 @@ impl NewBank {
 }
 
 impl BankPatch {
+    /// True when the patch would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.code.is_none()
+            && self.name.is_none()
+            && self.image_url.is_none()
+            && self.social_links.is_none()
+            && self.active.is_none()
+    }
+
     fn validate(&self) -> Result<()> {
         let mut errors = FieldErrors::new();
         if let Some(code) = &self.code {

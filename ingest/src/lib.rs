@@ -9,11 +9,14 @@
 //!   has acknowledged them.
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
 //!   in events) and hashed publisher tokens.
-//! - [`feed`] is the client side: the demo simulator the stack runs.
+//! - [`cli`] runs the same bank and token operations from a shell.
+//! - [`feed`] is the client side: the demo simulator the stack runs and
+//!   the backfill of boards from files.
 
 pub mod app;
 pub mod banks;
 pub mod board;
+pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;

@@ -1,4 +1,7 @@
+use std::io::Write;
+
 use clap::{Parser, Subcommand};
+use ratewire_ingest::cli::{self, BanksCommand, TokensCommand};
 use ratewire_ingest::{publisher, Application, Config};
 use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
@@ -18,18 +21,33 @@ enum Command {
     Serve,
     /// Create the event topic if it does not exist, then exit.
     CreateTopic,
+    /// Manage banks directly (the same code as the operator endpoints; each
+    /// change is published on the log).
+    #[command(subcommand)]
+    Banks(BanksCommand),
+    /// Manage publisher tokens directly.
+    #[command(subcommand)]
+    Tokens(TokensCommand),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_telemetry(&cli.config.log_format);
-    match cli.command.unwrap_or(Command::Serve) {
+    let output = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
             app.run_until_stopped(shutdown_on_signal()).await?;
+            return Ok(());
         }
-        Command::CreateTopic => publisher::ensure_topic(&cli.config).await?,
-    }
+        Command::CreateTopic => {
+            publisher::ensure_topic(&cli.config).await?;
+            return Ok(());
+        }
+        Command::Banks(command) => cli::banks(&cli.config, command).await?,
+        Command::Tokens(command) => cli::tokens(&cli.config, command).await?,
+    };
+    // A command's result is its standard output, not a log line.
+    writeln!(std::io::stdout(), "{output}")?;
     Ok(())
 }

@@ -1,6 +1,13 @@
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use ratewire_ingest::feed::backfill::{self, BackfillSettings, Format};
+use ratewire_ingest::feed::client::IngestClient;
 use ratewire_ingest::feed::{self, DemoSettings};
 use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
@@ -17,7 +24,7 @@ struct Cli {
     ingest_url: String,
     /// The operators' bearer token (to register banks and take tokens).
     #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: String,
+    admin_token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -39,10 +46,46 @@ enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// Publish past boards from a CSV or JSON file (format in
+    /// docs/publishers.md), then print what was accepted and rejected.
+    /// Exits 0 only when every row was published; running it again after a
+    /// failure publishes nothing twice.
+    Backfill {
+        file: PathBuf,
+        /// The file's format; by default from its extension (.csv, .json,
+        /// .jsonl, .ndjson).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// A publisher token as BANK_ID=TOKEN; repeat for several banks.
+        /// Banks without one get a token made with the operator token for
+        /// this run and revoked at its end.
+        #[arg(long = "token", value_parser = parse_token)]
+        tokens: Vec<(i64, String)>,
+        /// Banks published in parallel (each bank's boards go in order).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+        concurrency: u64,
+        /// Tries per board while ingest answers 503 or cannot be reached.
+        #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=100))]
+        attempts: u32,
+        /// Check the file with ingest's rules and report; send nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+fn parse_token(text: &str) -> Result<(i64, String), String> {
+    let (bank, token) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not BANK_ID=TOKEN"))?;
+    let bank = bank
+        .trim()
+        .parse::<ratewire_proto::BankId>()
+        .map_err(|e| e.to_string())?;
+    Ok((bank.get(), token.trim().to_owned()))
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     init_telemetry("text");
     let shutdown = shutdown_on_signal();
@@ -55,13 +98,42 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let settings = DemoSettings {
                 ingest_url: cli.ingest_url,
-                admin_token: cli.admin_token,
+                admin_token: cli
+                    .admin_token
+                    .context("the demo needs the operator token (RATEWIRE_ADMIN_TOKEN)")?,
                 banks: banks as usize,
                 currencies: currencies as usize,
                 interval: Duration::from_millis(interval_ms),
                 once,
             };
-            feed::run_demo(settings, shutdown).await
+            feed::run_demo(settings, shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backfill {
+            file,
+            format,
+            tokens,
+            concurrency,
+            attempts,
+            dry_run,
+        } => {
+            let settings = BackfillSettings {
+                file,
+                format,
+                tokens: tokens.into_iter().collect::<HashMap<_, _>>(),
+                concurrency: concurrency as usize,
+                attempts,
+                dry_run,
+            };
+            let client = IngestClient::new(&cli.ingest_url, cli.admin_token.as_deref())?;
+            let summary = backfill::run(settings, client, shutdown).await?;
+            // The summary is the command's result: standard output.
+            writeln!(std::io::stdout(), "{}", summary.render())?;
+            Ok(if summary.complete() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            })
         }
     }
 }

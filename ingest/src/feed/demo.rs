@@ -1,18 +1,19 @@
-//! Feed clients: the demo simulator, which behaves like a set of real bank
-//! publishers (registers banks through the operator API, takes a token per
-//! bank, then pushes boards over HTTP).
+//! The demo simulator: behaves like a set of real bank publishers
+//! (registers banks through the operator API, takes a token per bank, then
+//! pushes boards over HTTP).
 
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use chrono::Utc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rust_decimal::prelude::FromPrimitive;
 use rust_decimal::Decimal;
-use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+use super::client::{new_bank, IngestClient, Pushed};
 
 /// Ethiopian banks the demo registers, in order: (code, name).
 pub const DEMO_BANKS: [(&str, &str); 15] = [
@@ -106,22 +107,9 @@ impl SimBank {
 }
 
 pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?;
-    let base = settings.ingest_url.trim_end_matches('/').to_owned();
-    let admin = format!("Bearer {}", settings.admin_token);
+    let client = IngestClient::new(&settings.ingest_url, Some(&settings.admin_token))?;
     let mut rng = StdRng::from_entropy();
-
-    let existing: Vec<Value> = http
-        .get(format!("{base}/v1/admin/banks"))
-        .header("authorization", &admin)
-        .send()
-        .await
-        .context("ingest is not reachable")?
-        .error_for_status()?
-        .json()
-        .await?;
+    let existing = client.banks().await?;
 
     let mut banks = Vec::new();
     for (code, name) in DEMO_BANKS.iter().take(settings.banks) {
@@ -129,40 +117,26 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             Some(bank) => bank["id"].as_i64().context("bank without id")?,
             None => {
                 let lower = code.to_ascii_lowercase();
-                let response = http
-                    .post(format!("{base}/v1/admin/banks"))
-                    .header("authorization", &admin)
-                    .json(&json!({
-                        "code": code,
-                        "name": name,
-                        "imageUrl": format!("https://assets.ratewire.example/banks/{lower}.png"),
-                        "socialLinks": [{"platform": "telegram", "url": format!("https://t.me/{lower}bank")}],
-                    }))
-                    .send()
+                let id = client
+                    .register_bank(new_bank(
+                        code,
+                        name,
+                        &format!("https://assets.ratewire.example/banks/{lower}.png"),
+                        &[("telegram", &format!("https://t.me/{lower}bank"))],
+                    ))
                     .await?;
-                if !response.status().is_success() {
-                    bail!(
-                        "registering {code} failed: {}",
-                        response.text().await.unwrap_or_default()
-                    );
-                }
-                let bank: Value = response.json().await?;
-                info!(code, id = %bank["id"], "registered demo bank");
-                bank["id"].as_i64().context("bank without id")?
+                info!(code, id, "registered demo bank");
+                id
             }
         };
-        let token: Value = http
-            .post(format!("{base}/v1/admin/banks/{id}/tokens"))
-            .header("authorization", &admin)
-            .send()
+        let (token, _) = client
+            .create_token(id)
             .await?
-            .error_for_status()?
-            .json()
-            .await?;
+            .context("the demo bank vanished")?;
         let offset = rng.gen_range(-0.005..0.005);
         banks.push(SimBank {
             id,
-            token: token["token"].as_str().context("token missing")?.to_owned(),
+            token,
             cash_spread: rng.gen_range(0.010..0.020),
             transactional_spread: rng.gen_range(0.004..0.009),
             mids: DEMO_CURRENCIES
@@ -187,27 +161,11 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
         let (mut accepted, mut failed) = (0, 0);
         for bank in &mut banks {
             let board = bank.next_board(&mut rng);
-            let sent = http
-                .post(format!("{base}/v1/banks/{}/boards", bank.id))
-                .bearer_auth(&bank.token)
-                .header("content-type", "application/json")
-                .body(board)
-                .send()
-                .await;
-            match sent {
-                Ok(r) if r.status().as_u16() == 202 => accepted += 1,
-                Ok(r) => {
+            match client.push_board(bank.id, &bank.token, board, None).await {
+                Pushed::Accepted { .. } => accepted += 1,
+                refused => {
                     failed += 1;
-                    warn!(
-                        bank = bank.id,
-                        status = r.status().as_u16(),
-                        body = r.text().await.unwrap_or_default(),
-                        "board refused"
-                    );
-                }
-                Err(e) => {
-                    failed += 1;
-                    warn!(bank = bank.id, error = %e, "board not sent");
+                    warn!(bank = bank.id, answer = ?refused, "board not accepted");
                 }
             }
         }

@@ -1,0 +1,798 @@
+//! Backfill: publishes past boards from a file through ingest, as the
+//! bank's publisher would have, so history fills in exactly as live boards
+//! do (the projector files an older board in history without touching the
+//! latest one).
+//!
+//! Two formats (see docs/publishers.md):
+//! - CSV with a header naming `bankId, asOf, currency, cashBuying,
+//!   cashSelling` and optionally `transactionalBuying, transactionalSelling`;
+//!   rows with the same bank and as-of time form one board.
+//! - JSON: an array of boards, or one board per line (JSON Lines), each a
+//!   push body plus its bank: `{"bankId": 1, "asOf": "...", "rates": [...]}`.
+//!
+//! Every board is checked with ingest's own rules before it is sent, then
+//! pushed with an `Idempotency-Key` derived from its bank and body, so an
+//! interrupted backfill can simply be run again. Boards of one bank go in
+//! as-of order, one at a time; banks go in parallel.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use futures_util::stream::{self, StreamExt};
+use ratewire_proto::BankId;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::client::{IngestClient, Pushed};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Csv,
+    /// A JSON array of boards, or JSON Lines.
+    Json,
+}
+
+impl Format {
+    /// The format a file name suggests.
+    pub fn of(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "csv" => Some(Format::Csv),
+            "json" | "jsonl" | "ndjson" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BackfillSettings {
+    pub file: PathBuf,
+    /// When `None`, taken from the file's extension.
+    pub format: Option<Format>,
+    /// Publisher tokens given on the command line, by bank. Banks without
+    /// one get a token made with the operator token, revoked at the end.
+    pub tokens: HashMap<i64, String>,
+    /// Banks published in parallel.
+    pub concurrency: usize,
+    /// Tries per board while ingest answers 503 or does not answer.
+    pub attempts: u32,
+    /// Check the file and report, sending nothing.
+    pub dry_run: bool,
+}
+
+/// One board read from the file.
+#[derive(Debug, Clone)]
+pub struct FileBoard {
+    pub bank_id: i64,
+    pub as_of: DateTime<Utc>,
+    /// The push body, numbers exactly as the file wrote them.
+    pub body: String,
+    /// Where the board came from, e.g. `lines 2-13` or `item 4`.
+    pub origin: String,
+    /// Where each rate entry came from, when entries are rows (CSV).
+    pub entry_origins: Option<Vec<String>>,
+    pub entries: usize,
+}
+
+impl FileBoard {
+    fn label(&self) -> String {
+        format!(
+            "bank {} as of {} ({})",
+            self.bank_id,
+            self.as_of.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            self.origin
+        )
+    }
+
+    /// Ingest's field name (`rates[3].cashSelling`) said in terms of the
+    /// file (`line 17: cashSelling`).
+    fn locate(&self, field: &str) -> String {
+        if let Some(origins) = &self.entry_origins {
+            if let Some((index, rest)) =
+                field.strip_prefix("rates[").and_then(|r| r.split_once(']'))
+            {
+                if let Some(origin) = index.parse::<usize>().ok().and_then(|i| origins.get(i)) {
+                    let rest = rest.trim_start_matches('.');
+                    return if rest.is_empty() {
+                        origin.clone()
+                    } else {
+                        format!("{origin}: {rest}")
+                    };
+                }
+            }
+        }
+        format!("{}: {field}", self.origin)
+    }
+
+    /// The key that makes pushing this board again harmless.
+    fn idempotency_key(&self) -> String {
+        let digest = Sha256::digest(format!("{}\n{}", self.bank_id, self.body));
+        format!("backfill-{}", &hex::encode(digest)[..40])
+    }
+}
+
+/// The file read: boards, and rows that could not be placed in any board.
+#[derive(Debug, Default)]
+pub struct FileContents {
+    pub boards: Vec<FileBoard>,
+    /// `(origin, problem)` of rows without a usable bank or as-of time.
+    pub unplaced: Vec<(String, String)>,
+}
+
+const CSV_REQUIRED: [&str; 5] = ["bankId", "asOf", "currency", "cashBuying", "cashSelling"];
+const CSV_OPTIONAL: [&str; 2] = ["transactionalBuying", "transactionalSelling"];
+
+fn parse_bank(text: &str) -> Result<i64, String> {
+    text.trim()
+        .parse::<BankId>()
+        .map(BankId::get)
+        .map_err(|_| "bankId: must be a positive integer".to_owned())
+}
+
+fn parse_as_of(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text.trim())
+        .map(|t| t.with_timezone(&Utc).trunc_subsecs(6))
+        .map_err(|_| "asOf: must be an RFC 3339 timestamp such as 2026-11-23T08:00:00Z".to_owned())
+}
+
+/// A cell as JSON: a number stays the exact digits written, anything else
+/// becomes a string, which ingest's rules then name as the problem.
+fn json_number_or_string(cell: &str) -> String {
+    if serde_json::from_str::<serde_json::Number>(cell).is_ok() {
+        cell.to_owned()
+    } else {
+        serde_json::Value::String(cell.to_owned()).to_string()
+    }
+}
+
+fn board_body(as_of: &DateTime<Utc>, rates: &str) -> String {
+    format!(
+        r#"{{"asOf":"{}","rates":{rates}}}"#,
+        as_of.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    )
+}
+
+pub fn read_csv(text: &[u8]) -> anyhow::Result<FileContents> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text);
+    let headers = reader.headers().context("reading the CSV header")?.clone();
+    if let Some(unknown) = headers
+        .iter()
+        .find(|h| !CSV_REQUIRED.contains(h) && !CSV_OPTIONAL.contains(h))
+    {
+        bail!(
+            "unknown CSV column `{unknown}`: the columns are {} and optionally {}",
+            CSV_REQUIRED.join(", "),
+            CSV_OPTIONAL.join(", ")
+        );
+    }
+    let column = |name: &str| headers.iter().position(|h| h == name);
+    let missing: Vec<&str> = CSV_REQUIRED
+        .into_iter()
+        .filter(|name| column(name).is_none())
+        .collect();
+    if !missing.is_empty() {
+        bail!("the CSV header lacks {}", missing.join(", "));
+    }
+    let [bank, as_of, currency, cash_buying, cash_selling] =
+        CSV_REQUIRED.map(|n| column(n).unwrap_or_default());
+    let [tx_buying, tx_selling] = CSV_OPTIONAL.map(column);
+
+    let mut contents = FileContents::default();
+    // (bank, as of) -> (origins, entries); BTreeMap so each bank's boards
+    // come out in as-of order.
+    let mut boards: BTreeMap<(i64, DateTime<Utc>), (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for record in reader.records() {
+        let record = match record {
+            Ok(record) => record,
+            Err(e) => {
+                let line = e.position().map(|p| p.line()).unwrap_or_default();
+                contents
+                    .unplaced
+                    .push((format!("line {line}"), format!("unreadable row: {e}")));
+                continue;
+            }
+        };
+        let origin = format!(
+            "line {}",
+            record.position().map(|p| p.line()).unwrap_or_default()
+        );
+        let cell = |i: usize| record.get(i).unwrap_or_default();
+        let key = match (parse_bank(cell(bank)), parse_as_of(cell(as_of))) {
+            (Ok(bank), Ok(as_of)) => (bank, as_of),
+            (Err(problem), _) | (_, Err(problem)) => {
+                contents.unplaced.push((origin, problem));
+                continue;
+            }
+        };
+        let mut entry = format!(
+            r#"{{"currency":{},"cashBuying":{},"cashSelling":{}"#,
+            serde_json::Value::String(cell(currency).to_owned()),
+            json_number_or_string(cell(cash_buying)),
+            json_number_or_string(cell(cash_selling)),
+        );
+        for (name, index) in [
+            ("transactionalBuying", tx_buying),
+            ("transactionalSelling", tx_selling),
+        ] {
+            if let Some(value) = index.map(cell).filter(|v| !v.is_empty()) {
+                entry.push_str(&format!(r#","{name}":{}"#, json_number_or_string(value)));
+            }
+        }
+        entry.push('}');
+        let (origins, entries) = boards.entry(key).or_default();
+        origins.push(origin);
+        entries.push(entry);
+    }
+    contents.boards = boards
+        .into_iter()
+        .map(|((bank_id, as_of), (origins, entries))| FileBoard {
+            bank_id,
+            as_of,
+            body: board_body(&as_of, &format!("[{}]", entries.join(","))),
+            origin: span_of(&origins),
+            entries: entries.len(),
+            entry_origins: Some(origins),
+        })
+        .collect();
+    Ok(contents)
+}
+
+/// `line 4`, or `lines 2-13` for a board made of several rows.
+fn span_of(origins: &[String]) -> String {
+    let lines: Vec<&str> = origins
+        .iter()
+        .filter_map(|o| o.strip_prefix("line "))
+        .collect();
+    match (lines.first(), lines.last()) {
+        (Some(first), Some(last)) if first != last => format!("lines {first}-{last}"),
+        (Some(first), _) => format!("line {first}"),
+        _ => String::new(),
+    }
+}
+
+#[derive(Deserialize)]
+struct RawFileBoard<'a> {
+    #[serde(rename = "bankId", borrow, default)]
+    bank_id: Option<&'a RawValue>,
+    #[serde(rename = "asOf", borrow, default)]
+    as_of: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    rates: Option<&'a RawValue>,
+}
+
+pub fn read_json(text: &str) -> anyhow::Result<FileContents> {
+    let items: Vec<(String, &str)> = if text.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<&RawValue>>(text)
+            .context("reading the JSON array of boards")?
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| (format!("item {}", i + 1), item.get()))
+            .collect()
+    } else {
+        text.lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(i, line)| (format!("line {}", i + 1), line))
+            .collect()
+    };
+
+    let mut contents = FileContents::default();
+    for (origin, item) in items {
+        let raw = match serde_json::from_str::<RawFileBoard<'_>>(item) {
+            Ok(raw) if item.trim_start().starts_with('{') => raw,
+            _ => {
+                contents.unplaced.push((
+                    origin,
+                    "must be a JSON object with bankId, asOf and rates".into(),
+                ));
+                continue;
+            }
+        };
+        let bank = raw
+            .bank_id
+            .ok_or_else(|| "bankId: is required".to_owned())
+            .and_then(|v| parse_bank(v.get()));
+        let as_of = raw
+            .as_of
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+            .ok_or_else(|| "asOf: is required in a backfill, as a timestamp string".to_owned())
+            .and_then(|t| parse_as_of(&t));
+        let (bank_id, as_of) = match (bank, as_of) {
+            (Ok(bank), Ok(as_of)) => (bank, as_of),
+            (Err(problem), _) | (_, Err(problem)) => {
+                contents.unplaced.push((origin, problem));
+                continue;
+            }
+        };
+        let rates = raw.rates.map(RawValue::get).unwrap_or("null");
+        let entries = serde_json::from_str::<Vec<&RawValue>>(rates)
+            .map(|r| r.len())
+            .unwrap_or(1);
+        contents.boards.push(FileBoard {
+            bank_id,
+            as_of,
+            body: board_body(&as_of, rates),
+            origin,
+            entry_origins: None,
+            entries,
+        });
+    }
+    // Each bank's boards in as-of order, file order among equals.
+    contents
+        .boards
+        .sort_by(|a, b| (a.bank_id, a.as_of).cmp(&(b.bank_id, b.as_of)));
+    Ok(contents)
+}
+
+pub fn read_file(path: &Path, format: Option<Format>) -> anyhow::Result<FileContents> {
+    let format = format.or_else(|| Format::of(path)).with_context(|| {
+        format!(
+            "cannot tell the format of {} from its name; give --format csv or --format json",
+            path.display()
+        )
+    })?;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    match format {
+        Format::Csv => read_csv(&bytes),
+        Format::Json => read_json(
+            std::str::from_utf8(&bytes)
+                .with_context(|| format!("{} is not UTF-8", path.display()))?,
+        ),
+    }
+    .with_context(|| format!("in {}", path.display()))
+}
+
+/// Boards and rate entries counted together.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub boards: usize,
+    pub entries: usize,
+}
+
+impl Tally {
+    fn add(&mut self, board: &FileBoard) {
+        self.boards += 1;
+        self.entries += board.entries;
+    }
+}
+
+/// What a backfill did.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub file: String,
+    pub dry_run: bool,
+    pub banks: usize,
+    pub accepted: Tally,
+    pub rejected: Tally,
+    /// Not delivered: ingest kept answering 503, or was not reachable.
+    pub failed: Tally,
+    /// Not tried: the run was interrupted.
+    pub not_sent: Tally,
+    /// Rows that could not be read into any board.
+    pub unplaced: Vec<(String, String)>,
+    /// Each rejected or failed board and why.
+    pub problems: Vec<(String, Vec<String>)>,
+}
+
+impl Summary {
+    /// True when every row of the file was published (or, in a dry run,
+    /// would be sent).
+    pub fn complete(&self) -> bool {
+        self.rejected.boards == 0
+            && self.failed.boards == 0
+            && self.not_sent.boards == 0
+            && self.unplaced.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let total =
+            self.accepted.boards + self.rejected.boards + self.failed.boards + self.not_sent.boards;
+        out.push(format!(
+            "backfill of {}{}: {total} boards of {} banks",
+            self.file,
+            if self.dry_run {
+                " (dry run: nothing sent)"
+            } else {
+                ""
+            },
+            self.banks
+        ));
+        let line = |name: &str, t: Tally| {
+            format!(
+                "  {name:<9} {:>7} boards {:>9} rate entries",
+                t.boards, t.entries
+            )
+        };
+        out.push(line(
+            if self.dry_run { "valid" } else { "accepted" },
+            self.accepted,
+        ));
+        out.push(line("rejected", self.rejected));
+        if !self.dry_run {
+            out.push(line("failed", self.failed));
+        }
+        if self.not_sent.boards > 0 {
+            out.push(line("not sent", self.not_sent));
+        }
+        out.push(format!("  unreadable rows: {}", self.unplaced.len()));
+        if !self.unplaced.is_empty() {
+            out.push("unreadable rows:".into());
+            out.extend(self.unplaced.iter().map(|(o, p)| format!("  {o}: {p}")));
+        }
+        if !self.problems.is_empty() {
+            out.push("boards not published:".into());
+            for (label, problems) in &self.problems {
+                out.push(format!("  {label}"));
+                out.extend(problems.iter().map(|p| format!("    {p}")));
+            }
+        }
+        if self.failed.boards > 0 || self.not_sent.boards > 0 {
+            out.push("run the same command again to send what is missing: boards already accepted are not published twice (within 24 hours)".into());
+        }
+        out.join("\n")
+    }
+}
+
+/// Checks each board with ingest's own rules; invalid ones are rejected
+/// here, as ingest would reject them.
+fn check(boards: Vec<FileBoard>, summary: &mut Summary) -> Vec<FileBoard> {
+    let now = Utc::now();
+    boards
+        .into_iter()
+        .filter(
+            |board| match crate::board::parse(board.body.as_bytes(), now) {
+                Ok(_) => true,
+                Err(fields) => {
+                    summary.rejected.add(board);
+                    let problems = fields
+                        .iter()
+                        .flat_map(|(field, problems)| {
+                            problems
+                                .iter()
+                                .map(move |p| format!("{} {p}", board.locate(field)))
+                        })
+                        .collect();
+                    summary.problems.push((board.label(), problems));
+                    false
+                }
+            },
+        )
+        .collect()
+}
+
+/// Reads, checks and (unless a dry run) publishes the file.
+pub async fn run(
+    settings: BackfillSettings,
+    client: IngestClient,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Summary> {
+    let contents = read_file(&settings.file, settings.format)?;
+    let mut summary = Summary {
+        file: settings.file.display().to_string(),
+        dry_run: settings.dry_run,
+        unplaced: contents.unplaced,
+        ..Summary::default()
+    };
+    let mut by_bank: BTreeMap<i64, Vec<FileBoard>> = BTreeMap::new();
+    for board in contents.boards {
+        by_bank.entry(board.bank_id).or_default().push(board);
+    }
+    summary.banks = by_bank.len();
+    let mut valid: Vec<(i64, Vec<FileBoard>)> = Vec::new();
+    for (bank, boards) in by_bank {
+        let boards = check(boards, &mut summary);
+        if !boards.is_empty() {
+            valid.push((bank, boards));
+        }
+    }
+    if settings.dry_run {
+        for board in valid.iter().flat_map(|(_, b)| b) {
+            summary.accepted.add(board);
+        }
+        return Ok(summary);
+    }
+
+    let total: usize = valid.iter().map(|(_, b)| b.len()).sum();
+    info!(boards = total, banks = valid.len(), "backfill starting");
+    let done = Arc::new(AtomicUsize::new(0));
+    let summary = Arc::new(Mutex::new(summary));
+    let progress = tokio::spawn(report_progress(done.clone(), total, summary.clone()));
+    let settings = Arc::new(settings);
+    stream::iter(valid)
+        .map(|(bank, boards)| {
+            publish_bank(
+                bank,
+                boards,
+                settings.clone(),
+                client.clone(),
+                summary.clone(),
+                done.clone(),
+                shutdown.clone(),
+            )
+        })
+        .buffer_unordered(settings.concurrency.max(1))
+        .collect::<Vec<()>>()
+        .await;
+    progress.abort();
+    let summary = Arc::try_unwrap(summary)
+        .map_err(|_| anyhow::anyhow!("backfill tasks outlived the run"))?
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    info!(
+        accepted = summary.accepted.boards,
+        rejected = summary.rejected.boards,
+        failed = summary.failed.boards,
+        "backfill finished"
+    );
+    Ok(summary)
+}
+
+async fn report_progress(done: Arc<AtomicUsize>, total: usize, summary: Arc<Mutex<Summary>>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (accepted, rejected, failed) = {
+            let s = summary.lock().unwrap_or_else(|p| p.into_inner());
+            (s.accepted.boards, s.rejected.boards, s.failed.boards)
+        };
+        info!(
+            done = done.load(Ordering::Relaxed),
+            total, accepted, rejected, failed, "backfill progress"
+        );
+    }
+}
+
+/// One bank's boards, in as-of order, one at a time.
+async fn publish_bank(
+    bank: i64,
+    boards: Vec<FileBoard>,
+    settings: Arc<BackfillSettings>,
+    client: IngestClient,
+    summary: Arc<Mutex<Summary>>,
+    done: Arc<AtomicUsize>,
+    shutdown: CancellationToken,
+) {
+    let record = |outcome: Outcome, board: &FileBoard| {
+        let mut s = summary.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Outcome::Accepted => s.accepted.add(board),
+            Outcome::Rejected(problems) => {
+                s.rejected.add(board);
+                s.problems.push((board.label(), problems));
+            }
+            Outcome::Failed(cause) => {
+                s.failed.add(board);
+                s.problems.push((board.label(), vec![cause]));
+            }
+            Outcome::NotSent => s.not_sent.add(board),
+        }
+    };
+
+    // A token given on the command line, or one made for this run.
+    let (token, minted) = match settings.tokens.get(&bank) {
+        Some(token) => (token.clone(), None),
+        None => match client.create_token(bank).await {
+            Ok(Some((token, prefix))) => (token, Some(prefix)),
+            Ok(None) => {
+                for board in &boards {
+                    record(
+                        Outcome::Rejected(vec![format!("bank {bank} is not registered")]),
+                        board,
+                    );
+                }
+                return;
+            }
+            Err(e) => {
+                for board in &boards {
+                    record(Outcome::Failed(format!("{e:#}")), board);
+                }
+                return;
+            }
+        },
+    };
+
+    for board in &boards {
+        let outcome = if shutdown.is_cancelled() {
+            Outcome::NotSent
+        } else {
+            push(&client, &token, board, settings.attempts, &shutdown).await
+        };
+        record(outcome, board);
+        done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    if let Some(prefix) = minted {
+        if let Err(e) = client.revoke_token(&prefix).await {
+            warn!(bank, prefix, error = %e, "could not revoke the backfill's token; revoke it by hand");
+        }
+    }
+}
+
+enum Outcome {
+    Accepted,
+    Rejected(Vec<String>),
+    Failed(String),
+    NotSent,
+}
+
+/// Pushes a board, retrying with the same key while ingest is unavailable.
+async fn push(
+    client: &IngestClient,
+    token: &str,
+    board: &FileBoard,
+    attempts: u32,
+    shutdown: &CancellationToken,
+) -> Outcome {
+    let key = board.idempotency_key();
+    let mut last = String::new();
+    for attempt in 0..attempts.max(1) {
+        if attempt > 0 {
+            let pause = Duration::from_millis(500 * 2u64.pow(attempt.min(5) - 1))
+                .min(Duration::from_secs(10));
+            tokio::select! {
+                _ = shutdown.cancelled() => return Outcome::Failed(format!("interrupted; last answer: {last}")),
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+        match client
+            .push_board(board.bank_id, token, board.body.clone(), Some(&key))
+            .await
+        {
+            Pushed::Accepted { .. } => return Outcome::Accepted,
+            Pushed::Rejected {
+                status,
+                message,
+                errors,
+            } => {
+                let mut problems = vec![format!("{status} {message}")];
+                problems.extend(
+                    errors
+                        .iter()
+                        .map(|(field, problem)| format!("{} {problem}", board.locate(field))),
+                );
+                return Outcome::Rejected(problems);
+            }
+            Pushed::Unavailable { cause } => {
+                warn!(
+                    bank = board.bank_id,
+                    attempt = attempt + 1,
+                    cause,
+                    "board not delivered; retrying"
+                );
+                last = cause;
+            }
+        }
+    }
+    Outcome::Failed(format!(
+        "not delivered after {attempts} attempts; last answer: {last}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CSV: &str =
+        "bankId,asOf,currency,cashBuying,cashSelling,transactionalBuying,transactionalSelling
+1,2026-10-01T08:00:00Z,USD,155.10,158.20,155.00,158.00
+1,2026-10-01T08:00:00Z,EUR,180.40,184.00,,
+2,2026-10-01T08:00:00Z,USD,154.90,158.00,,
+1,2026-09-30T08:00:00Z,USD,154.00,157.00,,
+x,2026-10-01T08:00:00Z,USD,1,2,,
+";
+
+    #[test]
+    fn csv_rows_of_one_bank_and_time_form_one_board_in_as_of_order() {
+        let contents = read_csv(CSV.as_bytes()).unwrap();
+        let summary: Vec<(i64, String, usize, &str)> = contents
+            .boards
+            .iter()
+            .map(|b| {
+                (
+                    b.bank_id,
+                    b.as_of.to_rfc3339(),
+                    b.entries,
+                    b.origin.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (1, "2026-09-30T08:00:00+00:00".into(), 1, "line 5"),
+                (1, "2026-10-01T08:00:00+00:00".into(), 2, "lines 2-3"),
+                (2, "2026-10-01T08:00:00+00:00".into(), 1, "line 4"),
+            ]
+        );
+        assert_eq!(
+            contents.boards[1].body,
+            r#"{"asOf":"2026-10-01T08:00:00Z","rates":[{"currency":"USD","cashBuying":155.10,"cashSelling":158.20,"transactionalBuying":155.00,"transactionalSelling":158.00},{"currency":"EUR","cashBuying":180.40,"cashSelling":184.00}]}"#
+        );
+        assert_eq!(
+            contents.unplaced,
+            [("line 6".into(), "bankId: must be a positive integer".into())]
+        );
+    }
+
+    #[test]
+    fn problems_found_by_ingests_rules_name_the_csv_line() {
+        let csv = "bankId,asOf,currency,cashBuying,cashSelling\n3,2026-10-01T08:00:00Z,USD,155,150\n3,2026-10-01T08:00:00Z,EUR,abc,190\n";
+        let mut summary = Summary::default();
+        let boards = read_csv(csv.as_bytes()).unwrap().boards;
+        assert!(check(boards, &mut summary).is_empty());
+        assert_eq!(
+            summary.rejected,
+            Tally {
+                boards: 1,
+                entries: 2
+            }
+        );
+        let (_, problems) = &summary.problems[0];
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("line 2: cashSelling must not be below")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with("line 3: cashBuying")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_csv_without_the_required_columns_is_refused_whole() {
+        let error = read_csv(b"bankId,currency,cashBuying\n1,USD,1\n").unwrap_err();
+        assert!(error.to_string().contains("asOf"), "{error}");
+        let error = read_csv(b"bankId,asOf,currency,cashBuying,cashSelling,mid\n").unwrap_err();
+        assert!(error.to_string().contains("mid"), "{error}");
+    }
+
+    #[test]
+    fn json_arrays_and_json_lines_both_read_and_keep_the_numbers_written() {
+        let lines = r#"{"bankId": 2, "asOf": "2026-10-02T08:00:00Z", "rates": [{"currency": "USD", "cashBuying": 155.10, "cashSelling": 158.20}]}
+
+{"bankId": 2, "asOf": "2026-10-01T08:00:00Z", "rates": [{"currency": "USD", "cashBuying": 154.10, "cashSelling": 157.20}]}
+{"bankId": 2, "rates": []}
+"#;
+        let contents = read_json(lines).unwrap();
+        assert_eq!(contents.boards.len(), 2);
+        assert_eq!(contents.boards[0].origin, "line 3");
+        assert!(contents.boards[1].body.contains("155.10"));
+        assert_eq!(contents.unplaced[0].0, "line 4");
+
+        let array = format!(
+            "[{}]",
+            lines
+                .lines()
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let contents = read_json(&array).unwrap();
+        assert_eq!(contents.boards.len(), 2);
+        assert_eq!(contents.boards[0].origin, "item 2");
+    }
+
+    #[test]
+    fn the_idempotency_key_depends_on_bank_and_body_only() {
+        let board = read_csv(CSV.as_bytes()).unwrap().boards.remove(0);
+        let mut same = board.clone();
+        same.origin = "elsewhere".into();
+        assert_eq!(board.idempotency_key(), same.idempotency_key());
+        same.bank_id = 9;
+        assert_ne!(board.idempotency_key(), same.idempotency_key());
+        assert!(crate::idempotency::check_key(&board.idempotency_key()).is_ok());
+    }
+}
