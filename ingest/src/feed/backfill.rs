@@ -159,6 +159,13 @@ fn board_body(as_of: &DateTime<Utc>, rates: &str) -> String {
     )
 }
 
+/// The rows of one CSV board: where each came from, and its JSON entry.
+#[derive(Default)]
+struct CsvBoard {
+    origins: Vec<String>,
+    entries: Vec<String>,
+}
+
 pub fn read_csv(text: &[u8]) -> anyhow::Result<FileContents> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
@@ -189,7 +196,7 @@ pub fn read_csv(text: &[u8]) -> anyhow::Result<FileContents> {
     let mut contents = FileContents::default();
     // (bank, as of) -> (origins, entries); BTreeMap so each bank's boards
     // come out in as-of order.
-    let mut boards: BTreeMap<(i64, DateTime<Utc>), (Vec<String>, Vec<String>)> = BTreeMap::new();
+    let mut boards: BTreeMap<(i64, DateTime<Utc>), CsvBoard> = BTreeMap::new();
     for record in reader.records() {
         let record = match record {
             Ok(record) => record,
@@ -228,20 +235,22 @@ pub fn read_csv(text: &[u8]) -> anyhow::Result<FileContents> {
             }
         }
         entry.push('}');
-        let (origins, entries) = boards.entry(key).or_default();
-        origins.push(origin);
-        entries.push(entry);
+        let board = boards.entry(key).or_default();
+        board.origins.push(origin);
+        board.entries.push(entry);
     }
     contents.boards = boards
         .into_iter()
-        .map(|((bank_id, as_of), (origins, entries))| FileBoard {
-            bank_id,
-            as_of,
-            body: board_body(&as_of, &format!("[{}]", entries.join(","))),
-            origin: span_of(&origins),
-            entries: entries.len(),
-            entry_origins: Some(origins),
-        })
+        .map(
+            |((bank_id, as_of), CsvBoard { origins, entries })| FileBoard {
+                bank_id,
+                as_of,
+                body: board_body(&as_of, &format!("[{}]", entries.join(","))),
+                origin: span_of(&origins),
+                entries: entries.len(),
+                entry_origins: Some(origins),
+            },
+        )
         .collect();
     Ok(contents)
 }
@@ -329,7 +338,7 @@ pub fn read_json(text: &str) -> anyhow::Result<FileContents> {
     // Each bank's boards in as-of order, file order among equals.
     contents
         .boards
-        .sort_by(|a, b| (a.bank_id, a.as_of).cmp(&(b.bank_id, b.as_of)));
+        .sort_by_key(|board| (board.bank_id, board.as_of));
     Ok(contents)
 }
 
