@@ -1,5 +1,7 @@
 //! The API process as a value: built from a [`Config`], run until shutdown.
 
+use std::future::IntoFuture;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ratewire_projector::redis_views::{self, Keys};
@@ -50,6 +52,7 @@ impl Application {
             trusted_proxies: config.trusted_proxies.iter().map(|p| p.0).collect(),
             anonymous_access: config.anonymous_access,
             rate_limits: config.rate_limits,
+            prepared: Arc::new(AtomicBool::new(false)),
         };
         Ok(Self {
             config,
@@ -65,36 +68,47 @@ impl Application {
             .unwrap_or_default()
     }
 
+    /// Serves at once (503 until Postgres is migrated), then until
+    /// `shutdown`, finishing in-flight requests.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
         let Application {
             config,
             listener,
             state,
         } = self;
+        info!(addr = %config.listen, "api listening; preparing Postgres");
+        let app = routes::router(state.clone())
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let stop = shutdown.clone();
+        let server = tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .into_future(),
+        );
         // The key table must exist before the first request; wait for Postgres.
         let migrated = retry("applying migrations", &shutdown, || {
             db::migrate(&state.pool, &config.schema)
         })
         .await;
-        if migrated.is_none() {
-            return Ok(());
+        let sync = migrated.map(|()| {
+            state.prepared.store(true, Ordering::Release);
+            info!("api ready");
+            let sync = UsageSync {
+                pool: state.pool.clone(),
+                redis: state.redis.clone(),
+                prefix: config.redis_prefix.clone(),
+                timezone: config.timezone,
+                interval: std::time::Duration::from_secs(config.usage_sync_secs),
+            };
+            tokio::spawn(sync.run(shutdown.clone()))
+        });
+        let served = server.await;
+        if let Some(sync) = sync {
+            let _ = sync.await;
         }
-        let sync = UsageSync {
-            pool: state.pool.clone(),
-            redis: state.redis.clone(),
-            prefix: config.redis_prefix.clone(),
-            timezone: config.timezone,
-            interval: std::time::Duration::from_secs(config.usage_sync_secs),
-        };
-        let sync = tokio::spawn(sync.run(shutdown.clone()));
-        info!(addr = %config.listen, "api serving");
-        let app =
-            routes::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+        served
+            .map_err(|e| Error::Startup(format!("server task: {e}")))?
             .map_err(|e| Error::Startup(format!("server: {e}")))?;
-        let _ = sync.await;
         info!("api stopped");
         Ok(())
     }

@@ -29,6 +29,10 @@ pub enum Error {
     /// The monthly allowance is spent (the gate adds Retry-After).
     #[error("Monthly quota exceeded")]
     QuotaExceeded,
+    /// The process is still preparing a dependency (e.g. started while
+    /// Postgres was down).
+    #[error("{0}")]
+    Starting(&'static str),
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
     #[error("redis: {0}")]
@@ -63,6 +67,7 @@ impl Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
+            Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(_) | Error::Redis(_) | Error::Startup(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -1,6 +1,9 @@
 //! The ingest process as a value: built from a [`Config`], run until a
 //! shutdown signal, then drained.
 
+use std::future::IntoFuture;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratewire_proto::runtime::retry;
@@ -36,6 +39,7 @@ impl Application {
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
             body_limit: config.body_limit,
+            prepared: Arc::new(AtomicBool::new(false)),
         };
         Ok(Self {
             config,
@@ -51,46 +55,59 @@ impl Application {
             .unwrap_or_default()
     }
 
-    /// Prepares the schema and topic (retrying while a dependency is down),
-    /// serves until `shutdown`, then flushes the producer.
+    /// Serves at once (503 until prepared), prepares the schema and topic
+    /// (retrying while a dependency is down), serves until `shutdown`, then
+    /// flushes the producer.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
         let Application {
             config,
             listener,
             state,
         } = self;
-        if retry("applying migrations", &shutdown, || {
-            db::migrate(&state.pool, &config.schema)
-        })
-        .await
-        .is_none()
-        {
-            return Ok(());
-        }
-        if config.create_topic
-            && retry("creating the topic", &shutdown, || {
-                publisher::ensure_topic(&config)
-            })
-            .await
-            .is_none()
-        {
-            return Ok(());
-        }
-        let purge = tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()));
-        info!(addr = %config.listen, "ingest serving");
-        let publisher = state.publisher.clone();
+        info!(addr = %config.listen, "ingest listening; preparing Postgres and the topic");
         let stop = shutdown.clone();
-        axum::serve(listener, routes::router(state))
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-            .map_err(|e| crate::Error::Startup(format!("server: {e}")))?;
+        let server = tokio::spawn(
+            axum::serve(listener, routes::router(state.clone()))
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .into_future(),
+        );
+        let prepared = prepare(&config, &state, &shutdown).await;
+        let purge = prepared.then(|| {
+            state.prepared.store(true, Ordering::Release);
+            info!("ingest ready");
+            tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()))
+        });
+        let served = server.await;
         // In-flight requests have had their answers; make sure nothing
         // acknowledged-in-progress is dropped on exit.
-        publisher.flush(Duration::from_secs(5));
-        let _ = purge.await;
+        state.publisher.flush(Duration::from_secs(5));
+        if let Some(purge) = purge {
+            let _ = purge.await;
+        }
+        served
+            .map_err(|e| crate::Error::Startup(format!("server task: {e}")))?
+            .map_err(|e| crate::Error::Startup(format!("server: {e}")))?;
         info!("ingest stopped");
         Ok(())
     }
+}
+
+/// Migrations, then the topic; false when shutdown came first.
+async fn prepare(config: &Config, state: &AppState, shutdown: &CancellationToken) -> bool {
+    if retry("applying migrations", shutdown, || {
+        db::migrate(&state.pool, &config.schema)
+    })
+    .await
+    .is_none()
+    {
+        return false;
+    }
+    !config.create_topic
+        || retry("creating the topic", shutdown, || {
+            publisher::ensure_topic(config)
+        })
+        .await
+        .is_some()
 }
 
 /// Forgets idempotency keys past their retention, hourly, until shutdown.

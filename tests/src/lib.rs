@@ -13,10 +13,11 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod contract;
+pub mod proxy;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -28,6 +29,11 @@ pub const OWN_REDIS: &str = "own redis";
 /// A setting for [`Stack::start_with`]: the broker stores to a file, so the
 /// test may stop and start it without losing the topic.
 pub const DURABLE_BROKER: &str = "durable broker";
+/// A setting for [`Stack::start_with`]: the processes reach Postgres through
+/// a proxy the test may cut ([`Stack::postgres_down`]) and restore.
+pub const POSTGRES_PROXY: &str = "postgres through a proxy";
+/// The three processes of a stack, in start order.
+pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 const REDIS: &str = "redis://127.0.0.1:6379/0";
 
@@ -47,6 +53,9 @@ pub struct Stack {
     broker_port: u16,
     /// The broker keeps its data in a file, so it survives a restart.
     durable_broker: bool,
+    /// The environment every ratewire process of this stack gets.
+    env: Vec<(String, String)>,
+    postgres_proxy: Option<proxy::Proxy>,
 }
 
 /// A free loopback port below the kernel's ephemeral range (32768 and up),
@@ -179,6 +188,18 @@ impl Stack {
             own_redis: None,
             broker_port: 0,
             durable_broker: false,
+            env: Vec::new(),
+            postgres_proxy: None,
+        };
+        let postgres = match settings.iter().find(|(name, _)| *name == POSTGRES_PROXY) {
+            Some(_) => {
+                let mut proxy = proxy::Proxy::new(free_port(), "127.0.0.1:5432");
+                proxy.up().await?;
+                let url = format!("postgres://postgres@127.0.0.1:{}", proxy.port);
+                stack.postgres_proxy = Some(proxy);
+                url
+            }
+            None => POSTGRES.to_owned(),
         };
         let redis_url = match settings.iter().find(|(name, _)| *name == OWN_REDIS) {
             Some(_) => {
@@ -202,7 +223,7 @@ impl Stack {
         let env = [
             (
                 "RATEWIRE_DATABASE_URL",
-                format!("{POSTGRES}/{}", stack.database),
+                format!("{postgres}/{}", stack.database),
             ),
             ("RATEWIRE_REDIS_URL", redis_url),
             ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
@@ -217,18 +238,19 @@ impl Stack {
             ),
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
         ];
-        let env: Vec<(&str, String)> = env
+        stack.env = env
             .into_iter()
             .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
+            .map(|(n, v)| (n.to_owned(), v))
             .chain(
                 settings
                     .iter()
-                    .filter(|(n, _)| *n != OWN_REDIS && *n != DURABLE_BROKER)
-                    .map(|(n, v)| (*n, (*v).to_owned())),
+                    .filter(|(n, _)| ![OWN_REDIS, DURABLE_BROKER, POSTGRES_PROXY].contains(n))
+                    .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
             )
             .collect();
-        for name in ["ratewire-ingest", "ratewire-projector", "ratewire-api"] {
-            stack.spawn(name, &binary(name)?, &[], &env)?;
+        for name in PROCESSES {
+            stack.start_process(name)?;
         }
         for url in [&stack.ingest_url, &stack.projector_url, &stack.api_url] {
             let ready = format!("{url}/readyz");
@@ -301,43 +323,125 @@ impl Stack {
     /// Freezes (`true`) or thaws the broker process: it keeps its
     /// connections and state but answers nothing, as a hung broker would.
     pub fn pause_broker(&self, paused: bool) -> Result<()> {
+        self.signal("broker", if paused { "STOP" } else { "CONT" })
+    }
+
+    /// Sends a signal (`TERM`, `STOP`, ...) to one of the stack's processes.
+    pub fn signal(&self, name: &str, signal: &str) -> Result<()> {
         let (_, child) = self
             .processes
             .iter()
-            .find(|(name, _)| name == "broker")
-            .context("no broker running")?;
-        let signal = if paused { "-STOP" } else { "-CONT" };
+            .find(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
         let status = Command::new("kill")
-            .args([signal, &child.id().to_string()])
+            .args([&format!("-{signal}"), &child.id().to_string()])
             .status()?;
-        anyhow::ensure!(status.success(), "kill {signal} failed");
+        anyhow::ensure!(status.success(), "kill -{signal} {name} failed");
         Ok(())
     }
 
     /// Stops the broker at once, as a crash would.
     pub fn stop_broker(&mut self) -> Result<()> {
+        self.kill("broker")
+    }
+
+    /// Stops this stack's own Redis at once, as a crash would.
+    pub fn stop_redis(&mut self) -> Result<()> {
+        self.kill("redis")
+    }
+
+    /// Starts (again) one of the ratewire processes with the stack's settings.
+    pub fn start_process(&mut self, name: &str) -> Result<()> {
+        let settings = self.env.clone();
+        let env: Vec<(&str, String)> = settings
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .collect();
+        self.spawn(name, &binary(name)?, &[], &env)
+    }
+
+    fn take_process(&mut self, name: &str) -> Result<Child> {
         let index = self
             .processes
             .iter()
-            .position(|(name, _)| name == "broker")
-            .context("no broker running")?;
-        let (_, mut child) = self.processes.remove(index);
+            .position(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
+        Ok(self.processes.remove(index).1)
+    }
+
+    /// Kills a process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self, name: &str) -> Result<()> {
+        let mut child = self.take_process(name)?;
         child.kill()?;
         child.wait()?;
         Ok(())
     }
 
-    /// Stops this stack's own Redis at once, as a crash would.
-    pub fn stop_redis(&mut self) -> Result<()> {
-        let index = self
-            .processes
-            .iter()
-            .position(|(name, _)| name == "redis")
-            .context("no redis running")?;
-        let (_, mut child) = self.processes.remove(index);
-        child.kill()?;
-        child.wait()?;
+    /// Sends SIGTERM to a process and returns its exit status, failing when
+    /// it has not exited within `timeout`. The process stays in the stack
+    /// (for `is_running` checks) until it exits.
+    pub async fn terminate(&mut self, name: &str, timeout: Duration) -> Result<ExitStatus> {
+        self.signal(name, "TERM")?;
+        self.wait_exit(name, timeout).await
+    }
+
+    /// Waits for a process to exit by itself and returns its status.
+    pub async fn wait_exit(&mut self, name: &str, timeout: Duration) -> Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (_, child) = self
+                .processes
+                .iter_mut()
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("no {name} running"))?;
+            if let Some(status) = child.try_wait()? {
+                self.take_process(name)?;
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!("{name} did not exit within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs a ratewire command-line binary (e.g. `ratewire-ingest banks
+    /// list`) with the stack's settings plus `env`, to completion.
+    pub async fn run(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<std::process::Output> {
+        let output = tokio::process::Command::new(binary(name)?)
+            .current_dir(&self.logs)
+            .args(args)
+            .envs(self.env.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {name}"))?;
+        Ok(output)
+    }
+
+    /// Cuts this stack's processes off Postgres: new connections are
+    /// refused and open ones severed.
+    pub fn postgres_down(&mut self) -> Result<()> {
+        self.postgres_proxy
+            .as_mut()
+            .context("start the stack with POSTGRES_PROXY")?
+            .down();
         Ok(())
+    }
+
+    /// Gives this stack's processes Postgres back.
+    pub async fn postgres_up(&mut self) -> Result<()> {
+        self.postgres_proxy
+            .as_mut()
+            .context("start the stack with POSTGRES_PROXY")?
+            .up()
+            .await
     }
 
     fn spawn(

@@ -18,7 +18,8 @@ pub fn router() -> Router<AppState> {
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let (postgres, redis) =
         tokio::join!(ping_postgres(&state.pool), ping_redis(state.redis.clone()));
-    let ready = postgres && redis;
+    let started = state.prepared.load(std::sync::atomic::Ordering::Acquire);
+    let ready = started && postgres && redis;
     (
         if ready {
             StatusCode::OK
@@ -26,7 +27,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
             StatusCode::SERVICE_UNAVAILABLE
         },
         Json(
-            json!({"status": if ready { "ready" } else { "not ready" }, "postgres": postgres, "redis": redis}),
+            json!({"status": if ready { "ready" } else { "not ready" }, "started": started, "postgres": postgres, "redis": redis}),
         ),
     )
 }

@@ -11,9 +11,12 @@ pub mod history;
 pub mod me;
 pub mod rates;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::http::{header, HeaderValue, Request};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
 use ratewire_projector::redis_views::Keys;
@@ -45,6 +48,9 @@ pub struct AppState {
     pub trusted_proxies: Arc<[IpNet]>,
     pub anonymous_access: bool,
     pub rate_limits: bool,
+    /// Set once migrations ran; until then every request but the probes
+    /// gets 503.
+    pub prepared: Arc<AtomicBool>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -68,13 +74,25 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(health::router())
         .merge(public)
+        .layer(middleware::from_fn_with_state(state.clone(), until_prepared))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
             tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty)
         }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// Answers 503 (not a hanging connection) while the process is still
+/// preparing Postgres, e.g. when it started while Postgres was down.
+async fn until_prepared(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.prepared.load(Ordering::Acquire)
+        || matches!(request.uri().path(), "/healthz" | "/readyz")
+    {
+        return next.run(request).await;
+    }
+    Error::Starting("still starting: waiting for Postgres").into_response()
 }
 
 /// A ready-made view from Redis; `None` when it is missing or Redis is

@@ -533,6 +533,8 @@ pub async fn run(
         .collect::<Vec<()>>()
         .await;
     progress.abort();
+    // Wait for the abort to land: the task holds the summary.
+    let _ = progress.await;
     let summary = Arc::try_unwrap(summary)
         .map_err(|_| anyhow::anyhow!("backfill tasks outlived the run"))?
         .into_inner()

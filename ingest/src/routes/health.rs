@@ -25,7 +25,8 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         )
     };
     let (postgres, broker) = tokio::join!(postgres, state.publisher.reachable());
-    let ready = postgres && broker;
+    let started = state.prepared.load(std::sync::atomic::Ordering::Acquire);
+    let ready = started && postgres && broker;
     (
         if ready {
             StatusCode::OK
@@ -33,7 +34,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
             StatusCode::SERVICE_UNAVAILABLE
         },
         Json(
-            json!({"status": if ready { "ready" } else { "not ready" }, "postgres": postgres, "broker": broker}),
+            json!({"status": if ready { "ready" } else { "not ready" }, "started": started, "postgres": postgres, "broker": broker}),
         ),
     )
 }

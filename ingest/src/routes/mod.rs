@@ -4,14 +4,16 @@ pub mod admin;
 pub mod boards;
 pub mod health;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -27,6 +29,9 @@ pub struct AppState {
     pub publisher: Publisher,
     pub admin_token: Option<Arc<str>>,
     pub body_limit: u64,
+    /// Set once migrations ran and the topic exists; until then every
+    /// request but the probes gets 503.
+    pub prepared: Arc<AtomicBool>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -40,6 +45,7 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})))
                 .into_response()
         })
+        .layer(middleware::from_fn_with_state(state.clone(), until_prepared))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
@@ -52,6 +58,21 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// Answers 503 (not a hanging connection) while the process is still
+/// preparing its dependencies, e.g. started while Postgres is down.
+async fn until_prepared(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.prepared.load(Ordering::Acquire)
+        || matches!(request.uri().path(), "/healthz" | "/readyz")
+    {
+        return next.run(request).await;
+    }
+    Error::Unavailable {
+        what: "ingest",
+        cause: "still starting: waiting for Postgres and the broker".into(),
+    }
+    .into_response()
 }
 
 /// `axum::Json` with rejections in our error envelope.
