@@ -1,7 +1,6 @@
 //! `POST /v1/banks/{bankId}/boards`: a publisher pushes its bank's board.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::post;
@@ -26,7 +25,7 @@ async fn publish_board(
     State(state): State<AppState>,
     Path(bank_id): Path<String>,
     headers: HeaderMap,
-    body: std::result::Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
     let bank_id: BankId = bank_id
         .parse()
@@ -60,10 +59,7 @@ async fn publish_board(
     if !is_json {
         return Err(Error::UnsupportedMediaType);
     }
-    let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge,
-        _ => Error::validation("body", rejection.body_text()),
-    })?;
+    let body = super::body::read_limited(body, state.body_limit as usize).await?;
 
     let board = board::parse(&body, Utc::now()).map_err(Error::Validation)?;
     let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));

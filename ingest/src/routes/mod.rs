@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod boards;
+pub mod body;
 pub mod health;
 
 use std::sync::atomic::{AtomicBool, Ordering};
