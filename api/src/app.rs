@@ -4,7 +4,7 @@ use std::future::IntoFuture;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ratewire_projector::redis_views::{self, Keys};
+use ratewire_projector::redis_views;
 use ratewire_proto::runtime::retry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +15,7 @@ use crate::db;
 use crate::error::{Error, Result};
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
+use crate::read_model::ReadModels;
 use crate::routes::{self, AppState};
 use crate::usage_sync::UsageSync;
 
@@ -29,7 +30,7 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;
-        let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
+        let pool = db::pool(&config.database_url, &config.schema)?;
         let redis = redis_views::connect(&config.redis_url)?;
         let state = AppState {
             key_store: KeyStore::new(pool.clone(), redis.clone(), &config.redis_prefix),
@@ -40,7 +41,7 @@ impl Application {
             )),
             pool,
             redis,
-            views: Keys::new(&config.redis_prefix),
+            read: ReadModels::new(&config)?,
             style: Arc::new(config.view_style()),
             admin_token: config
                 .admin_token
@@ -85,9 +86,11 @@ impl Application {
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .into_future(),
         );
-        // The key table must exist before the first request; wait for Postgres.
-        let migrated = retry("applying migrations", &shutdown, || {
-            db::migrate(&state.pool, &config.schema)
+        // The key table must exist, and the active generation be known,
+        // before the first request; wait for Postgres.
+        let migrated = retry("applying migrations", &shutdown, || async {
+            db::migrate(&state.pool, &config.schema).await?;
+            state.read.refresh(&state.pool).await
         })
         .await;
         let sync = migrated.map(|()| {
@@ -100,6 +103,12 @@ impl Application {
                 timezone: config.timezone,
                 interval: std::time::Duration::from_secs(config.usage_sync_secs),
             };
+            tokio::spawn(
+                state
+                    .read
+                    .clone()
+                    .watch(state.pool.clone(), shutdown.clone()),
+            );
             tokio::spawn(sync.run(shutdown.clone()))
         });
         let served = server.await;

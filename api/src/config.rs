@@ -21,9 +21,14 @@ pub struct Config {
     /// Postgres schema for the API's own tables (keys).
     #[arg(long, env = "RATEWIRE_API_SCHEMA", default_value = "api", value_parser = parse_schema)]
     pub schema: String,
-    /// Postgres schema of the projector's read model (history, fallback).
+    /// Postgres schema of the projector's read model (history, fallback),
+    /// until a replay switches to another generation.
     #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
     pub read_schema: String,
+    /// Postgres schema of the control table naming the active read-model
+    /// generation (written by `ratewire-projector replay`).
+    #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
+    pub control_schema: String,
     /// Redis URL of the read views, key cache and counters.
     #[arg(
         long,

@@ -1,5 +1,5 @@
-//! Postgres: the API's own schema first in `search_path`, the read model
-//! after it, so queries name tables without schemas.
+//! Postgres: the API's own tables (keys, usage) in their schema, reached
+//! through `search_path`; the read model has pools of its own (`read_model`).
 
 use sqlx::PgPool;
 
@@ -7,12 +7,8 @@ use crate::error::Result;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-pub fn pool(url: &str, schema: &str, read_schema: &str) -> Result<PgPool> {
-    Ok(ratewire_projector::db::pool(
-        url,
-        &format!("{schema},{read_schema}"),
-        16,
-    )?)
+pub fn pool(url: &str, schema: &str) -> Result<PgPool> {
+    Ok(ratewire_projector::db::pool(url, schema, 16)?)
 }
 
 pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {

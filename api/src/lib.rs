@@ -21,6 +21,7 @@ pub mod limits;
 pub mod openapi;
 pub mod plans;
 pub mod query;
+pub mod read_model;
 pub mod routes;
 pub mod usage_sync;
 

@@ -48,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Keys(command) => {
             let config = &cli.config;
-            let pool = db::pool(&config.database_url, &config.schema, &config.read_schema)?;
+            let pool = db::pool(&config.database_url, &config.schema)?;
             db::migrate(&pool, &config.schema).await?;
             let output = match command {
                 KeysCommand::Create { name, plan } => serde_json::to_string_pretty(

@@ -21,11 +21,13 @@ use crate::fold::{self, Incoming};
 use crate::http::{self, HealthState, Status};
 use crate::redis_views::{self, RedisViews, ViewUpdate};
 use crate::views::{self, ViewStyle};
-use crate::{consumer, db, store};
+use crate::{consumer, db, generation, store};
 
 pub struct Application {
     config: Config,
     listener: TcpListener,
+    /// For health checks and the control table; folding uses a pool per
+    /// generation.
     pool: PgPool,
     redis: redis::aio::ConnectionManager,
     consumer: Arc<StreamConsumer>,
@@ -37,7 +39,7 @@ impl Application {
     /// dependency that is down delays readiness instead of failing start.
     pub async fn build(config: Config) -> Result<Self> {
         let listener = TcpListener::bind(config.listen).await?;
-        let pool = db::pool(&config.database_url, &config.read_schema, 8)?;
+        let pool = db::pool(&config.database_url, &config.control_schema, 2)?;
         let redis = redis_views::connect(&config.redis_url)?;
         let consumer = consumer::create(&config)?;
         Ok(Self {
@@ -78,12 +80,19 @@ impl Application {
                 .await
         });
 
-        let views = RedisViews::new(redis, &config.redis_prefix, config.view_style());
+        let schema = config.read_schema.clone();
         let mut projector = Projector {
+            pool: db::pool(&config.database_url, &schema, 8)?,
+            views: RedisViews::new(
+                redis.clone(),
+                &generation::views_prefix(&config.redis_prefix, &schema),
+                config.view_style(),
+            ),
+            schema,
             config,
-            pool,
+            control: pool,
+            redis,
             consumer,
-            views,
             status,
             dirty: BTreeSet::new(),
             dirty_currencies: BTreeSet::new(),
@@ -97,11 +106,25 @@ impl Application {
     }
 }
 
+/// What became of a received batch.
+enum Applied {
+    Done,
+    /// Some partition's messages did not start at its stored position (read
+    /// before a re-assignment); the rest of them were left for re-reading.
+    Gap,
+    /// Shutdown came first; nothing of the batch was kept.
+    Stopped,
+}
+
 struct Projector {
     config: Config,
+    /// The generation folded into: its schema, a pool on it, its views.
+    schema: String,
     pool: PgPool,
-    consumer: Arc<StreamConsumer>,
     views: RedisViews,
+    control: PgPool,
+    redis: redis::aio::ConnectionManager,
+    consumer: Arc<StreamConsumer>,
     status: Arc<Status>,
     /// Banks whose views failed to reach Redis; retried on the next tick.
     dirty: BTreeSet<BankId>,
@@ -113,8 +136,20 @@ struct Projector {
 
 impl Projector {
     async fn run(&mut self, shutdown: &CancellationToken) -> Result<()> {
-        let schema = self.config.read_schema.clone();
-        let pool = self.pool.clone();
+        let (control, name, default) = (
+            self.control.clone(),
+            self.config.control_schema.clone(),
+            self.config.read_schema.clone(),
+        );
+        let Some(schema) = retry("reading the active generation", shutdown, || {
+            generation::active(&control, &name, &default)
+        })
+        .await
+        else {
+            return Ok(());
+        };
+        self.use_generation(schema)?;
+        let (schema, pool) = (self.schema.clone(), self.pool.clone());
         if retry("applying migrations", shutdown, || {
             db::migrate(&pool, &schema)
         })
@@ -151,46 +186,101 @@ impl Projector {
         let wait = self.config.batch_wait();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut reassign = false;
+        // One receive in progress at a time, kept across ticks: dropping it
+        // half-filled would drop messages already taken from the consumer.
+        let receive = |consumer: Arc<StreamConsumer>| async move {
+            consumer::next_batch(&consumer, max, wait).await
+        };
+        let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
         loop {
-            let consumer = Arc::clone(&self.consumer);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
+                    if self.follow_switch().await {
+                        reassign = true;
+                    }
                     if reassign {
                         reassign = !self.reassign(&partitions).await;
                     }
                     self.maintain_views().await;
                 }
-                batch = consumer::next_batch(&consumer, max, wait) => match batch {
-                    Ok(batch) => {
-                        if !self.apply(&batch, shutdown).await {
-                            break;
+                batch = &mut next => {
+                    next.set(receive(Arc::clone(&self.consumer)));
+                    match batch {
+                        Ok(batch) => match self.apply(&batch, shutdown).await {
+                            Applied::Stopped => break,
+                            Applied::Gap => reassign = true,
+                            Applied::Done => {}
+                        },
+                        Err(e) => {
+                            // librdkafka can come out of a connection failure with
+                            // its fetchers idle; starting the partitions again from
+                            // the stored offsets is always safe.
+                            reassign = true;
+                            warn!(error = %e, "kafka receive failed; partitions will be re-assigned");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
                         }
                     }
-                    Err(e) => {
-                        // librdkafka can come out of a connection failure with
-                        // its fetchers idle; starting the partitions again from
-                        // the stored offsets is always safe.
-                        reassign = true;
-                        warn!(error = %e, "kafka receive failed; partitions will be re-assigned");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                },
+                }
             }
         }
         Ok(())
+    }
+
+    /// Points the fold at generation `schema`.
+    fn use_generation(&mut self, schema: String) -> Result<()> {
+        self.pool = db::pool(&self.config.database_url, &schema, 8)?;
+        self.views = RedisViews::new(
+            self.redis.clone(),
+            &generation::views_prefix(&self.config.redis_prefix, &schema),
+            self.config.view_style(),
+        );
+        self.schema = schema;
+        self.dirty.clear();
+        self.dirty_currencies.clear();
+        Ok(())
+    }
+
+    /// Follows a replay's switch to another generation; true when this
+    /// projector switched and must read on from that generation's offsets.
+    async fn follow_switch(&mut self) -> bool {
+        let active = generation::active(
+            &self.control,
+            &self.config.control_schema,
+            &self.config.read_schema,
+        )
+        .await;
+        let schema = match active {
+            Ok(schema) if schema != self.schema => schema,
+            Ok(_) => return false,
+            Err(e) => {
+                warn!(error = %e, "reading the active generation failed; will retry");
+                return false;
+            }
+        };
+        info!(
+            from = self.schema,
+            to = schema,
+            "following the switch to another read-model generation"
+        );
+        if let Err(e) = self.use_generation(schema) {
+            error!(error = %e, "switching generation failed");
+            return false;
+        }
+        true
     }
 
     /// Starts the owned partitions again at their stored offsets; false
     /// when that failed (tried again on the next tick).
     async fn reassign(&mut self, partitions: &[i32]) -> bool {
         let topic = self.config.topic.clone();
-        let assigned = match fold::positions(&self.pool, &topic, partitions).await {
-            Ok(positions) => {
-                consumer::assign(&self.consumer, &topic, &positions).map(|()| positions)
-            }
-            Err(e) => Err(e),
-        };
+        let assigned = async {
+            let positions = fold::positions(&self.pool, &topic, partitions).await?;
+            let positions = self.skip_deleted(positions).await?;
+            consumer::assign(&self.consumer, &topic, &positions)?;
+            Ok::<_, crate::Error>(positions)
+        }
+        .await;
         match assigned {
             Ok(positions) => {
                 info!(?positions, "partitions re-assigned at their stored offsets");
@@ -203,10 +293,34 @@ impl Projector {
         }
     }
 
+    /// Positions the broker no longer holds (deleted by retention before they
+    /// were applied) cannot be read again: move them to the log's start, loudly,
+    /// instead of re-reading from a gap forever.
+    async fn skip_deleted(
+        &self,
+        mut positions: std::collections::BTreeMap<i32, i64>,
+    ) -> Result<std::collections::BTreeMap<i32, i64>> {
+        let topic = &self.config.topic;
+        let partitions: Vec<i32> = positions.keys().copied().collect();
+        let marks = consumer::watermarks(&self.consumer, topic, &partitions).await?;
+        for (partition, position) in positions.iter_mut() {
+            let Some((low, _)) = marks.get(partition) else {
+                continue;
+            };
+            if *low > *position {
+                error!(partition, from = *position, to = *low,
+                    "events were deleted from the log before they were applied; skipping to the log's start");
+                fold::move_position(&self.pool, topic, *partition, *low).await?;
+                *position = *low;
+            }
+        }
+        Ok(positions)
+    }
+
     /// Applies one batch, retrying while Postgres is unavailable (consumption
     /// pauses meanwhile). False if shutdown came first: the batch is then
     /// unapplied and its offsets unmoved, so the next start reads it again.
-    async fn apply(&mut self, batch: &[Incoming], shutdown: &CancellationToken) -> bool {
+    async fn apply(&mut self, batch: &[Incoming], shutdown: &CancellationToken) -> Applied {
         let first = &batch[0];
         let span = info_span!(
             "batch",
@@ -221,7 +335,9 @@ impl Projector {
         })
         .instrument(span.clone())
         .await;
-        let Some(outcome) = applied else { return false };
+        let Some(outcome) = applied else {
+            return Applied::Stopped;
+        };
         let _entered = span.enter();
         tracing::debug!(
             applied = outcome.applied,
@@ -232,11 +348,23 @@ impl Projector {
         if outcome.dead_lettered > 0 {
             warn!(count = outcome.dead_lettered, "messages dead-lettered");
         }
+        for gap in &outcome.gaps {
+            warn!(
+                partition = gap.partition,
+                expected = gap.expected,
+                found = gap.found,
+                "a message arrived past the stored position; re-reading from there"
+            );
+        }
         drop(_entered);
         self.dirty.extend(outcome.banks);
         self.dirty_currencies.extend(outcome.currencies);
         self.refresh_dirty().await;
-        true
+        if outcome.gaps.is_empty() {
+            Applied::Done
+        } else {
+            Applied::Gap
+        }
     }
 
     /// Re-renders the views of the banks and currencies marked dirty.
@@ -326,11 +454,15 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
     Ok(banks.len())
 }
 
-/// The `rebuild` command: views from Postgres, then exit.
+/// The `rebuild` command: the active generation's views from Postgres,
+/// then exit.
 pub async fn rebuild_once(config: &Config) -> Result<usize> {
-    let pool = db::pool(&config.database_url, &config.read_schema, 2)?;
-    db::migrate(&pool, &config.read_schema).await?;
+    let control = db::pool(&config.database_url, &config.control_schema, 1)?;
+    let schema = generation::active(&control, &config.control_schema, &config.read_schema).await?;
+    let pool = db::pool(&config.database_url, &schema, 2)?;
+    db::migrate(&pool, &schema).await?;
     let redis = redis_views::connect(&config.redis_url)?;
-    let mut views = RedisViews::new(redis, &config.redis_prefix, config.view_style());
+    let prefix = generation::views_prefix(&config.redis_prefix, &schema);
+    let mut views = RedisViews::new(redis, &prefix, config.view_style());
     rebuild_views(&pool, &mut views).await
 }

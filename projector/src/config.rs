@@ -20,9 +20,14 @@ pub struct Config {
         default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
     )]
     pub database_url: String,
-    /// Postgres schema holding the read model (history, banks, offsets).
+    /// Postgres schema holding the read model (history, banks, offsets),
+    /// until a replay switches to another generation.
     #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
     pub read_schema: String,
+    /// Postgres schema of the control table that names the active read-model
+    /// generation (see `replay`); shared by projectors and API instances.
+    #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
+    pub control_schema: String,
     /// Redis URL for the read views.
     #[arg(
         long,

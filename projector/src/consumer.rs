@@ -68,6 +68,29 @@ pub async fn owned_partitions(
     Ok(partitions)
 }
 
+/// `(low, high)` watermarks of each partition: the first offset the broker
+/// still holds and the next offset it will write.
+pub async fn watermarks(
+    consumer: &Arc<StreamConsumer>,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<std::collections::BTreeMap<i32, (i64, i64)>> {
+    let c = Arc::clone(consumer);
+    let (topic, partitions) = (topic.to_owned(), partitions.to_vec());
+    tokio::task::spawn_blocking(move || {
+        partitions
+            .iter()
+            .map(|p| {
+                c.fetch_watermarks(&topic, *p, Duration::from_secs(5))
+                    .map(|marks| (*p, marks))
+                    .map_err(Error::from)
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| Error::Config(format!("watermark task failed: {e}")))?
+}
+
 /// Starts reading each partition at its stored position.
 pub fn assign(
     consumer: &StreamConsumer,

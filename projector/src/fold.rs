@@ -41,6 +41,18 @@ pub struct BatchOutcome {
     pub positions: BTreeMap<i32, i64>,
     /// `occurred_at` of the newest event applied.
     pub newest_event: Option<DateTime<Utc>>,
+    /// Partitions whose messages skipped past the stored position.
+    pub gaps: Vec<Gap>,
+}
+
+/// A partition's message arrived beyond its stored next offset: messages in
+/// between were not received (e.g. read before a re-assignment). Applying it
+/// would lose them, so the partition's rest of the batch is left unapplied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    pub partition: i32,
+    pub expected: i64,
+    pub found: i64,
 }
 
 /// The stored next offset of each of `partitions` (0 when never consumed).
@@ -58,6 +70,26 @@ pub async fn positions(
     let mut map: BTreeMap<i32, i64> = partitions.iter().map(|p| (*p, 0)).collect();
     map.extend(rows);
     Ok(map)
+}
+
+/// Sets a partition's stored next offset (used only when the broker no
+/// longer holds the events before `next_offset`).
+pub async fn move_position(
+    pool: &PgPool,
+    topic: &str,
+    partition: i32,
+    next_offset: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO consumer_offsets (topic, partition, next_offset) VALUES ($1, $2, $3)
+         ON CONFLICT (topic, partition) DO UPDATE SET next_offset = $3, updated_at = now()",
+    )
+    .bind(topic)
+    .bind(partition)
+    .bind(next_offset)
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Result<BatchOutcome> {
@@ -92,9 +124,24 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
     outcome.positions = rows.into_iter().collect();
 
     for message in batch {
+        if outcome
+            .gaps
+            .iter()
+            .any(|g| g.partition == message.partition)
+        {
+            continue;
+        }
         let next = outcome.positions.entry(message.partition).or_insert(0);
         if message.offset < *next {
             outcome.skipped += 1;
+            continue;
+        }
+        if message.offset > *next {
+            outcome.gaps.push(Gap {
+                partition: message.partition,
+                expected: *next,
+                found: message.offset,
+            });
             continue;
         }
         *next = message.offset + 1;

@@ -20,8 +20,10 @@ pub mod consumer;
 pub mod db;
 pub mod error;
 pub mod fold;
+pub mod generation;
 pub mod http;
 pub mod redis_views;
+pub mod replay;
 pub mod store;
 pub mod views;
 

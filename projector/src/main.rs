@@ -1,5 +1,6 @@
 use clap::{Parser, Subcommand};
 use ratewire_projector::app::rebuild_once;
+use ratewire_projector::replay::{replay, ReplaySettings};
 use ratewire_projector::{Application, Config};
 use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
@@ -17,8 +18,19 @@ struct Cli {
 enum Command {
     /// Consume the topic and keep the read models current (the default).
     Run,
-    /// Re-render every Redis view from Postgres, then exit.
+    /// Re-render every Redis view of the active generation from Postgres, then exit.
     Rebuild,
+    /// Fold the whole log from offset zero into a fresh schema while the API
+    /// keeps serving the active one, then switch readers and projectors to it.
+    Replay {
+        /// The new generation's schema (must not hold tables yet).
+        #[arg(long, value_parser = ratewire_projector::config::parse_schema)]
+        schema: String,
+        /// Build the generation but do not make it active (to compare it,
+        /// or to switch later by replaying again).
+        #[arg(long)]
+        no_switch: bool,
+    },
 }
 
 #[tokio::main]
@@ -34,6 +46,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Rebuild => {
             let banks = rebuild_once(&cli.config).await?;
             tracing::info!(banks, "views rebuilt");
+        }
+        Command::Replay { schema, no_switch } => {
+            let settings = ReplaySettings {
+                schema,
+                switch: !no_switch,
+            };
+            replay(&cli.config, &settings, &shutdown_on_signal()).await?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Writes rendered views to Redis and names their keys.
 //!
-//! Key layout, under the configured prefix `P`:
+//! Key layout, under the prefix `P` of a read-model generation
+//! (`{RATEWIRE_REDIS_PREFIX}{schema}:`, see `generation`):
 //! - `P view:rates:bank:{id}:{variant}`: one bank's /rates element (variant
 //!   `00`..`11`: transactional, social links);
 //! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
@@ -44,6 +45,11 @@ impl Keys {
         Self {
             prefix: prefix.to_owned(),
         }
+    }
+
+    /// A pattern matching every view key under this prefix.
+    pub fn all_views(&self) -> String {
+        format!("{}view:*", self.prefix)
     }
 
     pub fn rates_bank(&self, id: BankId, variant: RatesVariant) -> String {
@@ -193,6 +199,33 @@ impl RedisViews {
     }
 
     /// Whether the views exist at all (false after a flush or on a new Redis).
+    /// Deletes every view under this prefix (a replay starts from nothing).
+    pub async fn clear(&mut self) -> Result<usize> {
+        let mut cursor: u64 = 0;
+        let mut deleted = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(self.keys.all_views())
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut self.conn)
+                .await?;
+            if !keys.is_empty() {
+                deleted += keys.len();
+                redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async::<()>(&mut self.conn)
+                    .await?;
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+
     pub async fn present(&mut self) -> Result<bool> {
         let exists: bool = redis::cmd("EXISTS")
             .arg(self.keys.rates_all(RatesVariant::ALL[0]))

@@ -10,10 +10,15 @@ use ratewire_e2e::{ago, eventually, room_in_this_minute, Stack, OWN_REDIS, VISIB
 async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Result<()> {
     let mut stack = Stack::start_with(&[
         (OWN_REDIS, ""),
-        ("RATEWIRE_PLANS", "tiny=5/1000,anonymous=10/1000"),
+        (
+            "RATEWIRE_PLANS",
+            "tiny=5/1000,anonymous=10/1000,big=100000/100000000",
+        ),
     ])
     .await?;
     let key = stack.api_key_on("tiny", "tiny").await?;
+    // Polling for the board must not spend the tiny key's minute.
+    let poll = stack.api_key_on("poll", "big").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let board = format!(
         r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
@@ -22,12 +27,12 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
     assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     let path = format!("/api/v1/rates?bankId={bank}");
     eventually("the board", VISIBLE_WITHIN, || async {
-        let (status, body) = stack.get(&path, Some(&key)).await.ok()?;
+        let (status, body) = stack.get(&path, Some(&poll)).await.ok()?;
         (status == 200 && body["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"] == 155.1)
             .then_some(())
     })
     .await?;
-    let (_, served_from_redis) = stack.get(&path, Some(&key)).await?;
+    let (_, served_from_redis) = stack.get(&path, Some(&poll)).await?;
 
     room_in_this_minute(20).await;
     stack.stop_redis()?;

@@ -179,7 +179,10 @@ async fn views_come_back_after_redis_loses_them() -> anyhow::Result<()> {
         let client = redis::Client::open("redis://127.0.0.1:6379/0").ok()?;
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let exists: bool = redis::cmd("EXISTS")
-            .arg(format!("{}view:rates:bank:{bank}:00", stack.redis_prefix))
+            .arg(format!(
+                "{}readmodel:view:rates:bank:{bank}:00",
+                stack.redis_prefix
+            ))
             .query_async(&mut conn)
             .await
             .ok()?;

@@ -30,10 +30,11 @@ pub async fn banks(
     let with_recent = check.flag("withRecentEx");
     check.finish()?;
 
-    if let Some(elements) = cached_view(&state, &state.views.banks_all(with_recent)).await {
+    let read = state.read.current();
+    if let Some(elements) = cached_view(&state, &read.views.banks_all(with_recent)).await {
         return Ok(json_body(banks_response(&elements)));
     }
-    let elements: Vec<String> = store::active_bank_views(&state.pool)
+    let elements: Vec<String> = store::active_bank_views(&read.pool)
         .await?
         .iter()
         .map(|view| banks_element(view, with_recent, &state.style))

@@ -39,11 +39,12 @@ pub async fn best_rates(
         return Err(Error::NotFound("Currency not found"));
     };
 
-    if let Some(body) = cached_view(&state, &state.views.best(code)).await {
+    let read = state.read.current();
+    if let Some(body) = cached_view(&state, &read.views.best(code)).await {
         return Ok(json_body(body));
     }
     let now = Utc::now();
-    let entries = store::best_rates(&state.pool, code, now)
+    let entries = store::best_rates(&read.pool, code, now)
         .await?
         .ok_or(Error::NotFound("Currency not found"))?;
     Ok(json_body(best_rates_response(&entries, now)))

@@ -19,9 +19,10 @@ pub fn router() -> Router<AppState> {
 #[utoipa::path(get, path = "/api/v1/currencies", tag = "currencies",
     responses((status = 200, description = "success", body = crate::openapi::CurrenciesResponse), crate::openapi::CommonErrors))]
 pub async fn currencies(_: ApiKey, State(state): State<AppState>) -> Result<Response> {
-    if let Some(body) = cached_view(&state, &state.views.currencies()).await {
+    let read = state.read.current();
+    if let Some(body) = cached_view(&state, &read.views.currencies()).await {
         return Ok(json_body(body));
     }
-    let counts = store::currency_counts(&state.pool).await?;
+    let counts = store::currency_counts(&read.pool).await?;
     Ok(json_body(currencies_response(&counts, &state.style)))
 }

@@ -65,16 +65,17 @@ pub async fn history(
     };
 
     // History stays readable after a bank is deactivated.
-    if store::bank(&state.pool, bank_id).await?.is_none() {
+    let read = state.read.current();
+    if store::bank(&read.pool, bank_id).await?.is_none() {
         return Err(Error::NotFound("Bank not found"));
     }
     let CurrencyArg::Known(code) = code else {
         return Err(Error::NotFound("Currency not found"));
     };
-    if !store::currency_known(&state.pool, code).await? {
+    if !store::currency_known(&read.pool, code).await? {
         return Err(Error::NotFound("Currency not found"));
     }
-    let record = store::history(&state.pool, bank_id, code, end_of_day(date, state.timezone))
+    let record = store::history(&read.pool, bank_id, code, end_of_day(date, state.timezone))
         .await?
         .ok_or(Error::NotFound("No history found"))?;
     Ok(json_body(history_response(date, &record, &state.style)))

@@ -19,7 +19,6 @@ use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
-use ratewire_projector::redis_views::Keys;
 use ratewire_projector::views::ViewStyle;
 use redis::aio::ConnectionManager;
 use sqlx::PgPool;
@@ -33,12 +32,15 @@ use crate::gate;
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::plans::Plans;
+use crate::read_model::ReadModels;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// The API's own schema (keys, usage).
     pub pool: PgPool,
     pub redis: ConnectionManager,
-    pub views: Keys,
+    /// The read-model generation requests are served from.
+    pub read: ReadModels,
     pub style: Arc<ViewStyle>,
     pub key_store: KeyStore,
     pub admin_token: Option<Arc<str>>,

@@ -42,9 +42,10 @@ pub async fn rates(
     };
     check.finish()?;
 
+    let read = state.read.current();
     let key = match bank_id {
-        Some(id) => state.views.rates_bank(id, variant),
-        None => state.views.rates_all(variant),
+        Some(id) => read.views.rates_bank(id, variant),
+        None => read.views.rates_all(variant),
     };
     if let Some(elements) = cached_view(&state, &key).await {
         return Ok(json_body(rates_response(&elements)));
@@ -54,13 +55,13 @@ pub async fn rates(
     // Postgres has the same data and the same renderer makes the same bytes.
     let elements = match bank_id {
         Some(id) => {
-            let view = store::bank_view(&state.pool, id)
+            let view = store::bank_view(&read.pool, id)
                 .await?
                 .filter(|v| v.bank.active);
             let view = view.ok_or(Error::NotFound("Bank not found"))?;
             rates_element(&view, variant, &state.style)
         }
-        None => store::active_bank_views(&state.pool)
+        None => store::active_bank_views(&read.pool)
             .await?
             .iter()
             .map(|view| rates_element(view, variant, &state.style))

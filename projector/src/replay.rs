@@ -1,0 +1,163 @@
+//! `ratewire-projector replay`: folds the whole log, from offset zero, into
+//! a fresh generation (a new schema and its own Redis views) while readers
+//! keep using the active one, then makes it the active one.
+//!
+//! Used for a new view or a fix to the fold: deploy the new build, run the
+//! replay into a new schema; API instances and running projectors follow
+//! the switch by themselves (see `generation`). The old schema stays for a
+//! rollback (switch back with another replay, or drop it when done).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::app::rebuild_views;
+use crate::config::{Config, Partitions};
+use crate::error::{Error, Result};
+use crate::redis_views::{self, RedisViews};
+use crate::{consumer, db, fold, generation};
+
+#[derive(Debug, Clone)]
+pub struct ReplaySettings {
+    /// The new generation's schema; must not hold tables yet.
+    pub schema: String,
+    /// Make it the active generation once caught up.
+    pub switch: bool,
+}
+
+/// What a replay did.
+#[derive(Debug, Default)]
+pub struct ReplayReport {
+    pub events: u64,
+    pub dead_lettered: u64,
+    pub elapsed: Duration,
+    pub switched: bool,
+    pub positions: BTreeMap<i32, i64>,
+}
+
+/// How far behind the log's end the replay may be when it switches: the
+/// projectors that follow the switch fold the rest from its stored offsets.
+const SWITCH_LAG: i64 = 0;
+
+pub async fn replay(
+    config: &Config,
+    settings: &ReplaySettings,
+    shutdown: &CancellationToken,
+) -> Result<ReplayReport> {
+    let started = Instant::now();
+    let control = db::pool(&config.database_url, &config.control_schema, 2)?;
+    let active = generation::active(&control, &config.control_schema, &config.read_schema).await?;
+    if settings.schema == active {
+        return Err(Error::Config(format!(
+            "{} is the active generation; replay into a new schema",
+            settings.schema
+        )));
+    }
+    if generation::schema_in_use(&control, &settings.schema).await? {
+        return Err(Error::Config(format!(
+            "schema {0} already holds tables; replay builds a fresh generation (DROP SCHEMA {0} CASCADE first, or pick another name)",
+            settings.schema
+        )));
+    }
+    let pool = db::pool(&config.database_url, &settings.schema, 8)?;
+    db::migrate(&pool, &settings.schema).await?;
+    let redis = redis_views::connect(&config.redis_url)?;
+    let prefix = generation::views_prefix(&config.redis_prefix, &settings.schema);
+    let mut views = RedisViews::new(redis, &prefix, config.view_style());
+    let stale = views.clear().await?;
+    info!(
+        from = active,
+        into = settings.schema,
+        stale_views = stale,
+        "replay starting from offset zero"
+    );
+
+    let kafka = consumer::create(config)?;
+    let partitions = consumer::owned_partitions(&kafka, &config.topic, &Partitions::All).await?;
+    let mut positions = fold::positions(&pool, &config.topic, &partitions).await?;
+    let marks = consumer::watermarks(&kafka, &config.topic, &partitions).await?;
+    if let Some((partition, (low, _))) = marks.iter().find(|(_, (low, _))| *low > 0) {
+        return Err(Error::Config(format!(
+            "partition {partition} of {} now starts at offset {low}: retention deleted events, so a replay cannot rebuild the read model",
+            config.topic
+        )));
+    }
+    consumer::assign(&kafka, &config.topic, &positions)?;
+
+    let mut report = ReplayReport::default();
+    let (max, wait) = (config.batch_max as usize, config.batch_wait());
+    let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
+        consumer::next_batch(&kafka, max, wait).await
+    };
+    let mut next = Box::pin(receive(Arc::clone(&kafka)));
+    let mut last_report = Instant::now();
+    loop {
+        if shutdown.is_cancelled() {
+            return Err(Error::Config(
+                "replay interrupted; the new schema is incomplete and not active".into(),
+            ));
+        }
+        let marks = consumer::watermarks(&kafka, &config.topic, &partitions).await?;
+        let lag: i64 = marks
+            .iter()
+            .map(|(p, (_, high))| (high - positions.get(p).copied().unwrap_or(0)).max(0))
+            .sum();
+        if last_report.elapsed() >= Duration::from_secs(2) {
+            let rate = report.events as f64 / started.elapsed().as_secs_f64().max(0.001);
+            info!(
+                events = report.events,
+                lag,
+                events_per_sec = rate as u64,
+                "replaying"
+            );
+            last_report = Instant::now();
+        }
+        if lag <= SWITCH_LAG {
+            break;
+        }
+        // Keep receiving until the watermarks are worth checking again; the
+        // receive itself is never cut short (that would drop messages).
+        let round = tokio::time::sleep(Duration::from_secs(1));
+        tokio::pin!(round);
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = &mut round => break,
+                batch = &mut next => batch?,
+            };
+            next.set(receive(Arc::clone(&kafka)));
+            let outcome = fold::apply_batch(&pool, &config.topic, &batch).await?;
+            report.events += outcome.applied as u64;
+            report.dead_lettered += outcome.dead_lettered as u64;
+            positions.extend(outcome.positions);
+            if !outcome.gaps.is_empty() {
+                // Only a broker that lost data does this to a fresh assignment.
+                return Err(Error::Config(format!(
+                    "the log skipped offsets during the replay: {:?}",
+                    outcome.gaps
+                )));
+            }
+        }
+    }
+
+    let banks = rebuild_views(&pool, &mut views).await?;
+    if settings.switch {
+        generation::switch(&control, &config.control_schema, &settings.schema).await?;
+        report.switched = true;
+    }
+    report.elapsed = started.elapsed();
+    report.positions = positions;
+    info!(
+        events = report.events,
+        dead = report.dead_lettered,
+        banks,
+        seconds = report.elapsed.as_secs_f64(),
+        switched = report.switched,
+        schema = settings.schema,
+        "replay finished"
+    );
+    Ok(report)
+}
