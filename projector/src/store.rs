@@ -239,22 +239,26 @@ pub async fn series(
     .fetch_all(pool)
     .await?;
     if points.len() as i64 > SERIES_POINTS {
+        // Buckets are fixed slices of time (aligned to the Unix epoch), not
+        // slices of the window: the series then depends only on the data,
+        // so every render of the same history (another API instance, a
+        // replay, a later refresh) gives the same points.
         let bucket_seconds = (SERIES_DAYS * 86_400) as f64 / SERIES_POINTS as f64;
         points = sqlx::query_as(&format!(
-            "SELECT DISTINCT ON (bucket) as_of, value FROM (
-                 SELECT as_of, {column} AS value,
-                        -- (since, until] maps onto buckets 0..=$6; a value at
-                        -- exactly `until` belongs to the last one.
-                        LEAST(floor(extract(epoch FROM (as_of - $3)) / $5)::bigint, $6) AS bucket
-                 {window}
-             ) s ORDER BY bucket, as_of DESC"
+            "SELECT as_of, value FROM (
+                 SELECT DISTINCT ON (bucket) as_of, value, bucket FROM (
+                     SELECT as_of, {column} AS value,
+                            floor(extract(epoch FROM as_of) / $5)::bigint AS bucket
+                     {window}
+                 ) s ORDER BY bucket DESC, as_of DESC
+             ) b ORDER BY bucket DESC LIMIT $6"
         ))
         .bind(bank.get())
         .bind(code.as_str())
         .bind(since)
         .bind(until)
         .bind(bucket_seconds)
-        .bind(SERIES_POINTS - 1)
+        .bind(SERIES_POINTS)
         .fetch_all(pool)
         .await?;
     }

@@ -17,6 +17,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod contract;
+pub mod fold_check;
 pub mod proxy;
 
 use anyhow::{bail, Context, Result};
@@ -34,8 +35,8 @@ pub const DURABLE_BROKER: &str = "durable broker";
 pub const POSTGRES_PROXY: &str = "postgres through a proxy";
 /// The three processes of a stack, in start order.
 pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
-const REDIS: &str = "redis://127.0.0.1:6379/0";
+pub(crate) const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+pub(crate) const REDIS: &str = "redis://127.0.0.1:6379/0";
 
 pub struct Stack {
     pub api_url: String,
@@ -50,6 +51,8 @@ pub struct Stack {
     contract: Option<contract::Contract>,
     /// The port of this stack's own Redis, when it has one.
     own_redis: Option<u16>,
+    /// The Redis the processes use.
+    pub redis_url: String,
     broker_port: u16,
     /// The broker keeps its data in a file, so it survives a restart.
     durable_broker: bool,
@@ -61,7 +64,7 @@ pub struct Stack {
 /// A free loopback port below the kernel's ephemeral range (32768 and up),
 /// so that no outgoing connection (clients reconnect constantly) can take it
 /// between this check and the process binding it.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     loop {
@@ -186,6 +189,7 @@ impl Stack {
             processes: Vec::new(),
             contract: None,
             own_redis: None,
+            redis_url: REDIS.to_owned(),
             broker_port: 0,
             durable_broker: false,
             env: Vec::new(),
@@ -216,6 +220,7 @@ impl Stack {
             }
             None => REDIS.to_owned(),
         };
+        stack.redis_url = redis_url.clone();
 
         stack.broker_port = broker_port;
         stack.durable_broker = settings.iter().any(|(name, _)| *name == DURABLE_BROKER);
@@ -425,6 +430,80 @@ impl Stack {
         Ok(output)
     }
 
+    /// Starts (again) a projector process named `name` with the stack's
+    /// settings plus `overrides` (e.g. its partitions and listen address).
+    pub fn start_projector_as(&mut self, name: &str, overrides: &[(&str, String)]) -> Result<()> {
+        let settings = self.env.clone();
+        let env: Vec<(&str, String)> = settings
+            .iter()
+            .filter(|(n, _)| !overrides.iter().any(|(o, _)| o == n))
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .chain(overrides.iter().map(|(n, v)| (*n, v.clone())))
+            .collect();
+        self.spawn(name, &binary("ratewire-projector")?, &[], &env)
+    }
+
+    /// Publishes `boards` boards for each of `banks` (id, token), banks in
+    /// parallel, each board quoting `currencies` currencies at its own past
+    /// as-of. A push answered 503 or not at all is retried with its
+    /// Idempotency-Key until accepted, as a careful publisher would. The
+    /// task yields the number of boards accepted.
+    pub fn spawn_stream(
+        &self,
+        banks: Vec<(i64, String)>,
+        boards: usize,
+        currencies: usize,
+    ) -> tokio::task::JoinHandle<Result<usize>> {
+        let http = self.http.clone();
+        let ingest = self.ingest_url.clone();
+        tokio::spawn(async move {
+            let base = chrono::Utc::now() - chrono::Duration::days(2);
+            let pushes = banks.into_iter().map(|(bank, token)| {
+                let (http, ingest) = (http.clone(), ingest.clone());
+                async move {
+                    for i in 0..boards {
+                        let as_of = (base + chrono::Duration::seconds(i as i64))
+                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                        let rates: Vec<String> = STREAM_CURRENCIES
+                            .iter()
+                            .take(currencies)
+                            .enumerate()
+                            .map(|(c, code)| {
+                                let buying = 100 + (bank as usize * 7 + i * 3 + c) % 50;
+                                format!(
+                                    r#"{{"currency":"{code}","cashBuying":{buying}.25,"cashSelling":{}.75}}"#,
+                                    buying + 2
+                                )
+                            })
+                            .collect();
+                        let body = format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","));
+                        push_until_accepted(&http, &ingest, bank, &token, &format!("s-{i}"), body)
+                            .await?;
+                    }
+                    anyhow::Ok(boards)
+                }
+            });
+            let done = futures_util::future::try_join_all(pushes).await?;
+            Ok(done.into_iter().sum())
+        })
+    }
+
+    /// Waits until the active generation has applied `expected` events.
+    pub async fn wait_applied(&self, expected: i64, timeout: Duration) -> Result<()> {
+        let schema = self.active_generation().await?;
+        let query = format!("SELECT count(*) FROM {schema}.applied_events");
+        let waited = eventually("every event applied", timeout, || async {
+            let applied = self.sql_number(&query).await.ok()??;
+            (applied == expected).then_some(())
+        })
+        .await;
+        if waited.is_err() {
+            let seen = self.sql_number(&query).await?;
+            bail!("expected {expected} applied events, saw {seen:?}");
+        }
+        Ok(())
+    }
+
     /// Cuts this stack's processes off Postgres: new connections are
     /// refused and open ones severed.
     pub fn postgres_down(&mut self) -> Result<()> {
@@ -622,6 +701,46 @@ impl Stack {
     /// Deletes every Redis key of this stack, as a flush would.
     pub async fn flush_redis(&self) -> Result<()> {
         flush_prefix(&self.redis_prefix).await
+    }
+}
+
+/// Currencies the stream quotes, in order.
+const STREAM_CURRENCIES: [&str; 10] = [
+    "USD", "EUR", "GBP", "SAR", "AED", "CNY", "CHF", "JPY", "CAD", "KES",
+];
+
+/// Pushes a board until ingest accepts it (retrying 503s and lost
+/// connections with the same Idempotency-Key, for up to two minutes).
+async fn push_until_accepted(
+    http: &reqwest::Client,
+    ingest: &str,
+    bank: i64,
+    token: &str,
+    key: &str,
+    body: String,
+) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let answer = http
+            .post(format!("{ingest}/v1/banks/{bank}/boards"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(body.clone())
+            .send()
+            .await;
+        match answer {
+            Ok(response) if response.status() == 202 => return Ok(()),
+            Ok(response) if response.status() != 503 => {
+                let status = response.status();
+                bail!(
+                    "push refused: {status} {}",
+                    response.text().await.unwrap_or_default()
+                );
+            }
+            _ if Instant::now() > deadline => bail!("push not accepted within two minutes"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
     }
 }
 

@@ -1,0 +1,178 @@
+//! "The read models equal a fold of the log": a replay of the whole topic
+//! into a fresh schema, compared table by table and view by view with the
+//! live generation.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+
+use crate::{Stack, POSTGRES};
+
+/// Every read-model table, with its columns in a comparable form (numbers
+/// as text, so 155.10 and 155.1 differ as they do when served).
+const TABLES: [(&str, &str); 7] = [
+    (
+        "banks",
+        "id, code, name, image_url, social_links::text, active, registered_at, updated_at",
+    ),
+    ("currencies", "code, name, first_quoted_at"),
+    ("boards", "bank_id, as_of, event_id"),
+    (
+        "rates",
+        "bank_id, currency, as_of, cash_buying::text, cash_selling::text, \
+         transactional_buying::text, transactional_selling::text",
+    ),
+    ("applied_events", r#"event_id, partition, "offset""#),
+    ("consumer_offsets", "topic, partition, next_offset"),
+    (
+        "dead_letters",
+        r#"topic, partition, "offset", event_id, error"#,
+    ),
+];
+
+/// Rows per table of the compared generation, for tests to check that
+/// something was compared at all.
+pub type RowCounts = BTreeMap<&'static str, i64>;
+
+impl Stack {
+    /// The schema readers use now.
+    pub async fn active_generation(&self) -> Result<String> {
+        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let active: Option<String> =
+            sqlx::query_scalar("SELECT schema_name FROM ratewire.read_model")
+                .fetch_optional(&pool)
+                .await
+                .unwrap_or(None);
+        pool.close().await;
+        Ok(active.unwrap_or_else(|| "readmodel".into()))
+    }
+
+    /// Replays the whole topic into a fresh schema (without switching) and
+    /// fails, naming the differences, unless every table and view of the
+    /// active generation equals it. Call when the stream has been applied.
+    pub async fn assert_fold_matches_replay(&self) -> Result<RowCounts> {
+        let check = format!(
+            "fold_check_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let output = self
+            .run(
+                "ratewire-projector",
+                &["replay", "--schema", &check, "--no-switch"],
+                &[],
+            )
+            .await?;
+        if !output.status.success() {
+            bail!("replay failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        let live = self.active_generation().await?;
+        let counts = self.compare_schemas(&live, &check).await?;
+        self.compare_views(&live, &check).await?;
+        Ok(counts)
+    }
+
+    /// Fails unless the two generations' tables hold the same rows.
+    pub async fn compare_schemas(&self, a: &str, b: &str) -> Result<RowCounts> {
+        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let mut counts = RowCounts::new();
+        let mut differences = Vec::new();
+        for (table, columns) in TABLES {
+            let differing: i64 = sqlx::query_scalar(&format!(
+                "SELECT count(*) FROM (
+                     (SELECT {columns} FROM {a}.{table} EXCEPT ALL SELECT {columns} FROM {b}.{table})
+                     UNION ALL
+                     (SELECT {columns} FROM {b}.{table} EXCEPT ALL SELECT {columns} FROM {a}.{table})
+                 ) d"
+            ))
+            .fetch_one(&pool)
+            .await
+            .with_context(|| format!("comparing {table}"))?;
+            let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {a}.{table}"))
+                .fetch_one(&pool)
+                .await?;
+            counts.insert(table, rows);
+            if differing > 0 {
+                differences.push(format!("{table}: {differing} rows differ ({rows} in {a})"));
+            }
+        }
+        pool.close().await;
+        if !differences.is_empty() {
+            bail!("{a} and {b} differ: {}", differences.join("; "));
+        }
+        Ok(counts)
+    }
+
+    /// Fails unless the two generations' Redis views are the same bytes.
+    pub async fn compare_views(&self, a: &str, b: &str) -> Result<()> {
+        let (left, right) = (self.views_of(a).await?, self.views_of(b).await?);
+        if left.is_empty() {
+            bail!("generation {a} has no views");
+        }
+        let mut differences: Vec<String> = left
+            .iter()
+            .filter(|(key, value)| right.get(*key) != Some(value))
+            .map(|(key, _)| key.clone())
+            .collect();
+        differences.extend(right.keys().filter(|k| !left.contains_key(*k)).cloned());
+        if !differences.is_empty() {
+            bail!("views of {a} and {b} differ at {differences:?}");
+        }
+        Ok(())
+    }
+
+    /// Each view of a generation (by key without its prefix) and its value.
+    async fn views_of(&self, schema: &str) -> Result<BTreeMap<String, String>> {
+        let client = redis::Client::open(self.redis_url.as_str())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let prefix = format!("{}{schema}:", self.redis_prefix);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}view:*"))
+            .query_async(&mut conn)
+            .await?;
+        let mut views = BTreeMap::new();
+        for key in keys {
+            let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut conn).await?;
+            let value = match kind.as_str() {
+                "string" => redis::cmd("GET").arg(&key).query_async(&mut conn).await?,
+                "zset" => {
+                    let members: Vec<String> = redis::cmd("ZRANGE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .query_async(&mut conn)
+                        .await?;
+                    members.join(",")
+                }
+                other => format!("<{other}>"),
+            };
+            views.insert(key[prefix.len()..].to_owned(), without_render_time(value));
+        }
+        Ok(views)
+    }
+}
+
+/// A view with its render time (`timestamp` beside `updatedAt`: "when this
+/// view was computed") taken out, as two renders of one history differ
+/// only there.
+fn without_render_time(view: String) -> String {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("updatedAt") {
+                    map.remove("timestamp");
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(&view) {
+        Ok(mut value) => {
+            strip(&mut value);
+            value.to_string()
+        }
+        Err(_) => view,
+    }
+}
