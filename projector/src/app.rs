@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
 use crate::http::{self, HealthState, Status};
+use crate::metrics::{self as report, Progress};
 use crate::redis_views::{self, RedisViews, ViewUpdate};
 use crate::views::{self, ViewStyle};
 use crate::{consumer, db, generation, store};
@@ -38,6 +39,8 @@ impl Application {
     /// Binds the health listener and prepares clients; connects lazily, so a
     /// dependency that is down delays readiness instead of failing start.
     pub async fn build(config: Config) -> Result<Self> {
+        // Installed before anything is counted.
+        ratewire_proto::runtime::metrics();
         let listener = TcpListener::bind(config.listen).await?;
         let pool = db::pool(&config.database_url, &config.control_schema, 2)?;
         let redis = redis_views::connect(&config.redis_url)?;
@@ -97,6 +100,7 @@ impl Application {
             dirty: BTreeSet::new(),
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
+            progress: Progress::default(),
         };
         let result = projector.run(&shutdown).await;
         shutdown.cancel();
@@ -132,6 +136,7 @@ struct Projector {
     dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
     rebuild: bool,
+    progress: Progress,
 }
 
 impl Projector {
@@ -179,6 +184,7 @@ impl Projector {
             ?positions,
             "assigned partitions at their stored offsets"
         );
+        self.progress.positions = positions;
         self.maintain_views().await;
         self.status.consuming.store(true, Ordering::Relaxed);
 
@@ -203,6 +209,7 @@ impl Projector {
                         reassign = !self.reassign(&partitions).await;
                     }
                     self.maintain_views().await;
+                    self.progress.report(&self.consumer, &self.config.topic).await;
                 }
                 batch = &mut next => {
                     next.set(receive(Arc::clone(&self.consumer)));
@@ -284,6 +291,7 @@ impl Projector {
         match assigned {
             Ok(positions) => {
                 info!(?positions, "partitions re-assigned at their stored offsets");
+                self.progress.positions = positions;
                 true
             }
             Err(e) => {
@@ -302,7 +310,9 @@ impl Projector {
     ) -> Result<std::collections::BTreeMap<i32, i64>> {
         let topic = &self.config.topic;
         let partitions: Vec<i32> = positions.keys().copied().collect();
-        let marks = consumer::watermarks(&self.consumer, topic, &partitions).await?;
+        let marks =
+            consumer::watermarks(&self.consumer, topic, &partitions, Duration::from_secs(5))
+                .await?;
         for (partition, position) in positions.iter_mut() {
             let Some((low, _)) = marks.get(partition) else {
                 continue;
@@ -330,14 +340,21 @@ impl Projector {
         );
         let pool = self.pool.clone();
         let topic = self.config.topic.clone();
-        let applied = retry("applying a batch", shutdown, || {
-            fold::apply_batch(&pool, &topic, batch)
+        let started = std::time::Instant::now();
+        let applied = retry("applying a batch", shutdown, || async {
+            let applied = fold::apply_batch(&pool, &topic, batch).await;
+            if applied.is_err() {
+                report::postgres_error();
+            }
+            applied
         })
         .instrument(span.clone())
         .await;
         let Some(outcome) = applied else {
             return Applied::Stopped;
         };
+        report::batch_applied(&outcome, started.elapsed());
+        self.progress.record(&outcome);
         let _entered = span.enter();
         tracing::debug!(
             applied = outcome.applied,
@@ -384,6 +401,7 @@ impl Projector {
                 self.dirty_currencies.clear();
             }
             Err(e) => {
+                report::redis_error();
                 warn!(error = %e, banks = banks.len(), currencies = currencies.len(), "views not refreshed; will retry")
             }
         }

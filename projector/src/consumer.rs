@@ -74,6 +74,7 @@ pub async fn watermarks(
     consumer: &Arc<StreamConsumer>,
     topic: &str,
     partitions: &[i32],
+    wait: Duration,
 ) -> Result<std::collections::BTreeMap<i32, (i64, i64)>> {
     let c = Arc::clone(consumer);
     let (topic, partitions) = (topic.to_owned(), partitions.to_vec());
@@ -81,7 +82,7 @@ pub async fn watermarks(
         partitions
             .iter()
             .map(|p| {
-                c.fetch_watermarks(&topic, *p, Duration::from_secs(5))
+                c.fetch_watermarks(&topic, *p, wait)
                     .map(|marks| (*p, marks))
                     .map_err(Error::from)
             })

@@ -1,4 +1,4 @@
-//! The projector's small HTTP surface: liveness and readiness.
+//! The projector's small HTTP surface: liveness, readiness and metrics.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,6 +30,10 @@ pub fn router(state: HealthState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .route(
+            "/metrics",
+            get(|| async { ratewire_proto::runtime::metrics().render() }),
+        )
         .with_state(state)
 }
 

@@ -22,6 +22,7 @@ pub mod error;
 pub mod fold;
 pub mod generation;
 pub mod http;
+pub mod metrics;
 pub mod redis_views;
 pub mod replay;
 pub mod store;

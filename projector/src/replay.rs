@@ -78,7 +78,8 @@ pub async fn replay(
     let kafka = consumer::create(config)?;
     let partitions = consumer::owned_partitions(&kafka, &config.topic, &Partitions::All).await?;
     let mut positions = fold::positions(&pool, &config.topic, &partitions).await?;
-    let marks = consumer::watermarks(&kafka, &config.topic, &partitions).await?;
+    let marks =
+        consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5)).await?;
     if let Some((partition, (low, _))) = marks.iter().find(|(_, (low, _))| *low > 0) {
         return Err(Error::Config(format!(
             "partition {partition} of {} now starts at offset {low}: retention deleted events, so a replay cannot rebuild the read model",
@@ -100,7 +101,9 @@ pub async fn replay(
                 "replay interrupted; the new schema is incomplete and not active".into(),
             ));
         }
-        let marks = consumer::watermarks(&kafka, &config.topic, &partitions).await?;
+        let marks =
+            consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5))
+                .await?;
         let lag: i64 = marks
             .iter()
             .map(|(p, (_, high))| (high - positions.get(p).copied().unwrap_or(0)).max(0))

@@ -32,6 +32,27 @@ pub fn init_telemetry(format: &str) {
     };
 }
 
+/// The process's Prometheus recorder, installed on first use (call it at
+/// start: anything counted before is lost); render it on `GET /metrics`.
+/// Every `metrics::counter!` and friends in the process lands here.
+pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets(&[
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ])
+            .expect("static bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may exist when several apps share a test process;
+        // this handle still renders its own.
+        let _ = metrics::set_global_recorder(recorder);
+        handle
+    })
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {

@@ -355,6 +355,11 @@ impl Stack {
         self.kill("redis")
     }
 
+    /// The broker's bootstrap address.
+    pub fn kafka_brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
     /// Starts (again) one of the ratewire processes with the stack's settings.
     pub fn start_process(&mut self, name: &str) -> Result<()> {
         let settings = self.env.clone();

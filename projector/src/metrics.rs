@@ -1,0 +1,110 @@
+//! What the projector reports on `GET /metrics` (Prometheus text format)
+//! and, every few seconds, in its log: how far behind the log it is and how
+//! fresh the newest applied event is.
+//!
+//! - `ratewire_projector_events_applied_total`, `_events_skipped_total`
+//!   (redelivered or repeated), `_events_ignored_total` (unknown types),
+//!   `_dead_letters_total`
+//! - `ratewire_projector_batch_seconds` (histogram): one batch's Postgres
+//!   transaction
+//! - `ratewire_projector_consumer_lag{partition}`: messages on the broker not
+//!   yet applied
+//! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
+//!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
+//! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use metrics::{counter, gauge, histogram};
+use std::sync::Arc;
+
+use rdkafka::consumer::StreamConsumer;
+use tracing::{debug, info};
+
+use crate::fold::BatchOutcome;
+
+pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
+    counter!("ratewire_projector_events_applied_total").increment(outcome.applied as u64);
+    counter!("ratewire_projector_events_skipped_total").increment(outcome.skipped as u64);
+    counter!("ratewire_projector_events_ignored_total").increment(outcome.ignored as u64);
+    counter!("ratewire_projector_dead_letters_total").increment(outcome.dead_lettered as u64);
+    histogram!("ratewire_projector_batch_seconds").record(took.as_secs_f64());
+}
+
+pub fn postgres_error() {
+    counter!("ratewire_projector_postgres_errors_total").increment(1);
+}
+
+pub fn redis_error() {
+    counter!("ratewire_projector_redis_errors_total").increment(1);
+}
+
+/// Where this projector stands, kept between ticks.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Next offset to apply, per owned partition.
+    pub positions: BTreeMap<i32, i64>,
+    pub newest_event: Option<DateTime<Utc>>,
+    applied_since_log: u64,
+    last_log: Option<Instant>,
+}
+
+/// How often the position goes to the log while there is something to say.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Progress {
+    pub fn record(&mut self, outcome: &BatchOutcome) {
+        self.positions.extend(&outcome.positions);
+        self.newest_event = self.newest_event.max(outcome.newest_event);
+        self.applied_since_log += outcome.applied as u64;
+    }
+
+    /// Updates the lag and age gauges (asking the broker for its
+    /// watermarks, briefly), and logs them now and then.
+    pub async fn report(&mut self, consumer: &Arc<StreamConsumer>, topic: &str) {
+        let partitions: Vec<i32> = self.positions.keys().copied().collect();
+        let marks =
+            crate::consumer::watermarks(consumer, topic, &partitions, Duration::from_millis(500))
+                .await
+                .unwrap_or_default();
+        let mut lags = BTreeMap::new();
+        for (partition, position) in &self.positions {
+            if let Some((_, high)) = marks.get(partition) {
+                let lag = (high - position).max(0);
+                gauge!("ratewire_projector_consumer_lag", "partition" => partition.to_string())
+                    .set(lag as f64);
+                lags.insert(*partition, lag);
+            }
+        }
+        let age = self
+            .newest_event
+            .map(|t| (Utc::now() - t).num_milliseconds().max(0) as f64 / 1000.0);
+        if let Some(age) = age {
+            gauge!("ratewire_projector_newest_event_age_seconds").set(age);
+        }
+        let due = self.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY);
+        if !due {
+            return;
+        }
+        let lag: i64 = lags.values().sum();
+        if lag > 0 || self.applied_since_log > 0 {
+            info!(
+                lag,
+                ?lags,
+                applied = self.applied_since_log,
+                newest_event_age_s = age,
+                "projector position"
+            );
+        } else {
+            debug!(
+                ?lags,
+                newest_event_age_s = age,
+                "projector idle and caught up"
+            );
+        }
+        self.applied_since_log = 0;
+        self.last_log = Some(Instant::now());
+    }
+}
