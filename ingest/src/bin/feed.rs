@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ratewire_ingest::feed::backfill::{self, BackfillSettings, Format};
 use ratewire_ingest::feed::client::IngestClient;
+use ratewire_ingest::feed::load::{self, LoadSettings};
 use ratewire_ingest::feed::{self, DemoSettings};
 use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
@@ -71,6 +72,52 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Publish boards of many banks at a fixed rate (or as fast as possible)
+    /// and report acknowledgement and publish-to-visible latency as
+    /// `key value` lines.
+    Load {
+        #[arg(long, default_value_t = 50)]
+        banks: usize,
+        /// Currencies per board (at most 30).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=30))]
+        currencies: u64,
+        /// Boards per second; 0 for as fast as the publishers can.
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        /// How long to publish, e.g. 30s.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Stop after this many boards.
+        #[arg(long)]
+        boards: Option<usize>,
+        /// Most pushes in flight at once.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Measure publish-to-visible by polling this API base URL...
+        #[arg(long, requires = "api_key")]
+        watch_api: Option<String>,
+        /// ...with this API key.
+        #[arg(long)]
+        api_key: Option<String>,
+    },
+}
+
+/// A duration such as `30s`, `500ms` or `2m`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map(|i| text.split_at(i))
+        .unwrap_or((text, "s"));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 30s"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("`{text}`: use ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 fn parse_token(text: &str) -> Result<(i64, String), String> {
@@ -107,6 +154,30 @@ async fn main() -> anyhow::Result<ExitCode> {
                 once,
             };
             feed::run_demo(settings, shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Load {
+            banks,
+            currencies,
+            rate,
+            duration,
+            boards,
+            concurrency,
+            watch_api,
+            api_key,
+        } => {
+            let settings = LoadSettings {
+                banks,
+                currencies: currencies as usize,
+                rate,
+                duration,
+                boards,
+                concurrency,
+                watch: watch_api.zip(api_key),
+            };
+            let client = IngestClient::new(&cli.ingest_url, cli.admin_token.as_deref())?;
+            let report = load::run(settings, client, shutdown).await?;
+            writeln!(std::io::stdout(), "{}", report.render())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Backfill {

@@ -1,0 +1,291 @@
+//! `ratewire-feed load`: many banks publishing at a fixed rate (open loop:
+//! each push is due at its own time whether or not earlier ones were
+//! answered, and latency counts from that time), or as fast as a number of
+//! concurrent publishers can (closed loop, `rate` 0). Reports the
+//! acknowledgement latency and, when watching the API, how long each board
+//! took to be served (publish-to-visible). Used by `deploy/bench`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+use tokio::sync::{Mutex, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use super::client::{new_bank, IngestClient, Pushed};
+use super::demo::DEMO_CURRENCIES;
+
+/// Twelve more currencies beyond the demo's eighteen, for 30-currency boards.
+const MORE_CURRENCIES: [(&str, f64); 12] = [
+    ("HKD", 19.90),
+    ("SGD", 115.80),
+    ("THB", 4.30),
+    ("TRY", 4.50),
+    ("BRL", 28.10),
+    ("MXN", 8.40),
+    ("NZD", 92.30),
+    ("PLN", 38.90),
+    ("CZK", 6.70),
+    ("HUF", 0.42),
+    ("ILS", 41.60),
+    ("QAR", 42.60),
+];
+
+#[derive(Debug, Clone)]
+pub struct LoadSettings {
+    pub banks: usize,
+    pub currencies: usize,
+    /// Boards per second; 0 pushes as fast as `concurrency` publishers can.
+    pub rate: f64,
+    /// Stop after this long, or after `boards` boards, whichever is first.
+    pub duration: Duration,
+    pub boards: Option<usize>,
+    /// Most pushes in flight at once.
+    pub concurrency: usize,
+    /// Poll this API (base URL, key) until each board is served.
+    pub watch: Option<(String, String)>,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    fn of(mut samples: Vec<f64>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1]
+        };
+        Self {
+            p50: at(0.50),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: samples[samples.len() - 1],
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub accepted: usize,
+    pub failed: usize,
+    pub seconds: f64,
+    pub ack: Percentiles,
+    pub visible: Option<Percentiles>,
+    pub rate_entries: usize,
+}
+
+impl LoadReport {
+    /// `key value` lines, for scripts.
+    pub fn render(&self) -> String {
+        let mut lines = vec![
+            format!("accepted {}", self.accepted),
+            format!("failed {}", self.failed),
+            format!("seconds {:.3}", self.seconds),
+            format!(
+                "boards_per_second {:.1}",
+                self.accepted as f64 / self.seconds.max(1e-9)
+            ),
+            format!("rate_entries {}", self.rate_entries),
+            format!("ack_p50_ms {:.2}", self.ack.p50),
+            format!("ack_p99_ms {:.2}", self.ack.p99),
+            format!("ack_p999_ms {:.2}", self.ack.p999),
+            format!("ack_max_ms {:.2}", self.ack.max),
+        ];
+        if let Some(v) = self.visible {
+            lines.push(format!("visible_p50_ms {:.2}", v.p50));
+            lines.push(format!("visible_p99_ms {:.2}", v.p99));
+            lines.push(format!("visible_p999_ms {:.2}", v.p999));
+            lines.push(format!("visible_max_ms {:.2}", v.max));
+        }
+        lines.join("\n")
+    }
+}
+
+struct Bank {
+    id: i64,
+    token: String,
+}
+
+/// Registers (or reuses, by code) `LOAD0..LOADn` and takes a token for each.
+async fn banks(client: &IngestClient, count: usize) -> anyhow::Result<Vec<Bank>> {
+    let existing = client.banks().await?;
+    let mut banks = Vec::with_capacity(count);
+    for i in 0..count {
+        let code = format!("LOAD{i}");
+        let id = match existing.iter().find(|b| b["code"] == code.as_str()) {
+            Some(bank) => bank["id"].as_i64().context("bank without id")?,
+            None => {
+                client
+                    .register_bank(new_bank(
+                        &code,
+                        &format!("Load Bank {i}"),
+                        &format!("https://assets.ratewire.example/banks/load{i}.png"),
+                        &[],
+                    ))
+                    .await?
+            }
+        };
+        let (token, _) = client.create_token(id).await?.context("bank vanished")?;
+        banks.push(Bank { id, token });
+    }
+    Ok(banks)
+}
+
+fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
+    let rates: Vec<String> = DEMO_CURRENCIES
+        .iter()
+        .chain(MORE_CURRENCIES.iter())
+        .take(currencies)
+        .map(|(code, mid)| {
+            let mid = mid * (1.0 + wobble);
+            format!(
+                r#"{{"currency":"{code}","cashBuying":{:.4},"cashSelling":{:.4}}}"#,
+                mid * 0.99,
+                mid * 1.01
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"asOf":"{}","rates":[{}]}}"#,
+        as_of.to_rfc3339_opts(SecondsFormat::Millis, true),
+        rates.join(",")
+    )
+}
+
+/// True once the API serves this bank's board of `as_of` or a later one.
+async fn served(http: &reqwest::Client, api: &str, key: &str, bank: i64, as_of: &str) -> bool {
+    let Ok(response) = http
+        .get(format!("{api}/api/v1/rates?bankId={bank}"))
+        .header("x-api-key", key)
+        .send()
+        .await
+    else {
+        return false;
+    };
+    let Ok(body) = response.json::<Value>().await else {
+        return false;
+    };
+    body["data"][0]["data"][0]["lastRatesUpdatedAt"]
+        .as_str()
+        .is_some_and(|served| served >= as_of)
+}
+
+pub async fn run(
+    settings: LoadSettings,
+    client: IngestClient,
+    shutdown: CancellationToken,
+) -> anyhow::Result<LoadReport> {
+    let banks = Arc::new(banks(&client, settings.banks.max(1)).await?);
+    info!(banks = banks.len(), rate = settings.rate, "load starting");
+    let http = reqwest::Client::new();
+    let acks = Arc::new(Mutex::new(Vec::new()));
+    let visible = Arc::new(Mutex::new(Vec::new()));
+    let failed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    // As-of times step 1 ms from a whole millisecond in the recent past, so
+    // every board is distinct and each bank's are increasing.
+    let base = Utc::now() - chrono::Duration::minutes(10);
+    let base = base - chrono::Duration::nanoseconds(base.timestamp_subsec_nanos() as i64);
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    let mut i = 0usize;
+    while started.elapsed() < settings.duration
+        && settings.boards.is_none_or(|n| i < n)
+        && !shutdown.is_cancelled()
+    {
+        let due = if settings.rate > 0.0 {
+            let due = started + Duration::from_secs_f64(i as f64 / settings.rate);
+            tokio::time::sleep_until(due.into()).await;
+            due
+        } else {
+            Instant::now()
+        };
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        let bank_index = i % banks.len();
+        let as_of = base + chrono::Duration::milliseconds(i as i64);
+        let body = board(&as_of, settings.currencies, (i % 97) as f64 / 10_000.0);
+        let (client, banks, acks, visible, failed, http, watch) = (
+            client.clone(),
+            Arc::clone(&banks),
+            Arc::clone(&acks),
+            Arc::clone(&visible),
+            Arc::clone(&failed),
+            http.clone(),
+            settings.watch.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let bank = &banks[bank_index];
+            let answer = client.push_board(bank.id, &bank.token, body, None).await;
+            drop(permit);
+            if !matches!(answer, Pushed::Accepted { .. }) {
+                failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            acks.lock().await.push(due.elapsed().as_secs_f64() * 1000.0);
+            if let Some((api, key)) = watch {
+                let as_of = as_of.to_rfc3339_opts(SecondsFormat::Millis, true);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline {
+                    if served(&http, &api, &key, bank.id, &as_of).await {
+                        visible
+                            .lock()
+                            .await
+                            .push(due.elapsed().as_secs_f64() * 1000.0);
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+        }));
+        i += 1;
+    }
+    for task in tasks {
+        task.await?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let acks = std::mem::take(&mut *acks.lock().await);
+    let visible = std::mem::take(&mut *visible.lock().await);
+    let report = LoadReport {
+        accepted: acks.len(),
+        failed: failed.load(std::sync::atomic::Ordering::Relaxed),
+        seconds,
+        ack: Percentiles::of(acks),
+        visible: settings.watch.is_some().then(|| Percentiles::of(visible)),
+        rate_entries: 0,
+    };
+    Ok(LoadReport {
+        rate_entries: report.accepted * settings.currencies,
+        ..report
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_the_sample_at_or_above_the_rank() {
+        let p = Percentiles::of((1..=1000).map(f64::from).collect());
+        assert_eq!((p.p50, p.p99, p.p999, p.max), (500.0, 990.0, 999.0, 1000.0));
+    }
+
+    #[test]
+    fn a_load_board_quotes_thirty_valid_currencies() {
+        let body = board(&Utc::now(), 30, 0.001);
+        let parsed = crate::board::parse(body.as_bytes(), Utc::now()).expect("valid");
+        assert_eq!(parsed.rates.len(), 30);
+    }
+}
