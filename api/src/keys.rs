@@ -5,6 +5,10 @@
 //! lookups fill the cache only with SET NX, so a lookup racing a revocation
 //! can never re-cache the revoked key: it stops working at once everywhere.
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
 use chrono::{DateTime, Utc};
 use ratewire_proto::secret;
 use redis::aio::ConnectionManager;
@@ -110,6 +114,46 @@ pub struct KeyStore {
     pool: PgPool,
     redis: ConnectionManager,
     cache_prefix: String,
+    /// Answers of the last second, in this process: most requests of a busy
+    /// key need no round trip, and unknown keys cannot hammer Postgres. A
+    /// revocation reaches other instances when their entry expires.
+    recent: Arc<Recent>,
+}
+
+/// How long this process trusts an answer about a key.
+pub const LOCAL_TTL: Duration = Duration::from_secs(1);
+/// Entries kept before the cache starts over (bounds memory under a flood
+/// of made-up keys).
+const LOCAL_MAX: usize = 100_000;
+
+#[derive(Default)]
+struct Recent(RwLock<HashMap<String, (Instant, Option<Caller>)>>);
+
+impl Recent {
+    fn get(&self, hash: &str) -> Option<Option<Caller>> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        map.get(hash)
+            .filter(|(at, _)| at.elapsed() < LOCAL_TTL)
+            .map(|(_, caller)| caller.clone())
+    }
+
+    fn put(&self, hash: String, caller: Option<Caller>) {
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= LOCAL_MAX {
+            map.retain(|_, (at, _)| at.elapsed() < LOCAL_TTL);
+            if map.len() >= LOCAL_MAX {
+                map.clear();
+            }
+        }
+        map.insert(hash, (Instant::now(), caller));
+    }
+
+    fn forget(&self, hash: &str) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(hash);
+    }
 }
 
 impl KeyStore {
@@ -118,6 +162,7 @@ impl KeyStore {
             pool,
             redis,
             cache_prefix: format!("{redis_prefix}apikey:"),
+            recent: Arc::default(),
         }
     }
 
@@ -127,6 +172,16 @@ impl KeyStore {
             return Ok(None);
         }
         let hash = secret::hash(key);
+        if let Some(answer) = self.recent.get(&hash) {
+            return Ok(answer);
+        }
+        let answer = self.lookup_shared(&hash).await?;
+        self.recent.put(hash, answer.clone());
+        Ok(answer)
+    }
+
+    /// The answer from the shared cache, else Postgres.
+    async fn lookup_shared(&self, hash: &str) -> Result<Option<Caller>> {
         let cache_key = format!("{}{hash}", self.cache_prefix);
         let mut redis = self.redis.clone();
         match redis.get::<_, Option<String>>(&cache_key).await {
@@ -142,7 +197,7 @@ impl KeyStore {
         let caller: Option<Caller> = sqlx::query_as(
             "SELECT prefix, name, plan, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
-        .bind(&hash)
+        .bind(hash)
         .fetch_optional(&self.pool)
         .await?;
         if let Some(caller) = &caller {
@@ -171,6 +226,7 @@ impl KeyStore {
         .fetch_optional(&self.pool)
         .await?;
         let Some(hash) = hash else { return Ok(false) };
+        self.recent.forget(&hash);
         // The marker outlives any cached entry, so no instance can still
         // hold the key as valid when it expires.
         let mut redis = self.redis.clone();

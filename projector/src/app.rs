@@ -100,6 +100,7 @@ impl Application {
             dirty: BTreeSet::new(),
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
+            aggregates_dirty: false,
             progress: Progress::default(),
         };
         let result = projector.run(&shutdown).await;
@@ -136,6 +137,8 @@ struct Projector {
     dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
     rebuild: bool,
+    /// A bank changed since /currencies was last rendered.
+    aggregates_dirty: bool,
     progress: Progress,
 }
 
@@ -374,9 +377,13 @@ impl Projector {
             );
         }
         drop(_entered);
+        self.aggregates_dirty |= !outcome.banks.is_empty();
         self.dirty.extend(outcome.banks);
         self.dirty_currencies.extend(outcome.currencies);
-        self.refresh_dirty().await;
+        // Bank views at once (they carry a board's freshness); the views
+        // over all banks on the next tick (at most one recomputation a
+        // second, however busy the log).
+        self.refresh_dirty(false).await;
         if outcome.gaps.is_empty() {
             Applied::Done
         } else {
@@ -385,20 +392,35 @@ impl Projector {
     }
 
     /// Re-renders the views of the banks and currencies marked dirty.
-    async fn refresh_dirty(&mut self) {
-        if self.dirty.is_empty() && self.dirty_currencies.is_empty() {
+    async fn refresh_dirty(&mut self, aggregates: bool) {
+        let banks: Vec<BankId> = self.dirty.iter().copied().collect();
+        let aggregates = aggregates && (self.aggregates_dirty || !self.dirty_currencies.is_empty());
+        if banks.is_empty() && !aggregates {
             return;
         }
-        let banks: Vec<BankId> = self.dirty.iter().copied().collect();
-        let currencies: Vec<CurrencyCode> = self.dirty_currencies.iter().copied().collect();
+        let currencies: Vec<CurrencyCode> = if aggregates {
+            self.dirty_currencies.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
         let refreshed = async {
-            let update = load_update(&self.pool, &banks, &currencies, self.views.style()).await?;
+            let update = load_update(
+                &self.pool,
+                &banks,
+                &currencies,
+                self.views.style(),
+                aggregates,
+            )
+            .await?;
             self.views.apply(&update).await
         };
         match refreshed.await {
             Ok(()) => {
                 self.dirty.clear();
-                self.dirty_currencies.clear();
+                if aggregates {
+                    self.dirty_currencies.clear();
+                    self.aggregates_dirty = false;
+                }
             }
             Err(e) => {
                 report::redis_error();
@@ -432,20 +454,25 @@ impl Projector {
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
             }
         }
-        self.refresh_dirty().await;
+        self.refresh_dirty(true).await;
     }
 }
 
-/// Reads what a refresh of `banks` and `currencies` shows, and renders it.
+/// Reads what a refresh of `banks` and `currencies` shows, and renders it;
+/// with `aggregates`, also /currencies and the best rates of `currencies`.
 pub async fn load_update(
     pool: &PgPool,
     banks: &[BankId],
     currencies: &[CurrencyCode],
     style: &ViewStyle,
+    aggregates: bool,
 ) -> Result<ViewUpdate> {
     let mut update = ViewUpdate::default();
     for id in banks {
         update.banks.push((*id, store::bank_view(pool, *id).await?));
+    }
+    if !aggregates {
+        return Ok(update);
     }
     // Any bank change can move a currency's count (new board, deactivation).
     update.currencies = Some(views::currencies_response(
@@ -467,7 +494,7 @@ pub async fn load_update(
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
     let banks = store::bank_ids(pool).await?;
     let currencies = store::known_currencies(pool).await?;
-    let update = load_update(pool, &banks, &currencies, views.style()).await?;
+    let update = load_update(pool, &banks, &currencies, views.style(), true).await?;
     views.apply(&update).await?;
     Ok(banks.len())
 }

@@ -16,6 +16,8 @@ use tracing::{debug, warn};
 
 use crate::error::Result;
 
+mod boards;
+
 /// One message as read from the topic.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -123,6 +125,7 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
     .await?;
     outcome.positions = rows.into_iter().collect();
 
+    let mut run = Vec::new();
     for message in batch {
         if outcome
             .gaps
@@ -145,8 +148,22 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
             continue;
         }
         *next = message.offset + 1;
+        // Consecutive boards go together through the set-based path.
+        if let Ok(Decoded::Event(envelope)) = decode(&message.payload) {
+            if let Event::BoardPublished(board) = &envelope.event {
+                let board = board.clone();
+                run.push(boards::RunEvent {
+                    envelope,
+                    board,
+                    message,
+                });
+                continue;
+            }
+        }
+        flush_run(&mut tx, topic, &mut run, &mut outcome).await?;
         apply_message(&mut tx, topic, message, &mut outcome).await?;
     }
+    flush_run(&mut tx, topic, &mut run, &mut outcome).await?;
 
     for (partition, next_offset) in &outcome.positions {
         sqlx::query(
@@ -161,6 +178,47 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
     }
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Applies a run of board events set-based, or, when that path gives up,
+/// one by one (rolling back whatever the attempt did).
+async fn flush_run(
+    tx: &mut Transaction<'_, Postgres>,
+    topic: &str,
+    run: &mut Vec<boards::RunEvent<'_>>,
+    outcome: &mut BatchOutcome,
+) -> Result<()> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    let mut fast = BatchOutcome::default();
+    let mut savepoint = tx.begin().await?;
+    match boards::apply_run(&mut savepoint, run, &mut fast).await {
+        Ok(()) => {
+            savepoint.commit().await?;
+            outcome.applied += fast.applied;
+            outcome.skipped += fast.skipped;
+            outcome.banks.extend(fast.banks);
+            outcome.currencies.extend(fast.currencies);
+            outcome.newest_event = outcome.newest_event.max(fast.newest_event);
+        }
+        Err(fallback) => {
+            savepoint.rollback().await?;
+            match fallback {
+                boards::Fallback::Database(e) => {
+                    debug!(error = %e, events = run.len(), "applying a run of boards one by one")
+                }
+                boards::Fallback::Unusual => {
+                    debug!(events = run.len(), "applying a run of boards one by one")
+                }
+            }
+            for event in run.iter() {
+                apply_message(tx, topic, event.message, outcome).await?;
+            }
+        }
+    }
+    run.clear();
+    Ok(())
 }
 
 async fn apply_message(

@@ -1,0 +1,211 @@
+//! The fast path for runs of consecutive `BoardPublished` events: a handful
+//! of set-based statements for the whole run instead of several round trips
+//! per event. It gives exactly the result of applying the events one by one
+//! in log order (the fold's reference test and the e2e replay comparisons
+//! hold it to that); anything unusual (an unknown bank, an empty board, a
+//! database error) makes the caller roll the run back and apply it one event
+//! at a time, where dead-lettering happens.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::{BoardPublished, Envelope};
+use rust_decimal::Decimal;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{BatchOutcome, Incoming};
+
+/// One board event of a run, decoded.
+pub struct RunEvent<'a> {
+    pub envelope: Envelope,
+    pub board: BoardPublished,
+    pub message: &'a Incoming,
+}
+
+/// Why the fast path gave up (the caller then takes the slow one).
+#[derive(Debug)]
+pub enum Fallback {
+    /// Something only the per-event path handles (it dead-letters).
+    Unusual,
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Fallback {
+    fn from(e: sqlx::Error) -> Self {
+        Fallback::Database(e)
+    }
+}
+
+/// Applies the run; on `Err` the caller must roll back what it did.
+pub async fn apply_run(
+    db: &mut PgConnection,
+    run: &[RunEvent<'_>],
+    outcome: &mut BatchOutcome,
+) -> Result<(), Fallback> {
+    // Repeated event ids within the run: the first counts, as one by one.
+    let mut seen = HashSet::new();
+    let firsts: Vec<&RunEvent<'_>> = run
+        .iter()
+        .filter(|e| seen.insert(e.envelope.event_id))
+        .collect();
+    let ids: Vec<Uuid> = firsts.iter().map(|e| e.envelope.event_id).collect();
+    let partitions: Vec<i32> = firsts.iter().map(|e| e.message.partition).collect();
+    let offsets: Vec<i64> = firsts.iter().map(|e| e.message.offset).collect();
+    let new: HashSet<Uuid> = sqlx::query_scalar(
+        r#"INSERT INTO applied_events (event_id, partition, "offset")
+           SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
+           ON CONFLICT DO NOTHING RETURNING event_id"#,
+    )
+    .bind(&ids)
+    .bind(&partitions)
+    .bind(&offsets)
+    .fetch_all(&mut *db)
+    .await?
+    .into_iter()
+    .collect();
+    let events: Vec<&RunEvent<'_>> = firsts
+        .into_iter()
+        .filter(|e| new.contains(&e.envelope.event_id))
+        .collect();
+    outcome.skipped += run.len() - events.len();
+    if events.is_empty() {
+        return Ok(());
+    }
+
+    let banks: Vec<i64> = events
+        .iter()
+        .map(|e| e.envelope.bank_id.get())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let known: i64 = sqlx::query_scalar("SELECT count(*) FROM banks WHERE id = ANY($1)")
+        .bind(&banks)
+        .fetch_one(&mut *db)
+        .await?;
+    if known != banks.len() as i64 || events.iter().any(|e| e.board.rates.is_empty()) {
+        return Err(Fallback::Unusual);
+    }
+
+    // What the banks quoted before may change its place in best rates.
+    let before: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT r.currency FROM rates r
+         JOIN (SELECT bank_id, max(as_of) AS as_of FROM boards WHERE bank_id = ANY($1) GROUP BY bank_id) l
+           ON r.bank_id = l.bank_id AND r.as_of = l.as_of",
+    )
+    .bind(&banks)
+    .fetch_all(&mut *db)
+    .await?;
+    outcome.currencies.extend(
+        before
+            .iter()
+            .filter_map(|c| c.parse::<ratewire_proto::CurrencyCode>().ok()),
+    );
+
+    // A board re-published for the same as-of replaces the earlier one: the
+    // last of the run wins, and any stored one goes.
+    let mut kept: BTreeMap<(i64, DateTime<Utc>), &RunEvent<'_>> = BTreeMap::new();
+    for event in &events {
+        kept.insert((event.envelope.bank_id.get(), event.board.as_of), event);
+    }
+    let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
+    let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
+    let board_ids: Vec<Uuid> = kept.values().map(|e| e.envelope.event_id).collect();
+    sqlx::query(
+        "DELETE FROM boards b USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
+         WHERE b.bank_id = d.bank_id AND b.as_of = d.as_of",
+    )
+    .bind(&board_banks)
+    .bind(&board_times)
+    .execute(&mut *db)
+    .await?;
+    sqlx::query(
+        "INSERT INTO boards (bank_id, as_of, event_id)
+         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])",
+    )
+    .bind(&board_banks)
+    .bind(&board_times)
+    .bind(&board_ids)
+    .execute(&mut *db)
+    .await?;
+
+    // A currency is first quoted by the first board of the log that names it,
+    // replaced or not.
+    let mut first_quoted: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
+    for event in &events {
+        for rate in &event.board.rates {
+            first_quoted
+                .entry(rate.currency.to_string())
+                .or_insert(event.board.as_of);
+        }
+    }
+    let names: Vec<String> = first_quoted
+        .keys()
+        .map(|code| {
+            code.parse::<ratewire_proto::CurrencyCode>()
+                .map(|c| c.name())
+                .unwrap_or_default()
+        })
+        .collect();
+    let codes: Vec<String> = first_quoted.keys().cloned().collect();
+    let firsts: Vec<DateTime<Utc>> = first_quoted.values().copied().collect();
+    sqlx::query(
+        "INSERT INTO currencies (code, name, first_quoted_at)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::timestamptz[])
+         ON CONFLICT (code) DO NOTHING",
+    )
+    .bind(&codes)
+    .bind(&names)
+    .bind(&firsts)
+    .execute(&mut *db)
+    .await?;
+
+    let mut rows = RateRows::default();
+    for ((bank, as_of), event) in &kept {
+        for rate in &event.board.rates {
+            rows.bank.push(*bank);
+            rows.as_of.push(*as_of);
+            rows.currency.push(rate.currency.to_string());
+            rows.cash_buying.push(rate.cash_buying);
+            rows.cash_selling.push(rate.cash_selling);
+            rows.tx_buying.push(rate.transactional_buying);
+            rows.tx_selling.push(rate.transactional_selling);
+        }
+    }
+    sqlx::query(
+        "INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
+                            transactional_buying, transactional_selling)
+         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::text[], $4::numeric[],
+                              $5::numeric[], $6::numeric[], $7::numeric[])",
+    )
+    .bind(&rows.bank)
+    .bind(&rows.as_of)
+    .bind(&rows.currency)
+    .bind(&rows.cash_buying)
+    .bind(&rows.cash_selling)
+    .bind(&rows.tx_buying)
+    .bind(&rows.tx_selling)
+    .execute(&mut *db)
+    .await?;
+
+    for event in &events {
+        outcome.applied += 1;
+        outcome.banks.insert(event.envelope.bank_id);
+        outcome.newest_event = outcome.newest_event.max(Some(event.envelope.occurred_at));
+        outcome
+            .currencies
+            .extend(event.board.rates.iter().map(|r| r.currency));
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct RateRows {
+    bank: Vec<i64>,
+    as_of: Vec<DateTime<Utc>>,
+    currency: Vec<String>,
+    cash_buying: Vec<Decimal>,
+    cash_selling: Vec<Decimal>,
+    tx_buying: Vec<Option<Decimal>>,
+    tx_selling: Vec<Option<Decimal>>,
+}
