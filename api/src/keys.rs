@@ -3,7 +3,9 @@
 //!
 //! Revocation writes a short-lived "revoked" marker over the cache entry, and
 //! lookups fill the cache only with SET NX, so a lookup racing a revocation
-//! can never re-cache the revoked key: it stops working at once everywhere.
+//! can never re-cache the revoked key. Each instance also trusts its own
+//! answers for a second (no round trip for a busy key): a revoked key stops
+//! working at once on the instance that revoked it, within a second elsewhere.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

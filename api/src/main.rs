@@ -33,7 +33,7 @@ enum KeysCommand {
     },
     /// List keys (never their secrets).
     List,
-    /// Revoke a key by its prefix; it stops working at once everywhere.
+    /// Revoke a key by its prefix; it stops working within a second everywhere.
     Revoke { prefix: String },
 }
 

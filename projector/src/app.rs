@@ -474,6 +474,7 @@ pub async fn load_update(
     if !aggregates {
         return Ok(update);
     }
+    update.compose = true;
     // Any bank change can move a currency's count (new board, deactivation).
     update.currencies = Some(views::currencies_response(
         &store::currency_counts(pool).await?,

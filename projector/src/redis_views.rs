@@ -117,6 +117,10 @@ pub struct ViewUpdate {
     pub currencies: Option<String>,
     /// Rendered best-rates bodies; `None` removes a currency no active bank quotes.
     pub best: Vec<(CurrencyCode, Option<String>)>,
+    /// Recompose the all-banks lists from the per-bank elements (a few
+    /// hundred kilobytes of string work inside Redis: done on the tick, not
+    /// after every batch).
+    pub compose: bool,
 }
 
 pub struct RedisViews {
@@ -182,7 +186,10 @@ impl RedisViews {
             };
         }
         pipe.query_async::<()>(&mut self.conn).await?;
-        self.compose_all().await
+        if update.compose {
+            self.compose_all().await?;
+        }
+        Ok(())
     }
 
     pub fn style(&self) -> &ViewStyle {
