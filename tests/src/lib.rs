@@ -111,6 +111,18 @@ pub fn tansu_binary() -> Result<PathBuf> {
     Ok(path)
 }
 
+/// The date `days` days before today (UTC), as `YYYY-MM-DD`.
+pub fn day(days: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::days(days))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// `hour` o'clock (UTC) on [`day`]`(days)`, as RFC 3339.
+pub fn at(days: i64, hour: u32) -> String {
+    format!("{}T{hour:02}:00:00Z", day(days))
+}
+
 /// An RFC 3339 time `days` days and `hours` hours before now, at whole
 /// seconds: boards in tests must not be in the future, and the best-rates
 /// series only reaches 30 days back.
@@ -497,16 +509,40 @@ impl Stack {
     pub async fn wait_applied(&self, expected: i64, timeout: Duration) -> Result<()> {
         let schema = self.active_generation().await?;
         let query = format!("SELECT count(*) FROM {schema}.applied_events");
-        let waited = eventually("every event applied", timeout, || async {
-            let applied = self.sql_number(&query).await.ok()??;
-            (applied == expected).then_some(())
+        self.wait_count("every event applied", &query, expected, timeout)
+            .await
+    }
+
+    /// Waits until `query` (a count) yields `expected`; the error names the
+    /// last count seen.
+    pub async fn wait_count(
+        &self,
+        what: &str,
+        query: &str,
+        expected: i64,
+        timeout: Duration,
+    ) -> Result<()> {
+        let waited = eventually(what, timeout, || async {
+            let count = self.sql_number(query).await.ok()??;
+            (count == expected).then_some(())
         })
         .await;
         if waited.is_err() {
-            let seen = self.sql_number(&query).await?;
-            bail!("expected {expected} applied events, saw {seen:?}");
+            let seen = self.sql_number(query).await?;
+            bail!("{what}: expected {expected}, saw {seen:?}");
         }
         Ok(())
+    }
+
+    /// Waits until `/api/v1/rates?bankId={bank}` answers 200 with a body
+    /// containing `needle`.
+    pub async fn wait_served(&self, what: &str, bank: i64, key: &str, needle: &str) -> Result<()> {
+        let path = format!("/api/v1/rates?bankId={bank}");
+        eventually(what, VISIBLE_WITHIN, || async {
+            let (status, raw) = self.get_raw(&path, Some(key)).await.ok()?;
+            (status == 200 && raw.contains(needle)).then_some(())
+        })
+        .await
     }
 
     /// Cuts this stack's processes off Postgres: new connections are

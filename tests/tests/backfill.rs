@@ -2,18 +2,7 @@
 //! ingest with its rules, landing in history without disturbing the latest
 //! board, and safe to run twice.
 
-use chrono::{Duration, Utc};
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
-
-fn day(days: i64) -> String {
-    (Utc::now() - Duration::days(days))
-        .format("%Y-%m-%d")
-        .to_string()
-}
-
-fn at(days: i64, hour: u32) -> String {
-    format!("{}T{hour:02}:00:00Z", day(days))
-}
+use ratewire_e2e::{at, day, eventually, Stack, VISIBLE_WITHIN};
 
 struct Run {
     code: Option<i32>,
@@ -154,14 +143,9 @@ one,{d2},USD,1,2,,
     assert_eq!(second.tally("accepted"), (3, 4), "{}", second.stdout);
     let sentinel = r#"{"rates":[{"currency":"GBP","cashBuying":200,"cashSelling":204}]}"#;
     assert_eq!(stack.publish_board(cbe, &cbe_token, sentinel).await?.0, 202);
-    eventually("the sentinel folded", VISIBLE_WITHIN, || async {
-        let (_, raw) = stack
-            .get_raw(&format!("/api/v1/rates?bankId={cbe}"), Some(&key))
-            .await
-            .ok()?;
-        raw.contains("GBP").then_some(())
-    })
-    .await?;
+    stack
+        .wait_served("the sentinel folded", cbe, &key, "GBP")
+        .await?;
     assert_eq!(
         applied_events(&stack).await?,
         events.map(|n| n + 1),
@@ -175,10 +159,7 @@ async fn json_lines_with_given_tokens_publish_and_a_dry_run_sends_nothing() -> a
     let stack = Stack::start().await?;
     let key = stack.api_key("backfill").await?;
     let (dashen, token) = stack.bank_with_token("DASHEN", "Dashen").await?;
-    eventually("the registration applied", VISIBLE_WITHIN, || async {
-        (applied_events(&stack).await.ok()?? == 1).then_some(())
-    })
-    .await?;
+    stack.wait_applied(1, VISIBLE_WITHIN).await?;
     let lines = format!(
         r#"{{"bankId": {dashen}, "asOf": "{}", "rates": [{{"currency": "USD", "cashBuying": 150.50, "cashSelling": 153.25}}]}}
 {{"bankId": {dashen}, "asOf": "{}", "rates": [{{"currency": "USD", "cashBuying": 151.50, "cashSelling": 154.25}}]}}
@@ -218,17 +199,13 @@ async fn json_lines_with_given_tokens_publish_and_a_dry_run_sends_nothing() -> a
     .await?;
     // The newest backfilled board is the bank's latest: it has nothing newer.
     // (Redis views follow the Postgres commit history is read from.)
-    eventually(
-        "the newest backfilled board as latest",
-        VISIBLE_WITHIN,
-        || async {
-            let (_, latest) = stack
-                .get_raw(&format!("/api/v1/rates?bankId={dashen}"), Some(&key))
-                .await
-                .ok()?;
-            latest.contains(r#""cashBuying":151.50"#).then_some(())
-        },
-    )
-    .await?;
+    stack
+        .wait_served(
+            "the newest backfilled board as latest",
+            dashen,
+            &key,
+            r#""cashBuying":151.50"#,
+        )
+        .await?;
     Ok(())
 }

@@ -1,19 +1,7 @@
 //! GET /api/v1/history, as api-v1 §4.5 and decisions.md describe it.
 
-use chrono::{Duration, Utc};
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{at, day, eventually, Stack, VISIBLE_WITHIN};
 use serde_json::json;
-
-/// A day `days` before today (UTC), and a time on it.
-fn day(days: i64) -> String {
-    (Utc::now() - Duration::days(days))
-        .format("%Y-%m-%d")
-        .to_string()
-}
-
-fn at(days: i64, hour: u32) -> String {
-    format!("{}T{hour:02}:00:00Z", day(days))
-}
 
 #[tokio::test]
 async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::Result<()> {

@@ -68,20 +68,14 @@ async fn sigterm_stops_new_pushes_lets_in_flight_ones_finish_and_exits_cleanly(
     let log = std::fs::read_to_string(stack.logs.join("ratewire-ingest.log"))?;
     assert!(log.contains("ingest stopped"), "{log}");
 
-    eventually(
-        "the drained pushes in the read model",
-        VISIBLE_WITHIN,
-        || async {
-            let boards = stack
-                .sql_number(&format!(
-                    "SELECT count(*) FROM readmodel.boards WHERE bank_id = {bank}"
-                ))
-                .await
-                .ok()??;
-            (boards == 3).then_some(())
-        },
-    )
-    .await?;
+    stack
+        .wait_count(
+            "the drained pushes in the read model",
+            &format!("SELECT count(*) FROM readmodel.boards WHERE bank_id = {bank}"),
+            3,
+            VISIBLE_WITHIN,
+        )
+        .await?;
     Ok(())
 }
 
@@ -151,18 +145,9 @@ async fn started_without_postgres_ingest_and_api_answer_503_at_once_and_recover(
         .await?;
     }
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
-    eventually(
-        "the board served after the outage",
-        VISIBLE_WITHIN,
-        || async {
-            let (status, raw) = stack
-                .get_raw(&format!("/api/v1/rates?bankId={bank}"), Some(&key))
-                .await
-                .ok()?;
-            (status == 200 && raw.contains("155.1")).then_some(())
-        },
-    )
-    .await?;
+    stack
+        .wait_served("the board served after the outage", bank, &key, "155.1")
+        .await?;
     Ok(())
 }
 

@@ -159,18 +159,9 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
             .0,
         202
     );
-    ratewire_e2e::eventually(
-        "the new board served",
-        ratewire_e2e::VISIBLE_WITHIN,
-        || async {
-            let (_, raw) = stack
-                .get_raw(&format!("/api/v1/rates?bankId={first_bank}"), Some(&key))
-                .await
-                .ok()?;
-            raw.contains("ZAR").then_some(())
-        },
-    )
-    .await?;
+    stack
+        .wait_served("the new board served", first_bank, &key, "ZAR")
+        .await?;
     let in_old = stack
         .sql_number("SELECT count(*) FROM readmodel.rates WHERE currency = 'ZAR'")
         .await?;

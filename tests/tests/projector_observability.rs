@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{eventually, Stack};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 
@@ -37,18 +37,9 @@ async fn bad_messages_are_dead_lettered_counted_and_never_stop_the_partition() -
     // The partition goes on: a board after them is served.
     let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
-    eventually(
-        "the board after the bad messages",
-        VISIBLE_WITHIN,
-        || async {
-            let (_, raw) = stack
-                .get_raw(&format!("/api/v1/rates?bankId={bank}"), Some(&key))
-                .await
-                .ok()?;
-            raw.contains("155.1").then_some(())
-        },
-    )
-    .await?;
+    stack
+        .wait_served("the board after the bad messages", bank, &key, "155.1")
+        .await?;
 
     let dead = stack
         .sql_number(

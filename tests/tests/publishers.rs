@@ -51,16 +51,16 @@ async fn a_retried_push_with_the_same_idempotency_key_publishes_once() -> anyhow
     // anything published before it: once it is folded, so is everything else.
     let sentinel = r#"{"rates":[{"currency":"EUR","cashBuying":180,"cashSelling":184}]}"#;
     assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
-    eventually("the sentinel folded", VISIBLE_WITHIN, || async {
-        let folded = stack
-            .sql_number(&format!(
+    stack
+        .wait_count(
+            "the sentinel folded",
+            &format!(
                 "SELECT count(*) FROM readmodel.rates WHERE bank_id = {bank} AND currency = 'EUR'"
-            ))
-            .await
-            .ok()??;
-        (folded == 1).then_some(())
-    })
-    .await?;
+            ),
+            1,
+            VISIBLE_WITHIN,
+        )
+        .await?;
     assert_eq!(
         boards(&stack, bank).await,
         Some(2),
@@ -268,16 +268,16 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
     // Nothing refused reached the read model: only the accepted boards did.
     let sentinel = r#"{"rates":[{"currency":"AED","cashBuying":42,"cashSelling":43}]}"#;
     assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
-    eventually("the sentinel folded", VISIBLE_WITHIN, || async {
-        let n = stack
-            .sql_number(&format!(
+    stack
+        .wait_count(
+            "the sentinel folded",
+            &format!(
                 "SELECT count(*) FROM readmodel.rates WHERE bank_id = {bank} AND currency = 'AED'"
-            ))
-            .await
-            .ok()??;
-        (n == 1).then_some(())
-    })
-    .await?;
+            ),
+            1,
+            VISIBLE_WITHIN,
+        )
+        .await?;
     let dead = stack
         .sql_number("SELECT count(*) FROM readmodel.dead_letters")
         .await?;
