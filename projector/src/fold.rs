@@ -149,16 +149,21 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
         }
         *next = message.offset + 1;
         // Consecutive boards go together through the set-based path.
-        if let Ok(Decoded::Event(envelope)) = decode(&message.payload) {
-            if let Event::BoardPublished(board) = &envelope.event {
-                let board = board.clone();
-                run.push(boards::RunEvent {
-                    envelope,
-                    board,
-                    message,
-                });
-                continue;
-            }
+        if let Ok(Decoded::Event(Envelope {
+            event_id,
+            bank_id,
+            occurred_at,
+            event: Event::BoardPublished(board),
+        })) = decode(&message.payload)
+        {
+            run.push(boards::RunEvent {
+                event_id,
+                bank_id,
+                occurred_at,
+                board,
+                message,
+            });
+            continue;
         }
         flush_run(&mut tx, topic, &mut run, &mut outcome).await?;
         apply_message(&mut tx, topic, message, &mut outcome).await?;

@@ -9,16 +9,18 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{BoardPublished, Envelope};
+use ratewire_proto::{BankId, BoardPublished};
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{BatchOutcome, Incoming};
 
-/// One board event of a run, decoded.
+/// One board event of a run, decoded (its envelope's fields and board).
 pub struct RunEvent<'a> {
-    pub envelope: Envelope,
+    pub event_id: Uuid,
+    pub bank_id: BankId,
+    pub occurred_at: DateTime<Utc>,
     pub board: BoardPublished,
     pub message: &'a Incoming,
 }
@@ -45,11 +47,8 @@ pub async fn apply_run(
 ) -> Result<(), Fallback> {
     // Repeated event ids within the run: the first counts, as one by one.
     let mut seen = HashSet::new();
-    let firsts: Vec<&RunEvent<'_>> = run
-        .iter()
-        .filter(|e| seen.insert(e.envelope.event_id))
-        .collect();
-    let ids: Vec<Uuid> = firsts.iter().map(|e| e.envelope.event_id).collect();
+    let firsts: Vec<&RunEvent<'_>> = run.iter().filter(|e| seen.insert(e.event_id)).collect();
+    let ids: Vec<Uuid> = firsts.iter().map(|e| e.event_id).collect();
     let partitions: Vec<i32> = firsts.iter().map(|e| e.message.partition).collect();
     let offsets: Vec<i64> = firsts.iter().map(|e| e.message.offset).collect();
     let new: HashSet<Uuid> = sqlx::query_scalar(
@@ -66,7 +65,7 @@ pub async fn apply_run(
     .collect();
     let events: Vec<&RunEvent<'_>> = firsts
         .into_iter()
-        .filter(|e| new.contains(&e.envelope.event_id))
+        .filter(|e| new.contains(&e.event_id))
         .collect();
     outcome.skipped += run.len() - events.len();
     if events.is_empty() {
@@ -75,7 +74,7 @@ pub async fn apply_run(
 
     let banks: Vec<i64> = events
         .iter()
-        .map(|e| e.envelope.bank_id.get())
+        .map(|e| e.bank_id.get())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -106,11 +105,11 @@ pub async fn apply_run(
     // last of the run wins, and any stored one goes.
     let mut kept: BTreeMap<(i64, DateTime<Utc>), &RunEvent<'_>> = BTreeMap::new();
     for event in &events {
-        kept.insert((event.envelope.bank_id.get(), event.board.as_of), event);
+        kept.insert((event.bank_id.get(), event.board.as_of), event);
     }
     let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
-    let board_ids: Vec<Uuid> = kept.values().map(|e| e.envelope.event_id).collect();
+    let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
     sqlx::query(
         "DELETE FROM boards b USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
          WHERE b.bank_id = d.bank_id AND b.as_of = d.as_of",
@@ -190,8 +189,8 @@ pub async fn apply_run(
 
     for event in &events {
         outcome.applied += 1;
-        outcome.banks.insert(event.envelope.bank_id);
-        outcome.newest_event = outcome.newest_event.max(Some(event.envelope.occurred_at));
+        outcome.banks.insert(event.bank_id);
+        outcome.newest_event = outcome.newest_event.max(Some(event.occurred_at));
         outcome
             .currencies
             .extend(event.board.rates.iter().map(|r| r.currency));
