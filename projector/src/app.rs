@@ -468,8 +468,9 @@ pub async fn load_update(
     aggregates: bool,
 ) -> Result<ViewUpdate> {
     let mut update = ViewUpdate::default();
-    for id in banks {
-        update.banks.push((*id, store::bank_view(pool, *id).await?));
+    // In slices, so a rebuild of many banks holds no huge result at once.
+    for slice in banks.chunks(500) {
+        update.banks.extend(store::bank_views(pool, slice).await?);
     }
     if !aggregates {
         return Ok(update);

@@ -1,5 +1,7 @@
 //! Reads from the read model what the views need.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode, SocialLink};
 use rust_decimal::Decimal;
@@ -113,21 +115,73 @@ fn rate_from_row(row: &sqlx::postgres::PgRow) -> Result<RateView> {
 
 /// Everything a bank's views are made of; `None` for an unknown bank.
 pub async fn bank_view(pool: &sqlx::PgPool, id: BankId) -> Result<Option<BankView>> {
-    // One snapshot for both reads, so the board matches the bank row.
+    Ok(bank_views(pool, &[id])
+        .await?
+        .pop()
+        .and_then(|(_, view)| view))
+}
+
+/// The views of `ids`, in the order given (`None` for an unknown bank):
+/// two statements in one snapshot however many banks, so a batch that
+/// touched fifty banks costs what one did.
+pub async fn bank_views(
+    pool: &sqlx::PgPool,
+    ids: &[BankId],
+) -> Result<Vec<(BankId, Option<BankView>)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+    // One snapshot for both reads, so each board matches its bank row.
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let Some((bank, last_rates_updated_at)) = bank(&mut *tx, id).await? else {
-        return Ok(None);
-    };
-    let rates = latest_board(&mut *tx, id).await?;
+    let bank_rows = sqlx::query(&format!(
+        "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = ANY($1)"
+    ))
+    .bind(&raw)
+    .fetch_all(&mut *tx)
+    .await?;
+    let rate_rows = sqlx::query(&format!(
+        "WITH latest AS (
+             SELECT w.bank_id,
+                 (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id) AS as_of
+             FROM unnest($1::bigint[]) AS w(bank_id)
+         )
+         SELECT r.bank_id, {RATE_COLUMNS}
+         FROM latest l
+         JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+         {PREVIOUS_JOIN}
+         ORDER BY r.bank_id, r.currency"
+    ))
+    .bind(&raw)
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(Some(BankView {
-        bank,
-        last_rates_updated_at,
-        rates,
-    }))
+
+    let mut rates: HashMap<i64, Vec<RateView>> = HashMap::new();
+    for row in &rate_rows {
+        let bank: i64 = row.try_get("bank_id")?;
+        rates.entry(bank).or_default().push(rate_from_row(row)?);
+    }
+    let mut banks: HashMap<i64, BankView> = HashMap::with_capacity(bank_rows.len());
+    for row in &bank_rows {
+        let (bank, last_rates_updated_at) = bank_from_row(row)?;
+        let id = bank.id.get();
+        banks.insert(
+            id,
+            BankView {
+                bank,
+                last_rates_updated_at,
+                rates: rates.remove(&id).unwrap_or_default(),
+            },
+        );
+    }
+    Ok(ids
+        .iter()
+        .map(|id| (*id, banks.remove(&id.get())))
+        .collect())
 }
 
 /// Views of every active bank, in id order.
@@ -135,15 +189,16 @@ pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
     let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
         .fetch_all(pool)
         .await?;
-    let mut views = Vec::with_capacity(ids.len());
-    for id in ids.into_iter().filter_map(|id| BankId::new(id).ok()) {
-        if let Some(view) = bank_view(pool, id).await? {
-            if view.bank.active {
-                views.push(view);
-            }
-        }
-    }
-    Ok(views)
+    let ids: Vec<BankId> = ids
+        .into_iter()
+        .filter_map(|id| BankId::new(id).ok())
+        .collect();
+    Ok(bank_views(pool, &ids)
+        .await?
+        .into_iter()
+        .filter_map(|(_, view)| view)
+        .filter(|view| view.bank.active)
+        .collect())
 }
 
 /// The latest board of every active bank, as a reusable SQL fragment.
