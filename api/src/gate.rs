@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::keys::Caller;
 use crate::limits::{Decision, Verdict};
 use crate::plans::ANONYMOUS;
-use crate::routes::AppState;
+use crate::routes::{view_key, AppState, Prefetched};
 
 /// What the gate found out, for the handlers.
 #[derive(Debug, Clone)]
@@ -116,13 +116,25 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         }
     };
     let now = Utc::now();
-    let decision = if state.rate_limits {
-        state
+    let (decision, prefetched) = if state.rate_limits {
+        let view = view_key(
+            &state.read.current().views,
+            request.uri().path(),
+            request.uri().query(),
+        );
+        let (decision, body) = state
             .limiter
-            .check(&subject, limits, counts_monthly(request.uri().path()), now)
-            .await
+            .check_and_read(
+                &subject,
+                limits,
+                counts_monthly(request.uri().path()),
+                now,
+                view.as_deref(),
+            )
+            .await;
+        (decision, view.zip(body))
     } else {
-        Decision::uncounted(limits, now)
+        (Decision::uncounted(limits, now), None)
     };
     let mut response = match decision.verdict {
         Verdict::Allowed => {
@@ -131,6 +143,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
                 key_given,
                 decision,
             });
+            request.extensions_mut().insert(Prefetched(prefetched));
             next.run(request).await
         }
         Verdict::RateLimited => Error::RateLimited.into_response(),

@@ -3,7 +3,9 @@
 //!
 //! One request is one script call: it reads both counters, refuses when
 //! either is spent, and otherwise increments them, all atomically, so
-//! concurrent requests can never over-admit. Windows are fixed calendar
+//! concurrent requests can never over-admit. An admitted request's view is
+//! read in the same call (see `routes::view_key`), so serving a ready view
+//! costs one Redis round trip, not two. Windows are fixed calendar
 //! minutes (UTC) and calendar months in the service time zone.
 //!
 //! When Redis cannot be reached the API keeps serving under a per-process
@@ -23,15 +25,17 @@ use crate::plans::Limits;
 const CHECK_AND_COUNT: &str = r#"
 local minute = tonumber(redis.call('GET', KEYS[1]) or '0')
 local month = tonumber(redis.call('GET', KEYS[2]) or '0')
-if minute >= tonumber(ARGV[1]) then return {0, minute, month} end
-if ARGV[3] == '1' and month >= tonumber(ARGV[2]) then return {2, minute, month} end
+if minute >= tonumber(ARGV[1]) then return {0, minute, month, false} end
+if ARGV[3] == '1' and month >= tonumber(ARGV[2]) then return {2, minute, month, false} end
 minute = redis.call('INCR', KEYS[1])
 if minute == 1 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
 if ARGV[3] == '1' then
   month = redis.call('INCR', KEYS[2])
   if month == 1 then redis.call('EXPIRE', KEYS[2], ARGV[5]) end
 end
-return {1, minute, month}
+local view = false
+if KEYS[3] then view = redis.call('GET', KEYS[3]) end
+return {1, minute, month, view}
 "#;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,11 +161,29 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
     ) -> Decision {
+        self.check_and_read(subject, limits, count_month, now, None)
+            .await
+            .0
+    }
+
+    /// [`Limiter::check`], and when the request is allowed also the value
+    /// of `view` (`Some(None)`: the key is missing). No value is read when
+    /// refused, without `view`, or when Redis is unavailable.
+    pub async fn check_and_read(
+        &self,
+        subject: &str,
+        limits: Limits,
+        count_month: bool,
+        now: DateTime<Utc>,
+        view: Option<&str>,
+    ) -> (Decision, Option<Option<String>>) {
         let mut conn = self.redis.clone();
-        let result: redis::RedisResult<(u8, u64, u64)> = self
-            .script
-            .key(self.minute_key(subject, now))
-            .key(self.month_key(subject, now))
+        let mut call = self.script.key(self.minute_key(subject, now));
+        call.key(self.month_key(subject, now));
+        if let Some(view) = view {
+            call.key(view);
+        }
+        let result: redis::RedisResult<(u8, u64, u64, Option<String>)> = call
             .arg(limits.per_minute)
             .arg(limits.per_month)
             .arg(if count_month { "1" } else { "0" })
@@ -169,15 +191,18 @@ impl Limiter {
             .arg(40 * 86_400)
             .invoke_async(&mut conn)
             .await;
-        let (code, minute_used, month_used) = match result {
-            Ok(counts) => counts,
+        let ((code, minute_used, month_used), read) = match result {
+            Ok((code, minute, month, body)) => {
+                let read = (code == 1 && view.is_some()).then_some(body);
+                ((code, minute, month), read)
+            }
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, subject, "redis unavailable; limiting in this process only");
-                self.check_locally(subject, limits, count_month, now)
+                (self.check_locally(subject, limits, count_month, now), None)
             }
         };
-        Decision {
+        let decision = Decision {
             verdict: match code {
                 1 => Verdict::Allowed,
                 2 => Verdict::QuotaExceeded,
@@ -188,7 +213,8 @@ impl Limiter {
             month_used,
             minute_reset: seconds_to_next_minute(now),
             month_reset: seconds_to_next_month(now, self.timezone),
-        }
+        };
+        (decision, read)
     }
 
     /// The same rule as the script, on this process's own counters.

@@ -4,16 +4,32 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use ratewire_projector::redis_views::Keys;
 use ratewire_projector::store;
 use ratewire_projector::views::{banks_element, banks_response};
 
-use super::{cached_view, json_body, AppState};
+use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::query::{Checker, Params};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/banks", get(banks))
+}
+
+fn argument(query: Option<&str>) -> Result<bool> {
+    let params = Params::parse(query)?;
+    let mut check = Checker::new(&params);
+    let with_recent = check.flag("withRecentEx");
+    check.finish()?;
+    Ok(with_recent)
+}
+
+/// The view a valid query is answered from (see [`super::view_key`]).
+pub fn view_key(views: &Keys, query: Option<&str>) -> Option<String> {
+    argument(query)
+        .ok()
+        .map(|with_recent| views.banks_all(with_recent))
 }
 
 /// The active banks, ordered by id.
@@ -23,15 +39,14 @@ pub fn router() -> Router<AppState> {
 pub async fn banks(
     _: ApiKey,
     State(state): State<AppState>,
+    prefetched: Prefetched,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let with_recent = check.flag("withRecentEx");
-    check.finish()?;
-
+    let with_recent = argument(query.as_deref())?;
     let read = state.read.current();
-    if let Some(elements) = cached_view(&state, &read.views.banks_all(with_recent)).await {
+    if let Some(elements) =
+        cached_view(&state, prefetched, &read.views.banks_all(with_recent)).await
+    {
         return Ok(json_body(banks_response(&elements)));
     }
     let elements: Vec<String> = store::active_bank_views(&read.pool)

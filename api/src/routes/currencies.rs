@@ -7,7 +7,7 @@ use axum::Router;
 use ratewire_projector::store;
 use ratewire_projector::views::currencies_response;
 
-use super::{cached_view, json_body, AppState};
+use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::Result;
 
@@ -18,9 +18,13 @@ pub fn router() -> Router<AppState> {
 /// Currencies quoted by at least one active bank, most quoted first.
 #[utoipa::path(get, path = "/api/v1/currencies", tag = "currencies",
     responses((status = 200, description = "success", body = crate::openapi::CurrenciesResponse), crate::openapi::CommonErrors))]
-pub async fn currencies(_: ApiKey, State(state): State<AppState>) -> Result<Response> {
+pub async fn currencies(
+    _: ApiKey,
+    State(state): State<AppState>,
+    prefetched: Prefetched,
+) -> Result<Response> {
     let read = state.read.current();
-    if let Some(body) = cached_view(&state, &read.views.currencies()).await {
+    if let Some(body) = cached_view(&state, prefetched, &read.views.currencies()).await {
         return Ok(json_body(body));
     }
     let counts = store::currency_counts(&read.pool).await?;

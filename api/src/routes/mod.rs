@@ -14,11 +14,13 @@ pub mod rates;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
+use ratewire_projector::redis_views::Keys;
 use ratewire_projector::views::ViewStyle;
 use redis::aio::ConnectionManager;
 use sqlx::PgPool;
@@ -97,11 +99,48 @@ async fn until_prepared(State(state): State<AppState>, request: Request, next: N
     Error::Starting("still starting: waiting for Postgres").into_response()
 }
 
-/// A ready-made view from Redis; `None` when it is missing or Redis is
+/// The Redis view a public request is answered from, when its query is
+/// valid: the gate fetches it in the same Redis call that counts the
+/// request, so a served request costs one round trip. Handlers still parse
+/// the query themselves; this only has to agree with them on valid queries.
+pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String> {
+    match path {
+        "/api/v1/rates" => rates::view_key(views, query),
+        "/api/v1/rates/best-rates" => best_rates::view_key(views, query),
+        "/api/v1/banks" => banks::view_key(views, query),
+        "/api/v1/currencies" => Some(views.currencies()),
+        _ => None,
+    }
+}
+
+/// A view the gate read along with the limiter: its key and body (`None`
+/// when the view was missing).
+#[derive(Debug, Clone, Default)]
+pub struct Prefetched(pub Option<(String, Option<String>)>);
+
+impl FromRequestParts<AppState> for Prefetched {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &AppState,
+    ) -> std::result::Result<Self, Self::Rejection> {
+        Ok(parts.extensions.remove::<Prefetched>().unwrap_or_default())
+    }
+}
+
+/// A ready-made view from Redis (taken from `prefetched` when the gate
+/// already read that key); `None` when it is missing or Redis is
 /// unavailable, and the caller renders the same bytes from Postgres.
-pub async fn cached_view(state: &AppState, key: &str) -> Option<String> {
-    let mut redis = state.redis.clone();
-    match redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key).await {
+pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<String> {
+    let answer = match prefetched.0 {
+        Some((fetched, body)) if fetched == key => Ok(body),
+        _ => {
+            let mut redis = state.redis.clone();
+            redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key).await
+        }
+    };
+    match answer {
         Ok(Some(body)) => Some(body),
         Ok(None) => {
             tracing::debug!(key, "view missing; rendering from postgres");

@@ -4,16 +4,43 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use ratewire_projector::redis_views::Keys;
 use ratewire_projector::store;
 use ratewire_projector::views::{rates_element, rates_response, RatesVariant};
+use ratewire_proto::BankId;
 
-use super::{cached_view, json_body, AppState};
+use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{Checker, Params};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates", get(rates))
+}
+
+fn arguments(query: Option<&str>) -> Result<(Option<BankId>, RatesVariant)> {
+    let params = Params::parse(query)?;
+    let mut check = Checker::new(&params);
+    let bank_id = check.bank_id("bankId", false);
+    let variant = RatesVariant {
+        transactional: check.flag("transactional"),
+        social_links: check.flag("socialLinks"),
+    };
+    check.finish()?;
+    Ok((bank_id, variant))
+}
+
+fn key_of(views: &Keys, bank_id: Option<BankId>, variant: RatesVariant) -> String {
+    match bank_id {
+        Some(id) => views.rates_bank(id, variant),
+        None => views.rates_all(variant),
+    }
+}
+
+/// The view a valid query is answered from (see [`super::view_key`]).
+pub fn view_key(views: &Keys, query: Option<&str>) -> Option<String> {
+    let (bank_id, variant) = arguments(query).ok()?;
+    Some(key_of(views, bank_id, variant))
 }
 
 /// The latest board of every active bank, or of one.
@@ -31,23 +58,13 @@ pub fn router() -> Router<AppState> {
 pub async fn rates(
     _: ApiKey,
     State(state): State<AppState>,
+    prefetched: Prefetched,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let bank_id = check.bank_id("bankId", false);
-    let variant = RatesVariant {
-        transactional: check.flag("transactional"),
-        social_links: check.flag("socialLinks"),
-    };
-    check.finish()?;
-
+    let (bank_id, variant) = arguments(query.as_deref())?;
     let read = state.read.current();
-    let key = match bank_id {
-        Some(id) => read.views.rates_bank(id, variant),
-        None => read.views.rates_all(variant),
-    };
-    if let Some(elements) = cached_view(&state, &key).await {
+    let key = key_of(&read.views, bank_id, variant);
+    if let Some(elements) = cached_view(&state, prefetched, &key).await {
         return Ok(json_body(rates_response(&elements)));
     }
 
