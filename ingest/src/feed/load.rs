@@ -5,11 +5,13 @@
 //! acknowledgement latency and, when watching the API, how long each board
 //! took to be served (publish-to-visible). Used by `deploy/bench`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, Utc};
+use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -83,6 +85,8 @@ pub struct LoadReport {
     pub seconds: f64,
     pub ack: Percentiles,
     pub visible: Option<Percentiles>,
+    /// Boards the watch gave up on (not served within its patience).
+    pub not_seen: usize,
     pub rate_entries: usize,
 }
 
@@ -108,6 +112,7 @@ impl LoadReport {
             lines.push(format!("visible_p99_ms {:.2}", v.p99));
             lines.push(format!("visible_p999_ms {:.2}", v.p999));
             lines.push(format!("visible_max_ms {:.2}", v.max));
+            lines.push(format!("visible_not_seen {}", self.not_seen));
         }
         lines.join("\n")
     }
@@ -164,22 +169,79 @@ fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
     )
 }
 
-/// True once the API serves this bank's board of `as_of` or a later one.
-async fn served(http: &reqwest::Client, api: &str, key: &str, bank: i64, as_of: &str) -> bool {
-    let Ok(response) = http
+/// The as-of time of the board the API serves for `bank`, if any.
+async fn served_as_of(http: &reqwest::Client, api: &str, key: &str, bank: i64) -> Option<String> {
+    let response = http
         .get(format!("{api}/api/v1/rates?bankId={bank}"))
         .header("x-api-key", key)
         .send()
         .await
-    else {
-        return false;
-    };
-    let Ok(body) = response.json::<Value>().await else {
-        return false;
-    };
+        .ok()?;
+    let body = response.json::<Value>().await.ok()?;
     body["data"][0]["data"][0]["lastRatesUpdatedAt"]
         .as_str()
-        .is_some_and(|served| served >= as_of)
+        .map(str::to_owned)
+}
+
+/// Boards acknowledged but not yet seen on the API: bank -> (as-of, due).
+type Outstanding = Arc<Mutex<HashMap<i64, Vec<(String, Instant)>>>>;
+
+/// Most requests the watcher has in flight. The watch must not become the
+/// load: polling each board on its own made the polling grow with the
+/// latency it measured. One request per waiting bank per round, at most
+/// this many at once, keeps it bounded whatever the latency.
+const WATCH_CONCURRENCY: usize = 4;
+
+/// Longest a board is waited for before it counts as never seen.
+const WATCH_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Polls, round after round, each bank that has boards waiting, and records
+/// every board the API now serves (its as-of or a later one) with the time
+/// since it was due. Runs until `done` and nothing is waiting.
+async fn watch(
+    outstanding: Outstanding,
+    (api, key): (String, String),
+    done: CancellationToken,
+) -> (Vec<f64>, usize) {
+    let http = reqwest::Client::new();
+    let (mut visible, mut lost) = (Vec::new(), 0);
+    loop {
+        let waiting: Vec<i64> = outstanding.lock().await.keys().copied().collect();
+        if waiting.is_empty() {
+            if done.is_cancelled() {
+                return (visible, lost);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
+        let mut answers = futures_util::stream::iter(waiting)
+            .map(|bank| {
+                let (http, api, key) = (&http, &api, &key);
+                async move { (bank, served_as_of(http, api, key, bank).await) }
+            })
+            .buffer_unordered(WATCH_CONCURRENCY);
+        while let Some((bank, served)) = answers.next().await {
+            let seen = Instant::now();
+            let mut waiting = outstanding.lock().await;
+            let Some(boards) = waiting.get_mut(&bank) else {
+                continue;
+            };
+            boards.retain(|(as_of, due)| {
+                if served.as_deref().is_some_and(|s| s >= as_of.as_str()) {
+                    visible.push(seen.duration_since(*due).as_secs_f64() * 1000.0);
+                    false
+                } else if seen.duration_since(*due) > WATCH_PATIENCE {
+                    lost += 1;
+                    false
+                } else {
+                    true
+                }
+            });
+            if boards.is_empty() {
+                waiting.remove(&bank);
+            }
+        }
+    }
 }
 
 pub async fn run(
@@ -189,11 +251,15 @@ pub async fn run(
 ) -> anyhow::Result<LoadReport> {
     let banks = Arc::new(banks(&client, settings.banks.max(1)).await?);
     info!(banks = banks.len(), rate = settings.rate, "load starting");
-    let http = reqwest::Client::new();
     let acks = Arc::new(Mutex::new(Vec::new()));
-    let visible = Arc::new(Mutex::new(Vec::new()));
     let failed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    let outstanding: Outstanding = Arc::default();
+    let pushes_done = CancellationToken::new();
+    let watcher = settings
+        .watch
+        .clone()
+        .map(|target| tokio::spawn(watch(Arc::clone(&outstanding), target, pushes_done.clone())));
     // As-of times step 1 ms from a whole millisecond in the recent past, so
     // every board is distinct and each bank's are increasing.
     let base = Utc::now() - chrono::Duration::minutes(10);
@@ -217,14 +283,13 @@ pub async fn run(
         let bank_index = i % banks.len();
         let as_of = base + chrono::Duration::milliseconds(i as i64);
         let body = board(&as_of, settings.currencies, (i % 97) as f64 / 10_000.0);
-        let (client, banks, acks, visible, failed, http, watch) = (
+        let (client, banks, acks, failed, outstanding, watching) = (
             client.clone(),
             Arc::clone(&banks),
             Arc::clone(&acks),
-            Arc::clone(&visible),
             Arc::clone(&failed),
-            http.clone(),
-            settings.watch.clone(),
+            Arc::clone(&outstanding),
+            watcher.is_some(),
         );
         tasks.push(tokio::spawn(async move {
             let bank = &banks[bank_index];
@@ -235,19 +300,14 @@ pub async fn run(
                 return;
             }
             acks.lock().await.push(due.elapsed().as_secs_f64() * 1000.0);
-            if let Some((api, key)) = watch {
+            if watching {
                 let as_of = as_of.to_rfc3339_opts(SecondsFormat::Millis, true);
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while Instant::now() < deadline {
-                    if served(&http, &api, &key, bank.id, &as_of).await {
-                        visible
-                            .lock()
-                            .await
-                            .push(due.elapsed().as_secs_f64() * 1000.0);
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
+                outstanding
+                    .lock()
+                    .await
+                    .entry(bank.id)
+                    .or_default()
+                    .push((as_of, due));
             }
         }));
         i += 1;
@@ -255,20 +315,27 @@ pub async fn run(
     for task in tasks {
         task.await?;
     }
+    pushes_done.cancel();
+    let watched = match watcher {
+        Some(watcher) => Some(watcher.await?),
+        None => None,
+    };
     let seconds = started.elapsed().as_secs_f64();
     let acks = std::mem::take(&mut *acks.lock().await);
-    let visible = std::mem::take(&mut *visible.lock().await);
-    let report = LoadReport {
-        accepted: acks.len(),
+    if let Some((_, lost)) = &watched {
+        if *lost > 0 {
+            tracing::warn!(lost, "boards not served within {WATCH_PATIENCE:?}");
+        }
+    }
+    let accepted = acks.len();
+    Ok(LoadReport {
+        accepted,
         failed: failed.load(std::sync::atomic::Ordering::Relaxed),
         seconds,
         ack: Percentiles::of(acks),
-        visible: settings.watch.is_some().then(|| Percentiles::of(visible)),
-        rate_entries: 0,
-    };
-    Ok(LoadReport {
-        rate_entries: report.accepted * settings.currencies,
-        ..report
+        not_seen: watched.as_ref().map_or(0, |(_, lost)| *lost),
+        visible: watched.map(|(visible, _)| Percentiles::of(visible)),
+        rate_entries: accepted * settings.currencies,
     })
 }
 
