@@ -27,6 +27,8 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: Config) -> Result<Self> {
+        // Installed before anything is counted.
+        ratewire_proto::runtime::metrics();
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;

@@ -87,6 +87,13 @@ fn unavailable(e: &sqlx::Error) -> bool {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
+        match &self {
+            Error::Postgres(_) => {
+                metrics::counter!("ratewire_api_postgres_errors_total").increment(1)
+            }
+            Error::Redis(_) => metrics::counter!("ratewire_api_redis_errors_total").increment(1),
+            _ => {}
+        }
         let body = match &self {
             Error::Validation(errors) => {
                 json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})

@@ -191,17 +191,30 @@ impl Limiter {
             .arg(40 * 86_400)
             .invoke_async(&mut conn)
             .await;
-        let ((code, minute_used, month_used), read) = match result {
+        let ((code, minute_used, month_used), read, counted) = match result {
             Ok((code, minute, month, body)) => {
                 let read = (code == 1 && view.is_some()).then_some(body);
-                ((code, minute, month), read)
+                ((code, minute, month), read, "redis")
             }
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("ratewire_api_redis_errors_total").increment(1);
                 tracing::warn!(error = %e, subject, "redis unavailable; limiting in this process only");
-                (self.check_locally(subject, limits, count_month, now), None)
+                (
+                    self.check_locally(subject, limits, count_month, now),
+                    None,
+                    "local",
+                )
             }
         };
+        let verdict = match code {
+            1 => "allowed",
+            2 => "quota_exceeded",
+            _ => "rate_limited",
+        };
+        metrics::counter!("ratewire_api_limiter_decisions_total",
+            "decision" => verdict, "counted" => counted)
+        .increment(1);
         let decision = Decision {
             verdict: match code {
                 1 => Verdict::Allowed,

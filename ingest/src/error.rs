@@ -77,6 +77,9 @@ fn is_unavailable(e: &sqlx::Error) -> bool {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
+        if let Error::Postgres(_) = &self {
+            metrics::counter!("ratewire_ingest_postgres_errors_total").increment(1);
+        }
         let body = match &self {
             Error::Validation(errors) => {
                 json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})

@@ -117,8 +117,17 @@ impl Publisher {
         // and, retrying with its Idempotency-Key, re-sends the same event id,
         // which the projector applies once.
         let producer = self.current();
+        let started = std::time::Instant::now();
         let delivery = producer.send(record, Timeout::After(self.timeout));
         let outcome = tokio::time::timeout(self.timeout, delivery).await;
+        let result = match &outcome {
+            Ok(Ok(_)) => "acknowledged",
+            Ok(Err(_)) => "failed",
+            Err(_) => "timed_out",
+        };
+        metrics::counter!("ratewire_ingest_publish_total", "result" => result).increment(1);
+        metrics::histogram!("ratewire_ingest_publish_seconds", "result" => result)
+            .record(started.elapsed().as_secs_f64());
         match &outcome {
             Ok(Ok(_)) => {}
             Ok(Err((e, _))) => self.renew_if_fatal(&producer, Some(e)),
@@ -175,11 +184,15 @@ pub async fn ensure_topic(config: &Config) -> Result<()> {
         .set("bootstrap.servers", &config.kafka_brokers)
         .create()
         .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
+    // The log is the system of record (replays start at offset zero), so a
+    // topic made here keeps its events forever whatever the broker's default.
     let topic = NewTopic::new(
         &config.topic,
         config.topic_partitions,
         TopicReplication::Fixed(config.topic_replication),
-    );
+    )
+    .set("retention.ms", "-1")
+    .set("retention.bytes", "-1");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = admin
         .create_topics([&topic], &options)

@@ -45,13 +45,14 @@ impl Application {
         let pool = db::pool(&config.database_url, &config.control_schema, 2)?;
         let redis = redis_views::connect(&config.redis_url)?;
         let consumer = consumer::create(&config)?;
+        let status = Arc::new(Status::new(config.ready_lag));
         Ok(Self {
             config,
             listener,
             pool,
             redis,
             consumer,
-            status: Arc::default(),
+            status,
         })
     }
 
@@ -212,7 +213,8 @@ impl Projector {
                         reassign = !self.reassign(&partitions).await;
                     }
                     self.maintain_views().await;
-                    self.progress.report(&self.consumer, &self.config.topic).await;
+                    let lag = self.progress.report(&self.consumer, &self.config.topic).await;
+                    self.status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
                 }
                 batch = &mut next => {
                     next.set(receive(Arc::clone(&self.consumer)));

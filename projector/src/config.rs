@@ -52,7 +52,8 @@ pub struct Config {
         default_value = "ratewire-projector"
     )]
     pub group_id: String,
-    /// Which partitions this instance folds: `all`, or a comma-separated list
+    /// Which partitions this instance folds: `all`, `slice:I/N` (those whose
+    /// number modulo N is I), or a comma-separated list
     /// such as `0,2` to split a topic between instances explicitly.
     #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "all", value_parser = parse_partitions)]
     pub partitions: Partitions,
@@ -68,6 +69,10 @@ pub struct Config {
     /// this much to publish-to-visible latency.
     #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub fetch_wait_ms: u64,
+    /// Most messages this instance may be behind the log and still report
+    /// ready on /readyz.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_READY_LAG", default_value_t = 1000)]
+    pub ready_lag: u64,
     /// Address of the projector's health and metrics endpoint.
     #[arg(
         long,
@@ -103,6 +108,13 @@ impl Config {
 pub enum Partitions {
     All,
     Only(Vec<i32>),
+    /// Every partition whose number modulo `of` is `index`: replicas that
+    /// differ only in their index (a StatefulSet's pod index) split any
+    /// partition count between them without a list per replica.
+    Slice {
+        index: u32,
+        of: u32,
+    },
 }
 
 impl Partitions {
@@ -110,6 +122,9 @@ impl Partitions {
         match self {
             Partitions::All => true,
             Partitions::Only(list) => list.contains(&partition),
+            Partitions::Slice { index, of } => {
+                u32::try_from(partition).is_ok_and(|p| p % of == *index)
+            }
         }
     }
 }
@@ -118,13 +133,26 @@ fn parse_partitions(s: &str) -> Result<Partitions, String> {
     if s.trim() == "all" {
         return Ok(Partitions::All);
     }
+    if let Some(slice) = s.trim().strip_prefix("slice:") {
+        let parsed = slice
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)))
+            .filter(|(i, n)| i < n);
+        return parsed
+            .map(|(index, of)| Partitions::Slice { index, of })
+            .ok_or_else(|| {
+                format!("expected `slice:I/N` with I < N, like `slice:0/2`, got {s:?}")
+            });
+    }
     let list = s
         .split(',')
         .map(|p| p.trim().parse::<i32>().ok().filter(|p| *p >= 0))
         .collect::<Option<Vec<_>>>()
         .filter(|l| !l.is_empty())
         .ok_or_else(|| {
-            format!("expected `all` or a list of partition numbers like `0,1`, got {s:?}")
+            format!(
+                "expected `all`, `slice:I/N` or a list of partition numbers like `0,1`, got {s:?}"
+            )
         })?;
     Ok(Partitions::Only(list))
 }
@@ -154,6 +182,15 @@ mod tests {
         assert!(parse_partitions("").is_err());
         assert!(parse_partitions("-1").is_err());
         assert!(parse_partitions("a").is_err());
+        let second = parse_partitions("slice:1/2").unwrap();
+        assert_eq!(second, Partitions::Slice { index: 1, of: 2 });
+        assert_eq!(
+            (0..5).filter(|p| second.includes(*p)).collect::<Vec<_>>(),
+            [1, 3]
+        );
+        assert!(parse_partitions("slice:2/2").is_err());
+        assert!(parse_partitions("slice:0/0").is_err());
+        assert!(parse_partitions("slice:x").is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The projector's small HTTP surface: liveness, readiness and metrics.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +13,25 @@ use serde_json::json;
 use sqlx::PgPool;
 
 /// What /readyz reports besides the live dependency checks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Status {
     /// Partitions are assigned and the views were built once.
     pub consuming: AtomicBool,
+    /// Messages on the broker not yet applied, over the owned partitions;
+    /// -1 while unknown (not measured yet, or the broker did not answer).
+    pub lag: AtomicI64,
+    /// The most lag that still counts as ready.
+    pub ready_lag: u64,
+}
+
+impl Status {
+    pub fn new(ready_lag: u64) -> Self {
+        Self {
+            consuming: AtomicBool::new(false),
+            lag: AtomicI64::new(-1),
+            ready_lag,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -30,10 +45,10 @@ pub fn router(state: HealthState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .route(
-            "/metrics",
-            get(|| async { ratewire_proto::runtime::metrics().render() }),
-        )
+        .route("/metrics", get(ratewire_proto::http_metrics::render))
+        .layer(axum::middleware::from_fn(
+            ratewire_proto::http_metrics::track,
+        ))
         .with_state(state)
 }
 
@@ -41,7 +56,9 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, Json<serde_jso
     let (postgres, redis) =
         tokio::join!(ping_postgres(&state.pool), ping_redis(state.redis.clone()));
     let consuming = state.status.consuming.load(Ordering::Relaxed);
-    let ready = postgres && redis && consuming;
+    let lag = state.status.lag.load(Ordering::Relaxed);
+    let caught_up = (0..=state.status.ready_lag as i64).contains(&lag);
+    let ready = postgres && redis && consuming && caught_up;
     let code = if ready {
         StatusCode::OK
     } else {
@@ -52,6 +69,7 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, Json<serde_jso
         Json(json!({
             "status": if ready { "ready" } else { "not ready" },
             "postgres": postgres, "redis": redis, "consuming": consuming,
+            "lag": (lag >= 0).then_some(lag), "caughtUp": caught_up,
         })),
     )
 }

@@ -63,12 +63,15 @@ impl Progress {
 
     /// Updates the lag and age gauges (asking the broker for its
     /// watermarks, briefly), and logs them now and then.
-    pub async fn report(&mut self, consumer: &Arc<StreamConsumer>, topic: &str) {
+    /// Returns the total lag, `None` when the broker did not answer.
+    pub async fn report(&mut self, consumer: &Arc<StreamConsumer>, topic: &str) -> Option<i64> {
         let partitions: Vec<i32> = self.positions.keys().copied().collect();
         let marks =
             crate::consumer::watermarks(consumer, topic, &partitions, Duration::from_millis(500))
                 .await
-                .unwrap_or_default();
+                .ok();
+        let known = marks.is_some();
+        let marks = marks.unwrap_or_default();
         let mut lags = BTreeMap::new();
         for (partition, position) in &self.positions {
             if let Some((_, high)) = marks.get(partition) {
@@ -84,11 +87,11 @@ impl Progress {
         if let Some(age) = age {
             gauge!("ratewire_projector_newest_event_age_seconds").set(age);
         }
+        let lag: i64 = lags.values().sum();
         let due = self.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY);
         if !due {
-            return;
+            return known.then_some(lag);
         }
-        let lag: i64 = lags.values().sum();
         if lag > 0 || self.applied_since_log > 0 {
             info!(
                 lag,
@@ -106,5 +109,6 @@ impl Progress {
         }
         self.applied_since_log = 0;
         self.last_log = Some(Instant::now());
+        known.then_some(lag)
     }
 }

@@ -21,6 +21,8 @@
 
 pub mod envelope;
 pub mod event;
+#[cfg(feature = "http")]
+pub mod http_metrics;
 pub mod ids;
 #[cfg(feature = "runtime")]
 pub mod runtime;

@@ -29,6 +29,8 @@ use tower_http::trace::TraceLayer;
 
 use ipnet::IpNet;
 
+use ratewire_proto::http_metrics;
+
 use crate::error::Error;
 use crate::gate;
 use crate::keys::KeyStore;
@@ -78,7 +80,9 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(health::router())
         .merge(public)
+        .route("/metrics", axum::routing::get(http_metrics::render))
         .layer(middleware::from_fn_with_state(state.clone(), until_prepared))
+        .layer(middleware::from_fn(http_metrics::track))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -92,7 +96,7 @@ pub fn router(state: AppState) -> Router {
 /// preparing Postgres, e.g. when it started while Postgres was down.
 async fn until_prepared(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.prepared.load(Ordering::Acquire)
-        || matches!(request.uri().path(), "/healthz" | "/readyz")
+        || matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics")
     {
         return next.run(request).await;
     }
@@ -140,17 +144,20 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) ->
             redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key).await
         }
     };
-    match answer {
-        Ok(Some(body)) => Some(body),
+    let (body, source) = match answer {
+        Ok(Some(body)) => (Some(body), "redis"),
         Ok(None) => {
             tracing::debug!(key, "view missing; rendering from postgres");
-            None
+            (None, "postgres")
         }
         Err(e) => {
+            metrics::counter!("ratewire_api_redis_errors_total").increment(1);
             tracing::warn!(error = %e, "redis unavailable; rendering from postgres");
-            None
+            (None, "postgres")
         }
-    }
+    };
+    metrics::counter!("ratewire_api_views_served_total", "source" => source).increment(1);
+    body
 }
 
 /// A ready-made JSON body, sent as it is.

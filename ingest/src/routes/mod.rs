@@ -20,6 +20,8 @@ use sqlx::PgPool;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use ratewire_proto::http_metrics;
+
 use crate::error::Error;
 use crate::publisher::Publisher;
 use ratewire_proto::secret::check_operator;
@@ -46,7 +48,9 @@ pub fn router(state: AppState) -> Router {
             (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})))
                 .into_response()
         })
+        .route("/metrics", axum::routing::get(http_metrics::render))
         .layer(middleware::from_fn_with_state(state.clone(), until_prepared))
+        .layer(middleware::from_fn(http_metrics::track))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
@@ -65,7 +69,7 @@ pub fn router(state: AppState) -> Router {
 /// preparing its dependencies, e.g. started while Postgres is down.
 async fn until_prepared(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.prepared.load(Ordering::Acquire)
-        || matches!(request.uri().path(), "/healthz" | "/readyz")
+        || matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics")
     {
         return next.run(request).await;
     }

@@ -1,0 +1,387 @@
+//! The deployment files (Dockerfile, compose file, Kubernetes manifests)
+//! cannot be run here (no container engine), so they are held to the code
+//! instead: every process they start exists, every setting they pass is one
+//! that process reads, ports and probe paths are the ones it serves, and the
+//! projector replicas split the partitions without a gap.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_norway::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every YAML document of a file, with `<<` merge keys applied.
+fn documents(path: &str) -> Vec<Value> {
+    let text = read(path);
+    serde_norway::Deserializer::from_str(&text)
+        .map(|document| {
+            let mut value = Value::deserialize(document).unwrap_or_else(|e| panic!("{path}: {e}"));
+            value
+                .apply_merge()
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            value
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The `RATEWIRE_*` settings a process reads, from its `config.rs`.
+fn settings_of(binary: &str) -> BTreeSet<String> {
+    let file = match binary {
+        "ratewire-api" => "api/src/config.rs",
+        "ratewire-ingest" => "ingest/src/config.rs",
+        "ratewire-projector" => "projector/src/config.rs",
+        other => panic!("no such process: {other}"),
+    };
+    let text = read(file);
+    text.split("env = \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|name| name.starts_with("RATEWIRE_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Binaries the workspace builds (`[[bin]]` names).
+fn binaries() -> BTreeSet<String> {
+    [
+        "api/Cargo.toml",
+        "ingest/Cargo.toml",
+        "projector/Cargo.toml",
+    ]
+    .iter()
+    .flat_map(|file| {
+        read(file)
+            .lines()
+            .filter_map(|l| l.strip_prefix("name = \""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|n| n.starts_with("ratewire-"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    })
+    .collect()
+}
+
+/// The listen setting of each process and the port its code defaults to.
+fn listen_setting(binary: &str) -> (&'static str, u16) {
+    match binary {
+        "ratewire-api" => ("RATEWIRE_API_LISTEN", 8080),
+        "ratewire-ingest" => ("RATEWIRE_INGEST_LISTEN", 8081),
+        "ratewire-projector" => ("RATEWIRE_PROJECTOR_LISTEN", 8082),
+        other => panic!("no such process: {other}"),
+    }
+}
+
+fn port_of(address: &str) -> u16 {
+    address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("not host:port: {address}"))
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => panic!("not a scalar: {other:?}"),
+    }
+}
+
+/// The partitions of `slice:I/N` values must be exactly 0..N-1, once each.
+fn assert_slices_cover(slices: &[String], context: &str) {
+    let parsed: Vec<(u32, u32)> = slices
+        .iter()
+        .map(|s| {
+            let (i, n) = s
+                .strip_prefix("slice:")
+                .and_then(|r| r.split_once('/'))
+                .unwrap_or_else(|| panic!("{context}: {s} is not slice:I/N"));
+            (i.parse().unwrap(), n.parse().unwrap())
+        })
+        .collect();
+    let count = parsed[0].1;
+    assert!(
+        parsed.iter().all(|(_, n)| *n == count),
+        "{context}: one N for all slices"
+    );
+    let indexes: BTreeSet<u32> = parsed.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        indexes,
+        (0..count).collect::<BTreeSet<_>>(),
+        "{context}: every slice folded once"
+    );
+    assert_eq!(parsed.len() as u32, count, "{context}: no slice twice");
+}
+
+#[test]
+fn the_code_defaults_to_the_ports_the_files_use() {
+    for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
+        let (setting, port) = listen_setting(binary);
+        let config = read(&format!(
+            "{}/src/config.rs",
+            binary.trim_start_matches("ratewire-")
+        ));
+        let declared = config
+            .split(&format!("env = \"{setting}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{binary} does not read {setting}"));
+        let default = declared
+            .split("default_value = \"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or_else(|| panic!("{setting} has no default"));
+        assert_eq!(port_of(default), port, "{setting} default");
+        // The probes and metrics the files point at are served.
+        let sources = match binary {
+            "ratewire-api" => vec!["api/src/routes/health.rs", "api/src/routes/mod.rs"],
+            "ratewire-ingest" => vec!["ingest/src/routes/health.rs", "ingest/src/routes/mod.rs"],
+            _ => vec!["projector/src/http.rs"],
+        };
+        let code: String = sources.iter().map(|f| read(f)).collect();
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            assert!(
+                code.contains(&format!(".route(\"{path}\"")),
+                "{binary} serves {path}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_dockerfile_builds_in_stages_and_ships_every_process() {
+    let dockerfile = read("deploy/Dockerfile");
+    let stages = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .count();
+    assert!(stages >= 2, "multi-stage build");
+    assert!(dockerfile.contains("cargo build --release --locked --bins"));
+    for binary in binaries() {
+        assert!(
+            dockerfile.contains(&format!("target/release/{binary}")),
+            "the image holds {binary}"
+        );
+    }
+    let exposed: BTreeSet<u16> = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("EXPOSE "))
+        .flat_map(|l| l.split_whitespace().map(|p| p.parse::<u16>().unwrap()))
+        .collect();
+    for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
+        let (setting, port) = listen_setting(binary);
+        assert!(exposed.contains(&port), "EXPOSE {port}");
+        assert!(
+            dockerfile.contains(&format!("{setting}=0.0.0.0:{port}")),
+            "{setting} listens on every interface in a container"
+        );
+    }
+    assert!(read(".dockerignore").lines().any(|l| l.trim() == "target"));
+}
+
+#[test]
+fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
+    let compose = documents("deploy/compose.yaml").remove(0);
+    let services = compose["services"].as_mapping().expect("services");
+    let kafka = &compose["services"]["kafka"]["environment"];
+    assert!(
+        text(&kafka["KAFKA_PROCESS_ROLES"]).contains("controller"),
+        "KRaft: the broker is its own controller"
+    );
+    assert!(compose["services"]["kafka"]["image"]
+        .as_str()
+        .unwrap()
+        .starts_with("apache/kafka"));
+    let known = binaries();
+    let mut started = BTreeMap::<String, usize>::new();
+    let mut slices = Vec::new();
+    for (name, service) in services {
+        let name = text(name);
+        let Some(command) = service["command"].as_sequence() else {
+            continue;
+        };
+        let binary = text(&command[0]);
+        if !binary.starts_with("ratewire-") {
+            continue;
+        }
+        assert!(known.contains(&binary), "{name}: {binary} is built");
+        let replicas = service["deploy"]["replicas"].as_u64().unwrap_or(1) as usize;
+        *started.entry(binary.clone()).or_default() += replicas;
+        let env = service["environment"].as_mapping().expect("environment");
+        let settings = settings_of(&binary);
+        for key in env.keys().map(text) {
+            assert!(settings.contains(&key), "{name}: {binary} reads {key}");
+        }
+        let (listen, _) = listen_setting(&binary);
+        let port = port_of(&text(&env[listen]));
+        if let Some(ports) = service["ports"].as_sequence() {
+            for mapping in ports {
+                assert!(
+                    text(mapping).ends_with(&format!(":{port}")),
+                    "{name}: published port {mapping:?} reaches {port}"
+                );
+            }
+        }
+        if binary == "ratewire-projector" {
+            slices.push(text(&env["RATEWIRE_PROJECTOR_PARTITIONS"]));
+        }
+    }
+    assert_eq!(started.get("ratewire-ingest"), Some(&1));
+    assert!(started["ratewire-api"] >= 2, "several api replicas");
+    assert!(started["ratewire-projector"] >= 2, "several projectors");
+    assert_slices_cover(&slices, "compose projectors");
+}
+
+#[test]
+fn the_kubernetes_manifests_match_the_processes() {
+    let mut deployments = BTreeMap::new();
+    let mut services = Vec::new();
+    let mut autoscalers = Vec::new();
+    let mut shared = BTreeSet::new();
+    for file in [
+        "deploy/k8s/config.yaml",
+        "deploy/k8s/api.yaml",
+        "deploy/k8s/ingest.yaml",
+        "deploy/k8s/projector.yaml",
+    ] {
+        for doc in documents(file) {
+            let name = text(&doc["metadata"]["name"]);
+            match doc["kind"].as_str().unwrap() {
+                "Deployment" => {
+                    deployments.insert(name, doc);
+                }
+                "Service" => services.push(doc),
+                "HorizontalPodAutoscaler" => autoscalers.push(doc),
+                "ConfigMap" => shared.extend(doc["data"].as_mapping().unwrap().keys().map(text)),
+                "Secret" => shared.extend(doc["stringData"].as_mapping().unwrap().keys().map(text)),
+                other => panic!("{file}: unexpected kind {other}"),
+            }
+        }
+    }
+    let every_setting: BTreeSet<String> = ["ratewire-api", "ratewire-ingest", "ratewire-projector"]
+        .iter()
+        .flat_map(|b| settings_of(b))
+        .collect();
+    for key in &shared {
+        assert!(every_setting.contains(key), "shared setting {key} is read");
+    }
+
+    let mut slices = Vec::new();
+    let mut per_binary = BTreeMap::<String, Vec<String>>::new();
+    for (name, deployment) in &deployments {
+        let pod = &deployment["spec"]["template"];
+        let selector = deployment["spec"]["selector"]["matchLabels"]
+            .as_mapping()
+            .unwrap();
+        for (label, value) in selector {
+            assert_eq!(
+                &pod["metadata"]["labels"][label], value,
+                "{name}: the selector matches its pods"
+            );
+        }
+        let container = &pod["spec"]["containers"][0];
+        let binary = text(&container["command"][0]);
+        assert!(binaries().contains(&binary), "{name}: {binary} is built");
+        per_binary
+            .entry(binary.clone())
+            .or_default()
+            .push(name.clone());
+        let settings = settings_of(&binary);
+        let env: BTreeMap<String, String> = container["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|e| (text(&e["name"]), text(&e["value"])))
+            .collect();
+        for key in env.keys() {
+            assert!(settings.contains(key), "{name}: {binary} reads {key}");
+        }
+        let (listen, _) = listen_setting(&binary);
+        let port = port_of(&env[listen]);
+        assert_eq!(
+            container["ports"][0]["containerPort"].as_u64(),
+            Some(u64::from(port)),
+            "{name}: containerPort"
+        );
+        for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+            let get = &container[probe]["httpGet"];
+            assert_eq!(get["path"].as_str(), Some(path), "{name}: {probe}");
+            assert_eq!(
+                get["port"].as_u64(),
+                Some(u64::from(port)),
+                "{name}: {probe}"
+            );
+        }
+        assert_eq!(
+            text(&pod["metadata"]["annotations"]["prometheus.io/port"]),
+            port.to_string(),
+            "{name}: metrics scraped where served"
+        );
+        for kind in ["requests", "limits"] {
+            for resource in ["cpu", "memory"] {
+                assert!(
+                    !container["resources"][kind][resource].is_null(),
+                    "{name}: resources.{kind}.{resource}"
+                );
+            }
+        }
+        if binary == "ratewire-projector" {
+            slices.push(env["RATEWIRE_PROJECTOR_PARTITIONS"].clone());
+        }
+    }
+    for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
+        assert!(
+            per_binary.contains_key(binary),
+            "a Deployment runs {binary}"
+        );
+    }
+    assert_slices_cover(&slices, "kubernetes projectors");
+
+    let mut exposed = BTreeSet::new();
+    for service in &services {
+        let name = text(&service["metadata"]["name"]);
+        let target = deployments
+            .values()
+            .find(|d| {
+                service["spec"]["selector"]
+                    .as_mapping()
+                    .unwrap()
+                    .iter()
+                    .all(|(k, v)| &d["spec"]["template"]["metadata"]["labels"][k] == v)
+            })
+            .unwrap_or_else(|| panic!("service {name} selects no Deployment"));
+        let container = &target["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            service["spec"]["ports"][0]["targetPort"], container["ports"][0]["containerPort"],
+            "service {name} reaches the container port"
+        );
+        exposed.insert(text(&container["command"][0]));
+    }
+    assert_eq!(
+        exposed,
+        BTreeSet::from(["ratewire-api".to_owned(), "ratewire-ingest".to_owned()]),
+        "a Service for api and for ingest"
+    );
+
+    assert_eq!(autoscalers.len(), 1);
+    let target = &autoscalers[0]["spec"]["scaleTargetRef"];
+    assert_eq!(target["kind"].as_str(), Some("Deployment"));
+    let scaled = &deployments[&text(&target["name"])];
+    assert_eq!(
+        text(&scaled["spec"]["template"]["spec"]["containers"][0]["command"][0]),
+        "ratewire-api",
+        "the autoscaler scales the api"
+    );
+}
