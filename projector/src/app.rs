@@ -102,7 +102,7 @@ impl Application {
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
             aggregates_dirty: false,
-            progress: Progress::default(),
+            progress: Arc::default(),
         };
         let result = projector.run(&shutdown).await;
         shutdown.cancel();
@@ -140,7 +140,8 @@ struct Projector {
     rebuild: bool,
     /// A bank changed since /currencies was last rendered.
     aggregates_dirty: bool,
-    progress: Progress,
+    /// Shared with the reporter task beside the fold.
+    progress: Arc<std::sync::Mutex<Progress>>,
 }
 
 impl Projector {
@@ -188,9 +189,16 @@ impl Projector {
             ?positions,
             "assigned partitions at their stored offsets"
         );
-        self.progress.positions = positions;
+        self.progress.lock().expect("progress lock").positions = positions;
         self.maintain_views().await;
         self.status.consuming.store(true, Ordering::Relaxed);
+        let reporter = tokio::spawn(report_progress(
+            Arc::clone(&self.progress),
+            Arc::clone(&self.consumer),
+            topic.clone(),
+            Arc::clone(&self.status),
+            shutdown.clone(),
+        ));
 
         let max = self.config.batch_max as usize;
         let wait = self.config.batch_wait();
@@ -213,8 +221,6 @@ impl Projector {
                         reassign = !self.reassign(&partitions).await;
                     }
                     self.maintain_views().await;
-                    let lag = self.progress.report(&self.consumer, &self.config.topic).await;
-                    self.status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
                 }
                 batch = &mut next => {
                     next.set(receive(Arc::clone(&self.consumer)));
@@ -236,6 +242,7 @@ impl Projector {
                 }
             }
         }
+        reporter.abort();
         Ok(())
     }
 
@@ -296,7 +303,7 @@ impl Projector {
         match assigned {
             Ok(positions) => {
                 info!(?positions, "partitions re-assigned at their stored offsets");
-                self.progress.positions = positions;
+                self.progress.lock().expect("progress lock").positions = positions;
                 true
             }
             Err(e) => {
@@ -359,7 +366,10 @@ impl Projector {
             return Applied::Stopped;
         };
         report::batch_applied(&outcome, started.elapsed());
-        self.progress.record(&outcome);
+        self.progress
+            .lock()
+            .expect("progress lock")
+            .record(&outcome);
         let _entered = span.enter();
         tracing::debug!(
             applied = outcome.applied,
@@ -457,6 +467,27 @@ impl Projector {
             }
         }
         self.refresh_dirty(true).await;
+    }
+}
+
+/// Every second, beside the fold (so a stuck batch shows as growing lag):
+/// the lag and age gauges, the position log line, and readiness.
+async fn report_progress(
+    progress: Arc<std::sync::Mutex<Progress>>,
+    consumer: Arc<StreamConsumer>,
+    topic: String,
+    status: Arc<Status>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                let lag = Progress::report(&progress, &consumer, &topic).await;
+                status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
+            }
+        }
     }
 }
 

@@ -62,16 +62,31 @@ impl Progress {
     }
 
     /// Updates the lag and age gauges (asking the broker for its
-    /// watermarks, briefly), and logs them now and then.
+    /// watermarks, briefly), and logs them now and then. Runs beside the
+    /// fold, so a batch stuck on Postgres still shows as growing lag.
     /// Returns the total lag, `None` when the broker did not answer.
-    pub async fn report(&mut self, consumer: &Arc<StreamConsumer>, topic: &str) -> Option<i64> {
-        let partitions: Vec<i32> = self.positions.keys().copied().collect();
+    pub async fn report(
+        progress: &std::sync::Mutex<Progress>,
+        consumer: &Arc<StreamConsumer>,
+        topic: &str,
+    ) -> Option<i64> {
+        let partitions: Vec<i32> = {
+            let progress = progress.lock().expect("progress lock");
+            progress.positions.keys().copied().collect()
+        };
         let marks =
             crate::consumer::watermarks(consumer, topic, &partitions, Duration::from_millis(500))
                 .await
                 .ok();
         let known = marks.is_some();
-        let marks = marks.unwrap_or_default();
+        progress
+            .lock()
+            .expect("progress lock")
+            .publish(&marks.unwrap_or_default())
+            .filter(|_| known)
+    }
+
+    fn publish(&mut self, marks: &BTreeMap<i32, (i64, i64)>) -> Option<i64> {
         let mut lags = BTreeMap::new();
         for (partition, position) in &self.positions {
             if let Some((_, high)) = marks.get(partition) {
@@ -90,7 +105,7 @@ impl Progress {
         let lag: i64 = lags.values().sum();
         let due = self.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY);
         if !due {
-            return known.then_some(lag);
+            return Some(lag);
         }
         if lag > 0 || self.applied_since_log > 0 {
             info!(
@@ -109,6 +124,6 @@ impl Progress {
         }
         self.applied_since_log = 0;
         self.last_log = Some(Instant::now());
-        known.then_some(lag)
+        Some(lag)
     }
 }
