@@ -35,7 +35,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli: Cli = ratewire_proto::runtime::parse_settings();
     init_telemetry(&cli.config.log_format);
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {

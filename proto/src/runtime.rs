@@ -53,6 +53,44 @@ pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
     })
 }
 
+/// Parses the command line and `RATEWIRE_*` settings; on a bad value,
+/// exits with status 2 and a message naming the environment variable (when
+/// the value came from one) as well as the flag, instead of a panic or a
+/// flag the operator never typed.
+pub fn parse_settings<T: clap::Parser>() -> T {
+    let error = match T::try_parse() {
+        Ok(parsed) => return parsed,
+        Err(error) => error,
+    };
+    let flag = match error.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(flag)) => Some(flag.clone()),
+        _ => None,
+    };
+    let from_env = flag.and_then(|flag| env_of(&T::command(), &flag));
+    match from_env {
+        Some(variable) => {
+            let rendered = error.render().to_string();
+            let detail = rendered.lines().next().unwrap_or_default();
+            let detail = detail.strip_prefix("error: ").unwrap_or(detail);
+            eprintln!("error: bad setting {variable}: {detail}");
+            std::process::exit(2);
+        }
+        None => error.exit(),
+    }
+}
+
+/// The environment variable behind `flag` (as clap prints it, e.g.
+/// `--batch-max <BATCH_MAX>`), if it is set; searched in subcommands too.
+fn env_of(command: &clap::Command, flag: &str) -> Option<String> {
+    let long = flag.split_whitespace().next()?.trim_start_matches("--");
+    let found = command.get_arguments().find_map(|arg| {
+        let variable = arg.get_env()?.to_str()?;
+        (arg.get_long() == Some(long) && std::env::var_os(variable).is_some())
+            .then(|| variable.to_owned())
+    });
+    found.or_else(|| command.get_subcommands().find_map(|sub| env_of(sub, flag)))
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {

@@ -76,7 +76,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Where cargo put this test's sibling binaries (`target/<profile>/`).
-fn binary(name: &str) -> Result<PathBuf> {
+pub fn binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe
         .parent()

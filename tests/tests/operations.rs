@@ -189,3 +189,68 @@ async fn every_answer_carries_a_request_id() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn a_bad_setting_stops_each_process_with_its_variable_named() -> anyhow::Result<()> {
+    for (process, variable, value) in [
+        ("ratewire-api", "RATEWIRE_PLANS", "free=ten/100"),
+        ("ratewire-ingest", "RATEWIRE_PUBLISH_TIMEOUT_MS", "soon"),
+        (
+            "ratewire-projector",
+            "RATEWIRE_PROJECTOR_PARTITIONS",
+            "slice:2/2",
+        ),
+    ] {
+        let output = std::process::Command::new(ratewire_e2e::binary(process)?)
+            .env(variable, value)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{process}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: bad setting {variable}: ")),
+            "{process}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_process_stops_cleanly_on_sigterm_and_on_ctrl_c() -> anyhow::Result<()> {
+    let mut stack = Stack::start().await?;
+    let key = stack.api_key("stop").await?;
+    let (bank, token) = stack.bank_with_token("STOP", "Stop Bank").await?;
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    stack.wait_served("the board", bank, &key, "155.1").await?;
+
+    for (process, signal) in [
+        ("ratewire-projector", "TERM"),
+        ("ratewire-api", "INT"),
+        ("ratewire-ingest", "INT"),
+    ] {
+        stack.signal(process, signal)?;
+        let status = stack.wait_exit(process, Duration::from_secs(15)).await?;
+        assert!(status.success(), "{process} on SIG{signal}: {status}");
+    }
+    // The projector's offsets were committed with its rows: a new one has
+    // nothing to apply again.
+    stack.start_process("ratewire-projector")?;
+    let readyz = format!("{}/readyz", stack.projector_url);
+    let ready = eventually(
+        "the new projector ready",
+        Duration::from_secs(20),
+        || async {
+            let response = stack.http().get(&readyz).send().await.ok()?;
+            let body: Value = response.json().await.ok()?;
+            (body["lag"] == 0).then_some(body)
+        },
+    )
+    .await?;
+    assert_eq!(ready["caughtUp"], true);
+    let boards = stack
+        .sql_number("SELECT count(*) FROM readmodel.boards")
+        .await?;
+    assert_eq!(boards, Some(1));
+    Ok(())
+}

@@ -133,7 +133,7 @@ fn parse_token(text: &str) -> Result<(i64, String), String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli: Cli = ratewire_proto::runtime::parse_settings();
     init_telemetry("text");
     let shutdown = shutdown_on_signal();
     match cli.command {
