@@ -434,6 +434,11 @@ async fn apply_event(
             touched.extend(board.rates.iter().map(|r| r.currency));
             // A board re-published for the same as-of replaces the earlier
             // one: the later event in the log wins.
+            sqlx::query("DELETE FROM rates WHERE bank_id = $1 AND as_of = $2")
+                .bind(bank)
+                .bind(board.as_of)
+                .execute(&mut *db)
+                .await?;
             sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")
                 .bind(bank)
                 .bind(board.as_of)
