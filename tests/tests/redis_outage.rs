@@ -53,6 +53,32 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
         statuses.push(status);
     }
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
+    // Still in rotation, and saying why it is not at its best.
+    let ready = stack
+        .http()
+        .get(format!("{}/readyz", stack.api_url))
+        .send()
+        .await?;
+    assert_eq!(ready.status(), 200);
+    let ready: serde_json::Value = ready.json().await?;
+    assert_eq!(
+        (&ready["status"], &ready["redis"]),
+        (&serde_json::json!("degraded"), &serde_json::json!(false))
+    );
+    let metrics = stack
+        .http()
+        .get(format!("{}/metrics", stack.api_url))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let local_refusals: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("ratewire_api_limiter_decisions_total{"))
+        .filter(|l| l.contains(r#"decision="rate_limited""#) && l.contains(r#"counted="local""#))
+        .collect();
+    assert_eq!(local_refusals.len(), 1, "{metrics}");
+    assert!(local_refusals[0].ends_with(" 1"), "{metrics}");
     let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
     assert!(
         log.contains("limiting in this process only"),

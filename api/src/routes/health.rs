@@ -19,15 +19,22 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let (postgres, redis) =
         tokio::join!(ping_postgres(&state.pool), ping_redis(state.redis.clone()));
     let started = state.prepared.load(std::sync::atomic::Ordering::Acquire);
-    let ready = started && postgres && redis;
+    // Without Redis the API still answers everything (views from Postgres,
+    // limits per process), so it stays in rotation, reported as degraded:
+    // a Redis outage failing every replica's readiness would take the
+    // whole API out of service.
+    let ready = started && postgres;
+    let status = match (ready, redis) {
+        (false, _) => "not ready",
+        (true, false) => "degraded",
+        (true, true) => "ready",
+    };
     (
         if ready {
             StatusCode::OK
         } else {
             StatusCode::SERVICE_UNAVAILABLE
         },
-        Json(
-            json!({"status": if ready { "ready" } else { "not ready" }, "started": started, "postgres": postgres, "redis": redis}),
-        ),
+        Json(json!({"status": status, "started": started, "postgres": postgres, "redis": redis})),
     )
 }

@@ -111,22 +111,16 @@ pub async fn apply_run(
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
     // The rates go first: nothing cascades from boards (see migration 0002).
-    sqlx::query(
-        "DELETE FROM rates r USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
-         WHERE r.bank_id = d.bank_id AND r.as_of = d.as_of",
-    )
-    .bind(&board_banks)
-    .bind(&board_times)
-    .execute(&mut *db)
-    .await?;
-    sqlx::query(
-        "DELETE FROM boards b USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
-         WHERE b.bank_id = d.bank_id AND b.as_of = d.as_of",
-    )
-    .bind(&board_banks)
-    .bind(&board_times)
-    .execute(&mut *db)
-    .await?;
+    for table in ["rates", "boards"] {
+        sqlx::query(&format!(
+            "DELETE FROM {table} t USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
+             WHERE t.bank_id = d.bank_id AND t.as_of = d.as_of"
+        ))
+        .bind(&board_banks)
+        .bind(&board_times)
+        .execute(&mut *db)
+        .await?;
+    }
     sqlx::query(
         "INSERT INTO boards (bank_id, as_of, event_id)
          SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])",
