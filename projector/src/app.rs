@@ -22,7 +22,7 @@ use crate::http::{self, HealthState, Status};
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::{self, RedisViews, ViewUpdate};
 use crate::views::{self, ViewStyle};
-use crate::{consumer, db, generation, store};
+use crate::{aggregates, consumer, db, generation, store};
 
 pub struct Application {
     config: Config,
@@ -85,6 +85,7 @@ impl Application {
         });
 
         let schema = config.read_schema.clone();
+        let aggregates_failed = Arc::default();
         let mut projector = Projector {
             pool: db::pool(&config.database_url, &schema, 8)?,
             views: RedisViews::new(
@@ -102,6 +103,8 @@ impl Application {
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
             aggregates_dirty: false,
+            aggregates: aggregates::spawn(Arc::clone(&aggregates_failed), shutdown.clone()),
+            aggregates_failed,
             progress: Arc::default(),
         };
         let result = projector.run(&shutdown).await;
@@ -140,6 +143,9 @@ struct Projector {
     rebuild: bool,
     /// A bank changed since /currencies was last rendered.
     aggregates_dirty: bool,
+    /// The task recomputing the views over all banks, and what it failed.
+    aggregates: tokio::sync::mpsc::Sender<aggregates::Job>,
+    aggregates_failed: Arc<std::sync::Mutex<aggregates::Failed>>,
     /// Shared with the reporter task beside the fold.
     progress: Arc<std::sync::Mutex<Progress>>,
 }
@@ -203,6 +209,8 @@ impl Projector {
         let max = self.config.batch_max as usize;
         let wait = self.config.batch_wait();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // A long batch must not be followed by a burst of missed ticks.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut reassign = false;
         // One receive in progress at a time, kept across ticks: dropping it
         // half-filled would drop messages already taken from the consumer.
@@ -393,9 +401,8 @@ impl Projector {
         self.dirty.extend(outcome.banks);
         self.dirty_currencies.extend(outcome.currencies);
         // Bank views at once (they carry a board's freshness); the views
-        // over all banks on the next tick (at most one recomputation a
-        // second, however busy the log).
-        self.refresh_dirty(false).await;
+        // over all banks from the next tick, by their own task.
+        self.refresh_dirty().await;
         if outcome.gaps.is_empty() {
             Applied::Done
         } else {
@@ -403,41 +410,48 @@ impl Projector {
         }
     }
 
-    /// Re-renders the views of the banks and currencies marked dirty.
-    async fn refresh_dirty(&mut self, aggregates: bool) {
+    /// Re-renders the views of the banks marked dirty.
+    async fn refresh_dirty(&mut self) {
         let banks: Vec<BankId> = self.dirty.iter().copied().collect();
-        let aggregates = aggregates && (self.aggregates_dirty || !self.dirty_currencies.is_empty());
-        if banks.is_empty() && !aggregates {
+        if banks.is_empty() {
             return;
         }
-        let currencies: Vec<CurrencyCode> = if aggregates {
-            self.dirty_currencies.iter().copied().collect()
-        } else {
-            Vec::new()
-        };
         let refreshed = async {
-            let update = load_update(
-                &self.pool,
-                &banks,
-                &currencies,
-                self.views.style(),
-                aggregates,
-            )
-            .await?;
+            let update = load_update(&self.pool, &banks, &[], self.views.style(), false).await?;
             self.views.apply(&update).await
         };
         match refreshed.await {
-            Ok(()) => {
-                self.dirty.clear();
-                if aggregates {
-                    self.dirty_currencies.clear();
-                    self.aggregates_dirty = false;
-                }
-            }
+            Ok(()) => self.dirty.clear(),
             Err(e) => {
                 report::redis_error();
-                warn!(error = %e, banks = banks.len(), currencies = currencies.len(), "views not refreshed; will retry")
+                warn!(error = %e, banks = banks.len(), "bank views not refreshed; will retry")
             }
+        }
+    }
+
+    /// Hands the views over all banks to their task when something changed
+    /// (and what failed there before); when the task is busy, the work
+    /// waits for the next tick.
+    fn schedule_aggregates(&mut self) {
+        {
+            let mut failed = self
+                .aggregates_failed
+                .lock()
+                .expect("failed aggregates lock");
+            self.aggregates_dirty |= std::mem::take(&mut failed.any);
+            self.dirty_currencies.append(&mut failed.currencies);
+        }
+        if !self.aggregates_dirty && self.dirty_currencies.is_empty() {
+            return;
+        }
+        let job = aggregates::Job {
+            pool: self.pool.clone(),
+            views: self.views.clone(),
+            currencies: self.dirty_currencies.iter().copied().collect(),
+        };
+        if self.aggregates.try_send(job).is_ok() {
+            self.dirty_currencies.clear();
+            self.aggregates_dirty = false;
         }
     }
 
@@ -466,7 +480,8 @@ impl Projector {
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
             }
         }
-        self.refresh_dirty(true).await;
+        self.refresh_dirty().await;
+        self.schedule_aggregates();
     }
 }
 

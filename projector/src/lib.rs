@@ -14,6 +14,7 @@
 //! The api crate reuses [`store`] and [`views`] to answer from Postgres when a
 //! Redis view is missing.
 
+pub mod aggregates;
 pub mod app;
 pub mod config;
 pub mod consumer;

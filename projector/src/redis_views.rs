@@ -123,6 +123,7 @@ pub struct ViewUpdate {
     pub compose: bool,
 }
 
+#[derive(Clone)]
 pub struct RedisViews {
     conn: ConnectionManager,
     keys: Keys,
