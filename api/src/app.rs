@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::read_model::ReadModels;
-use crate::routes::{self, AppState};
+use crate::routes::{self, AppState, Shared};
 use crate::usage_sync::UsageSync;
 
 pub struct Application {
@@ -34,7 +34,7 @@ impl Application {
             .map_err(|e| Error::Startup(format!("binding {}: {e}", config.listen)))?;
         let pool = db::pool(&config.database_url, &config.schema)?;
         let redis = redis_views::connect(&config.redis_url)?;
-        let state = AppState {
+        let state = AppState::new(Shared {
             key_store: KeyStore::new(pool.clone(), redis.clone(), &config.redis_prefix),
             limiter: Arc::new(Limiter::new(
                 redis.clone(),
@@ -56,7 +56,7 @@ impl Application {
             anonymous_access: config.anonymous_access,
             rate_limits: config.rate_limits,
             prepared: Arc::new(AtomicBool::new(false)),
-        };
+        });
         Ok(Self {
             config,
             listener,

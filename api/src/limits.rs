@@ -138,7 +138,16 @@ impl Limiter {
     fn windows(&self, now: DateTime<Utc>) -> (String, String) {
         let local = now.with_timezone(&self.timezone);
         (
-            now.format("%Y%m%d%H%M").to_string(),
+            // Plain integer formatting: a strftime pattern is parsed anew on
+            // every call, and this runs for every request.
+            format!(
+                "{:04}{:02}{:02}{:02}{:02}",
+                now.year(),
+                now.month(),
+                now.day(),
+                now.hour(),
+                now.minute()
+            ),
             format!("{:04}{:02}", local.year(), local.month()),
         )
     }

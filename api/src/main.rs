@@ -3,6 +3,11 @@ use ratewire_api::keys::{self, NewKey};
 use ratewire_api::{db, Application, Config};
 use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
 
+// Every request allocates and frees many small buffers across threads;
+// glibc's allocator took about a fifth of the API's CPU in a profile.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// ratewire api: the public read API (api-v1).
 #[derive(Parser)]
 #[command(version)]

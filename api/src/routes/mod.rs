@@ -38,8 +38,27 @@ use crate::limits::Limiter;
 use crate::plans::Plans;
 use crate::read_model::ReadModels;
 
+/// What every handler shares, behind one `Arc`: each request clones the
+/// state several times (per layer and extractor), and cloning a dozen pools
+/// and handles showed up in profiles; one reference count does not.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
     /// The API's own schema (keys, usage).
     pub pool: PgPool,
     pub redis: ConnectionManager,
