@@ -61,7 +61,10 @@ pub struct Config {
     #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max: u32,
     /// Longest wait, in milliseconds, for a batch to fill before applying it.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_WAIT_MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=5_000))]
+    /// 0 applies what has arrived at once: batches still grow under load
+    /// (messages queue up while one is applied), without a fixed delay on
+    /// every board when the log is quiet.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_WAIT_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=5_000))]
     pub batch_wait_ms: u64,
     /// Longest time, in milliseconds, the broker may hold a fetch while it
     /// has no new data. Brokers that answer a fetch as soon as data arrives

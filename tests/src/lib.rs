@@ -254,6 +254,8 @@ impl Stack {
                 format!("127.0.0.1:{projector_port}"),
             ),
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
+            // tansu holds every fetch for the full wait, data or not.
+            ("RATEWIRE_PROJECTOR_FETCH_WAIT_MS", "2".to_owned()),
         ];
         stack.env = env
             .into_iter()
