@@ -52,8 +52,10 @@ pub fn spawn(failed: Arc<Mutex<Failed>>, shutdown: CancellationToken) -> mpsc::S
                 mut views,
                 currencies,
             } = job;
+            let mut read_ms = 0;
             let done = async {
                 let update = load_update(&pool, &[], &currencies, views.style(), true).await?;
+                read_ms = started.elapsed().as_millis() as u64;
                 views.apply(&update).await
             }
             .await;
@@ -61,6 +63,7 @@ pub fn spawn(failed: Arc<Mutex<Failed>>, shutdown: CancellationToken) -> mpsc::S
             match done {
                 Ok(()) => debug!(
                     currencies = currencies.len(),
+                    read_ms,
                     ms = took.as_millis() as u64,
                     "views over all banks recomputed"
                 ),

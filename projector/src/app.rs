@@ -530,8 +530,10 @@ pub async fn load_update(
         style,
     ));
     let now = Utc::now();
+    let mut quotes = store::quotes_of(pool, currencies).await?;
     for code in currencies {
-        let best = store::best_rates(pool, *code, now).await?;
+        let quotes = quotes.remove(code).unwrap_or_default();
+        let best = store::best_rates_from(pool, *code, &quotes, now).await?;
         update.best.push((
             *code,
             best.map(|entries| views::best_rates_response(&entries, now)),

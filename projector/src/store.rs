@@ -244,22 +244,48 @@ pub async fn currency_known<'e>(db: impl PgExecutor<'e>, code: CurrencyCode) -> 
 
 /// Each active bank's current quote for `code`, with its previous values.
 pub async fn quotes(pool: &sqlx::PgPool, code: CurrencyCode) -> Result<Vec<(BankInfo, RateView)>> {
+    Ok(quotes_of(pool, &[code])
+        .await?
+        .remove(&code)
+        .unwrap_or_default())
+}
+
+/// [`quotes`] of several currencies in one statement, by currency (a
+/// currency nobody quotes is absent).
+pub async fn quotes_of(
+    pool: &sqlx::PgPool,
+    codes: &[CurrencyCode],
+) -> Result<HashMap<CurrencyCode, Vec<(BankInfo, RateView)>>> {
+    let codes: Vec<&str> = codes.iter().map(CurrencyCode::as_str).collect();
     let rows = sqlx::query(&format!(
+        // One primary-key probe per bank and currency: the LIMIT keeps the
+        // planner from turning the lookup into a scan of every rate of the
+        // currency (it did, from stale estimates: 6 ms a currency, not 1.5).
         "WITH latest AS ({ACTIVE_LATEST})
          SELECT {BANK_COLUMNS}, {RATE_COLUMNS}
-         FROM rates r
-         JOIN latest l ON r.bank_id = l.bank_id AND r.as_of = l.as_of
-         JOIN banks b ON b.id = r.bank_id
+         FROM latest l
+         JOIN banks b ON b.id = l.bank_id
+         CROSS JOIN unnest($1::text[]) AS c (code)
+         CROSS JOIN LATERAL (
+             SELECT * FROM rates
+             WHERE bank_id = l.bank_id AND currency = c.code AND as_of = l.as_of
+             LIMIT 1
+         ) r
          {PREVIOUS_JOIN}
-         WHERE r.currency = $1
          ORDER BY b.id"
     ))
-    .bind(code.as_str())
+    .bind(&codes)
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|row| Ok((bank_from_row(row)?.0, rate_from_row(row)?)))
-        .collect()
+    let mut quotes: HashMap<CurrencyCode, Vec<(BankInfo, RateView)>> = HashMap::new();
+    for row in &rows {
+        let rate = rate_from_row(row)?;
+        quotes
+            .entry(rate.currency)
+            .or_default()
+            .push((bank_from_row(row)?.0, rate));
+    }
+    Ok(quotes)
 }
 
 /// How far back the best-rates series reaches, and how many points it has at most.
@@ -335,7 +361,16 @@ pub async fn best_rates(
     code: CurrencyCode,
     now: DateTime<Utc>,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
-    let quotes = quotes(pool, code).await?;
+    best_rates_from(pool, code, &quotes(pool, code).await?, now).await
+}
+
+/// [`best_rates`] from quotes already read (see [`quotes_of`]).
+pub async fn best_rates_from(
+    pool: &sqlx::PgPool,
+    code: CurrencyCode,
+    quotes: &[(BankInfo, RateView)],
+    now: DateTime<Utc>,
+) -> Result<Option<[Option<BestEntry>; 4]>> {
     if quotes.is_empty() {
         return Ok(None);
     }
