@@ -76,6 +76,18 @@ impl Decision {
     }
 }
 
+/// The month a count belongs to: `YYYYMM` in the service time zone.
+pub fn month_window(now: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    let local = now.with_timezone(&tz);
+    format!("{:04}{:02}", local.year(), local.month())
+}
+
+/// The Redis key of `subject`'s count in `month` (`*` as subject makes a
+/// scan pattern); the usage sync saves and restores these same keys.
+pub fn month_key(prefix: &str, subject: &str, month: &str) -> String {
+    format!("{prefix}rl:month:{subject}:{month}")
+}
+
 /// Seconds from `now` to the next minute boundary (1..=60).
 pub fn seconds_to_next_minute(now: DateTime<Utc>) -> u64 {
     60 - u64::from(now.second())
@@ -117,8 +129,8 @@ impl Limiter {
         }
     }
 
+    /// This minute (UTC) and this month (service time zone) as key parts.
     fn windows(&self, now: DateTime<Utc>) -> (String, String) {
-        let local = now.with_timezone(&self.timezone);
         (
             // Plain integer formatting: a strftime pattern is parsed anew on
             // every call, and this runs for every request.
@@ -130,17 +142,17 @@ impl Limiter {
                 now.hour(),
                 now.minute()
             ),
-            format!("{:04}{:02}", local.year(), local.month()),
+            month_window(now, self.timezone),
         )
     }
 
-    /// The Redis key of `subject`'s count in this month.
-    pub fn month_key(&self, subject: &str, now: DateTime<Utc>) -> String {
-        format!("{}rl:month:{subject}:{}", self.prefix, self.windows(now).1)
-    }
-
-    fn minute_key(&self, subject: &str, now: DateTime<Utc>) -> String {
-        format!("{}rl:minute:{subject}:{}", self.prefix, self.windows(now).0)
+    /// The Redis keys of `subject`'s counts in this minute and this month.
+    fn keys(&self, subject: &str, now: DateTime<Utc>) -> (String, String) {
+        let (minute, month) = self.windows(now);
+        (
+            format!("{}rl:minute:{subject}:{minute}", self.prefix),
+            month_key(&self.prefix, subject, &month),
+        )
     }
 
     /// Checks and, when allowed, counts one request of `subject`.
@@ -224,7 +236,7 @@ impl Limiter {
         now: DateTime<Utc>,
         view: Option<&str>,
     ) -> redis::RedisResult<((u8, u64, u64), Option<String>)> {
-        let (minute_key, month_key) = (self.minute_key(subject, now), self.month_key(subject, now));
+        let (minute_key, month_key) = self.keys(subject, now);
         let mut pipe = redis::pipe();
         pipe.incr(&minute_key, 1)
             .cmd("EXPIRE")

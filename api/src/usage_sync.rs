@@ -13,10 +13,12 @@
 
 use std::time::Duration;
 
-use chrono::{Datelike, Utc};
+use chrono::Utc;
 use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+
+use crate::limits::{month_key, month_window};
 
 const RESTORE: &str = r#"
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
@@ -37,12 +39,11 @@ pub struct UsageSync {
 
 impl UsageSync {
     fn month(&self) -> String {
-        let local = Utc::now().with_timezone(&self.timezone);
-        format!("{:04}{:02}", local.year(), local.month())
+        month_window(Utc::now(), self.timezone)
     }
 
     fn counter(&self, subject: &str, month: &str) -> String {
-        format!("{}rl:month:{subject}:{month}", self.prefix)
+        month_key(&self.prefix, subject, month)
     }
 
     /// One restore-then-save pass.
