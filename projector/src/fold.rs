@@ -319,6 +319,30 @@ fn is_data_error(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Bumps `banks.history_rev` of each bank given a board at or before its
+/// latest as-of (a backfill, or a re-published as-of): such a write changes
+/// history that readers of "rows after the newest I saw" would never see.
+/// Run before the boards are written; `banks` and `as_ofs` pair up.
+async fn note_history_rewrites(
+    db: &mut PgConnection,
+    banks: &[i64],
+    as_ofs: &[DateTime<Utc>],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE banks b SET history_rev = history_rev + 1
+         FROM (SELECT bank_id, min(as_of) AS earliest
+               FROM UNNEST($1::bigint[], $2::timestamptz[]) AS w (bank_id, as_of)
+               GROUP BY bank_id) w
+         WHERE b.id = w.bank_id
+           AND w.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id)",
+    )
+    .bind(banks)
+    .bind(as_ofs)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 /// The currencies on the bank's latest board.
 async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
@@ -432,6 +456,7 @@ async fn apply_event(
                 return Err(Rejection::Invalid("empty board".into()));
             }
             touched.extend(board.rates.iter().map(|r| r.currency));
+            note_history_rewrites(db, &[bank], &[board.as_of]).await?;
             // A board re-published for the same as-of replaces the earlier
             // one: the later event in the log wins.
             sqlx::query("DELETE FROM rates WHERE bank_id = $1 AND as_of = $2")

@@ -110,6 +110,7 @@ pub async fn apply_run(
     let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
+    super::note_history_rewrites(db, &board_banks, &board_times).await?;
     // The rates go first: nothing cascades from boards (see migration 0002).
     for table in ["rates", "boards"] {
         sqlx::query(&format!(
