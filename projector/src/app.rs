@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use ratewire_proto::runtime::retry;
 use ratewire_proto::{BankId, CurrencyCode};
 use rdkafka::consumer::StreamConsumer;
@@ -21,7 +20,7 @@ use crate::fold::{self, Incoming};
 use crate::http::{self, HealthState, Status};
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::{self, RedisViews, ViewUpdate};
-use crate::views::{self, ViewStyle};
+use crate::series_cache::SeriesCache;
 use crate::{aggregates, consumer, db, generation, store};
 
 pub struct Application {
@@ -417,7 +416,7 @@ impl Projector {
             return;
         }
         let refreshed = async {
-            let update = load_update(&self.pool, &banks, &[], self.views.style(), false).await?;
+            let update = load_update(&self.pool, &banks).await?;
             self.views.apply(&update).await
         };
         match refreshed.await {
@@ -445,6 +444,7 @@ impl Projector {
             return;
         }
         let job = aggregates::Job {
+            generation: self.schema.clone(),
             pool: self.pool.clone(),
             views: self.views.clone(),
             currencies: self.dirty_currencies.iter().copied().collect(),
@@ -506,38 +506,12 @@ async fn report_progress(
     }
 }
 
-/// Reads what a refresh of `banks` and `currencies` shows, and renders it;
-/// with `aggregates`, also /currencies and the best rates of `currencies`.
-pub async fn load_update(
-    pool: &PgPool,
-    banks: &[BankId],
-    currencies: &[CurrencyCode],
-    style: &ViewStyle,
-    aggregates: bool,
-) -> Result<ViewUpdate> {
+/// Reads and renders the views of `banks`.
+pub async fn load_update(pool: &PgPool, banks: &[BankId]) -> Result<ViewUpdate> {
     let mut update = ViewUpdate::default();
     // In slices, so a rebuild of many banks holds no huge result at once.
     for slice in banks.chunks(500) {
         update.banks.extend(store::bank_views(pool, slice).await?);
-    }
-    if !aggregates {
-        return Ok(update);
-    }
-    update.compose = true;
-    // Any bank change can move a currency's count (new board, deactivation).
-    update.currencies = Some(views::currencies_response(
-        &store::currency_counts(pool).await?,
-        style,
-    ));
-    let now = Utc::now();
-    let mut quotes = store::quotes_of(pool, currencies).await?;
-    for code in currencies {
-        let quotes = quotes.remove(code).unwrap_or_default();
-        let best = store::best_rates_from(pool, *code, &quotes, now).await?;
-        update.best.push((
-            *code,
-            best.map(|entries| views::best_rates_response(&entries, now)),
-        ));
     }
     Ok(update)
 }
@@ -546,7 +520,15 @@ pub async fn load_update(
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
     let banks = store::bank_ids(pool).await?;
     let currencies = store::known_currencies(pool).await?;
-    let update = load_update(pool, &banks, &currencies, views.style(), true).await?;
+    let mut update = aggregates::load(
+        pool,
+        "",
+        &currencies,
+        views.style(),
+        &mut SeriesCache::default(),
+    )
+    .await?;
+    update.banks = load_update(pool, &banks).await?.banks;
     views.apply(&update).await?;
     Ok(banks.len())
 }

@@ -26,6 +26,7 @@ pub mod http;
 pub mod metrics;
 pub mod redis_views;
 pub mod replay;
+pub mod series_cache;
 pub mod store;
 pub mod views;
 

@@ -14,16 +14,17 @@ use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
+use ratewire_projector::store;
 use ratewire_projector::views::{pick_best, Candidate, Field};
-use ratewire_projector::{db, store};
 use ratewire_proto::{
     encode, BankDeactivated, BankId, BankReactivated, BankRegistered, BoardPublished, CurrencyCode,
     Envelope, Event, RateEntry,
 };
 use rust_decimal::Decimal;
-use sqlx::PgPool;
 
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+mod common;
+use common::{dec, drop_database, fresh_pool};
+
 const TOPIC: &str = "reference";
 const CODES: [&str; 3] = ["USD", "EUR", "GBP"];
 
@@ -94,10 +95,6 @@ impl Reference {
     }
 }
 
-fn dec(cents: i64) -> Decimal {
-    Decimal::new(cents, 2)
-}
-
 fn random_board(rng: &mut StdRng, as_of: DateTime<Utc>) -> BoardPublished {
     let mut rates = vec![];
     for code in CODES {
@@ -162,33 +159,9 @@ fn random_log(seed: u64) -> Vec<Envelope> {
     log
 }
 
-async fn fresh_pool() -> anyhow::Result<(PgPool, String)> {
-    let name = format!(
-        "rw_fold_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
-    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
-    let pool = db::pool(&format!("{POSTGRES}/{name}"), "readmodel", 4)?;
-    db::migrate(&pool, "readmodel").await?;
-    Ok((pool, name))
-}
-
-async fn drop_database(pool: PgPool, name: &str) -> anyhow::Result<()> {
-    pool.close().await;
-    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&admin)
-        .await?;
-    Ok(())
-}
-
 async fn check_seed(seed: u64) -> anyhow::Result<()> {
     let log = random_log(seed);
-    let (pool, name) = fresh_pool().await?;
+    let (pool, name) = fresh_pool("rw_fold").await?;
     let mut rng = StdRng::seed_from_u64(seed ^ 0xfeed);
 
     // Fold in random batch sizes; now and then a batch is delivered again.
@@ -442,7 +415,7 @@ fn reference_helpers_agree_with_themselves() {
 
 #[tokio::test]
 async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::Result<()> {
-    let (pool, name) = fresh_pool().await?;
+    let (pool, name) = fresh_pool("rw_fold").await?;
     let bank = BankId::new(1).unwrap();
     let now = Utc::now().trunc_subsecs(0);
     let mut log = vec![Envelope::new(
