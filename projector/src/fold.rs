@@ -319,29 +319,29 @@ fn is_data_error(e: &sqlx::Error) -> bool {
     }
 }
 
-/// Bumps `banks.history_rev` of each bank given a board at or before its
-/// latest as-of (a backfill, or a re-published as-of): such a write changes
-/// history that readers of "rows after the newest I saw" would never see.
-/// Run before the boards are written; `banks` and `as_ofs` pair up.
-async fn note_history_rewrites(
-    db: &mut PgConnection,
-    banks: &[i64],
-    as_ofs: &[DateTime<Utc>],
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE banks b SET history_rev = history_rev + 1
-         FROM (SELECT bank_id, min(as_of) AS earliest
-               FROM UNNEST($1::bigint[], $2::timestamptz[]) AS w (bank_id, as_of)
-               GROUP BY bank_id) w
-         WHERE b.id = w.bank_id
-           AND w.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id)",
-    )
-    .bind(banks)
-    .bind(as_ofs)
-    .execute(db)
-    .await?;
-    Ok(())
-}
+/// Makes room for boards about to be written (`$1` bank ids and `$2`
+/// as-ofs, paired), as the head of one statement:
+/// - a board re-published for the same as-of replaces the earlier one, so
+///   any stored board with that as-of goes, with its rates (nothing
+///   cascades: see migration 0002);
+/// - each bank given a board at or before its latest as-of (a backfill or a
+///   replacement) gets its `history_rev` bumped: such a write changes
+///   history behind the newest row, which readers of "the rows after the
+///   newest I saw" (the best-rates series cache) would otherwise never see.
+///
+/// Every part reads the table as it was before the statement.
+pub(crate) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
+        SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[]) AS i (bank_id, as_of)
+    ), rewrites AS (
+        UPDATE banks b SET history_rev = history_rev + 1
+        FROM (SELECT bank_id, min(as_of) AS earliest FROM incoming GROUP BY bank_id) i
+        WHERE b.id = i.bank_id
+          AND i.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = i.bank_id)
+    ), old_rates AS (
+        DELETE FROM rates t USING incoming i WHERE t.bank_id = i.bank_id AND t.as_of = i.as_of
+    ), old_boards AS (
+        DELETE FROM boards t USING incoming i WHERE t.bank_id = i.bank_id AND t.as_of = i.as_of
+    )";
 
 /// The currencies on the bank's latest board.
 async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
@@ -456,17 +456,9 @@ async fn apply_event(
                 return Err(Rejection::Invalid("empty board".into()));
             }
             touched.extend(board.rates.iter().map(|r| r.currency));
-            note_history_rewrites(db, &[bank], &[board.as_of]).await?;
-            // A board re-published for the same as-of replaces the earlier
-            // one: the later event in the log wins.
-            sqlx::query("DELETE FROM rates WHERE bank_id = $1 AND as_of = $2")
-                .bind(bank)
-                .bind(board.as_of)
-                .execute(&mut *db)
-                .await?;
-            sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")
-                .bind(bank)
-                .bind(board.as_of)
+            sqlx::query(&format!("{CLEAR_FOR_BOARDS} SELECT 1"))
+                .bind([bank])
+                .bind([board.as_of])
                 .execute(&mut *db)
                 .await?;
             sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")

@@ -14,7 +14,7 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{BatchOutcome, Incoming};
+use super::{BatchOutcome, Incoming, CLEAR_FOR_BOARDS};
 
 /// One board event of a run, decoded (its envelope's fields and board).
 pub struct RunEvent<'a> {
@@ -78,28 +78,9 @@ pub async fn apply_run(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let known: i64 = sqlx::query_scalar("SELECT count(*) FROM banks WHERE id = ANY($1)")
-        .bind(&banks)
-        .fetch_one(&mut *db)
-        .await?;
-    if known != banks.len() as i64 || events.iter().any(|e| e.board.rates.is_empty()) {
+    if events.iter().any(|e| e.board.rates.is_empty()) {
         return Err(Fallback::Unusual);
     }
-
-    // What the banks quoted before may change its place in best rates.
-    let before: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT r.currency FROM rates r
-         JOIN (SELECT bank_id, max(as_of) AS as_of FROM boards WHERE bank_id = ANY($1) GROUP BY bank_id) l
-           ON r.bank_id = l.bank_id AND r.as_of = l.as_of",
-    )
-    .bind(&banks)
-    .fetch_all(&mut *db)
-    .await?;
-    outcome.currencies.extend(
-        before
-            .iter()
-            .filter_map(|c| c.parse::<ratewire_proto::CurrencyCode>().ok()),
-    );
 
     // A board re-published for the same as-of replaces the earlier one: the
     // last of the run wins, and any stored one goes.
@@ -110,27 +91,30 @@ pub async fn apply_run(
     let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
-    super::note_history_rewrites(db, &board_banks, &board_times).await?;
-    // The rates go first: nothing cascades from boards (see migration 0002).
-    for table in ["rates", "boards"] {
-        sqlx::query(&format!(
-            "DELETE FROM {table} t USING UNNEST($1::bigint[], $2::timestamptz[]) AS d (bank_id, as_of)
-             WHERE t.bank_id = d.bank_id AND t.as_of = d.as_of"
-        ))
-        .bind(&board_banks)
-        .bind(&board_times)
-        .execute(&mut *db)
-        .await?;
-    }
-    sqlx::query(
-        "INSERT INTO boards (bank_id, as_of, event_id)
-         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])",
-    )
+
+    // One round trip: room made for the boards, whether every bank is known
+    // (else the caller rolls this back), and what the banks quoted before,
+    // which may change its place in best rates.
+    let (known, before): (i64, Vec<String>) = sqlx::query_as(&format!(
+        "{CLEAR_FOR_BOARDS}
+         SELECT (SELECT count(*) FROM banks WHERE id IN (SELECT bank_id FROM incoming)),
+                ARRAY(SELECT DISTINCT r.currency::text FROM rates r
+                      JOIN (SELECT bank_id, max(as_of) AS as_of FROM boards
+                            WHERE bank_id IN (SELECT bank_id FROM incoming) GROUP BY bank_id) l
+                        ON r.bank_id = l.bank_id AND r.as_of = l.as_of)"
+    ))
     .bind(&board_banks)
     .bind(&board_times)
-    .bind(&board_ids)
-    .execute(&mut *db)
+    .fetch_one(&mut *db)
     .await?;
+    if known != banks.len() as i64 {
+        return Err(Fallback::Unusual);
+    }
+    outcome.currencies.extend(
+        before
+            .iter()
+            .filter_map(|c| c.parse::<ratewire_proto::CurrencyCode>().ok()),
+    );
 
     // A currency is first quoted by the first board of the log that names it,
     // replaced or not.
@@ -152,16 +136,6 @@ pub async fn apply_run(
         .collect();
     let codes: Vec<String> = first_quoted.keys().cloned().collect();
     let firsts: Vec<DateTime<Utc>> = first_quoted.values().copied().collect();
-    sqlx::query(
-        "INSERT INTO currencies (code, name, first_quoted_at)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::timestamptz[])
-         ON CONFLICT (code) DO NOTHING",
-    )
-    .bind(&codes)
-    .bind(&names)
-    .bind(&firsts)
-    .execute(&mut *db)
-    .await?;
 
     let mut rows = RateRows::default();
     for ((bank, as_of), event) in &kept {
@@ -175,12 +149,27 @@ pub async fn apply_run(
             rows.tx_selling.push(rate.transactional_selling);
         }
     }
+    // The boards, new currencies and rates in one round trip.
     sqlx::query(
-        "INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
+        "WITH new_boards AS (
+             INSERT INTO boards (bank_id, as_of, event_id)
+             SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])
+         ), new_currencies AS (
+             INSERT INTO currencies (code, name, first_quoted_at)
+             SELECT * FROM UNNEST($4::text[], $5::text[], $6::timestamptz[])
+             ON CONFLICT (code) DO NOTHING
+         )
+         INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
                             transactional_buying, transactional_selling)
-         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::text[], $4::numeric[],
-                              $5::numeric[], $6::numeric[], $7::numeric[])",
+         SELECT * FROM UNNEST($7::bigint[], $8::timestamptz[], $9::text[], $10::numeric[],
+                              $11::numeric[], $12::numeric[], $13::numeric[])",
     )
+    .bind(&board_banks)
+    .bind(&board_times)
+    .bind(&board_ids)
+    .bind(&codes)
+    .bind(&names)
+    .bind(&firsts)
     .bind(&rows.bank)
     .bind(&rows.as_of)
     .bind(&rows.currency)
