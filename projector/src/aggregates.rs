@@ -109,6 +109,7 @@ pub async fn load(
     style: &ViewStyle,
     cache: &mut SeriesCache,
 ) -> Result<ViewUpdate> {
+    let started = Instant::now();
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
@@ -122,8 +123,10 @@ pub async fn load(
         )),
         ..ViewUpdate::default()
     };
+    let counted = started.elapsed();
     let now = Utc::now();
     let quotes = store::quotes_of(&mut *tx, currencies).await?;
+    let quoted = started.elapsed();
     let picks: Vec<(CurrencyCode, [Option<usize>; 4])> = currencies
         .iter()
         .map(|code| {
@@ -141,6 +144,12 @@ pub async fn load(
     }
     let mut series = cache.series(&mut tx, generation, &wanted, now).await?;
     tx.commit().await?;
+    debug!(
+        counts_ms = counted.as_millis() as u64,
+        quotes_ms = (quoted - counted).as_millis() as u64,
+        series_ms = (started.elapsed() - quoted).as_millis() as u64,
+        "views over all banks read"
+    );
 
     for (code, picks) in picks {
         let Some(quotes) = quotes.get(&code).filter(|q| !q.is_empty()) else {
