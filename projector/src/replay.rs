@@ -146,6 +146,13 @@ pub async fn replay(
         }
     }
 
+    // A replay is a bulk load: until autovacuum gets to the new schema its
+    // tables have no statistics, and the views and the API's fallback reads
+    // would be planned blind (a best-rates series read measured 0.7 ms
+    // without statistics, 0.14 ms with). The search path is the new schema.
+    sqlx::query("ANALYZE banks, boards, rates, currencies")
+        .execute(&pool)
+        .await?;
     let banks = rebuild_views(&pool, &mut views).await?;
     if settings.switch {
         generation::switch(&control, &config.control_schema, &settings.schema).await?;
