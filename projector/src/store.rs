@@ -343,7 +343,7 @@ pub async fn series_read(
 ) -> Result<SeriesRead> {
     let since = until - chrono::Duration::days(SERIES_DAYS);
     let window = format!(
-        "FROM rates WHERE bank_id = $1 AND currency = $2 AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL"
+        "FROM rates WHERE bank_id = $1 AND currency = $2::bpchar AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL"
     );
     // At most SERIES_POINTS + 1 rows tell whether bucketing is needed.
     let mut points: Vec<Point> = sqlx::query_as(&format!(
@@ -424,7 +424,7 @@ pub async fn rates_after(
          FROM UNNEST($1::bigint[], $2::text[], $3::timestamptz[]) AS k (bank_id, currency, after)
          CROSS JOIN LATERAL (
              SELECT * FROM rates
-             WHERE bank_id = k.bank_id AND currency = k.currency
+             WHERE bank_id = k.bank_id AND currency = k.currency::bpchar
                AND as_of > k.after AND as_of <= $4
              ORDER BY as_of DESC LIMIT $5
          ) r
@@ -538,7 +538,7 @@ pub async fn history<'e>(
 ) -> Result<Option<HistoryRecord>> {
     let row = sqlx::query(
         "SELECT as_of, cash_buying, cash_selling, transactional_buying, transactional_selling
-         FROM rates WHERE bank_id = $1 AND currency = $2 AND as_of < $3
+         FROM rates WHERE bank_id = $1 AND currency = $2::bpchar AND as_of < $3
          ORDER BY as_of DESC LIMIT 1",
     )
     .bind(bank.get())
