@@ -31,6 +31,17 @@ pub enum Verdict {
     QuotaExceeded,
 }
 
+impl Verdict {
+    /// The `decision` label of `ratewire_api_limiter_decisions_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::RateLimited => "rate_limited",
+            Verdict::QuotaExceeded => "quota_exceeded",
+        }
+    }
+}
+
 /// One request's decision and the numbers its headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -183,10 +194,10 @@ impl Limiter {
         let result = self
             .count_in_redis(subject, limits, count_month, now, view)
             .await;
-        let ((code, minute_used, month_used), read, counted) = match result {
-            Ok(((code, minute, month), body)) => {
-                let read = (code == 1 && view.is_some()).then_some(body);
-                ((code, minute, month), read, "redis")
+        let ((verdict, minute_used, month_used), read, counted) = match result {
+            Ok(((verdict, minute, month), body)) => {
+                let read = (verdict == Verdict::Allowed && view.is_some()).then_some(body);
+                ((verdict, minute, month), read, "redis")
             }
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
@@ -199,20 +210,11 @@ impl Limiter {
                 )
             }
         };
-        let verdict = match code {
-            1 => "allowed",
-            2 => "quota_exceeded",
-            _ => "rate_limited",
-        };
         metrics::counter!("ratewire_api_limiter_decisions_total",
-            "decision" => verdict, "counted" => counted)
+            "decision" => verdict.label(), "counted" => counted)
         .increment(1);
         let decision = Decision {
-            verdict: match code {
-                1 => Verdict::Allowed,
-                2 => Verdict::QuotaExceeded,
-                _ => Verdict::RateLimited,
-            },
+            verdict,
             limits,
             minute_used,
             month_used,
@@ -235,7 +237,7 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
         view: Option<&str>,
-    ) -> redis::RedisResult<((u8, u64, u64), Option<String>)> {
+    ) -> redis::RedisResult<((Verdict, u64, u64), Option<String>)> {
         let (minute_key, month_key) = self.keys(subject, now);
         let mut pipe = redis::pipe();
         pipe.incr(&minute_key, 1)
@@ -266,14 +268,11 @@ impl Limiter {
         };
         let month = month.unwrap_or(0);
         let refused = if minute > limits.per_minute {
-            Some(0)
+            Verdict::RateLimited
         } else if count_month && month > limits.per_month {
-            Some(2)
+            Verdict::QuotaExceeded
         } else {
-            None
-        };
-        let Some(code) = refused else {
-            return Ok(((1, minute, month), body));
+            return Ok(((Verdict::Allowed, minute, month), body));
         };
         let mut undo = redis::pipe();
         undo.decr(&minute_key, 1).ignore();
@@ -282,7 +281,7 @@ impl Limiter {
         }
         undo.query_async::<()>(&mut conn).await?;
         let month = if count_month { month - 1 } else { month };
-        Ok(((code, minute - 1, month), None))
+        Ok(((refused, minute - 1, month), None))
     }
 
     /// The same rule as the Redis counting, on this process's own counters.
@@ -292,7 +291,7 @@ impl Limiter {
         limits: Limits,
         count_month: bool,
         now: DateTime<Utc>,
-    ) -> (u8, u64, u64) {
+    ) -> (Verdict, u64, u64) {
         let (minute_window, month_window) = self.windows(now);
         let mut local = self.local.lock().expect("limiter counters");
         // Bounded: entries of past minutes are dropped as the map grows.
@@ -310,16 +309,16 @@ impl Limiter {
             entry.3 = 0;
         }
         if entry.1 >= limits.per_minute {
-            return (0, entry.1, entry.3);
+            return (Verdict::RateLimited, entry.1, entry.3);
         }
         if count_month && entry.3 >= limits.per_month {
-            return (2, entry.1, entry.3);
+            return (Verdict::QuotaExceeded, entry.1, entry.3);
         }
         entry.1 += 1;
         if count_month {
             entry.3 += 1;
         }
-        (1, entry.1, entry.3)
+        (Verdict::Allowed, entry.1, entry.3)
     }
 }
 
