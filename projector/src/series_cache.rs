@@ -162,15 +162,6 @@ impl SeriesCache {
     pub fn stats(&self) -> Stats {
         self.stats
     }
-
-    /// How many series are kept.
-    pub fn len(&self) -> usize {
-        self.kept.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
-    }
 }
 
 impl Kept {
