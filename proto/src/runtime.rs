@@ -32,6 +32,10 @@ pub fn init_telemetry(format: &str) {
     };
 }
 
+/// How often histogram samples are folded into their buckets between
+/// scrapes.
+const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// The process's Prometheus recorder, installed on first use (call it at
 /// start: anything counted before is lost); render it on `GET /metrics`.
 /// Every `metrics::counter!` and friends in the process lands here.
@@ -49,6 +53,19 @@ pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
         // Another recorder may exist when several apps share a test process;
         // this handle still renders its own.
         let _ = metrics::set_global_recorder(recorder);
+        // Histogram samples wait in the recorder until something drains
+        // them into the buckets; a bare recorder has no task of its own for
+        // that, so without scrapes every request's samples were kept.
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(METRICS_UPKEEP_EVERY);
+                upkeep.run_upkeep();
+            });
+        if let Err(e) = spawned {
+            warn!(error = %e, "metrics upkeep thread not started; histograms drain only when scraped");
+        }
         handle
     })
 }
