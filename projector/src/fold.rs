@@ -43,6 +43,8 @@ pub struct BatchOutcome {
     pub positions: BTreeMap<i32, i64>,
     /// `occurred_at` of the newest event applied.
     pub newest_event: Option<DateTime<Utc>>,
+    /// `occurred_at` of every event applied, for the visibility delay.
+    pub occurred: Vec<DateTime<Utc>>,
     /// Partitions whose messages skipped past the stored position.
     pub gaps: Vec<Gap>,
 }
@@ -206,6 +208,7 @@ async fn flush_run(
             outcome.banks.extend(fast.banks);
             outcome.currencies.extend(fast.currencies);
             outcome.newest_event = outcome.newest_event.max(fast.newest_event);
+            outcome.occurred.extend(fast.occurred);
         }
         Err(fallback) => {
             savepoint.rollback().await?;
@@ -270,6 +273,7 @@ async fn apply_message(
             outcome.applied += 1;
             outcome.banks.insert(envelope.bank_id);
             outcome.newest_event = outcome.newest_event.max(Some(envelope.occurred_at));
+            outcome.occurred.push(envelope.occurred_at);
         }
         Ok(Applied::Duplicate) => {
             savepoint.commit().await?;
@@ -329,7 +333,11 @@ fn is_data_error(e: &sqlx::Error) -> bool {
 ///   history behind the newest row, which readers of "the rows after the
 ///   newest I saw" (the best-rates series cache) would otherwise never see.
 ///
-/// Every part reads the table as it was before the statement.
+/// Every part reads the table as it was before the statement. The deletes
+/// name both key columns with `= ANY` so that they stay index scans in the
+/// generic plan of the prepared statement (a join against the unnested
+/// pairs became a scan of every board once Postgres stopped planning each
+/// execution, and grew with the history).
 pub(crate) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[]) AS i (bank_id, as_of)
     ), rewrites AS (
@@ -338,9 +346,13 @@ pub(crate) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
         WHERE b.id = i.bank_id
           AND i.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = i.bank_id)
     ), old_rates AS (
-        DELETE FROM rates t USING incoming i WHERE t.bank_id = i.bank_id AND t.as_of = i.as_of
+        DELETE FROM rates t
+        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
+          AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
     ), old_boards AS (
-        DELETE FROM boards t USING incoming i WHERE t.bank_id = i.bank_id AND t.as_of = i.as_of
+        DELETE FROM boards t
+        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
+          AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
     )";
 
 /// The currencies on the bank's latest board.

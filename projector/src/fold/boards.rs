@@ -92,19 +92,32 @@ pub async fn apply_run(
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
 
-    // One round trip: room made for the boards, whether every bank is known
-    // (else the caller rolls this back), and what the banks quoted before,
-    // which may change its place in best rates.
-    let (known, before): (i64, Vec<String>) = sqlx::query_as(&format!(
-        "{CLEAR_FOR_BOARDS}
-         SELECT (SELECT count(*) FROM banks WHERE id IN (SELECT bank_id FROM incoming)),
-                ARRAY(SELECT DISTINCT r.currency::text FROM rates r
-                      JOIN (SELECT bank_id, max(as_of) AS as_of FROM boards
-                            WHERE bank_id IN (SELECT bank_id FROM incoming) GROUP BY bank_id) l
-                        ON r.bank_id = l.bank_id AND r.as_of = l.as_of)"
-    ))
-    .bind(&board_banks)
-    .bind(&board_times)
+    // One round trip for what the run needs to know: whether every bank is
+    // known (else the caller rolls this back), each bank's latest as-of, and
+    // what the banks quoted before, which may change its place in best
+    // rates. Only index probes: the lateral parts cannot be turned into
+    // joins that scan a table (OFFSET 0 keeps them apart), whatever plan
+    // the prepared statement settles on.
+    let (known, latest_banks, latest_times, before): (
+        i64,
+        Vec<i64>,
+        Vec<DateTime<Utc>>,
+        Vec<String>,
+    ) = sqlx::query_as(
+        "WITH incoming AS (SELECT DISTINCT bank_id FROM UNNEST($1::bigint[]) AS i (bank_id)),
+         latest AS MATERIALIZED (
+             SELECT i.bank_id, (SELECT max(as_of) FROM boards b WHERE b.bank_id = i.bank_id) AS as_of
+             FROM incoming i
+         )
+         SELECT (SELECT count(*) FROM incoming i WHERE EXISTS (SELECT 1 FROM banks WHERE id = i.bank_id)),
+                ARRAY(SELECT bank_id FROM latest WHERE as_of IS NOT NULL),
+                ARRAY(SELECT as_of FROM latest WHERE as_of IS NOT NULL),
+                ARRAY(SELECT DISTINCT r.currency::text FROM latest l
+                      CROSS JOIN LATERAL (SELECT currency FROM rates r
+                                          WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
+                                          OFFSET 0) r)",
+    )
+    .bind(&banks)
     .fetch_one(&mut *db)
     .await?;
     if known != banks.len() as i64 {
@@ -115,6 +128,23 @@ pub async fn apply_run(
             .iter()
             .filter_map(|c| c.parse::<ratewire_proto::CurrencyCode>().ok()),
     );
+
+    // Boards at or before their bank's latest (a backfill, a re-published
+    // as-of) replace or precede stored history; live boards, newer than
+    // anything stored, need no room made.
+    let latest: BTreeMap<i64, DateTime<Utc>> = latest_banks.into_iter().zip(latest_times).collect();
+    let (rewrite_banks, rewrite_times): (Vec<i64>, Vec<DateTime<Utc>>) = kept
+        .keys()
+        .filter(|(bank, as_of)| latest.get(bank).is_some_and(|l| as_of <= l))
+        .copied()
+        .unzip();
+    if !rewrite_banks.is_empty() {
+        sqlx::query(&format!("{CLEAR_FOR_BOARDS} SELECT 1"))
+            .bind(&rewrite_banks)
+            .bind(&rewrite_times)
+            .execute(&mut *db)
+            .await?;
+    }
 
     // A currency is first quoted by the first board of the log that names it,
     // replaced or not.
@@ -184,6 +214,7 @@ pub async fn apply_run(
         outcome.applied += 1;
         outcome.banks.insert(event.bank_id);
         outcome.newest_event = outcome.newest_event.max(Some(event.occurred_at));
+        outcome.occurred.push(event.occurred_at);
         outcome
             .currencies
             .extend(event.board.rates.iter().map(|r| r.currency));
