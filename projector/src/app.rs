@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use ratewire_proto::runtime::retry;
 use ratewire_proto::{BankId, CurrencyCode};
 use rdkafka::consumer::StreamConsumer;
@@ -99,6 +100,7 @@ impl Application {
             consumer,
             status,
             dirty: BTreeSet::new(),
+            unseen: Vec::new(),
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
             aggregates_dirty: false,
@@ -113,6 +115,10 @@ impl Application {
         result
     }
 }
+
+/// Most events remembered for the visibility delay while Redis is away;
+/// beyond it the delay is known well enough from the ones kept.
+const UNSEEN_KEPT: usize = 100_000;
 
 /// What became of a received batch.
 enum Applied {
@@ -136,6 +142,9 @@ struct Projector {
     status: Arc<Status>,
     /// Banks whose views failed to reach Redis; retried on the next tick.
     dirty: BTreeSet<BankId>,
+    /// `occurredAt` of the events applied whose bank views have not yet
+    /// reached Redis (at most `UNSEEN_KEPT`).
+    unseen: Vec<DateTime<Utc>>,
     /// Currencies whose best rates failed to reach Redis or await refresh.
     dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
@@ -263,6 +272,7 @@ impl Projector {
         );
         self.schema = schema;
         self.dirty.clear();
+        self.unseen.clear();
         self.dirty_currencies.clear();
         Ok(())
     }
@@ -398,6 +408,8 @@ impl Projector {
         drop(_entered);
         self.aggregates_dirty |= !outcome.banks.is_empty();
         self.dirty.extend(outcome.banks);
+        let room = UNSEEN_KEPT.saturating_sub(self.unseen.len());
+        self.unseen.extend(outcome.occurred.into_iter().take(room));
         self.dirty_currencies.extend(outcome.currencies);
         // Bank views at once (they carry a board's freshness); the views
         // over all banks from the next tick, by their own task.
@@ -415,12 +427,24 @@ impl Projector {
         if banks.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let refreshed = async {
             let update = load_update(&self.pool, &banks).await?;
-            self.views.apply(&update).await
+            let read = started.elapsed();
+            self.views.apply(&update).await?;
+            Ok::<_, crate::error::Error>(read)
         };
         match refreshed.await {
-            Ok(()) => self.dirty.clear(),
+            Ok(read) => {
+                tracing::debug!(
+                    banks = banks.len(),
+                    read_ms = read.as_secs_f64() * 1e3,
+                    write_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
+                    "bank views refreshed"
+                );
+                self.dirty.clear();
+                report::visible(&std::mem::take(&mut self.unseen), Utc::now());
+            }
             Err(e) => {
                 report::redis_error();
                 warn!(error = %e, banks = banks.len(), "bank views not refreshed; will retry")

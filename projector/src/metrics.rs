@@ -9,6 +9,10 @@
 //!   transaction
 //! - `ratewire_projector_consumer_lag{partition}`: messages on the broker not
 //!   yet applied
+//! - `ratewire_projector_visible_delay_seconds` (histogram): from an event's
+//!   `occurredAt` (its acceptance by ingest) to its bank's views written to
+//!   Redis, i.e. the freshness readers get; it includes time spent in the
+//!   log, so it grows during a backlog or a replay
 //! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
 //!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
 //! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`
@@ -31,6 +35,14 @@ pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
     counter!("ratewire_projector_events_ignored_total").increment(outcome.ignored as u64);
     counter!("ratewire_projector_dead_letters_total").increment(outcome.dead_lettered as u64);
     histogram!("ratewire_projector_batch_seconds").record(took.as_secs_f64());
+}
+
+/// Events whose bank views reached Redis at `now`.
+pub fn visible(occurred: &[DateTime<Utc>], now: DateTime<Utc>) {
+    let delay = histogram!("ratewire_projector_visible_delay_seconds");
+    for at in occurred {
+        delay.record((now - *at).num_microseconds().unwrap_or(i64::MAX).max(0) as f64 / 1e6);
+    }
 }
 
 pub fn postgres_error() {
