@@ -443,7 +443,8 @@ impl Projector {
                     "bank views refreshed"
                 );
                 self.dirty.clear();
-                report::visible(&std::mem::take(&mut self.unseen), Utc::now());
+                report::visible(&self.unseen, Utc::now());
+                self.unseen.clear();
             }
             Err(e) => {
                 report::redis_error();

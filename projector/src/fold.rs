@@ -41,12 +41,17 @@ pub struct BatchOutcome {
     pub currencies: BTreeSet<CurrencyCode>,
     /// The partitions' next offsets after the batch.
     pub positions: BTreeMap<i32, i64>,
-    /// `occurred_at` of the newest event applied.
-    pub newest_event: Option<DateTime<Utc>>,
-    /// `occurred_at` of every event applied, for the visibility delay.
+    /// `occurred_at` of every event applied, in the order applied.
     pub occurred: Vec<DateTime<Utc>>,
     /// Partitions whose messages skipped past the stored position.
     pub gaps: Vec<Gap>,
+}
+
+impl BatchOutcome {
+    /// `occurred_at` of the newest event applied.
+    pub fn newest_event(&self) -> Option<DateTime<Utc>> {
+        self.occurred.iter().max().copied()
+    }
 }
 
 /// A partition's message arrived beyond its stored next offset: messages in
@@ -207,7 +212,6 @@ async fn flush_run(
             outcome.skipped += fast.skipped;
             outcome.banks.extend(fast.banks);
             outcome.currencies.extend(fast.currencies);
-            outcome.newest_event = outcome.newest_event.max(fast.newest_event);
             outcome.occurred.extend(fast.occurred);
         }
         Err(fallback) => {
@@ -272,7 +276,6 @@ async fn apply_message(
             savepoint.commit().await?;
             outcome.applied += 1;
             outcome.banks.insert(envelope.bank_id);
-            outcome.newest_event = outcome.newest_event.max(Some(envelope.occurred_at));
             outcome.occurred.push(envelope.occurred_at);
         }
         Ok(Applied::Duplicate) => {

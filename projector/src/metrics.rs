@@ -69,7 +69,7 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 impl Progress {
     pub fn record(&mut self, outcome: &BatchOutcome) {
         self.positions.extend(&outcome.positions);
-        self.newest_event = self.newest_event.max(outcome.newest_event);
+        self.newest_event = self.newest_event.max(outcome.newest_event());
         self.applied_since_log += outcome.applied as u64;
     }
 

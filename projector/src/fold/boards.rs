@@ -213,7 +213,6 @@ pub async fn apply_run(
     for event in &events {
         outcome.applied += 1;
         outcome.banks.insert(event.bank_id);
-        outcome.newest_event = outcome.newest_event.max(Some(event.occurred_at));
         outcome.occurred.push(event.occurred_at);
         outcome
             .currencies
