@@ -63,13 +63,21 @@ pub struct Stack {
 
 /// A free loopback port below the kernel's ephemeral range (32768 and up),
 /// so that no outgoing connection (clients reconnect constantly) can take it
-/// between this check and the process binding it.
+/// between this check and the process binding it. Never the same port twice
+/// in one test process: stacks of tests running in parallel pick their ports
+/// before their processes bind them, and two picks of one free port made a
+/// process fail with "address in use" while the test talked to another
+/// stack's process on it.
 pub fn free_port() -> u16 {
     use rand::Rng;
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut rng = rand::thread_rng();
     loop {
         let port = rng.gen_range(20_000..32_000);
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let mut given = GIVEN.lock().expect("ports given");
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
