@@ -1,10 +1,12 @@
 //! Per-minute windows and monthly allowances, counted in Redis so every API
 //! instance shares them.
 //!
-//! One request is one pipelined round trip: it increments both counters
-//! (each INCR hands out a distinct count, so concurrent requests can never
-//! over-admit) and reads the request's ready view (see `routes::view_key`);
-//! a refused request is taken back with a DECR, so refusals use up nothing.
+//! A request is counted in a pipelined round trip that increments both
+//! counters (each increment hands out distinct counts, so concurrent
+//! requests can never over-admit) and reads the request's ready view (see
+//! `routes::view_key`); requests arriving together share one trip
+//! (`shared_trip`). A refused request's counts are given back, so
+//! refusals use up nothing.
 //! Windows are fixed calendar minutes (UTC) and calendar months in the
 //! service time zone.
 //!
@@ -13,14 +15,18 @@
 //! on its own), logs a warning and counts every such decision; nothing
 //! waits on Redis longer than its response timeout.
 
+mod shared_trip;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use redis::aio::ConnectionManager;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::plans::Limits;
+use shared_trip::{Ask, Counted, Failed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -121,7 +127,7 @@ pub fn seconds_to_next_month(now: DateTime<Utc>, tz: chrono_tz::Tz) -> u64 {
 }
 
 pub struct Limiter {
-    redis: ConnectionManager,
+    trips: mpsc::UnboundedSender<Ask>,
     prefix: String,
     timezone: chrono_tz::Tz,
     local: Mutex<HashMap<String, (String, u64, String, u64)>>,
@@ -130,9 +136,11 @@ pub struct Limiter {
 }
 
 impl Limiter {
+    /// Starts the task that makes the Redis round trips, so it must be
+    /// called inside the runtime.
     pub fn new(redis: ConnectionManager, prefix: &str, timezone: chrono_tz::Tz) -> Self {
         Self {
-            redis,
+            trips: shared_trip::start(redis),
             prefix: prefix.to_owned(),
             timezone,
             local: Mutex::default(),
@@ -190,15 +198,16 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
         view: Option<&str>,
-    ) -> (Decision, Option<Option<String>>) {
+    ) -> (Decision, Option<Option<Arc<str>>>) {
         let result = self
             .count_in_redis(subject, limits, count_month, now, view)
             .await;
         let ((verdict, minute_used, month_used), read, counted) = match result {
-            Ok(((verdict, minute, month), body)) => {
-                let read = (verdict == Verdict::Allowed && view.is_some()).then_some(body);
-                ((verdict, minute, month), read, "redis")
-            }
+            Ok(counted) => (
+                (counted.verdict, counted.minute_used, counted.month_used),
+                counted.view,
+                "redis",
+            ),
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("ratewire_api_redis_errors_total").increment(1);
@@ -224,12 +233,11 @@ impl Limiter {
         (decision, read)
     }
 
-    /// Counts the request first and takes it back when refused: every
-    /// INCR hands out a distinct count, so at most the limit's worth of
-    /// requests see a count within it (never over-admitting, across any
-    /// number of instances), and a refused request is undone with a DECR.
-    /// Plain pipelined commands, not a script: Redis spent about 25 us a
-    /// request on the Lua version and 9 us on these (docs/benchmarks.md).
+    /// Counts the request in the next shared round trip (see
+    /// `shared_trip`): at most the limit's worth of requests ever see a
+    /// count within it, across any number of instances. Plain pipelined
+    /// commands, not a script: Redis spent about 25 us a request on the
+    /// Lua version and 9 us on separate commands (docs/benchmarks.md).
     async fn count_in_redis(
         &self,
         subject: &str,
@@ -237,51 +245,20 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
         view: Option<&str>,
-    ) -> redis::RedisResult<((Verdict, u64, u64), Option<String>)> {
+    ) -> Result<Counted, Failed> {
         let (minute_key, month_key) = self.keys(subject, now);
-        let mut pipe = redis::pipe();
-        pipe.incr(&minute_key, 1)
-            .cmd("EXPIRE")
-            .arg(&minute_key)
-            .arg(120)
-            .arg("NX")
-            .ignore();
-        if count_month {
-            pipe.incr(&month_key, 1)
-                .cmd("EXPIRE")
-                .arg(&month_key)
-                .arg(40 * 86_400)
-                .arg("NX")
-                .ignore();
-        } else {
-            pipe.get(&month_key);
-        }
-        if let Some(view) = view {
-            pipe.get(view);
-        }
-        let mut conn = self.redis.clone();
-        let (minute, month, body): (u64, Option<u64>, Option<String>) = if view.is_some() {
-            pipe.query_async(&mut conn).await?
-        } else {
-            let (minute, month): (u64, Option<u64>) = pipe.query_async(&mut conn).await?;
-            (minute, month, None)
-        };
-        let month = month.unwrap_or(0);
-        let refused = if minute > limits.per_minute {
-            Verdict::RateLimited
-        } else if count_month && month > limits.per_month {
-            Verdict::QuotaExceeded
-        } else {
-            return Ok(((Verdict::Allowed, minute, month), body));
-        };
-        let mut undo = redis::pipe();
-        undo.decr(&minute_key, 1).ignore();
-        if count_month {
-            undo.decr(&month_key, 1).ignore();
-        }
-        undo.query_async::<()>(&mut conn).await?;
-        let month = if count_month { month - 1 } else { month };
-        Ok(((refused, minute - 1, month), None))
+        let (reply, answer) = oneshot::channel();
+        self.trips
+            .send(Ask {
+                minute_key,
+                month_key,
+                count_month,
+                limits,
+                view: view.map(str::to_owned),
+                reply,
+            })
+            .map_err(|_| Failed::Stopped)?;
+        answer.await.map_err(|_| Failed::Stopped)?
     }
 
     /// The same rule as the Redis counting, on this process's own counters.

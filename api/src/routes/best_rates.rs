@@ -54,7 +54,7 @@ pub async fn best_rates(
     let code = argument(query.as_deref())?;
     let read = state.read.current();
     if let Some(body) = cached_view(&state, prefetched, &read.views.best(code)).await {
-        return Ok(json_body(body));
+        return Ok(json_body(body.to_string()));
     }
     let now = Utc::now();
     let entries = store::best_rates(&read.pool, code, now)

@@ -25,7 +25,7 @@ pub async fn currencies(
 ) -> Result<Response> {
     let read = state.read.current();
     if let Some(body) = cached_view(&state, prefetched, &read.views.currencies()).await {
-        return Ok(json_body(body));
+        return Ok(json_body(body.to_string()));
     }
     let counts = store::currency_counts(&read.pool).await?;
     Ok(json_body(currencies_response(&counts, &state.style)))

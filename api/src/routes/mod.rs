@@ -137,9 +137,10 @@ pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String>
 }
 
 /// A view the gate read along with the limiter: its key and body (`None`
-/// when the view was missing).
+/// when the view was missing). Requests that shared a round trip share
+/// the body.
 #[derive(Debug, Clone, Default)]
-pub struct Prefetched(pub Option<(String, Option<String>)>);
+pub struct Prefetched(pub Option<(String, Option<Arc<str>>)>);
 
 impl FromRequestParts<AppState> for Prefetched {
     type Rejection = std::convert::Infallible;
@@ -155,12 +156,14 @@ impl FromRequestParts<AppState> for Prefetched {
 /// A ready-made view from Redis (taken from `prefetched` when the gate
 /// already read that key); `None` when it is missing or Redis is
 /// unavailable, and the caller renders the same bytes from Postgres.
-pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<String> {
+pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<Arc<str>> {
     let answer = match prefetched.0 {
         Some((fetched, body)) if fetched == key => Ok(body),
         _ => {
             let mut redis = state.redis.clone();
-            redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key).await
+            redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key)
+                .await
+                .map(|body| body.map(Arc::from))
         }
     };
     let (body, source) = match answer {
