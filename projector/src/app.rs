@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use ratewire_proto::runtime::retry;
 use ratewire_proto::{BankId, CurrencyCode};
 use rdkafka::consumer::StreamConsumer;
@@ -15,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
 
+use crate::bank_views::{BankViews, Target};
 use crate::config::Config;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
@@ -99,8 +99,7 @@ impl Application {
             redis,
             consumer,
             status,
-            dirty: BTreeSet::new(),
-            unseen: Vec::new(),
+            bank_views: BankViews::spawn(),
             dirty_currencies: BTreeSet::new(),
             rebuild: true,
             aggregates_dirty: false,
@@ -110,15 +109,12 @@ impl Application {
         };
         let result = projector.run(&shutdown).await;
         shutdown.cancel();
+        projector.bank_views.finish().await;
         let _ = server.await;
         info!("projector stopped");
         result
     }
 }
-
-/// Most events remembered for the visibility delay while Redis is away;
-/// beyond it the delay is known well enough from the ones kept.
-const UNSEEN_KEPT: usize = 100_000;
 
 /// What became of a received batch.
 enum Applied {
@@ -140,11 +136,8 @@ struct Projector {
     redis: redis::aio::ConnectionManager,
     consumer: Arc<StreamConsumer>,
     status: Arc<Status>,
-    /// Banks whose views failed to reach Redis; retried on the next tick.
-    dirty: BTreeSet<BankId>,
-    /// `occurredAt` of the events applied whose bank views have not yet
-    /// reached Redis (at most `UNSEEN_KEPT`).
-    unseen: Vec<DateTime<Utc>>,
+    /// Writes the views of banks whose boards changed.
+    bank_views: BankViews,
     /// Currencies whose best rates failed to reach Redis or await refresh.
     dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
@@ -271,8 +264,6 @@ impl Projector {
             self.config.view_style(),
         );
         self.schema = schema;
-        self.dirty.clear();
-        self.unseen.clear();
         self.dirty_currencies.clear();
         Ok(())
     }
@@ -406,14 +397,11 @@ impl Projector {
             );
         }
         drop(_entered);
-        self.aggregates_dirty |= !outcome.banks.is_empty();
-        self.dirty.extend(outcome.banks);
-        let room = UNSEEN_KEPT.saturating_sub(self.unseen.len());
-        self.unseen.extend(outcome.occurred.into_iter().take(room));
         self.dirty_currencies.extend(outcome.currencies);
-        // Bank views at once (they carry a board's freshness); the views
-        // over all banks from the next tick, by their own task.
-        self.refresh_dirty().await;
+        // Bank views at once (they carry a board's freshness), the views
+        // over all banks from the next tick; each by a task of its own.
+        self.bank_views
+            .changed(&self.target(), outcome.banks, outcome.occurred);
         if outcome.gaps.is_empty() {
             Applied::Done
         } else {
@@ -421,35 +409,12 @@ impl Projector {
         }
     }
 
-    /// Re-renders the views of the banks marked dirty.
-    async fn refresh_dirty(&mut self) {
-        let banks: Vec<BankId> = self.dirty.iter().copied().collect();
-        if banks.is_empty() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        let refreshed = async {
-            let update = load_update(&self.pool, &banks).await?;
-            let read = started.elapsed();
-            self.views.apply(&update).await?;
-            Ok::<_, crate::error::Error>(read)
-        };
-        match refreshed.await {
-            Ok(read) => {
-                tracing::debug!(
-                    banks = banks.len(),
-                    read_ms = read.as_secs_f64() * 1e3,
-                    write_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
-                    "bank views refreshed"
-                );
-                self.dirty.clear();
-                report::visible(&self.unseen, Utc::now());
-                self.unseen.clear();
-            }
-            Err(e) => {
-                report::redis_error();
-                warn!(error = %e, banks = banks.len(), "bank views not refreshed; will retry")
-            }
+    /// Where the current generation's views go.
+    fn target(&self) -> Target {
+        Target {
+            generation: self.schema.clone(),
+            pool: self.pool.clone(),
+            views: self.views.clone(),
         }
     }
 
@@ -463,6 +428,8 @@ impl Projector {
                 .lock()
                 .expect("failed aggregates lock");
             self.aggregates_dirty |= std::mem::take(&mut failed.any);
+            // The all-banks lists are composed from the bank views.
+            self.aggregates_dirty |= self.bank_views.take_written();
             self.dirty_currencies.append(&mut failed.currencies);
         }
         if !self.aggregates_dirty && self.dirty_currencies.is_empty() {
@@ -497,7 +464,7 @@ impl Projector {
             }
         }
         if self.rebuild {
-            match rebuild_views(&self.pool, &mut self.views).await {
+            match self.bank_views.rebuild(&self.target()).await {
                 Ok(count) => {
                     info!(banks = count, "views rebuilt from postgres");
                     self.rebuild = false;
@@ -505,7 +472,6 @@ impl Projector {
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
             }
         }
-        self.refresh_dirty().await;
         self.schedule_aggregates();
     }
 }

@@ -14,6 +14,9 @@ pub enum Error {
     Config(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// A task of this process ended before it answered.
+    #[error("the {0} task has stopped")]
+    Stopped(&'static str),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

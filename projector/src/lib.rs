@@ -16,6 +16,7 @@
 
 pub mod aggregates;
 pub mod app;
+pub mod bank_views;
 pub mod config;
 pub mod consumer;
 pub mod db;
