@@ -8,7 +8,9 @@
 //!   re-reads the batch, a crash after it finds the offsets already moved);
 //! - [`store`] reads back what a view needs, [`views`] renders it as the
 //!   API's ready-to-serve JSON (pure, no I/O), and [`redis_views`] writes it
-//!   to Redis after the commit. Redis is derived state: [`app`] rebuilds it
+//!   to Redis after the commit ([`bank_views`] for the banks a batch
+//!   changed, [`aggregates`] for the views over all banks, each a task
+//!   beside the fold). Redis is derived state: [`app`] rebuilds it
 //!   from Postgres on start, so a crash between commit and Redis loses nothing.
 //!
 //! The api crate reuses [`store`] and [`views`] to answer from Postgres when a
