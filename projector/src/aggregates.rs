@@ -81,7 +81,7 @@ pub fn spawn(failed: Arc<Mutex<Failed>>, shutdown: CancellationToken) -> mpsc::S
                     "views over all banks recomputed"
                 ),
                 Err(e) => {
-                    report::redis_error();
+                    report::view_error(&e);
                     warn!(error = %e, "views over all banks not recomputed; will retry");
                     let mut failed = failed.lock().expect("failed aggregates lock");
                     failed.any = true;

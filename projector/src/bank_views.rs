@@ -228,10 +228,7 @@ async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> b
             true
         }
         Err(e) => {
-            match e {
-                crate::Error::Postgres(_) => report::postgres_error(),
-                _ => report::redis_error(),
-            }
+            report::view_error(&e);
             warn!(error = %e, banks = waiting.banks.len(), "bank views not refreshed; will retry");
             false
         }

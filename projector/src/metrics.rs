@@ -53,6 +53,15 @@ pub fn redis_error() {
     counter!("ratewire_projector_redis_errors_total").increment(1);
 }
 
+/// A view that was not written: its reads from Postgres or its write to
+/// Redis failed.
+pub fn view_error(e: &crate::Error) {
+    match e {
+        crate::Error::Postgres(_) => postgres_error(),
+        _ => redis_error(),
+    }
+}
+
 /// Where this projector stands, kept between ticks.
 #[derive(Debug, Default)]
 pub struct Progress {
