@@ -112,24 +112,21 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
     let mut tx = pool.begin().await?;
 
     // Lock the partitions' positions for the transaction: two projectors that
-    // were configured to overlap take turns instead of both applying.
-    sqlx::query(
-        "INSERT INTO consumer_offsets (topic, partition, next_offset)
-         SELECT $1, p, 0 FROM UNNEST($2::int[]) AS p
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(topic)
-    .bind(&partitions)
-    .execute(&mut *tx)
-    .await?;
-    let rows: Vec<(i32, i64)> = sqlx::query_as(
-        "SELECT partition, next_offset FROM consumer_offsets
-         WHERE topic = $1 AND partition = ANY($2) FOR UPDATE",
-    )
-    .bind(topic)
-    .bind(&partitions)
-    .fetch_all(&mut *tx)
-    .await?;
+    // were configured to overlap take turns instead of both applying. The
+    // rows exist after a partition's first batch, so one statement locks them.
+    let mut rows = lock_positions(&mut tx, topic, &partitions).await?;
+    if rows.len() < partitions.len() {
+        sqlx::query(
+            "INSERT INTO consumer_offsets (topic, partition, next_offset)
+             SELECT $1, p, 0 FROM UNNEST($2::int[]) AS p
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(topic)
+        .bind(&partitions)
+        .execute(&mut *tx)
+        .await?;
+        rows = lock_positions(&mut tx, topic, &partitions).await?;
+    }
     outcome.positions = rows.into_iter().collect();
 
     let mut run = Vec::new();
@@ -190,6 +187,22 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
     }
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// The stored positions of `partitions`, locked until the transaction ends.
+async fn lock_positions(
+    tx: &mut Transaction<'_, Postgres>,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<(i32, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT partition, next_offset FROM consumer_offsets
+         WHERE topic = $1 AND partition = ANY($2) FOR UPDATE",
+    )
+    .bind(topic)
+    .bind(partitions)
+    .fetch_all(&mut **tx)
+    .await?)
 }
 
 /// Applies a run of board events set-based, or, when that path gives up,
