@@ -19,8 +19,9 @@ mod shared_trip;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
+use axum::body::Bytes;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use redis::aio::ConnectionManager;
 use tokio::sync::{mpsc, oneshot};
@@ -198,7 +199,7 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
         view: Option<&str>,
-    ) -> (Decision, Option<Option<Arc<str>>>) {
+    ) -> (Decision, Option<Option<Bytes>>) {
         let result = self
             .count_in_redis(subject, limits, count_month, now, view)
             .await;

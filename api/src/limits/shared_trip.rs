@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use redis::aio::ConnectionManager;
 use redis::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -54,7 +55,7 @@ pub(super) struct Counted {
     pub month_used: u64,
     /// The view's value when the request was allowed and asked for one
     /// (`Some(None)`: the key is missing).
-    pub view: Option<Option<Arc<str>>>,
+    pub view: Option<Option<Bytes>>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -144,7 +145,7 @@ async fn count(
 ) -> redis::RedisResult<(Vec<Counted>, Option<redis::Pipeline>)> {
     let mut minutes = Distinct::<Counter>::new();
     let mut months = Distinct::<Counter>::new();
-    let mut views = Distinct::<Option<Arc<str>>>::new();
+    let mut views = Distinct::<Option<Bytes>>::new();
     for ask in trip {
         minutes.entry(&ask.minute_key).asked += 1;
         let month = months.entry(&ask.month_key);
@@ -192,8 +193,8 @@ async fn count(
         counter.before = (total.unwrap_or(0).max(0) as u64).saturating_sub(counter.asked);
     }
     for (_, body) in &mut views.items {
-        let value: Option<String> = redis::from_redis_value(next())?;
-        *body = value.map(Arc::from);
+        let value: Option<Vec<u8>> = redis::from_redis_value(next())?;
+        *body = value.map(Bytes::from);
     }
 
     let answers = trip
@@ -209,7 +210,7 @@ fn decide(
     ask: &Ask,
     minutes: &mut Distinct<Counter>,
     months: &mut Distinct<Counter>,
-    views: &mut Distinct<Option<Arc<str>>>,
+    views: &mut Distinct<Option<Bytes>>,
 ) -> Counted {
     let minute = minutes.get(&ask.minute_key);
     let month = months.get(&ask.month_key);
@@ -338,7 +339,11 @@ mod tests {
                 (Verdict::RateLimited, 4, 3),
             ]
         );
-        let body = |a: &Counted| a.view.clone().map(|v| v.map(|b| b.to_string()));
+        let body = |a: &Counted| {
+            a.view
+                .clone()
+                .map(|v| v.map(|b| String::from_utf8(b.to_vec()).unwrap()))
+        };
         assert_eq!(body(&answers[0]), Some(Some("{\"v\":1}".to_owned())));
         assert_eq!(body(&answers[1]), None, "no view asked");
         assert_eq!(body(&answers[3]), None, "refused requests read nothing");

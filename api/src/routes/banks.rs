@@ -8,6 +8,7 @@ use ratewire_projector::redis_views::Keys;
 use ratewire_projector::store;
 use ratewire_projector::views::{banks_element, banks_response};
 
+use super::view_body::json_list;
 use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::Result;
@@ -47,7 +48,7 @@ pub async fn banks(
     if let Some(elements) =
         cached_view(&state, prefetched, &read.views.banks_all(with_recent)).await
     {
-        return Ok(json_body(banks_response(&elements)));
+        return Ok(json_list(elements));
     }
     let elements: Vec<String> = store::active_bank_views(&read.pool)
         .await?

@@ -10,10 +10,12 @@ pub mod health;
 pub mod history;
 pub mod me;
 pub mod rates;
+pub mod view_body;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
@@ -140,7 +142,7 @@ pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String>
 /// when the view was missing). Requests that shared a round trip share
 /// the body.
 #[derive(Debug, Clone, Default)]
-pub struct Prefetched(pub Option<(String, Option<Arc<str>>)>);
+pub struct Prefetched(pub Option<(String, Option<Bytes>)>);
 
 impl FromRequestParts<AppState> for Prefetched {
     type Rejection = std::convert::Infallible;
@@ -156,14 +158,14 @@ impl FromRequestParts<AppState> for Prefetched {
 /// A ready-made view from Redis (taken from `prefetched` when the gate
 /// already read that key); `None` when it is missing or Redis is
 /// unavailable, and the caller renders the same bytes from Postgres.
-pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<Arc<str>> {
+pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<Bytes> {
     let answer = match prefetched.0 {
         Some((fetched, body)) if fetched == key => Ok(body),
         _ => {
             let mut redis = state.redis.clone();
-            redis::AsyncCommands::get::<_, Option<String>>(&mut redis, key)
+            redis::AsyncCommands::get::<_, Option<Vec<u8>>>(&mut redis, key)
                 .await
-                .map(|body| body.map(Arc::from))
+                .map(|body| body.map(Bytes::from))
         }
     };
     let (body, source) = match answer {

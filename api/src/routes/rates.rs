@@ -9,6 +9,7 @@ use ratewire_projector::store;
 use ratewire_projector::views::{rates_element, rates_response, RatesVariant};
 use ratewire_proto::BankId;
 
+use super::view_body::json_list;
 use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
@@ -65,7 +66,7 @@ pub async fn rates(
     let read = state.read.current();
     let key = key_of(&read.views, bank_id, variant);
     if let Some(elements) = cached_view(&state, prefetched, &key).await {
-        return Ok(json_body(rates_response(&elements)));
+        return Ok(json_list(elements));
     }
 
     // The view is missing (flushed, not built yet, or an unknown bank):

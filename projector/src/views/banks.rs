@@ -49,5 +49,5 @@ pub fn banks_element(view: &BankView, with_recent: bool, style: &ViewStyle) -> S
 
 /// The whole /banks body around already rendered, comma-joined elements.
 pub fn banks_response(joined_elements: &str) -> String {
-    format!(r#"{{"message":"Success","status":200,"data":[{joined_elements}]}}"#)
+    [super::LIST_HEAD, joined_elements, super::LIST_TAIL].concat()
 }

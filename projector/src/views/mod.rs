@@ -19,6 +19,11 @@ pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
 pub use rates::{rates_element, rates_response};
 
+/// The outer envelope of /rates and /banks around their comma-joined
+/// elements: the API sends a stored view between these two without copying it.
+pub const LIST_HEAD: &str = r#"{"message":"Success","status":200,"data":["#;
+pub const LIST_TAIL: &str = "]}";
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use ratewire_proto::{BankId, CurrencyCode, SocialLink};
 use rust_decimal::Decimal;

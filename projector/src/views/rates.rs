@@ -129,7 +129,7 @@ pub fn rates_element(view: &BankView, variant: RatesVariant, style: &ViewStyle) 
 
 /// The whole /rates body around already rendered, comma-joined elements.
 pub fn rates_response(joined_elements: &str) -> String {
-    format!(r#"{{"message":"Success","status":200,"data":[{joined_elements}]}}"#)
+    [super::LIST_HEAD, joined_elements, super::LIST_TAIL].concat()
 }
 
 #[cfg(test)]
