@@ -11,7 +11,6 @@ use ratewire_projector::store;
 use ratewire_projector::views::best_rates_response;
 use ratewire_proto::CurrencyCode;
 
-use super::view_body::json_view;
 use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
@@ -55,7 +54,7 @@ pub async fn best_rates(
     let code = argument(query.as_deref())?;
     let read = state.read.current();
     if let Some(body) = cached_view(&state, prefetched, &read.views.best(code)).await {
-        return Ok(json_view(body));
+        return Ok(json_body(body));
     }
     let now = Utc::now();
     let entries = store::best_rates(&read.pool, code, now)

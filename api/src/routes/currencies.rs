@@ -7,7 +7,6 @@ use axum::Router;
 use ratewire_projector::store;
 use ratewire_projector::views::currencies_response;
 
-use super::view_body::json_view;
 use super::{cached_view, json_body, AppState, Prefetched};
 use crate::auth::ApiKey;
 use crate::error::Result;
@@ -26,7 +25,7 @@ pub async fn currencies(
 ) -> Result<Response> {
     let read = state.read.current();
     if let Some(body) = cached_view(&state, prefetched, &read.views.currencies()).await {
-        return Ok(json_view(body));
+        return Ok(json_body(body));
     }
     let counts = store::currency_counts(&read.pool).await?;
     Ok(json_body(currencies_response(&counts, &state.style)))

@@ -15,7 +15,7 @@ pub mod view_body;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
@@ -184,9 +184,10 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) ->
     body
 }
 
-/// A ready-made JSON body, sent as it is.
-pub fn json_body(body: String) -> Response {
-    let mut response = body.into_response();
+/// A ready-made JSON body, sent as it is (a string, a stored view, or the
+/// parts of [`view_body::json_list`]).
+pub fn json_body(body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

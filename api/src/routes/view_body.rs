@@ -1,4 +1,4 @@
-//! Response bodies made of stored views, sent without copying them.
+//! /rates and /banks bodies made of stored views, sent without copying them.
 //!
 //! A view read from Redis is shared by every request that read it in the
 //! same round trip. Building each response as one new string copied the
@@ -12,19 +12,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use ratewire_projector::views::{LIST_HEAD, LIST_TAIL};
 
-/// A ready JSON body: the stored view as it is (best rates, /currencies).
-pub fn json_view(view: Bytes) -> Response {
-    json(Body::from(view))
-}
+use super::json_body;
 
-/// /rates and /banks: comma-joined elements inside the list envelope.
+/// Comma-joined elements inside the list envelope.
 pub fn json_list(elements: Bytes) -> Response {
-    json(Body::new(Parts {
+    json_body(Body::new(Parts {
         remaining: (LIST_HEAD.len() + elements.len() + LIST_TAIL.len()) as u64,
         parts: [
             Bytes::from_static(LIST_HEAD.as_bytes()),
@@ -33,15 +29,6 @@ pub fn json_list(elements: Bytes) -> Response {
         ],
         next: 0,
     }))
-}
-
-fn json(body: Body) -> Response {
-    let mut response = Response::new(body);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 /// A body of a few parts whose total length is known (so it is sent with a
@@ -84,6 +71,7 @@ impl http_body::Body for Parts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header;
 
     async fn sent(response: Response) -> String {
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
