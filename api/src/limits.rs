@@ -100,6 +100,10 @@ pub fn month_window(now: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
     format!("{:04}{:02}", local.year(), local.month())
 }
 
+/// How long a monthly counter outlives its month (the usage sync restores
+/// counters with the same lifetime).
+pub const MONTH_TTL_SECONDS: u64 = 40 * 86_400;
+
 /// The Redis key of `subject`'s count in `month` (`*` as subject makes a
 /// scan pattern); the usage sync saves and restores these same keys.
 pub fn month_key(prefix: &str, subject: &str, month: &str) -> String {

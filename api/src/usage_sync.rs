@@ -18,7 +18,7 @@ use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::{month_key, month_window};
+use crate::limits::{month_key, month_window, MONTH_TTL_SECONDS};
 
 const RESTORE: &str = r#"
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
@@ -60,7 +60,7 @@ impl UsageSync {
         let mut restore = script.prepare_invoke();
         restore
             .key(format!("{}rl:restored:{month}", self.prefix))
-            .arg(40 * 86_400);
+            .arg(MONTH_TTL_SECONDS);
         for (subject, used) in &saved {
             restore.key(self.counter(subject, &month)).arg(*used);
         }

@@ -25,16 +25,15 @@ use redis::aio::ConnectionManager;
 use redis::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Verdict;
+use super::{Verdict, MONTH_TTL_SECONDS};
 use crate::plans::Limits;
 
 /// The most requests one round trip carries: the pipeline stays a few
 /// kilobytes and no request waits behind an unbounded trip.
 const MOST_PER_TRIP: usize = 256;
 
-/// How long the per-minute and monthly counters outlive their windows.
+/// How long a per-minute counter outlives its window.
 const MINUTE_TTL_SECONDS: u64 = 120;
-const MONTH_TTL_SECONDS: u64 = 40 * 86_400;
 
 /// One request to count, and where its answer goes.
 pub(super) struct Ask {
@@ -133,7 +132,11 @@ impl<'a, T: Default> Distinct<'a, T> {
         &mut self.items[at].1
     }
 
-    fn get(&mut self, key: &str) -> &mut T {
+    fn get(&self, key: &str) -> &T {
+        &self.items[self.index[key]].1
+    }
+
+    fn get_mut(&mut self, key: &str) -> &mut T {
         let at = self.index[key];
         &mut self.items[at].1
     }
@@ -199,7 +202,7 @@ async fn count(
 
     let answers = trip
         .iter()
-        .map(|ask| decide(ask, &mut minutes, &mut months, &mut views))
+        .map(|ask| decide(ask, &mut minutes, &mut months, &views))
         .collect();
     Ok((answers, give_back(&minutes, &months)))
 }
@@ -210,10 +213,10 @@ fn decide(
     ask: &Ask,
     minutes: &mut Distinct<Counter>,
     months: &mut Distinct<Counter>,
-    views: &mut Distinct<Option<Bytes>>,
+    views: &Distinct<Option<Bytes>>,
 ) -> Counted {
-    let minute = minutes.get(&ask.minute_key);
-    let month = months.get(&ask.month_key);
+    let minute = minutes.get_mut(&ask.minute_key);
+    let month = months.get_mut(&ask.month_key);
     let minute_count = minute.before + minute.admitted + 1;
     let month_used = month.before + month.admitted;
     let verdict = if minute_count > ask.limits.per_minute {
