@@ -150,7 +150,7 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, written: Arc<AtomicBoo
         let mut open = true;
         loop {
             if let Some(message) = next.take() {
-                take(&mut pending, &mut failed, &written, message).await;
+                take(&mut pending, &written, message).await;
             }
             match inbox.try_recv() {
                 Ok(message) => next = Some(message),
@@ -171,12 +171,7 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, written: Arc<AtomicBoo
     }
 }
 
-async fn take(
-    pending: &mut Option<Pending>,
-    failed: &mut bool,
-    written: &AtomicBool,
-    message: Message,
-) {
+async fn take(pending: &mut Option<Pending>, written: &AtomicBool, message: Message) {
     match message {
         Message::Changed {
             target,
@@ -199,15 +194,18 @@ async fn take(
                 pending.add(banks, occurred);
             }
         }
-        Message::Rebuild { target, done } => {
-            let mut views = target.views.clone();
-            let rebuilt = crate::app::rebuild_views(&target.pool, &mut views).await;
+        Message::Rebuild {
+            target: Target {
+                pool, mut views, ..
+            },
+            done,
+        } => {
+            let rebuilt = crate::app::rebuild_views(&pool, &mut views).await;
             if rebuilt.is_ok() {
                 // It read every bank after the changes queued before it.
                 if let Some(p) = pending.take() {
                     report::visible(&p.unseen, Utc::now());
                 }
-                *failed = false;
                 written.store(true, Ordering::Release);
             }
             let _ = done.send(rebuilt);
@@ -217,7 +215,7 @@ async fn take(
 
 /// Writes the pending views; false when that failed (they stay pending).
 async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> bool {
-    let Some(waiting) = pending.as_ref() else {
+    let Some(waiting) = pending.as_mut() else {
         return true;
     };
     match write(waiting).await {
@@ -235,12 +233,12 @@ async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> b
     }
 }
 
-async fn write(pending: &Pending) -> Result<()> {
+async fn write(pending: &mut Pending) -> Result<()> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
     let update = crate::app::load_update(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
-    pending.target.views.clone().apply(&update).await?;
+    pending.target.views.apply(&update).await?;
     debug!(
         banks = banks.len(),
         read_ms = read.as_secs_f64() * 1e3,
