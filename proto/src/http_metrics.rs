@@ -5,35 +5,93 @@
 //! - `ratewire_http_request_duration_seconds{route, method}` (histogram)
 //!
 //! `route` is the matched route pattern (`/api/v1/rates`), or `unmatched`,
-//! so arbitrary paths cannot grow the label set.
+//! and `method` is a standard method or `OTHER`, so arbitrary paths and
+//! methods cannot grow the label set.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::header::CONTENT_TYPE;
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics::{counter, histogram};
+use metrics::{counter, histogram, Counter, Histogram};
 
 /// Middleware (`axum::middleware::from_fn(track)`) counting and timing
 /// every request.
 pub async fn track(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_owned();
-    let method = request.method().as_str().to_owned();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let method = known_method(request.method());
     let started = Instant::now();
     let response = next.run(request).await;
     let seconds = started.elapsed().as_secs_f64();
-    let status = response.status().as_u16().to_string();
-    counter!("ratewire_http_requests_total",
-        "route" => route.clone(), "method" => method.clone(), "status" => status)
-    .increment(1);
-    histogram!("ratewire_http_request_duration_seconds", "route" => route, "method" => method)
-        .record(seconds);
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let status = response.status().as_u16();
+    HANDLES.with_borrow_mut(|handles| {
+        let (requests, duration) = handles.get(route, &method, status);
+        requests.increment(1);
+        duration.record(seconds);
+    });
     response
+}
+
+/// The request's method, or `OTHER` for an extension method: any token is
+/// a valid method, so clients must not be able to grow the label set.
+fn known_method(method: &Method) -> Method {
+    const KNOWN: [Method; 9] = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::TRACE,
+        Method::CONNECT,
+    ];
+    if KNOWN.contains(method) {
+        method.clone()
+    } else {
+        Method::from_bytes(b"OTHER").expect("a valid method token")
+    }
+}
+
+thread_local! {
+    // Looking a labelled metric up in the registry builds its key (label
+    // strings included) and hashes it: a few allocations per request on the
+    // hottest path. Each worker thread keeps the handles it has used; they
+    // share the registry's atomics, so the counts are the same.
+    static HANDLES: RefCell<Handles> = RefCell::new(Handles::default());
+}
+
+/// A route's request counter and duration histogram per method and status.
+type ByOutcome = HashMap<(Method, u16), (Counter, Histogram)>;
+
+/// The handles used so far, by route.
+#[derive(Default)]
+struct Handles {
+    by_route: HashMap<Box<str>, ByOutcome>,
+}
+
+impl Handles {
+    fn get(&mut self, route: &str, method: &Method, status: u16) -> &(Counter, Histogram) {
+        if !self.by_route.contains_key(route) {
+            self.by_route.insert(route.into(), HashMap::new());
+        }
+        let by_outcome = self.by_route.get_mut(route).expect("inserted above");
+        by_outcome
+            .entry((method.clone(), status))
+            .or_insert_with(|| {
+                let (route, method) = (route.to_owned(), method.as_str().to_owned());
+                (
+                    counter!("ratewire_http_requests_total",
+                        "route" => route.clone(), "method" => method.clone(), "status" => status.to_string()),
+                    histogram!("ratewire_http_request_duration_seconds", "route" => route, "method" => method),
+                )
+            })
+    }
 }
 
 /// `GET /metrics`: the process's metrics in Prometheus text format.
@@ -43,4 +101,34 @@ pub async fn render() -> Response {
         crate::runtime::metrics().render(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_methods_are_labelled_as_themselves() {
+        assert_eq!(known_method(&Method::GET), Method::GET);
+        assert_eq!(known_method(&Method::PATCH), Method::PATCH);
+    }
+
+    #[test]
+    fn extension_methods_share_one_label() {
+        let a = Method::from_bytes(b"PURGE").unwrap();
+        let b = Method::from_bytes(b"X-RANDOM-1234").unwrap();
+        assert_eq!(known_method(&a).as_str(), "OTHER");
+        assert_eq!(known_method(&b).as_str(), "OTHER");
+    }
+
+    #[test]
+    fn handles_are_made_once_per_route_method_and_status() {
+        let mut handles = Handles::default();
+        handles.get("/api/v1/rates", &Method::GET, 200);
+        handles.get("/api/v1/rates", &Method::GET, 200);
+        handles.get("/api/v1/rates", &Method::GET, 429);
+        handles.get("unmatched", &Method::GET, 404);
+        assert_eq!(handles.by_route.len(), 2);
+        assert_eq!(handles.by_route["/api/v1/rates"].len(), 2);
+    }
 }
