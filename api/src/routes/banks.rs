@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::Router;
 use ratewire_projector::redis_views::Keys;
 use ratewire_projector::store;
-use ratewire_projector::views::{banks_element, banks_response};
+use ratewire_projector::views::{banks_element, list_response};
 
 use super::view_body::json_list;
 use super::{cached_view, json_body, AppState, Prefetched};
@@ -55,5 +55,5 @@ pub async fn banks(
         .iter()
         .map(|view| banks_element(view, with_recent, &state.style))
         .collect();
-    Ok(json_body(banks_response(&elements.join(","))))
+    Ok(json_body(list_response(&elements.join(","))))
 }

@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::Router;
 use ratewire_projector::redis_views::Keys;
 use ratewire_projector::store;
-use ratewire_projector::views::{rates_element, rates_response, RatesVariant};
+use ratewire_projector::views::{list_response, rates_element, RatesVariant};
 use ratewire_proto::BankId;
 
 use super::view_body::json_list;
@@ -86,5 +86,5 @@ pub async fn rates(
             .collect::<Vec<_>>()
             .join(","),
     };
-    Ok(json_body(rates_response(&elements)))
+    Ok(json_body(list_response(&elements)))
 }

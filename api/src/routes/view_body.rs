@@ -94,9 +94,9 @@ mod tests {
         let body = sent(response).await;
         assert_eq!(
             body,
-            ratewire_projector::views::rates_response(r#"{"id":1},{"id":2}"#)
+            ratewire_projector::views::list_response(r#"{"id":1},{"id":2}"#)
         );
         let empty = sent(json_list(Bytes::new())).await;
-        assert_eq!(empty, ratewire_projector::views::rates_response(""));
+        assert_eq!(empty, ratewire_projector::views::list_response(""));
     }
 }

@@ -46,8 +46,3 @@ pub fn banks_element(view: &BankView, with_recent: bool, style: &ViewStyle) -> S
     })
     .expect("views serialize to JSON")
 }
-
-/// The whole /banks body around already rendered, comma-joined elements.
-pub fn banks_response(joined_elements: &str) -> String {
-    [super::LIST_HEAD, joined_elements, super::LIST_TAIL].concat()
-}

@@ -13,16 +13,22 @@ mod currencies;
 mod history;
 mod rates;
 
-pub use banks::{banks_element, banks_response};
+pub use banks::banks_element;
 pub use best::{best_rates_response, pick_best, signed_difference, BestEntry, Candidate, Field};
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
-pub use rates::{rates_element, rates_response};
+pub use rates::rates_element;
 
 /// The outer envelope of /rates and /banks around their comma-joined
 /// elements: the API sends a stored view between these two without copying it.
 pub const LIST_HEAD: &str = r#"{"message":"Success","status":200,"data":["#;
 pub const LIST_TAIL: &str = "]}";
+
+/// The whole /rates or /banks body around already rendered, comma-joined
+/// elements.
+pub fn list_response(joined_elements: &str) -> String {
+    [LIST_HEAD, joined_elements, LIST_TAIL].concat()
+}
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use ratewire_proto::{BankId, CurrencyCode, SocialLink};

@@ -127,11 +127,6 @@ pub fn rates_element(view: &BankView, variant: RatesVariant, style: &ViewStyle) 
     serde_json::to_string(&inner).expect("views serialize to JSON")
 }
 
-/// The whole /rates body around already rendered, comma-joined elements.
-pub fn rates_response(joined_elements: &str) -> String {
-    [super::LIST_HEAD, joined_elements, super::LIST_TAIL].concat()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,10 +251,15 @@ mod tests {
     #[test]
     fn the_response_wraps_elements_in_the_outer_envelope() {
         let element = rates_element(&view(), RatesVariant::ALL[0], &style());
-        let json = parse(&rates_response(&format!("{element},{element}")));
+        let json = parse(&crate::views::list_response(&format!(
+            "{element},{element}"
+        )));
         assert_eq!(json["message"], "Success");
         assert_eq!(json["status"], 200);
         assert_eq!(json["data"].as_array().unwrap().len(), 2);
-        assert_eq!(parse(&rates_response(""))["data"], serde_json::json!([]));
+        assert_eq!(
+            parse(&crate::views::list_response(""))["data"],
+            serde_json::json!([])
+        );
     }
 }
