@@ -17,6 +17,7 @@
 
 mod shared_trip;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -117,18 +118,75 @@ pub fn seconds_to_next_minute(now: DateTime<Utc>) -> u64 {
 
 /// Seconds from `now` to the first instant of next month in `tz`.
 pub fn seconds_to_next_month(now: DateTime<Utc>, tz: chrono_tz::Tz) -> u64 {
+    seconds_until(next_month(now, tz), now)
+}
+
+/// The first instant of the month after `now`'s in `tz`.
+fn next_month(now: DateTime<Utc>, tz: chrono_tz::Tz) -> DateTime<Utc> {
     let local = now.with_timezone(&tz);
     let (year, month) = if local.month() == 12 {
         (local.year() + 1, 1)
     } else {
         (local.year(), local.month() + 1)
     };
-    let start = tz
-        .with_ymd_and_hms(year, month, 1, 0, 0, 0)
+    tz.with_ymd_and_hms(year, month, 1, 0, 0, 0)
         .earliest()
         .map(|t| t.with_timezone(&Utc))
-        .unwrap_or(now);
-    (start - now).num_seconds().max(1) as u64
+        .unwrap_or(now)
+}
+
+fn seconds_until(then: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
+    (then - now).num_seconds().max(1) as u64
+}
+
+/// This minute (UTC) and this month (service time zone) as key parts, and
+/// when the month ends. They change once a minute, and working them out
+/// (integer formatting, time zone lookups) for every request showed in
+/// profiles; each worker thread keeps the current minute's.
+struct Windows {
+    timezone: chrono_tz::Tz,
+    /// Minutes since the epoch.
+    index: i64,
+    minute: String,
+    month: String,
+    next_month: DateTime<Utc>,
+}
+
+thread_local! {
+    static WINDOWS: RefCell<Option<Windows>> = const { RefCell::new(None) };
+}
+
+impl Windows {
+    fn at(now: DateTime<Utc>, timezone: chrono_tz::Tz) -> Self {
+        Self {
+            timezone,
+            index: now.timestamp().div_euclid(60),
+            minute: format!(
+                "{:04}{:02}{:02}{:02}{:02}",
+                now.year(),
+                now.month(),
+                now.day(),
+                now.hour(),
+                now.minute()
+            ),
+            month: month_window(now, timezone),
+            // Months begin on a whole minute in every zone in use, so the
+            // minute's value holds for all of it.
+            next_month: next_month(now, timezone),
+        }
+    }
+
+    /// Runs `f` on the windows of `now`'s minute.
+    fn with<R>(now: DateTime<Utc>, timezone: chrono_tz::Tz, f: impl FnOnce(&Windows) -> R) -> R {
+        WINDOWS.with_borrow_mut(|cached| {
+            let index = now.timestamp().div_euclid(60);
+            let windows = match cached {
+                Some(w) if w.index == index && w.timezone == timezone => w,
+                _ => cached.insert(Windows::at(now, timezone)),
+            };
+            f(windows)
+        })
+    }
 }
 
 pub struct Limiter {
@@ -153,30 +211,14 @@ impl Limiter {
         }
     }
 
-    /// This minute (UTC) and this month (service time zone) as key parts.
-    fn windows(&self, now: DateTime<Utc>) -> (String, String) {
-        (
-            // Plain integer formatting: a strftime pattern is parsed anew on
-            // every call, and this runs for every request.
-            format!(
-                "{:04}{:02}{:02}{:02}{:02}",
-                now.year(),
-                now.month(),
-                now.day(),
-                now.hour(),
-                now.minute()
-            ),
-            month_window(now, self.timezone),
-        )
-    }
-
     /// The Redis keys of `subject`'s counts in this minute and this month.
     fn keys(&self, subject: &str, now: DateTime<Utc>) -> (String, String) {
-        let (minute, month) = self.windows(now);
-        (
-            format!("{}rl:minute:{subject}:{minute}", self.prefix),
-            month_key(&self.prefix, subject, &month),
-        )
+        Windows::with(now, self.timezone, |windows| {
+            (
+                format!("{}rl:minute:{subject}:{}", self.prefix, windows.minute),
+                month_key(&self.prefix, subject, &windows.month),
+            )
+        })
     }
 
     /// Checks and, when allowed, counts one request of `subject`.
@@ -233,7 +275,9 @@ impl Limiter {
             minute_used,
             month_used,
             minute_reset: seconds_to_next_minute(now),
-            month_reset: seconds_to_next_month(now, self.timezone),
+            month_reset: Windows::with(now, self.timezone, |windows| {
+                seconds_until(windows.next_month, now)
+            }),
         };
         (decision, read)
     }
@@ -274,7 +318,9 @@ impl Limiter {
         count_month: bool,
         now: DateTime<Utc>,
     ) -> (Verdict, u64, u64) {
-        let (minute_window, month_window) = self.windows(now);
+        let (minute_window, month_window) = Windows::with(now, self.timezone, |windows| {
+            (windows.minute.clone(), windows.month.clone())
+        });
         let mut local = self.local.lock().expect("limiter counters");
         // Bounded: entries of past minutes are dropped as the map grows.
         if local.len() > 100_000 {
@@ -382,6 +428,33 @@ mod tests {
             refused.retry_after(),
             Some(seconds_to_next_month(now, chrono_tz::UTC))
         );
+    }
+
+    #[test]
+    fn windows_kept_for_a_minute_agree_with_working_them_out() {
+        // Addis Ababa is UTC+3: its January starts at 21:00 UTC on Dec 31.
+        let zones = [chrono_tz::Africa::Addis_Ababa, chrono_tz::UTC];
+        for at in [
+            "2026-12-31T20:59:00Z",
+            "2026-12-31T20:59:59Z",
+            "2026-12-31T21:00:00Z",
+            "2026-12-31T21:00:30Z",
+            "2026-12-31T23:59:59Z",
+            "2027-01-01T00:00:00Z",
+        ] {
+            let now: DateTime<Utc> = at.parse().unwrap();
+            for tz in zones {
+                Windows::with(now, tz, |windows| {
+                    assert_eq!(windows.month, month_window(now, tz), "{at} {tz}");
+                    assert_eq!(
+                        seconds_until(windows.next_month, now),
+                        seconds_to_next_month(now, tz),
+                        "{at} {tz}"
+                    );
+                    assert_eq!(windows.minute, now.format("%Y%m%d%H%M").to_string());
+                });
+            }
+        }
     }
 
     #[test]
