@@ -13,7 +13,10 @@
 //!
 //! Usage: `paced --rate 37000 --seconds 10 --connections 64 -H 'x-api-key: K' URL`.
 //! Prints one JSON object: requests, requests per second, p50, p99, p99.9
-//! and max in ms, answers by status and failed requests.
+//! and max in ms, answers by status and failed requests. With `--timeline`
+//! it also says, for each 100 ms of the run, how many requests were due
+//! and the slowest of them: where a tail comes from shows as a few slow
+//! windows (a stall) or as many (a steady queue).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +50,16 @@ struct Args {
     /// A request header, `name: value`; may be given more than once.
     #[arg(long = "header", short = 'H')]
     headers: Vec<String>,
+    /// Also print, for each 100 ms window of due times, the requests due
+    /// in it and the slowest of them (JSON, one line per window, to stderr).
+    #[arg(long)]
+    timeline: bool,
     /// An `http://host:port/path?query` URL.
     url: Uri,
 }
+
+/// The timeline's window.
+const WINDOW: Duration = Duration::from_millis(100);
 
 /// What every connection shares.
 struct Plan {
@@ -61,6 +71,8 @@ struct Plan {
     rate: f64,
     /// The next request to send, numbered from the start.
     next: AtomicU64,
+    /// Windows in the timeline; 0 without `--timeline`.
+    windows: usize,
 }
 
 impl Plan {
@@ -75,19 +87,35 @@ struct Tally {
     latency: Histogram<u64>,
     statuses: BTreeMap<u16, u64>,
     failed: u64,
+    /// Per window: requests due in it, and the slowest (microseconds).
+    /// Sized before the run, like the histogram.
+    timeline: Vec<(u64, u64)>,
 }
 
 impl Tally {
-    fn new() -> Self {
+    fn new(windows: usize) -> Self {
         Self {
             latency: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"),
             statuses: BTreeMap::new(),
             failed: 0,
+            timeline: vec![(0, 0); windows],
+        }
+    }
+
+    fn record(&mut self, window: usize, micros: u64) {
+        self.latency.saturating_record(micros.max(1));
+        if let Some((count, slowest)) = self.timeline.get_mut(window) {
+            *count += 1;
+            *slowest = (*slowest).max(micros);
         }
     }
 
     fn merge(&mut self, other: Tally) {
         self.latency.add(&other.latency).expect("same bounds");
+        for (mine, theirs) in self.timeline.iter_mut().zip(other.timeline) {
+            mine.0 += theirs.0;
+            mine.1 = mine.1.max(theirs.1);
+        }
         for (status, n) in other.statuses {
             *self.statuses.entry(status).or_default() += n;
         }
@@ -122,6 +150,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     // Every connection is open before the first request is due.
     let start = Instant::now() + Duration::from_millis(500);
+    let windows = if args.timeline {
+        (args.seconds / WINDOW.as_secs_f64()).ceil() as usize
+    } else {
+        0
+    };
     let plan = Arc::new(Plan {
         authority,
         path,
@@ -130,15 +163,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
         end: start + Duration::from_secs_f64(args.seconds),
         rate: args.rate,
         next: AtomicU64::new(0),
+        windows,
     });
     let tasks: Vec<_> = (0..args.connections)
         .map(|_| tokio::spawn(connection(plan.clone())))
         .collect();
-    let mut total = Tally::new();
+    let mut total = Tally::new(windows);
     for task in tasks {
         total.merge(task.await?);
     }
     let elapsed = start.elapsed().as_secs_f64();
+    for (window, (count, slowest)) in total.timeline.iter().enumerate() {
+        let at = window as f64 * WINDOW.as_secs_f64();
+        let slowest = *slowest as f64 / 1000.0;
+        eprintln!(r#"{{"at_s":{at:.1},"requests":{count},"slowest_ms":{slowest}}}"#);
+    }
 
     let ms = |q: f64| total.latency.value_at_quantile(q) as f64 / 1000.0;
     let answered = total.latency.len();
@@ -157,7 +196,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn connection(plan: Arc<Plan>) -> Tally {
-    let mut tally = Tally::new();
+    let mut tally = Tally::new(plan.windows);
     let mut sender = connect(&plan).await.ok();
     loop {
         let index = plan.next.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +217,8 @@ async fn connection(plan: Arc<Plan>) -> Tally {
         match send(&plan, &mut sender).await {
             Ok(status) => {
                 let micros = u64::try_from(from.elapsed().as_micros()).unwrap_or(u64::MAX);
-                tally.latency.saturating_record(micros.max(1));
+                let window = due.duration_since(plan.start).as_millis() / WINDOW.as_millis();
+                tally.record(window as usize, micros);
                 *tally.statuses.entry(status).or_default() += 1;
             }
             Err(_) => {
