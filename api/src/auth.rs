@@ -1,17 +1,16 @@
-//! The `x-api-key` check, as an extractor: a handler that takes an
-//! [`ApiKey`] only runs for a valid key.
+//! Who may call a handler, as extractors: a handler that takes an
+//! [`ApiKey`] only runs for a valid key (or, when anonymous access is on,
+//! without one), one that takes an [`Operator`] only for the operators.
 
 use axum::extract::FromRequestParts;
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use ratewire_proto::secret::check_operator;
+pub use ratewire_service::operator::Operator;
+use ratewire_service::operator::OperatorToken;
 
 use crate::error::Error;
 use crate::gate::{anonymous_caller, Identified};
 use crate::keys::Caller;
-use crate::routes::AppState;
-
-pub const API_KEY_HEADER: &str = "x-api-key";
+use crate::state::AppState;
 
 /// A caller with a valid, unrevoked key.
 pub struct ApiKey(pub Caller);
@@ -39,22 +38,9 @@ impl FromRequestParts<AppState> for ApiKey {
     }
 }
 
-/// Proof that the caller holds `RATEWIRE_ADMIN_TOKEN`.
-pub struct Operator;
-
-impl FromRequestParts<AppState> for Operator {
-    type Rejection = Error;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let authorization = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        check_operator(authorization, state.admin_token.as_deref())
-            .map(|()| Operator)
-            .map_err(|denied| Error::Unauthorized(denied.message()))
+/// Operator endpoints check the token configured here.
+impl OperatorToken for AppState {
+    fn operator_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
     }
 }

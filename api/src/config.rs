@@ -1,54 +1,28 @@
 //! The API's settings, from `RATEWIRE_*` environment variables (clap checks
-//! them at start; `ratewire-api --help` lists them with defaults).
+//! them at start; `ratewire-api --help` lists them with defaults). Those
+//! every process has are in `ratewire_service::settings`, those shared with
+//! the projector (where the read model is) in
+//! `ratewire_readmodel::ReadModelSettings`.
 
 use std::net::SocketAddr;
 
-use ratewire_projector::config::parse_schema;
-use ratewire_projector::views::ViewStyle;
+use ratewire_readmodel::ReadModelSettings;
+use ratewire_service::settings::{parse_schema, Common, Operators};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
     /// Address the API listens on.
     #[arg(long, env = "RATEWIRE_API_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Postgres connection URL (the database must exist).
-    #[arg(
-        long,
-        env = "RATEWIRE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
-    )]
-    pub database_url: String,
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub operators: Operators,
+    #[command(flatten)]
+    pub read_model: ReadModelSettings,
     /// Postgres schema for the API's own tables (keys).
     #[arg(long, env = "RATEWIRE_API_SCHEMA", default_value = "api", value_parser = parse_schema)]
     pub schema: String,
-    /// Postgres schema of the projector's read model (history, fallback),
-    /// until a replay switches to another generation.
-    #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
-    pub read_schema: String,
-    /// Postgres schema of the control table naming the active read-model
-    /// generation (written by `ratewire-projector replay`).
-    #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
-    pub control_schema: String,
-    /// Redis URL of the read views, key cache and counters.
-    #[arg(
-        long,
-        env = "RATEWIRE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/0"
-    )]
-    pub redis_url: String,
-    /// Prefix of every Redis key ratewire uses.
-    #[arg(long, env = "RATEWIRE_REDIS_PREFIX", default_value = "rw:")]
-    pub redis_prefix: String,
-    /// The operators' bearer token; operator endpoints refuse every call when unset.
-    #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
-    /// Base URL of currency images (must match the projector's).
-    #[arg(
-        long,
-        env = "RATEWIRE_CURRENCY_IMAGE_BASE",
-        default_value = "https://assets.ratewire.example/currencies"
-    )]
-    pub currency_image_base: String,
     /// The service time zone (IANA name): history days are calendar days here.
     #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
     pub timezone: chrono_tz::Tz,
@@ -71,17 +45,6 @@ pub struct Config {
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub usage_sync_secs: u64,
-    /// `text` or `json` log lines.
-    #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
-}
-
-impl Config {
-    pub fn view_style(&self) -> ViewStyle {
-        ViewStyle {
-            currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
-        }
-    }
 }
 
 /// A trusted proxy: one address or a network.

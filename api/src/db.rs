@@ -8,14 +8,11 @@ use crate::error::Result;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 pub fn pool(url: &str, schema: &str) -> Result<PgPool> {
-    Ok(ratewire_projector::db::pool(url, schema, 16)?)
+    Ok(ratewire_readmodel::db::pool(url, schema, 16)?)
 }
 
 pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {
-    ratewire_projector::db::create_schema(pool, schema).await?;
-    MIGRATOR
-        .run(pool)
+    ratewire_service::postgres::migrate(pool, schema, &MIGRATOR)
         .await
-        .map_err(|e| crate::Error::Startup(format!("migrations: {e}")))?;
-    Ok(())
+        .map_err(|e| crate::Error::Startup(format!("migrations: {e}")))
 }

@@ -18,8 +18,6 @@ pub enum Error {
     #[error("Invalid API key")]
     InvalidKey,
     #[error("{0}")]
-    Unauthorized(&'static str),
-    #[error("{0}")]
     NotFound(&'static str),
     #[error("Method Not Allowed")]
     MethodNotAllowed,
@@ -43,13 +41,19 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<ratewire_projector::Error> for Error {
-    fn from(e: ratewire_projector::Error) -> Self {
+impl From<ratewire_readmodel::Error> for Error {
+    fn from(e: ratewire_readmodel::Error) -> Self {
         match e {
-            ratewire_projector::Error::Postgres(e) => Error::Postgres(e),
-            ratewire_projector::Error::Redis(e) => Error::Redis(e),
+            ratewire_readmodel::Error::Postgres(e) => Error::Postgres(e),
+            ratewire_readmodel::Error::Redis(e) => Error::Redis(e),
             other => Error::Startup(other.to_string()),
         }
+    }
+}
+
+impl From<ratewire_service::Error> for Error {
+    fn from(e: ratewire_service::Error) -> Self {
+        Error::Startup(e.to_string())
     }
 }
 
@@ -61,9 +65,7 @@ impl Error {
     pub fn status(&self) -> StatusCode {
         match self {
             Error::Validation(_) => StatusCode::BAD_REQUEST,
-            Error::MissingKey | Error::InvalidKey | Error::Unauthorized(_) => {
-                StatusCode::UNAUTHORIZED
-            }
+            Error::MissingKey | Error::InvalidKey => StatusCode::UNAUTHORIZED,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,

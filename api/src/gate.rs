@@ -9,19 +9,24 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use ipnet::IpNet;
 
-use crate::auth::API_KEY_HEADER;
 use crate::error::Error;
 use crate::keys::Caller;
 use crate::limits::{Decision, Verdict};
 use crate::plans::ANONYMOUS;
-use crate::routes::{view_key, AppState, Prefetched};
+use crate::requests::view_key;
+use crate::state::AppState;
+
+/// The header callers send their API key in.
+pub const API_KEY_HEADER: &str = "x-api-key";
 
 /// What the gate found out, for the handlers.
 #[derive(Debug, Clone)]
@@ -31,6 +36,24 @@ pub struct Identified {
     /// Whether an `x-api-key` header was present at all.
     pub key_given: bool,
     pub decision: Decision,
+}
+
+/// The view the gate read along with the limiter (see
+/// [`crate::requests::view_key`]): its key and body (`None` when the view
+/// was missing). Requests that shared a round trip share
+/// the body.
+#[derive(Debug, Clone, Default)]
+pub struct Prefetched(pub Option<(String, Option<Bytes>)>);
+
+impl FromRequestParts<AppState> for Prefetched {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &AppState,
+    ) -> std::result::Result<Self, Self::Rejection> {
+        Ok(parts.extensions.remove::<Prefetched>().unwrap_or_default())
+    }
 }
 
 /// Paths that count per minute but not toward the monthly allowance.

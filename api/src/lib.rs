@@ -1,14 +1,27 @@
-//! The public read API, api-v1.
+//! The public read API, api-v1: a reader of the read model.
 //!
-//! - [`routes`] is the HTTP surface, one module per resource, merged in
-//!   [`routes::router`]; [`error`] maps every failure to the spec's envelope.
-//! - [`auth`] checks `x-api-key` as an extractor, against [`keys`] (hashed
-//!   in Postgres, cached in Redis so a revocation reaches every instance at
-//!   once).
-//! - [`query`] parses query strings strictly, naming every bad parameter.
-//! - Responses come ready-made from the projector's Redis views; when a view
-//!   is missing, the projector's own `store` and `views` render the same
-//!   bytes from Postgres.
+//! Modules, from the bottom up (each imports only those above it):
+//! - [`config`], [`error`] (every failure mapped to the spec's envelope in
+//!   one place), [`plans`], [`keys`] (hashed in Postgres, cached in Redis so
+//!   a revocation reaches every instance at once), [`limits`] (counted in
+//!   Redis), [`read_model`] (which generation is served) and [`state`],
+//!   what every handler shares;
+//! - [`query`] parses query strings strictly, naming every bad parameter,
+//!   and [`requests`] turns them into what each endpoint was asked and the
+//!   stored view that answers it;
+//! - [`gate`]: who is calling and may they (keys, limits, rate-limit
+//!   headers), for every public request; [`auth`] gives handlers the
+//!   caller as extractors;
+//! - [`routes`], one module per resource, merged in [`routes::router`];
+//!   [`openapi`] describes them;
+//! - [`app`] is the process; [`usage_sync`] a task beside it.
+//!
+//! Responses come ready-made from the projector's Redis views; when a view
+//! is missing, the read model's `store` and `views` (`ratewire-readmodel`)
+//! render the same bytes from Postgres.
+//!
+//! Must not depend on the projector (nor on Kafka): what the API knows of
+//! the model comes from `ratewire-readmodel`.
 
 pub mod app;
 pub mod auth;
@@ -22,7 +35,9 @@ pub mod openapi;
 pub mod plans;
 pub mod query;
 pub mod read_model;
+pub mod requests;
 pub mod routes;
+pub mod state;
 pub mod usage_sync;
 
 pub use app::Application;

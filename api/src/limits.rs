@@ -359,7 +359,7 @@ mod tests {
     #[tokio::test]
     async fn without_redis_the_process_limits_on_its_own_and_counts_it() {
         // Nothing listens on port 1: every Redis call fails fast.
-        let redis = ratewire_projector::redis_views::connect("redis://127.0.0.1:1/0").unwrap();
+        let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
         let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
         let limits = Limits {
             per_minute: 3,
@@ -404,7 +404,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_redis_the_monthly_allowance_still_holds() {
-        let redis = ratewire_projector::redis_views::connect("redis://127.0.0.1:1/0").unwrap();
+        let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
         let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
         let limits = Limits {
             per_minute: 100,

@@ -1,22 +1,12 @@
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use ratewire_api::keys::{self, NewKey};
 use ratewire_api::{db, Application, Config};
-use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
+use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 // Every request allocates and frees many small buffers across threads;
 // glibc's allocator took about a fifth of the API's CPU in a profile.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// ratewire api: the public read API (api-v1).
-#[derive(Parser)]
-#[command(version)]
-struct Cli {
-    #[command(flatten)]
-    config: Config,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
 
 #[derive(Subcommand)]
 enum Command {
@@ -44,8 +34,11 @@ enum KeysCommand {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli: Cli = ratewire_proto::runtime::parse_settings();
-    init_telemetry(&cli.config.log_format);
+    let cli = CommandLine::<Config, Command>::parse(
+        "ratewire-api",
+        "ratewire api: the public read API (api-v1).",
+    );
+    init_telemetry(&cli.config.common.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
@@ -53,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Keys(command) => {
             let config = &cli.config;
-            let pool = db::pool(&config.database_url, &config.schema)?;
+            let pool = db::pool(&config.common.database_url, &config.schema)?;
             db::migrate(&pool, &config.schema).await?;
             let output = match command {
                 KeysCommand::Create { name, plan } => serde_json::to_string_pretty(
@@ -69,8 +62,9 @@ async fn main() -> anyhow::Result<()> {
                 )?,
                 KeysCommand::List => serde_json::to_string_pretty(&keys::list(&pool).await?)?,
                 KeysCommand::Revoke { prefix } => {
-                    let redis = ratewire_projector::redis_views::connect(&config.redis_url)?;
-                    let store = keys::KeyStore::new(pool.clone(), redis, &config.redis_prefix);
+                    let redis = ratewire_readmodel::redis::connect(&config.read_model.redis_url)?;
+                    let store =
+                        keys::KeyStore::new(pool.clone(), redis, &config.read_model.redis_prefix);
                     if !store.revoke(&prefix).await? {
                         anyhow::bail!("no live key has the prefix {prefix}");
                     }

@@ -1,13 +1,13 @@
 //! Which read-model generation the API serves: its Postgres schema (history
 //! and fallback) and its Redis views, swapped without a restart when a
-//! replay switches generations (see `ratewire_projector::generation`).
+//! replay switches generations (see `ratewire_readmodel::generation`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use ratewire_projector::generation;
-use ratewire_projector::redis_views::Keys;
+use ratewire_readmodel::generation;
+use ratewire_readmodel::redis::Keys;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -39,17 +39,18 @@ impl ReadModels {
     /// Starts on `RATEWIRE_READ_SCHEMA`; [`ReadModels::refresh`] finds the
     /// active generation.
     pub fn new(config: &Config) -> Result<Self> {
+        let settings = &config.read_model;
         let initial = model(
-            &config.database_url,
-            &config.redis_prefix,
-            &config.read_schema,
+            &config.common.database_url,
+            &settings.redis_prefix,
+            &settings.read_schema,
         )?;
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(initial)),
-            database_url: config.database_url.clone(),
-            redis_prefix: config.redis_prefix.clone(),
-            control: config.control_schema.clone(),
-            default: config.read_schema.clone(),
+            database_url: config.common.database_url.clone(),
+            redis_prefix: settings.redis_prefix.clone(),
+            control: settings.control_schema.clone(),
+            default: settings.read_schema.clone(),
         })
     }
 
@@ -91,7 +92,7 @@ impl ReadModels {
 fn model(database_url: &str, redis_prefix: &str, schema: &str) -> Result<ReadModel> {
     Ok(ReadModel {
         schema: schema.to_owned(),
-        pool: ratewire_projector::db::pool(database_url, schema, 16)?,
+        pool: ratewire_readmodel::db::pool(database_url, schema, 16)?,
         views: Keys::new(&generation::views_prefix(redis_prefix, schema)),
     })
 }

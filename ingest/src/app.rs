@@ -1,13 +1,9 @@
 //! The ingest process as a value: built from a [`Config`], run until a
 //! shutdown signal, then drained.
 
-use std::future::IntoFuture;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use ratewire_proto::runtime::retry;
-use tokio::net::TcpListener;
+use ratewire_service::{Listener, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -19,29 +15,23 @@ use crate::routes::{self, AppState};
 
 pub struct Application {
     config: Config,
-    listener: TcpListener,
+    listener: Listener,
     state: AppState,
 }
 
 impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
-        ratewire_proto::runtime::metrics();
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|e| crate::Error::Startup(format!("binding {}: {e}", config.listen)))?;
-        let pool = db::pool(&config.database_url, &config.schema)?;
+        ratewire_service::metrics::recorder();
+        let listener = Listener::bind(config.listen).await?;
+        let pool = db::pool(&config.common.database_url, &config.schema)?;
         let publisher = Publisher::new(&config)?;
         let state = AppState {
             pool,
             publisher,
-            admin_token: config
-                .admin_token
-                .as_deref()
-                .filter(|t| !t.is_empty())
-                .map(Into::into),
+            admin_token: config.operators.token(),
             body_limit: config.body_limit,
-            prepared: Arc::new(AtomicBool::new(false)),
+            readiness: Readiness::default(),
         };
         Ok(Self {
             config,
@@ -51,65 +41,50 @@ impl Application {
     }
 
     pub fn port(&self) -> u16 {
-        self.listener
-            .local_addr()
-            .map(|a| a.port())
-            .unwrap_or_default()
+        self.listener.port()
     }
 
     /// Serves at once (503 until prepared), prepares the schema and topic
     /// (retrying while a dependency is down), serves until `shutdown`, then
     /// flushes the producer.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
-        let Application {
-            config,
-            listener,
-            state,
-        } = self;
-        info!(addr = %config.listen, "ingest listening; preparing Postgres and the topic");
-        let stop = shutdown.clone();
-        let server = tokio::spawn(
-            axum::serve(listener, routes::router(state.clone()))
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .into_future(),
+        let state = &self.state;
+        info!(addr = %self.config.listen, "ingest listening; preparing Postgres and the topic");
+        let server = ratewire_service::serve(
+            self.listener,
+            routes::router(state.clone()),
+            shutdown.clone(),
         );
-        let prepared = prepare(&config, &state, &shutdown).await;
+        let prepared = state
+            .readiness
+            .prepare("preparing Postgres and the topic", &shutdown, || {
+                prepare(&self.config, state)
+            })
+            .await;
         let purge = prepared.then(|| {
-            state.prepared.store(true, Ordering::Release);
             info!("ingest ready");
             tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()))
         });
-        let served = server.await;
+        let served = server.stopped().await;
         // In-flight requests have had their answers; make sure nothing
         // acknowledged-in-progress is dropped on exit.
         state.publisher.flush(Duration::from_secs(5));
         if let Some(purge) = purge {
             let _ = purge.await;
         }
-        served
-            .map_err(|e| crate::Error::Startup(format!("server task: {e}")))?
-            .map_err(|e| crate::Error::Startup(format!("server: {e}")))?;
+        served?;
         info!("ingest stopped");
         Ok(())
     }
 }
 
-/// Migrations, then the topic; false when shutdown came first.
-async fn prepare(config: &Config, state: &AppState, shutdown: &CancellationToken) -> bool {
-    if retry("applying migrations", shutdown, || {
-        db::migrate(&state.pool, &config.schema)
-    })
-    .await
-    .is_none()
-    {
-        return false;
+/// Migrations, then the topic (when ingest creates it).
+async fn prepare(config: &Config, state: &AppState) -> Result<()> {
+    db::migrate(&state.pool, &config.schema).await?;
+    if config.create_topic {
+        publisher::ensure_topic(config).await?;
     }
-    !config.create_topic
-        || retry("creating the topic", shutdown, || {
-            publisher::ensure_topic(config)
-        })
-        .await
-        .is_some()
+    Ok(())
 }
 
 /// Forgets idempotency keys past their retention, hourly, until shutdown.

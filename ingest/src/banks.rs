@@ -16,7 +16,7 @@ use sqlx::{FromRow, PgPool};
 
 use crate::error::{Error, FieldErrors, Result};
 use crate::publisher::Publisher;
-use ratewire_proto::secret as secrets;
+use ratewire_service::secret as secrets;
 
 /// The kind tag of publisher tokens: `rwp_{prefix}_{secret}`.
 pub const TOKEN_KIND: &str = "rwp";

@@ -76,11 +76,11 @@ fn parse_social_link(text: &str) -> Result<SocialLink, String> {
 
 /// Postgres ready and migrated, as the service would have it.
 async fn pool(config: &Config) -> anyhow::Result<sqlx::PgPool> {
-    let pool = db::pool(&config.database_url, &config.schema)?;
+    let pool = db::pool(&config.common.database_url, &config.schema)?;
     db::migrate(&pool, &config.schema)
         .await
         .map_err(explain)
-        .with_context(|| format!("preparing Postgres at {}", config.database_url))?;
+        .with_context(|| format!("preparing Postgres at {}", config.common.database_url))?;
     Ok(pool)
 }
 

@@ -1,25 +1,24 @@
 //! Ingest's settings, from `RATEWIRE_*` environment variables (clap checks
-//! them at start; `ratewire-ingest --help` lists them with defaults).
+//! them at start; `ratewire-ingest --help` lists them with defaults). Those
+//! every process has are in `ratewire_service::settings`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
+use ratewire_service::settings::{parse_schema, Common, Operators};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
     /// Address the ingest HTTP service listens on.
     #[arg(long, env = "RATEWIRE_INGEST_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
-    /// Postgres connection URL (the database must exist).
-    #[arg(
-        long,
-        env = "RATEWIRE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
-    )]
-    pub database_url: String,
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub operators: Operators,
     /// Postgres schema for ingest's own tables (banks, publisher tokens).
-    #[arg(long, env = "RATEWIRE_INGEST_SCHEMA", default_value = "ingest")]
+    #[arg(long, env = "RATEWIRE_INGEST_SCHEMA", default_value = "ingest", value_parser = parse_schema)]
     pub schema: String,
     /// Kafka bootstrap servers, comma separated.
     #[arg(long, env = "RATEWIRE_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
@@ -43,12 +42,6 @@ pub struct Config {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "RATEWIRE_INGEST_BODY_LIMIT", default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub body_limit: u64,
-    /// The operators' bearer token; operator endpoints refuse every call when unset.
-    #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
-    /// `text` or `json` log lines.
-    #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
 }
 
 impl Config {

@@ -1,46 +1,30 @@
-//! Postgres for ingest's own tables, in their own schema.
+//! Postgres for ingest's own tables (banks, publisher tokens, idempotency
+//! keys), in their own schema.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 use crate::error::Result;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// How long a request waits for a free connection before it gets 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A lazily connecting pool; the schema is reached through `search_path`.
 pub fn pool(url: &str, schema: &str) -> Result<PgPool> {
-    let options = PgConnectOptions::from_str(url)?.options([("search_path", schema)]);
-    Ok(PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect_lazy_with(options))
+    Ok(ratewire_service::postgres::pool(
+        url,
+        schema,
+        16,
+        ACQUIRE_TIMEOUT,
+    )?)
 }
 
+/// Creates ingest's schema (a checked identifier) and applies its migrations.
 pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {
-    if !schema
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        || schema.is_empty()
-    {
-        return Err(crate::Error::Startup(format!(
-            "RATEWIRE_INGEST_SCHEMA {schema:?} is not a plain identifier"
-        )));
-    }
-    match sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-        .execute(pool)
+    ratewire_service::postgres::migrate(pool, schema, &MIGRATOR)
         .await
-    {
-        Ok(_) => {}
-        // Lost a race with another instance creating it: it exists.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => {}
-        Err(e) => return Err(e.into()),
-    }
-    MIGRATOR
-        .run(pool)
-        .await
-        .map_err(|e| crate::Error::Startup(format!("migrations: {e}")))?;
-    Ok(())
+        .map_err(|e| crate::Error::Startup(format!("migrations: {e}")))
 }

@@ -41,6 +41,12 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<ratewire_service::Error> for Error {
+    fn from(e: ratewire_service::Error) -> Self {
+        Error::Startup(e.to_string())
+    }
+}
+
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "1";
 

@@ -12,6 +12,11 @@
 //! - [`cli`] runs the same bank and token operations from a shell.
 //! - [`feed`] is the client side: the demo simulator the stack runs and
 //!   the backfill of boards from files.
+//!
+//! Depends on the event contract (`ratewire-proto`), which it writes, and
+//! the service shell (`ratewire-service`). Must not depend on the read
+//! model, the projector or the API: ingest knows banks and tokens, never
+//! what readers see.
 
 pub mod app;
 pub mod banks;

@@ -1,19 +1,9 @@
 use std::io::Write;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use ratewire_ingest::cli::{self, BanksCommand, TokensCommand};
 use ratewire_ingest::{publisher, Application, Config};
-use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
-
-/// ratewire ingest: the publisher and operator service.
-#[derive(Parser)]
-#[command(version)]
-struct Cli {
-    #[command(flatten)]
-    config: Config,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
+use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 #[derive(Subcommand)]
 enum Command {
@@ -32,8 +22,11 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli: Cli = ratewire_proto::runtime::parse_settings();
-    init_telemetry(&cli.config.log_format);
+    let cli = CommandLine::<Config, Command>::parse(
+        "ratewire-ingest",
+        "ratewire ingest: the publisher and operator service.",
+    );
+    init_telemetry(&cli.config.common.log_format);
     let output = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;

@@ -21,8 +21,8 @@ use crate::error::Result;
 use crate::metrics as report;
 use crate::redis_views::{RedisViews, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
-use crate::store;
-use crate::views::{self, BestEntry, Field, ViewStyle};
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{self, BestEntry, Field, ViewStyle};
 
 /// One recomputation, against the generation that was active when asked.
 pub struct Job {

@@ -1,38 +1,28 @@
 //! The projector process as a value: built from a [`Config`], then run until
-//! a shutdown signal.
+//! a shutdown signal. It serves the health listener and runs the
+//! [`FoldLoop`] beside it.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use ratewire_proto::runtime::retry;
-use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::{db, redis};
+use ratewire_service::Listener;
 use rdkafka::consumer::StreamConsumer;
-use sqlx::PgPool;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, info_span, warn, Instrument};
+use tracing::info;
 
-use crate::bank_views::{BankViews, Target};
 use crate::config::Config;
+use crate::consumer;
 use crate::error::Result;
-use crate::fold::{self, Incoming};
+use crate::fold_loop::FoldLoop;
 use crate::http::{self, HealthState, Status};
-use crate::metrics::{self as report, Progress};
-use crate::redis_views::{self, RedisViews, ViewUpdate};
-use crate::series_cache::SeriesCache;
-use crate::{aggregates, consumer, db, generation, store};
 
 pub struct Application {
     config: Config,
-    listener: TcpListener,
-    /// For health checks and the control table; folding uses a pool per
-    /// generation.
-    pool: PgPool,
-    redis: redis::aio::ConnectionManager,
+    listener: Listener,
+    /// What /readyz checks; its pool (on the control schema) and Redis
+    /// connection are the fold's too.
+    health: HealthState,
     consumer: Arc<StreamConsumer>,
-    status: Arc<Status>,
 }
 
 impl Application {
@@ -40,499 +30,51 @@ impl Application {
     /// dependency that is down delays readiness instead of failing start.
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
-        ratewire_proto::runtime::metrics();
-        let listener = TcpListener::bind(config.listen).await?;
-        let pool = db::pool(&config.database_url, &config.control_schema, 2)?;
-        let redis = redis_views::connect(&config.redis_url)?;
+        ratewire_service::metrics::recorder();
+        let listener = Listener::bind(config.listen).await?;
+        let health = HealthState {
+            // For health checks and the control table; folding uses a pool
+            // per generation.
+            pool: db::pool(
+                &config.common.database_url,
+                &config.read_model.control_schema,
+                2,
+            )?,
+            redis: redis::connect(&config.read_model.redis_url)?,
+            status: Arc::new(Status::new(config.ready_lag)),
+        };
         let consumer = consumer::create(&config)?;
-        let status = Arc::new(Status::new(config.ready_lag));
         Ok(Self {
             config,
             listener,
-            pool,
-            redis,
+            health,
             consumer,
-            status,
         })
     }
 
     pub fn port(&self) -> u16 {
-        self.listener
-            .local_addr()
-            .map(|a| a.port())
-            .unwrap_or_default()
+        self.listener.port()
     }
 
+    /// Serves health checks at once, folds until `shutdown`, then lets the
+    /// view tasks finish what they were handed.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
-        let Application {
-            config,
-            listener,
-            pool,
-            redis,
-            consumer,
-            status,
-        } = self;
-        let health = http::router(HealthState {
-            pool: pool.clone(),
-            redis: redis.clone(),
-            status: status.clone(),
-        });
-        let server_shutdown = shutdown.clone();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, health)
-                .with_graceful_shutdown(async move { server_shutdown.cancelled().await })
-                .await
-        });
-
-        let schema = config.read_schema.clone();
-        let aggregates_failed = Arc::default();
-        let mut projector = Projector {
-            pool: db::pool(&config.database_url, &schema, 8)?,
-            views: RedisViews::new(
-                redis.clone(),
-                &generation::views_prefix(&config.redis_prefix, &schema),
-                config.view_style(),
-            ),
-            schema,
-            config,
-            control: pool,
-            redis,
-            consumer,
-            status,
-            bank_views: BankViews::spawn(),
-            dirty_currencies: BTreeSet::new(),
-            rebuild: true,
-            aggregates_dirty: false,
-            aggregates: aggregates::spawn(Arc::clone(&aggregates_failed), shutdown.clone()),
-            aggregates_failed,
-            progress: Arc::default(),
-        };
-        let result = projector.run(&shutdown).await;
+        let health = self.health;
+        let router = http::router(health.clone());
+        let server = ratewire_service::serve(self.listener, router, shutdown.clone());
+        let mut fold = FoldLoop::new(
+            self.config,
+            health.pool,
+            health.redis,
+            self.consumer,
+            health.status,
+            &shutdown,
+        )?;
+        let result = fold.run(&shutdown).await;
         shutdown.cancel();
-        projector.bank_views.finish().await;
-        let _ = server.await;
+        fold.finish().await;
+        let _ = server.stopped().await;
         info!("projector stopped");
         result
     }
-}
-
-/// What became of a received batch.
-enum Applied {
-    Done,
-    /// Some partition's messages did not start at its stored position (read
-    /// before a re-assignment); the rest of them were left for re-reading.
-    Gap,
-    /// Shutdown came first; nothing of the batch was kept.
-    Stopped,
-}
-
-struct Projector {
-    config: Config,
-    /// The generation folded into: its schema, a pool on it, its views.
-    schema: String,
-    pool: PgPool,
-    views: RedisViews,
-    control: PgPool,
-    redis: redis::aio::ConnectionManager,
-    consumer: Arc<StreamConsumer>,
-    status: Arc<Status>,
-    /// Writes the views of banks whose boards changed.
-    bank_views: BankViews,
-    /// Currencies whose best rates failed to reach Redis or await refresh.
-    dirty_currencies: BTreeSet<CurrencyCode>,
-    /// Rebuild every view from Postgres at the next chance (start, flush).
-    rebuild: bool,
-    /// A bank changed since /currencies was last rendered.
-    aggregates_dirty: bool,
-    /// The task recomputing the views over all banks, and what it failed.
-    aggregates: tokio::sync::mpsc::Sender<aggregates::Job>,
-    aggregates_failed: Arc<std::sync::Mutex<aggregates::Failed>>,
-    /// Shared with the reporter task beside the fold.
-    progress: Arc<std::sync::Mutex<Progress>>,
-}
-
-impl Projector {
-    async fn run(&mut self, shutdown: &CancellationToken) -> Result<()> {
-        let (control, name, default) = (
-            self.control.clone(),
-            self.config.control_schema.clone(),
-            self.config.read_schema.clone(),
-        );
-        let Some(schema) = retry("reading the active generation", shutdown, || {
-            generation::active(&control, &name, &default)
-        })
-        .await
-        else {
-            return Ok(());
-        };
-        self.use_generation(schema)?;
-        let (schema, pool) = (self.schema.clone(), self.pool.clone());
-        if retry("applying migrations", shutdown, || {
-            db::migrate(&pool, &schema)
-        })
-        .await
-        .is_none()
-        {
-            return Ok(());
-        }
-        let topic = self.config.topic.clone();
-        let Some(partitions) = retry("finding the topic's partitions", shutdown, || {
-            consumer::owned_partitions(&self.consumer, &topic, &self.config.partitions)
-        })
-        .await
-        else {
-            return Ok(());
-        };
-        let Some(positions) = retry("reading stored offsets", shutdown, || {
-            fold::positions(&pool, &topic, &partitions)
-        })
-        .await
-        else {
-            return Ok(());
-        };
-        consumer::assign(&self.consumer, &topic, &positions)?;
-        info!(
-            topic,
-            ?positions,
-            "assigned partitions at their stored offsets"
-        );
-        self.progress.lock().expect("progress lock").positions = positions;
-        self.maintain_views().await;
-        self.status.consuming.store(true, Ordering::Relaxed);
-        let reporter = tokio::spawn(report_progress(
-            Arc::clone(&self.progress),
-            Arc::clone(&self.consumer),
-            topic.clone(),
-            Arc::clone(&self.status),
-            shutdown.clone(),
-        ));
-
-        let max = self.config.batch_max as usize;
-        let wait = self.config.batch_wait();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        // A long batch must not be followed by a burst of missed ticks.
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut reassign = false;
-        // One receive in progress at a time, kept across ticks: dropping it
-        // half-filled would drop messages already taken from the consumer.
-        let receive = |consumer: Arc<StreamConsumer>| async move {
-            consumer::next_batch(&consumer, max, wait).await
-        };
-        let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {
-                    if self.follow_switch().await {
-                        reassign = true;
-                    }
-                    if reassign {
-                        reassign = !self.reassign(&partitions).await;
-                    }
-                    self.maintain_views().await;
-                }
-                batch = &mut next => {
-                    next.set(receive(Arc::clone(&self.consumer)));
-                    match batch {
-                        Ok(batch) => match self.apply(&batch, shutdown).await {
-                            Applied::Stopped => break,
-                            Applied::Gap => reassign = true,
-                            Applied::Done => {}
-                        },
-                        Err(e) => {
-                            // librdkafka can come out of a connection failure with
-                            // its fetchers idle; starting the partitions again from
-                            // the stored offsets is always safe.
-                            reassign = true;
-                            warn!(error = %e, "kafka receive failed; partitions will be re-assigned");
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                    }
-                }
-            }
-        }
-        reporter.abort();
-        Ok(())
-    }
-
-    /// Points the fold at generation `schema`.
-    fn use_generation(&mut self, schema: String) -> Result<()> {
-        self.pool = db::pool(&self.config.database_url, &schema, 8)?;
-        self.views = RedisViews::new(
-            self.redis.clone(),
-            &generation::views_prefix(&self.config.redis_prefix, &schema),
-            self.config.view_style(),
-        );
-        self.schema = schema;
-        self.dirty_currencies.clear();
-        Ok(())
-    }
-
-    /// Follows a replay's switch to another generation; true when this
-    /// projector switched and must read on from that generation's offsets.
-    async fn follow_switch(&mut self) -> bool {
-        let active = generation::active(
-            &self.control,
-            &self.config.control_schema,
-            &self.config.read_schema,
-        )
-        .await;
-        let schema = match active {
-            Ok(schema) if schema != self.schema => schema,
-            Ok(_) => return false,
-            Err(e) => {
-                warn!(error = %e, "reading the active generation failed; will retry");
-                return false;
-            }
-        };
-        info!(
-            from = self.schema,
-            to = schema,
-            "following the switch to another read-model generation"
-        );
-        if let Err(e) = self.use_generation(schema) {
-            error!(error = %e, "switching generation failed");
-            return false;
-        }
-        true
-    }
-
-    /// Starts the owned partitions again at their stored offsets; false
-    /// when that failed (tried again on the next tick).
-    async fn reassign(&mut self, partitions: &[i32]) -> bool {
-        let topic = self.config.topic.clone();
-        let assigned = async {
-            let positions = fold::positions(&self.pool, &topic, partitions).await?;
-            let positions = self.skip_deleted(positions).await?;
-            consumer::assign(&self.consumer, &topic, &positions)?;
-            Ok::<_, crate::Error>(positions)
-        }
-        .await;
-        match assigned {
-            Ok(positions) => {
-                info!(?positions, "partitions re-assigned at their stored offsets");
-                self.progress.lock().expect("progress lock").positions = positions;
-                true
-            }
-            Err(e) => {
-                warn!(error = %e, "re-assigning partitions failed; will retry");
-                false
-            }
-        }
-    }
-
-    /// Positions the broker no longer holds (deleted by retention before they
-    /// were applied) cannot be read again: move them to the log's start, loudly,
-    /// instead of re-reading from a gap forever.
-    async fn skip_deleted(
-        &self,
-        mut positions: std::collections::BTreeMap<i32, i64>,
-    ) -> Result<std::collections::BTreeMap<i32, i64>> {
-        let topic = &self.config.topic;
-        let partitions: Vec<i32> = positions.keys().copied().collect();
-        let marks =
-            consumer::watermarks(&self.consumer, topic, &partitions, Duration::from_secs(5))
-                .await?;
-        for (partition, position) in positions.iter_mut() {
-            let Some((low, _)) = marks.get(partition) else {
-                continue;
-            };
-            if *low > *position {
-                error!(partition, from = *position, to = *low,
-                    "events were deleted from the log before they were applied; skipping to the log's start");
-                fold::move_position(&self.pool, topic, *partition, *low).await?;
-                *position = *low;
-            }
-        }
-        Ok(positions)
-    }
-
-    /// Applies one batch, retrying while Postgres is unavailable (consumption
-    /// pauses meanwhile). False if shutdown came first: the batch is then
-    /// unapplied and its offsets unmoved, so the next start reads it again.
-    async fn apply(&mut self, batch: &[Incoming], shutdown: &CancellationToken) -> Applied {
-        let first = &batch[0];
-        let span = info_span!(
-            "batch",
-            size = batch.len(),
-            partition = first.partition,
-            offset = first.offset
-        );
-        let pool = self.pool.clone();
-        let topic = self.config.topic.clone();
-        let started = std::time::Instant::now();
-        let applied = retry("applying a batch", shutdown, || async {
-            let applied = fold::apply_batch(&pool, &topic, batch).await;
-            if applied.is_err() {
-                report::postgres_error();
-            }
-            applied
-        })
-        .instrument(span.clone())
-        .await;
-        let Some(outcome) = applied else {
-            return Applied::Stopped;
-        };
-        report::batch_applied(&outcome, started.elapsed());
-        self.progress
-            .lock()
-            .expect("progress lock")
-            .record(&outcome);
-        let _entered = span.enter();
-        tracing::debug!(
-            applied = outcome.applied,
-            skipped = outcome.skipped,
-            dead = outcome.dead_lettered,
-            "batch applied"
-        );
-        if outcome.dead_lettered > 0 {
-            warn!(count = outcome.dead_lettered, "messages dead-lettered");
-        }
-        for gap in &outcome.gaps {
-            warn!(
-                partition = gap.partition,
-                expected = gap.expected,
-                found = gap.found,
-                "a message arrived past the stored position; re-reading from there"
-            );
-        }
-        drop(_entered);
-        self.dirty_currencies.extend(outcome.currencies);
-        // Bank views at once (they carry a board's freshness), the views
-        // over all banks from the next tick; each by a task of its own.
-        self.bank_views
-            .changed(&self.target(), outcome.banks, outcome.occurred);
-        if outcome.gaps.is_empty() {
-            Applied::Done
-        } else {
-            Applied::Gap
-        }
-    }
-
-    /// Where the current generation's views go.
-    fn target(&self) -> Target {
-        Target {
-            generation: self.schema.clone(),
-            pool: self.pool.clone(),
-            views: self.views.clone(),
-        }
-    }
-
-    /// Hands the views over all banks to their task when something changed
-    /// (and what failed there before); when the task is busy, the work
-    /// waits for the next tick.
-    fn schedule_aggregates(&mut self) {
-        {
-            let mut failed = self
-                .aggregates_failed
-                .lock()
-                .expect("failed aggregates lock");
-            self.aggregates_dirty |= std::mem::take(&mut failed.any);
-            // The all-banks lists are composed from the bank views.
-            self.aggregates_dirty |= self.bank_views.take_written();
-            self.dirty_currencies.append(&mut failed.currencies);
-        }
-        if !self.aggregates_dirty && self.dirty_currencies.is_empty() {
-            return;
-        }
-        let job = aggregates::Job {
-            generation: self.schema.clone(),
-            pool: self.pool.clone(),
-            views: self.views.clone(),
-            currencies: self.dirty_currencies.iter().copied().collect(),
-        };
-        if self.aggregates.try_send(job).is_ok() {
-            self.dirty_currencies.clear();
-            self.aggregates_dirty = false;
-        }
-    }
-
-    /// The periodic housekeeping: rebuild everything when Redis lost the
-    /// views (flush, restart, first start), else retry what failed before.
-    async fn maintain_views(&mut self) {
-        if !self.rebuild {
-            match self.views.present().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    warn!("redis views are missing; rebuilding them from postgres");
-                    self.rebuild = true;
-                }
-                Err(e) => {
-                    warn!(error = %e, "redis unavailable; views will catch up when it returns");
-                    return;
-                }
-            }
-        }
-        if self.rebuild {
-            match self.bank_views.rebuild(&self.target()).await {
-                Ok(count) => {
-                    info!(banks = count, "views rebuilt from postgres");
-                    self.rebuild = false;
-                }
-                Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
-            }
-        }
-        self.schedule_aggregates();
-    }
-}
-
-/// Every second, beside the fold (so a stuck batch shows as growing lag):
-/// the lag and age gauges, the position log line, and readiness.
-async fn report_progress(
-    progress: Arc<std::sync::Mutex<Progress>>,
-    consumer: Arc<StreamConsumer>,
-    topic: String,
-    status: Arc<Status>,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {
-                let lag = Progress::report(&progress, &consumer, &topic).await;
-                status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// Reads and renders the views of `banks`.
-pub async fn load_update(pool: &PgPool, banks: &[BankId]) -> Result<ViewUpdate> {
-    let mut update = ViewUpdate::default();
-    // In slices, so a rebuild of many banks holds no huge result at once.
-    for slice in banks.chunks(500) {
-        update.banks.extend(store::bank_views(pool, slice).await?);
-    }
-    Ok(update)
-}
-
-/// Renders every view from Postgres into Redis; returns the number of banks.
-pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
-    let banks = store::bank_ids(pool).await?;
-    let currencies = store::known_currencies(pool).await?;
-    let mut update = aggregates::load(
-        pool,
-        "",
-        &currencies,
-        views.style(),
-        &mut SeriesCache::default(),
-    )
-    .await?;
-    update.banks = load_update(pool, &banks).await?.banks;
-    views.apply(&update).await?;
-    Ok(banks.len())
-}
-
-/// The `rebuild` command: the active generation's views from Postgres,
-/// then exit.
-pub async fn rebuild_once(config: &Config) -> Result<usize> {
-    let control = db::pool(&config.database_url, &config.control_schema, 1)?;
-    let schema = generation::active(&control, &config.control_schema, &config.read_schema).await?;
-    let pool = db::pool(&config.database_url, &schema, 2)?;
-    db::migrate(&pool, &schema).await?;
-    let redis = redis_views::connect(&config.redis_url)?;
-    let prefix = generation::views_prefix(&config.redis_prefix, &schema);
-    let mut views = RedisViews::new(redis, &prefix, config.view_style());
-    rebuild_views(&pool, &mut views).await
 }

@@ -200,7 +200,7 @@ async fn take(pending: &mut Option<Pending>, written: &AtomicBool, message: Mess
             },
             done,
         } => {
-            let rebuilt = crate::app::rebuild_views(&pool, &mut views).await;
+            let rebuilt = crate::rebuild::rebuild_views(&pool, &mut views).await;
             if rebuilt.is_ok() {
                 // It read every bank after the changes queued before it.
                 if let Some(p) = pending.take() {
@@ -236,7 +236,7 @@ async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> b
 async fn write(pending: &mut Pending) -> Result<()> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
-    let update = crate::app::load_update(&pending.target.pool, &banks).await?;
+    let update = crate::rebuild::load_update(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
     pending.target.views.apply(&update).await?;
     debug!(

@@ -2,42 +2,23 @@
 //!
 //! clap reads and checks them at start: a bad value stops the process with a
 //! message naming the variable; `ratewire-projector --help` lists them all
-//! with their defaults.
+//! with their defaults. Those every process has are in
+//! `ratewire_service::settings::Common`, those the API shares in
+//! `ratewire_readmodel::ReadModelSettings`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
-
-use crate::views::ViewStyle;
+use ratewire_readmodel::ReadModelSettings;
+use ratewire_service::settings::Common;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
-    /// Postgres connection URL (the database must exist).
-    #[arg(
-        long,
-        env = "RATEWIRE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
-    )]
-    pub database_url: String,
-    /// Postgres schema holding the read model (history, banks, offsets),
-    /// until a replay switches to another generation.
-    #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
-    pub read_schema: String,
-    /// Postgres schema of the control table that names the active read-model
-    /// generation (see `replay`); shared by projectors and API instances.
-    #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
-    pub control_schema: String,
-    /// Redis URL for the read views.
-    #[arg(
-        long,
-        env = "RATEWIRE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/0"
-    )]
-    pub redis_url: String,
-    /// Prefix of every Redis key ratewire writes.
-    #[arg(long, env = "RATEWIRE_REDIS_PREFIX", default_value = "rw:")]
-    pub redis_prefix: String,
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub read_model: ReadModelSettings,
     /// Kafka bootstrap servers, comma separated.
     #[arg(long, env = "RATEWIRE_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
     pub kafka_brokers: String,
@@ -83,27 +64,11 @@ pub struct Config {
         default_value = "127.0.0.1:8082"
     )]
     pub listen: SocketAddr,
-    /// Base URL of currency images; `/{code}.png` (lower case) is appended.
-    #[arg(
-        long,
-        env = "RATEWIRE_CURRENCY_IMAGE_BASE",
-        default_value = "https://assets.ratewire.example/currencies"
-    )]
-    pub currency_image_base: String,
-    /// `text` or `json` log lines.
-    #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
 }
 
 impl Config {
     pub fn batch_wait(&self) -> Duration {
         Duration::from_millis(self.batch_wait_ms)
-    }
-
-    pub fn view_style(&self) -> ViewStyle {
-        ViewStyle {
-            currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
-        }
     }
 }
 
@@ -160,20 +125,6 @@ fn parse_partitions(s: &str) -> Result<Partitions, String> {
     Ok(Partitions::Only(list))
 }
 
-/// Schema names are interpolated into DDL, so only plain identifiers pass.
-pub fn parse_schema(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err(format!("{s:?} is not a plain lower-case SQL identifier"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,13 +145,5 @@ mod tests {
         assert!(parse_partitions("slice:2/2").is_err());
         assert!(parse_partitions("slice:0/0").is_err());
         assert!(parse_partitions("slice:x").is_err());
-    }
-
-    #[test]
-    fn schema_names_are_plain_identifiers() {
-        assert!(parse_schema("readmodel").is_ok());
-        assert!(parse_schema("rm_2").is_ok());
-        assert!(parse_schema("x; drop table banks").is_err());
-        assert!(parse_schema("Read").is_err());
     }
 }

@@ -4,19 +4,31 @@
 pub enum Error {
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
-    #[error("migrations: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// The read model refused (its migrations); its Postgres and Redis
+    /// errors are told apart above, as every caller here must.
+    #[error("read model: {0}")]
+    ReadModel(ratewire_readmodel::Error),
     #[error("{0}")]
     Config(String),
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Service(#[from] ratewire_service::Error),
     /// A task of this process ended before it answered.
     #[error("the {0} task has stopped")]
     Stopped(&'static str),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<ratewire_readmodel::Error> for Error {
+    fn from(e: ratewire_readmodel::Error) -> Self {
+        match e {
+            ratewire_readmodel::Error::Postgres(e) => Error::Postgres(e),
+            ratewire_readmodel::Error::Redis(e) => Error::Redis(e),
+            other => Error::ReadModel(other),
+        }
+    }
+}

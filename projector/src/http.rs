@@ -1,16 +1,17 @@
 //! The projector's small HTTP surface: liveness, readiness and metrics.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
+use ::redis::aio::ConnectionManager;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use redis::aio::ConnectionManager;
+use ratewire_readmodel::redis;
+use ratewire_service::postgres;
+use ratewire_service::readiness::healthz;
 use serde_json::json;
 use sqlx::PgPool;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
 
 /// What /readyz reports besides the live dependency checks.
 #[derive(Debug)]
@@ -43,18 +44,17 @@ pub struct HealthState {
 
 pub fn router(state: HealthState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(ratewire_proto::http_metrics::render))
-        .layer(axum::middleware::from_fn(
-            ratewire_proto::http_metrics::track,
-        ))
+        .route("/metrics", get(ratewire_service::metrics::render))
         .with_state(state)
 }
 
 async fn readyz(State(state): State<HealthState>) -> (StatusCode, Json<serde_json::Value>) {
-    let (postgres, redis) =
-        tokio::join!(ping_postgres(&state.pool), ping_redis(state.redis.clone()));
+    let (postgres, redis) = tokio::join!(
+        postgres::ping(&state.pool),
+        redis::ping(state.redis.clone())
+    );
     let consuming = state.status.consuming.load(Ordering::Relaxed);
     let lag = state.status.lag.load(Ordering::Relaxed);
     let caught_up = (0..=state.status.ready_lag as i64).contains(&lag);
@@ -71,22 +71,5 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, Json<serde_jso
             "postgres": postgres, "redis": redis, "consuming": consuming,
             "lag": (lag >= 0).then_some(lag), "caughtUp": caught_up,
         })),
-    )
-}
-
-pub async fn ping_postgres(pool: &PgPool) -> bool {
-    let ping = sqlx::query("SELECT 1").execute(pool);
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ping).await,
-        Ok(Ok(_))
-    )
-}
-
-pub async fn ping_redis(mut conn: ConnectionManager) -> bool {
-    let cmd = redis::cmd("PING");
-    let ping = cmd.query_async::<String>(&mut conn);
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ping).await,
-        Ok(Ok(_))
     )
 }

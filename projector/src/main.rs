@@ -1,18 +1,8 @@
-use clap::{Parser, Subcommand};
-use ratewire_projector::app::rebuild_once;
+use clap::Subcommand;
+use ratewire_projector::rebuild::rebuild_once;
 use ratewire_projector::replay::{replay, ReplaySettings};
 use ratewire_projector::{Application, Config};
-use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
-
-/// ratewire projector: folds the event log into Postgres and Redis views.
-#[derive(Parser)]
-#[command(version)]
-struct Cli {
-    #[command(flatten)]
-    config: Config,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
+use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 #[derive(Subcommand)]
 enum Command {
@@ -24,7 +14,7 @@ enum Command {
     /// keeps serving the active one, then switch readers and projectors to it.
     Replay {
         /// The new generation's schema (must not hold tables yet).
-        #[arg(long, value_parser = ratewire_projector::config::parse_schema)]
+        #[arg(long, value_parser = ratewire_service::settings::parse_schema)]
         schema: String,
         /// Build the generation but do not make it active (to compare it,
         /// or to switch later by replaying again).
@@ -35,8 +25,11 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli: Cli = ratewire_proto::runtime::parse_settings();
-    init_telemetry(&cli.config.log_format);
+    let cli = CommandLine::<Config, Command>::parse(
+        "ratewire-projector",
+        "ratewire projector: folds the event log into Postgres and Redis views.",
+    );
+    init_telemetry(&cli.config.common.log_format);
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let app = Application::build(cli.config).await?;

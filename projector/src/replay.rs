@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::app::rebuild_views;
+use ratewire_readmodel::{db, generation, redis};
+
 use crate::config::{Config, Partitions};
 use crate::error::{Error, Result};
-use crate::redis_views::{self, RedisViews};
-use crate::{consumer, db, fold, generation};
+use crate::rebuild::rebuild_views;
+use crate::redis_views::RedisViews;
+use crate::{consumer, fold};
 
 #[derive(Debug, Clone)]
 pub struct ReplaySettings {
@@ -48,8 +50,14 @@ pub async fn replay(
     shutdown: &CancellationToken,
 ) -> Result<ReplayReport> {
     let started = Instant::now();
-    let control = db::pool(&config.database_url, &config.control_schema, 2)?;
-    let active = generation::active(&control, &config.control_schema, &config.read_schema).await?;
+    let read_model = &config.read_model;
+    let control = db::pool(&config.common.database_url, &read_model.control_schema, 2)?;
+    let active = generation::active(
+        &control,
+        &read_model.control_schema,
+        &read_model.read_schema,
+    )
+    .await?;
     if settings.schema == active {
         return Err(Error::Config(format!(
             "{} is the active generation; replay into a new schema",
@@ -62,11 +70,10 @@ pub async fn replay(
             settings.schema
         )));
     }
-    let pool = db::pool(&config.database_url, &settings.schema, 8)?;
+    let pool = db::pool(&config.common.database_url, &settings.schema, 8)?;
     db::migrate(&pool, &settings.schema).await?;
-    let redis = redis_views::connect(&config.redis_url)?;
-    let prefix = generation::views_prefix(&config.redis_prefix, &settings.schema);
-    let mut views = RedisViews::new(redis, &prefix, config.view_style());
+    let redis = redis::connect(&read_model.redis_url)?;
+    let mut views = RedisViews::for_generation(redis, read_model, &settings.schema);
     let stale = views.clear().await?;
     info!(
         from = active,
@@ -155,7 +162,7 @@ pub async fn replay(
         .await?;
     let banks = rebuild_views(&pool, &mut views).await?;
     if settings.switch {
-        generation::switch(&control, &config.control_schema, &settings.schema).await?;
+        generation::switch(&control, &read_model.control_schema, &settings.schema).await?;
         report.switched = true;
     }
     report.elapsed = started.elapsed();

@@ -28,8 +28,8 @@ use ratewire_proto::{BankId, CurrencyCode};
 use sqlx::PgConnection;
 
 use crate::error::Result;
-use crate::store::{self, Point, SeriesRead, SERIES_DAYS, SERIES_POINTS};
-use crate::views::Field;
+use ratewire_readmodel::store::{self, Point, SeriesRead, SERIES_DAYS, SERIES_POINTS};
+use ratewire_readmodel::views::Field;
 
 /// Which series: the bank, the currency and the field.
 pub type SeriesKey = (BankId, CurrencyCode, Field);

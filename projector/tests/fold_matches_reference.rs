@@ -14,12 +14,12 @@ use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
-use ratewire_projector::store;
-use ratewire_projector::views::{pick_best, Candidate, Field};
 use ratewire_proto::{
     encode, BankDeactivated, BankId, BankReactivated, BankRegistered, BoardPublished, CurrencyCode,
     Envelope, Event, RateEntry,
 };
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{pick_best, Candidate, Field};
 use rust_decimal::Decimal;
 
 mod common;

@@ -11,11 +11,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
 use ratewire_projector::series_cache::{SeriesCache, SeriesKey};
-use ratewire_projector::store;
-use ratewire_projector::views::Field;
 use ratewire_proto::{
     encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, RateEntry,
 };
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::Field;
 use sqlx::PgPool;
 
 mod common;

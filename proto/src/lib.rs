@@ -5,6 +5,10 @@
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
 //! published ([`topic`]). Ingest writes these types, the projector reads them.
 //!
+//! This crate is the contract and nothing else: a third party may depend on
+//! it to read the topic. It must not depend on any other ratewire crate, nor
+//! on a runtime, HTTP, CLI, database or metrics library.
+//!
 //! # Compatibility rule
 //!
 //! An event is identified by its `type` and `version`.
@@ -21,12 +25,7 @@
 
 pub mod envelope;
 pub mod event;
-#[cfg(feature = "http")]
-pub mod http_metrics;
 pub mod ids;
-#[cfg(feature = "runtime")]
-pub mod runtime;
-pub mod secret;
 pub mod topic;
 
 pub use envelope::{decode, encode, DecodeError, Decoded, Envelope};

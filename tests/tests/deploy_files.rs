@@ -36,7 +36,9 @@ fn documents(path: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The `RATEWIRE_*` settings a process reads, from its `config.rs`.
+/// The `RATEWIRE_*` settings a process reads: those of its `config.rs`,
+/// and of each settings group it flattens into it (the groups every
+/// process or the read model's two sides share).
 fn settings_of(binary: &str) -> BTreeSet<String> {
     let file = match binary {
         "ratewire-api" => "api/src/config.rs",
@@ -44,13 +46,65 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
         "ratewire-projector" => "projector/src/config.rs",
         other => panic!("no such process: {other}"),
     };
-    let text = read(file);
-    text.split("env = \"")
+    let config = read(file);
+    let mut settings = env_names(struct_body(&config, "Config"));
+    for group in flattened_groups(&config) {
+        let body = SHARED_SETTINGS
+            .iter()
+            .map(|file| read(file))
+            .find_map(|text| struct_body(&text, &group).map(str::to_owned))
+            .unwrap_or_else(|| panic!("{file} flattens {group}, found in no shared settings file"));
+        settings.extend(env_names(Some(&body)));
+    }
+    settings
+}
+
+/// Where the settings groups shared between processes are defined.
+const SHARED_SETTINGS: [&str; 2] = ["service/src/settings.rs", "readmodel/src/settings.rs"];
+
+/// The text of `pub struct {name} { ... }` in `text`.
+fn struct_body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let start = text.find(&format!("pub struct {name} {{"))?;
+    let rest = &text[start..];
+    Some(&rest[..rest.find("\n}").unwrap_or(rest.len())])
+}
+
+/// The types of the fields marked `#[command(flatten)]`.
+fn flattened_groups(config: &str) -> Vec<String> {
+    config
+        .split("#[command(flatten)]")
+        .skip(1)
+        .filter_map(|rest| {
+            let field = rest.trim_start().lines().next()?;
+            let ty = field.split(':').nth(1)?.trim().trim_end_matches(',');
+            Some(ty.to_owned())
+        })
+        .collect()
+}
+
+fn env_names(body: Option<&str>) -> BTreeSet<String> {
+    body.unwrap_or_default()
+        .split("env = \"")
         .skip(1)
         .filter_map(|rest| rest.split('"').next())
         .filter(|name| name.starts_with("RATEWIRE_"))
         .map(str::to_owned)
         .collect()
+}
+
+#[test]
+fn each_process_reads_the_shared_settings_it_flattens_and_no_others() {
+    let api = settings_of("ratewire-api");
+    let ingest = settings_of("ratewire-ingest");
+    let projector = settings_of("ratewire-projector");
+    for settings in [&api, &ingest, &projector] {
+        assert!(settings.contains("RATEWIRE_DATABASE_URL"));
+        assert!(settings.contains("RATEWIRE_LOG_FORMAT"));
+    }
+    assert!(api.contains("RATEWIRE_ADMIN_TOKEN") && ingest.contains("RATEWIRE_ADMIN_TOKEN"));
+    assert!(!projector.contains("RATEWIRE_ADMIN_TOKEN"));
+    assert!(api.contains("RATEWIRE_READ_SCHEMA") && projector.contains("RATEWIRE_READ_SCHEMA"));
+    assert!(!ingest.contains("RATEWIRE_REDIS_URL"));
 }
 
 /// Binaries the workspace builds (`[[bin]]` names).

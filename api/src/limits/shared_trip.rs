@@ -267,10 +267,7 @@ mod tests {
         let url = std::env::var("RATEWIRE_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned());
         let prefix = format!("rwtest:{}:", uuid::Uuid::new_v4().simple());
-        (
-            ratewire_projector::redis_views::connect(&url).unwrap(),
-            prefix,
-        )
+        (ratewire_readmodel::redis::connect(&url).unwrap(), prefix)
     }
 
     fn ask(prefix: &str, count_month: bool, limits: Limits, view: Option<&str>) -> Ask {

@@ -7,10 +7,10 @@ use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
 
-use super::AppState;
 use crate::auth::Operator;
 use crate::error::{Error, Result};
 use crate::keys::{self, CreatedKey, KeyInfo, NewKey};
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

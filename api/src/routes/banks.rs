@@ -4,33 +4,19 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratewire_projector::redis_views::Keys;
-use ratewire_projector::store;
-use ratewire_projector::views::{banks_element, list_response};
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{banks_element, list_response};
 
 use super::view_body::json_list;
-use super::{cached_view, json_body, AppState, Prefetched};
+use super::{cached_view, json_body};
 use crate::auth::ApiKey;
 use crate::error::Result;
-use crate::query::{Checker, Params};
+use crate::gate::Prefetched;
+use crate::requests::BanksRequest;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/banks", get(banks))
-}
-
-fn argument(query: Option<&str>) -> Result<bool> {
-    let params = Params::parse(query)?;
-    let mut check = Checker::new(&params);
-    let with_recent = check.flag("withRecentEx");
-    check.finish()?;
-    Ok(with_recent)
-}
-
-/// The view a valid query is answered from (see [`super::view_key`]).
-pub fn view_key(views: &Keys, query: Option<&str>) -> Option<String> {
-    argument(query)
-        .ok()
-        .map(|with_recent| views.banks_all(with_recent))
 }
 
 /// The active banks, ordered by id.
@@ -43,11 +29,10 @@ pub async fn banks(
     prefetched: Prefetched,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let with_recent = argument(query.as_deref())?;
+    let request = BanksRequest::parse(query.as_deref())?;
+    let with_recent = request.with_recent;
     let read = state.read.current();
-    if let Some(elements) =
-        cached_view(&state, prefetched, &read.views.banks_all(with_recent)).await
-    {
+    if let Some(elements) = cached_view(&state, prefetched, &request.view_key(&read.views)).await {
         return Ok(json_list(elements));
     }
     let elements: Vec<String> = store::active_bank_views(&read.pool)

@@ -6,35 +6,18 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use chrono::Utc;
-use ratewire_projector::redis_views::Keys;
-use ratewire_projector::store;
-use ratewire_projector::views::best_rates_response;
-use ratewire_proto::CurrencyCode;
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::best_rates_response;
 
-use super::{cached_view, json_body, AppState, Prefetched};
+use super::{cached_view, json_body};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
-use crate::query::{Checker, CurrencyArg, Params};
+use crate::gate::Prefetched;
+use crate::requests::BestRatesRequest;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates/best-rates", get(best_rates))
-}
-
-/// The currency asked for; 404 for a well-formed code nobody quotes.
-fn argument(query: Option<&str>) -> Result<CurrencyCode> {
-    let params = Params::parse(query)?;
-    let mut check = Checker::new(&params);
-    let code = check.currency("currencyCode", None);
-    check.finish()?;
-    match code {
-        Some(CurrencyArg::Known(code)) => Ok(code),
-        _ => Err(Error::NotFound("Currency not found")),
-    }
-}
-
-/// The view a valid query is answered from (see [`super::view_key`]).
-pub fn view_key(views: &Keys, query: Option<&str>) -> Option<String> {
-    argument(query).ok().map(|code| views.best(code))
 }
 
 /// The best cash and transactional buying and selling rates of one currency.
@@ -51,9 +34,10 @@ pub async fn best_rates(
     prefetched: Prefetched,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let code = argument(query.as_deref())?;
+    let request = BestRatesRequest::parse(query.as_deref())?;
+    let code = request.code;
     let read = state.read.current();
-    if let Some(body) = cached_view(&state, prefetched, &read.views.best(code)).await {
+    if let Some(body) = cached_view(&state, prefetched, &request.view_key(&read.views)).await {
         return Ok(json_body(body));
     }
     let now = Utc::now();

@@ -4,12 +4,14 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratewire_projector::store;
-use ratewire_projector::views::currencies_response;
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::currencies_response;
 
-use super::{cached_view, json_body, AppState, Prefetched};
+use super::{cached_view, json_body};
 use crate::auth::ApiKey;
 use crate::error::Result;
+use crate::gate::Prefetched;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/currencies", get(currencies))

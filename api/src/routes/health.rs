@@ -4,21 +4,25 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use ratewire_projector::http::{ping_postgres, ping_redis};
+use ratewire_readmodel::redis;
+use ratewire_service::postgres;
+use ratewire_service::readiness::healthz;
 use serde_json::{json, Value};
 
-use super::AppState;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let (postgres, redis) =
-        tokio::join!(ping_postgres(&state.pool), ping_redis(state.redis.clone()));
-    let started = state.prepared.load(std::sync::atomic::Ordering::Acquire);
+    let (postgres, redis) = tokio::join!(
+        postgres::ping(&state.pool),
+        redis::ping(state.redis.clone())
+    );
+    let started = state.readiness.is_prepared();
     // Without Redis the API still answers everything (views from Postgres,
     // limits per process), so it stays in rotation, reported as degraded:
     // a Redis outage failing every replica's readiness would take the

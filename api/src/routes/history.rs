@@ -5,13 +5,14 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
-use ratewire_projector::store;
-use ratewire_projector::views::history_response;
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::history_response;
 
-use super::{json_body, AppState};
+use super::json_body;
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{Checker, CurrencyArg, Params};
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/history", get(history))

@@ -6,11 +6,11 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
 
-use super::AppState;
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Identified;
 use crate::limits::Decision;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -35,7 +35,7 @@ pub async fn me(ApiKey(caller): ApiKey, State(state): State<AppState>) -> Result
             "name": caller.name,
             "plan": caller.plan,
             "limits": {"perMinute": limits.per_minute, "perMonth": limits.per_month},
-            "createdAt": caller.created_at.map(ratewire_projector::views::timestamp),
+            "createdAt": caller.created_at.map(ratewire_readmodel::views::timestamp),
         },
     })))
 }

@@ -4,44 +4,19 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratewire_projector::redis_views::Keys;
-use ratewire_projector::store;
-use ratewire_projector::views::{list_response, rates_element, RatesVariant};
-use ratewire_proto::BankId;
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{list_response, rates_element};
 
 use super::view_body::json_list;
-use super::{cached_view, json_body, AppState, Prefetched};
+use super::{cached_view, json_body};
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
-use crate::query::{Checker, Params};
+use crate::gate::Prefetched;
+use crate::requests::RatesRequest;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates", get(rates))
-}
-
-fn arguments(query: Option<&str>) -> Result<(Option<BankId>, RatesVariant)> {
-    let params = Params::parse(query)?;
-    let mut check = Checker::new(&params);
-    let bank_id = check.bank_id("bankId", false);
-    let variant = RatesVariant {
-        transactional: check.flag("transactional"),
-        social_links: check.flag("socialLinks"),
-    };
-    check.finish()?;
-    Ok((bank_id, variant))
-}
-
-fn key_of(views: &Keys, bank_id: Option<BankId>, variant: RatesVariant) -> String {
-    match bank_id {
-        Some(id) => views.rates_bank(id, variant),
-        None => views.rates_all(variant),
-    }
-}
-
-/// The view a valid query is answered from (see [`super::view_key`]).
-pub fn view_key(views: &Keys, query: Option<&str>) -> Option<String> {
-    let (bank_id, variant) = arguments(query).ok()?;
-    Some(key_of(views, bank_id, variant))
 }
 
 /// The latest board of every active bank, or of one.
@@ -62,9 +37,10 @@ pub async fn rates(
     prefetched: Prefetched,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let (bank_id, variant) = arguments(query.as_deref())?;
+    let request = RatesRequest::parse(query.as_deref())?;
+    let RatesRequest { bank_id, variant } = request;
     let read = state.read.current();
-    let key = key_of(&read.views, bank_id, variant);
+    let key = request.view_key(&read.views);
     if let Some(elements) = cached_view(&state, prefetched, &key).await {
         return Ok(json_list(elements));
     }

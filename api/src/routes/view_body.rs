@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
-use ratewire_projector::views::{LIST_HEAD, LIST_TAIL};
+use ratewire_readmodel::views::{LIST_HEAD, LIST_TAIL};
 
 use super::json_body;
 
@@ -94,9 +94,9 @@ mod tests {
         let body = sent(response).await;
         assert_eq!(
             body,
-            ratewire_projector::views::list_response(r#"{"id":1},{"id":2}"#)
+            ratewire_readmodel::views::list_response(r#"{"id":1},{"id":2}"#)
         );
         let empty = sent(json_list(Bytes::new())).await;
-        assert_eq!(empty, ratewire_projector::views::list_response(""));
+        assert_eq!(empty, ratewire_readmodel::views::list_response(""));
     }
 }

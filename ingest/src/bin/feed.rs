@@ -10,7 +10,7 @@ use ratewire_ingest::feed::backfill::{self, BackfillSettings, Format};
 use ratewire_ingest::feed::client::IngestClient;
 use ratewire_ingest::feed::load::{self, LoadSettings};
 use ratewire_ingest::feed::{self, DemoSettings};
-use ratewire_proto::runtime::{init_telemetry, shutdown_on_signal};
+use ratewire_service::{init_telemetry, shutdown_on_signal};
 
 /// ratewire feed: publishes boards to ingest like a bank's feed would.
 #[derive(Parser)]
@@ -133,7 +133,7 @@ fn parse_token(text: &str) -> Result<(i64, String), String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
-    let cli: Cli = ratewire_proto::runtime::parse_settings();
+    let cli: Cli = ratewire_service::parse_settings();
     init_telemetry("text");
     let shutdown = shutdown_on_signal();
     match cli.command {

@@ -34,7 +34,7 @@ async fn publish_board(
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(ratewire_proto::secret::bearer)
+        .and_then(ratewire_service::secret::bearer)
         .ok_or(Error::Unauthorized("Publisher token is required"))?;
     let (token_bank, active) = banks::authenticate(&state.pool, token)
         .await?

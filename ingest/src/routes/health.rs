@@ -1,31 +1,24 @@
 //! Liveness and readiness probes.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
+use ratewire_service::postgres;
+use ratewire_service::readiness::healthz;
 use serde_json::{json, Value};
 
 use super::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let postgres = async {
-        let ping = sqlx::query("SELECT 1").execute(&state.pool);
-        matches!(
-            tokio::time::timeout(Duration::from_secs(1), ping).await,
-            Ok(Ok(_))
-        )
-    };
-    let (postgres, broker) = tokio::join!(postgres, state.publisher.reachable());
-    let started = state.prepared.load(std::sync::atomic::Ordering::Acquire);
+    let (postgres, broker) = tokio::join!(postgres::ping(&state.pool), state.publisher.reachable());
+    let started = state.readiness.is_prepared();
     let ready = started && postgres && broker;
     (
         if ready {

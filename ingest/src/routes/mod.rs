@@ -5,26 +5,22 @@ pub mod boards;
 pub mod body;
 pub mod health;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
+use axum::extract::{DefaultBodyLimit, FromRequest};
 use axum::http::StatusCode;
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::Router;
+use ratewire_service::metrics::render as render_metrics;
+pub use ratewire_service::operator::Operator;
+use ratewire_service::operator::OperatorToken;
+use ratewire_service::Readiness;
 use sqlx::PgPool;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
-
-use ratewire_proto::http_metrics;
 
 use crate::error::Error;
 use crate::publisher::Publisher;
-use ratewire_proto::secret::check_operator;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -32,47 +28,38 @@ pub struct AppState {
     pub publisher: Publisher,
     pub admin_token: Option<Arc<str>>,
     pub body_limit: u64,
-    /// Set once migrations ran and the topic exists; until then every
+    /// Prepared once migrations ran and the topic exists; until then every
     /// request but the probes gets 503.
-    pub prepared: Arc<AtomicBool>,
+    pub readiness: Readiness,
 }
 
+/// Ingest's routes; `ratewire_service::serve` adds request ids, tracing
+/// and request metrics.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.body_limit as usize;
-    Router::new()
+    let routes = Router::new()
         .merge(boards::router())
         .merge(admin::router())
         .merge(health::router())
         .fallback(|| async { Error::NotFound("Not Found".into()) })
         .method_not_allowed_fallback(|| async {
-            (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})))
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})),
+            )
                 .into_response()
         })
-        .route("/metrics", axum::routing::get(http_metrics::render))
-        .layer(middleware::from_fn_with_state(state.clone(), until_prepared))
-        .layer(middleware::from_fn(http_metrics::track))
+        .route("/metrics", get(render_metrics));
+    state
+        .readiness
+        .guard(routes, still_starting)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
-            let request_id = request
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
-        }))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
 }
 
-/// Answers 503 (not a hanging connection) while the process is still
-/// preparing its dependencies, e.g. started while Postgres is down.
-async fn until_prepared(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if state.prepared.load(Ordering::Acquire)
-        || matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics")
-    {
-        return next.run(request).await;
-    }
+/// The answer while ingest is still preparing its dependencies, e.g.
+/// started while Postgres is down: 503, not a hanging connection.
+fn still_starting() -> Response {
     Error::Unavailable {
         what: "ingest",
         cause: "still starting: waiting for Postgres and the broker".into(),
@@ -95,22 +82,9 @@ impl From<JsonRejection> for Error {
     }
 }
 
-/// Proof that the caller holds `RATEWIRE_ADMIN_TOKEN`.
-pub struct Operator;
-
-impl FromRequestParts<AppState> for Operator {
-    type Rejection = Error;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let authorization = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        check_operator(authorization, state.admin_token.as_deref())
-            .map(|()| Operator)
-            .map_err(|denied| Error::Unauthorized(denied.message()))
+/// Operator endpoints check the token configured here.
+impl OperatorToken for AppState {
+    fn operator_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
     }
 }

@@ -14,7 +14,8 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{BatchOutcome, Incoming, CLEAR_FOR_BOARDS};
+use super::event::CLEAR_FOR_BOARDS;
+use super::{BatchOutcome, Incoming};
 
 /// One board event of a run, decoded (its envelope's fields and board).
 pub struct RunEvent<'a> {

@@ -1,6 +1,6 @@
 //! What the projector's Postgres tests share: a database of their own.
 
-use ratewire_projector::db;
+use ratewire_readmodel::db;
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 

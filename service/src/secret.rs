@@ -1,11 +1,13 @@
 //! The credential format every ratewire secret shares (publisher tokens,
 //! API keys): generated at random, shown once, stored as a SHA-256 hash and
-//! named by a short public prefix. It lives here because the processes must
-//! agree on it, like the events.
+//! named by a short public prefix; and the operators' token check. It lives
+//! here because ingest and the API must agree on it.
 //!
 //! A fast hash is enough: the secrets are 128 random bits, not passwords, so
 //! there is nothing to brute-force.
 
+use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
 use rand::distributions::Alphanumeric;
 use rand::Rng;
 use sha2::{Digest, Sha256};
@@ -81,6 +83,16 @@ impl OperatorDenied {
             OperatorDenied::Invalid => "Invalid operator token",
         }
     }
+}
+
+/// Checks a request's `Authorization` header against the operators' token;
+/// with no token configured, every call is refused.
+pub fn check_operator_headers(
+    headers: &HeaderMap,
+    expected: Option<&str>,
+) -> Result<(), OperatorDenied> {
+    let authorization = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    check_operator(authorization, expected)
 }
 
 /// Checks an `Authorization` header value against the operators' token;

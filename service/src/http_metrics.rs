@@ -13,10 +13,9 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::header::CONTENT_TYPE;
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use metrics::{counter, histogram, Counter, Histogram};
 
 /// Middleware (`axum::middleware::from_fn(track)`) counting and timing
@@ -92,15 +91,6 @@ impl Handles {
                 )
             })
     }
-}
-
-/// `GET /metrics`: the process's metrics in Prometheus text format.
-pub async fn render() -> Response {
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::runtime::metrics().render(),
-    )
-        .into_response()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub fn views_prefix(redis_prefix: &str, schema: &str) -> String {
 
 /// Creates the control table if needed; `control` is a checked identifier.
 pub async fn prepare(pool: &PgPool, control: &str) -> Result<()> {
-    crate::db::create_schema(pool, control).await?;
+    ratewire_service::postgres::create_schema(pool, control).await?;
     let created = sqlx::query(&format!(
         "CREATE TABLE IF NOT EXISTS {control}.read_model (
              singleton   BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),

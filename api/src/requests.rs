@@ -1,0 +1,98 @@
+//! What a public request asks for, parsed from its query string (strictly,
+//! naming every bad parameter: see [`crate::query`]), and the stored view
+//! that answers it. The handlers and the gate share these: the gate reads
+//! the view in the same Redis round trip that counts the request, so a
+//! served request costs one round trip.
+
+use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::redis::Keys;
+use ratewire_readmodel::views::RatesVariant;
+
+use crate::error::{Error, Result};
+use crate::query::{Checker, CurrencyArg, Params};
+
+/// `GET /api/v1/rates`: every active bank, or one, in one of four shapes.
+#[derive(Debug, Clone, Copy)]
+pub struct RatesRequest {
+    pub bank_id: Option<BankId>,
+    pub variant: RatesVariant,
+}
+
+impl RatesRequest {
+    pub fn parse(query: Option<&str>) -> Result<Self> {
+        let params = Params::parse(query)?;
+        let mut check = Checker::new(&params);
+        let bank_id = check.bank_id("bankId", false);
+        let variant = RatesVariant {
+            transactional: check.flag("transactional"),
+            social_links: check.flag("socialLinks"),
+        };
+        check.finish()?;
+        Ok(Self { bank_id, variant })
+    }
+
+    pub fn view_key(&self, views: &Keys) -> String {
+        match self.bank_id {
+            Some(id) => views.rates_bank(id, self.variant),
+            None => views.rates_all(self.variant),
+        }
+    }
+}
+
+/// `GET /api/v1/banks`: the active banks, with their current boards or not.
+#[derive(Debug, Clone, Copy)]
+pub struct BanksRequest {
+    pub with_recent: bool,
+}
+
+impl BanksRequest {
+    pub fn parse(query: Option<&str>) -> Result<Self> {
+        let params = Params::parse(query)?;
+        let mut check = Checker::new(&params);
+        let with_recent = check.flag("withRecentEx");
+        check.finish()?;
+        Ok(Self { with_recent })
+    }
+
+    pub fn view_key(&self, views: &Keys) -> String {
+        views.banks_all(self.with_recent)
+    }
+}
+
+/// `GET /api/v1/rates/best-rates`: one currency's best rates.
+#[derive(Debug, Clone, Copy)]
+pub struct BestRatesRequest {
+    pub code: CurrencyCode,
+}
+
+impl BestRatesRequest {
+    /// 404 for a well-formed code nobody quotes.
+    pub fn parse(query: Option<&str>) -> Result<Self> {
+        let params = Params::parse(query)?;
+        let mut check = Checker::new(&params);
+        let code = check.currency("currencyCode", None);
+        check.finish()?;
+        match code {
+            Some(CurrencyArg::Known(code)) => Ok(Self { code }),
+            _ => Err(Error::NotFound("Currency not found")),
+        }
+    }
+
+    pub fn view_key(&self, views: &Keys) -> String {
+        views.best(self.code)
+    }
+}
+
+/// The stored view a public request is answered from, when its query is
+/// valid (an invalid one is refused by its handler, view or not).
+pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String> {
+    match path {
+        "/api/v1/rates" => RatesRequest::parse(query).ok().map(|r| r.view_key(views)),
+        "/api/v1/rates/best-rates" => BestRatesRequest::parse(query)
+            .ok()
+            .map(|r| r.view_key(views)),
+        "/api/v1/banks" => BanksRequest::parse(query).ok().map(|r| r.view_key(views)),
+        "/api/v1/currencies" => Some(views.currencies()),
+        _ => None,
+    }
+}

@@ -1,0 +1,55 @@
+//! What every handler, extractor and middleware shares. It sits below them
+//! all, so they import it and never each other in a circle.
+
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use ratewire_readmodel::views::ViewStyle;
+use ratewire_service::Readiness;
+use redis::aio::ConnectionManager;
+use sqlx::PgPool;
+
+use crate::keys::KeyStore;
+use crate::limits::Limiter;
+use crate::plans::Plans;
+use crate::read_model::ReadModels;
+
+/// What every handler shares, behind one `Arc`: each request clones the
+/// state several times (per layer and extractor), and cloning a dozen pools
+/// and handles showed up in profiles; one reference count does not.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
+    /// The API's own schema (keys, usage).
+    pub pool: PgPool,
+    pub redis: ConnectionManager,
+    /// The read-model generation requests are served from.
+    pub read: ReadModels,
+    pub style: Arc<ViewStyle>,
+    pub key_store: KeyStore,
+    pub admin_token: Option<Arc<str>>,
+    pub timezone: chrono_tz::Tz,
+    pub plans: Arc<Plans>,
+    pub limiter: Arc<Limiter>,
+    pub trusted_proxies: Arc<[IpNet]>,
+    pub anonymous_access: bool,
+    pub rate_limits: bool,
+    /// Prepared once migrations ran; until then every request but the
+    /// probes gets 503.
+    pub readiness: Readiness,
+}

@@ -1,0 +1,223 @@
+//! One event applied on its own, by type. The set-based path for runs of
+//! boards (`boards`) must give exactly what this gives.
+
+use std::collections::BTreeSet;
+
+use ratewire_proto::{CurrencyCode, Envelope, Event};
+use sqlx::PgConnection;
+
+use super::Incoming;
+
+/// What became of an event the model took.
+pub(super) enum Applied {
+    Yes,
+    Duplicate,
+}
+
+pub(super) enum Rejection {
+    /// The event is well-formed but contradicts the model (unknown bank...).
+    Invalid(String),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Rejection {
+    fn from(e: sqlx::Error) -> Self {
+        Rejection::Database(e)
+    }
+}
+
+/// Makes room for boards about to be written (`$1` bank ids and `$2`
+/// as-ofs, paired), as the head of one statement:
+/// - a board re-published for the same as-of replaces the earlier one, so
+///   any stored board with that as-of goes, with its rates (nothing
+///   cascades: see migration 0002);
+/// - each bank given a board at or before its latest as-of (a backfill or a
+///   replacement) gets its `history_rev` bumped: such a write changes
+///   history behind the newest row, which readers of "the rows after the
+///   newest I saw" (the best-rates series cache) would otherwise never see.
+///
+/// Every part reads the table as it was before the statement. The deletes
+/// name both key columns with `= ANY` so that they stay index scans in the
+/// generic plan of the prepared statement (a join against the unnested
+/// pairs became a scan of every board once Postgres stopped planning each
+/// execution, and grew with the history).
+pub(super) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
+        SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[]) AS i (bank_id, as_of)
+    ), rewrites AS (
+        UPDATE banks b SET history_rev = history_rev + 1
+        FROM (SELECT bank_id, min(as_of) AS earliest FROM incoming GROUP BY bank_id) i
+        WHERE b.id = i.bank_id
+          AND i.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = i.bank_id)
+    ), old_rates AS (
+        DELETE FROM rates t
+        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
+          AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
+    ), old_boards AS (
+        DELETE FROM boards t
+        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
+          AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
+    )";
+
+/// The currencies on the bank's latest board.
+async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT currency FROM rates
+         WHERE bank_id = $1 AND as_of = (SELECT max(as_of) FROM boards WHERE bank_id = $1)",
+    )
+    .bind(bank)
+    .fetch_all(db)
+    .await
+}
+
+/// Applies one event; adds to `touched` every currency whose best rates it
+/// may change (the bank's board before and after).
+pub(super) async fn apply_event(
+    db: &mut PgConnection,
+    envelope: &Envelope,
+    message: &Incoming,
+    touched: &mut BTreeSet<CurrencyCode>,
+) -> Result<Applied, Rejection> {
+    let first_time = sqlx::query(
+        r#"INSERT INTO applied_events (event_id, partition, "offset") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"#,
+    )
+    .bind(envelope.event_id)
+    .bind(message.partition)
+    .bind(message.offset)
+    .execute(&mut *db)
+    .await?
+    .rows_affected()
+        == 1;
+    if !first_time {
+        return Ok(Applied::Duplicate);
+    }
+
+    let bank = envelope.bank_id.get();
+    let at = envelope.occurred_at;
+    let unknown = || Rejection::Invalid(format!("bank {bank} is not registered"));
+    if !matches!(envelope.event, Event::BankRegistered(_)) {
+        // Whatever the bank quoted so far may change its place in best rates.
+        let before = latest_currencies(db, bank).await?;
+        touched.extend(
+            before
+                .iter()
+                .filter_map(|c| CurrencyCode::parse(c.trim()).ok()),
+        );
+    }
+    match &envelope.event {
+        Event::BankRegistered(e) => {
+            let inserted = sqlx::query(
+                "INSERT INTO banks (id, code, name, image_url, social_links, active, registered_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, TRUE, $6, $6) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(bank)
+            .bind(&e.code)
+            .bind(&e.name)
+            .bind(&e.image_url)
+            .bind(sqlx::types::Json(&e.social_links))
+            .bind(at)
+            .execute(&mut *db)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                return Err(Rejection::Invalid(format!(
+                    "bank {bank} is already registered"
+                )));
+            }
+        }
+        Event::BankUpdated(e) => {
+            let updated = sqlx::query(
+                "UPDATE banks SET code = COALESCE($2, code), name = COALESCE($3, name),
+                     image_url = COALESCE($4, image_url), social_links = COALESCE($5, social_links),
+                     updated_at = $6
+                 WHERE id = $1",
+            )
+            .bind(bank)
+            .bind(&e.code)
+            .bind(&e.name)
+            .bind(&e.image_url)
+            .bind(e.social_links.as_ref().map(sqlx::types::Json))
+            .bind(at)
+            .execute(&mut *db)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                return Err(unknown());
+            }
+        }
+        Event::BankDeactivated(_) | Event::BankReactivated(_) => {
+            let active = matches!(envelope.event, Event::BankReactivated(_));
+            let updated =
+                sqlx::query("UPDATE banks SET active = $2, updated_at = $3 WHERE id = $1")
+                    .bind(bank)
+                    .bind(active)
+                    .bind(at)
+                    .execute(&mut *db)
+                    .await?
+                    .rows_affected();
+            if updated == 0 {
+                return Err(unknown());
+            }
+        }
+        Event::BoardPublished(board) => {
+            let known: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM banks WHERE id = $1)")
+                    .bind(bank)
+                    .fetch_one(&mut *db)
+                    .await?;
+            if !known {
+                return Err(unknown());
+            }
+            if board.rates.is_empty() {
+                return Err(Rejection::Invalid("empty board".into()));
+            }
+            touched.extend(board.rates.iter().map(|r| r.currency));
+            sqlx::query(&format!("{CLEAR_FOR_BOARDS} SELECT 1"))
+                .bind([bank])
+                .bind([board.as_of])
+                .execute(&mut *db)
+                .await?;
+            sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")
+                .bind(bank)
+                .bind(board.as_of)
+                .bind(envelope.event_id)
+                .execute(&mut *db)
+                .await?;
+            let currencies: Vec<String> =
+                board.rates.iter().map(|r| r.currency.to_string()).collect();
+            let names: Vec<String> = board.rates.iter().map(|r| r.currency.name()).collect();
+            sqlx::query(
+                "INSERT INTO currencies (code, name, first_quoted_at)
+                 SELECT code, name, $3 FROM UNNEST($1::text[], $2::text[]) AS c (code, name)
+                 ON CONFLICT (code) DO NOTHING",
+            )
+            .bind(&currencies)
+            .bind(&names)
+            .bind(board.as_of)
+            .execute(&mut *db)
+            .await?;
+            let cash_buying: Vec<_> = board.rates.iter().map(|r| r.cash_buying).collect();
+            let cash_selling: Vec<_> = board.rates.iter().map(|r| r.cash_selling).collect();
+            let tx_buying: Vec<_> = board.rates.iter().map(|r| r.transactional_buying).collect();
+            let tx_selling: Vec<_> = board
+                .rates
+                .iter()
+                .map(|r| r.transactional_selling)
+                .collect();
+            sqlx::query(
+                "INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
+                                    transactional_buying, transactional_selling)
+                 SELECT $1, $2, * FROM UNNEST($3::text[], $4::numeric[], $5::numeric[], $6::numeric[], $7::numeric[])",
+            )
+            .bind(bank)
+            .bind(board.as_of)
+            .bind(&currencies)
+            .bind(&cash_buying)
+            .bind(&cash_selling)
+            .bind(&tx_buying)
+            .bind(&tx_selling)
+            .execute(&mut *db)
+            .await?;
+        }
+    }
+    Ok(Applied::Yes)
+}

@@ -1,0 +1,54 @@
+//! Redis views are derived state: rebuilt from Postgres when they are
+//! missing (a flush, a new Redis, the first start), after a replay, and by
+//! the `rebuild` command.
+
+use ratewire_proto::BankId;
+use ratewire_readmodel::{db, generation, redis, store};
+use sqlx::PgPool;
+
+use crate::aggregates;
+use crate::config::Config;
+use crate::error::Result;
+use crate::redis_views::{RedisViews, ViewUpdate};
+use crate::series_cache::SeriesCache;
+
+/// Reads and renders the views of `banks`.
+pub async fn load_update(pool: &PgPool, banks: &[BankId]) -> Result<ViewUpdate> {
+    let mut update = ViewUpdate::default();
+    // In slices, so a rebuild of many banks holds no huge result at once.
+    for slice in banks.chunks(500) {
+        update.banks.extend(store::bank_views(pool, slice).await?);
+    }
+    Ok(update)
+}
+
+/// Renders every view from Postgres into Redis; returns the number of banks.
+pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
+    let banks = store::bank_ids(pool).await?;
+    let currencies = store::known_currencies(pool).await?;
+    let mut update = aggregates::load(
+        pool,
+        "",
+        &currencies,
+        views.style(),
+        &mut SeriesCache::default(),
+    )
+    .await?;
+    update.banks = load_update(pool, &banks).await?.banks;
+    views.apply(&update).await?;
+    Ok(banks.len())
+}
+
+/// The `rebuild` command: the active generation's views from Postgres,
+/// then exit.
+pub async fn rebuild_once(config: &Config) -> Result<usize> {
+    let settings = &config.read_model;
+    let control = db::pool(&config.common.database_url, &settings.control_schema, 1)?;
+    let schema =
+        generation::active(&control, &settings.control_schema, &settings.read_schema).await?;
+    let pool = db::pool(&config.common.database_url, &schema, 2)?;
+    db::migrate(&pool, &schema).await?;
+    let redis = redis::connect(&settings.redis_url)?;
+    let mut views = RedisViews::for_generation(redis, settings, &schema);
+    rebuild_views(&pool, &mut views).await
+}

@@ -1,0 +1,47 @@
+//! Where the read model is: the settings the projector and the API both
+//! read, defined once and flattened into each process's `Config`, so the
+//! writer and its readers cannot be configured apart by a typo.
+
+use ratewire_service::settings::parse_schema;
+
+use crate::views::ViewStyle;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReadModelSettings {
+    /// Postgres schema holding the read model (history, banks, offsets),
+    /// until a replay switches to another generation.
+    #[arg(long, env = "RATEWIRE_READ_SCHEMA", default_value = "readmodel", value_parser = parse_schema)]
+    pub read_schema: String,
+    /// Postgres schema of the control table that names the active read-model
+    /// generation (written by `ratewire-projector replay`); shared by
+    /// projectors and API instances.
+    #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
+    pub control_schema: String,
+    /// Redis URL of the read views (and, for the API, its key cache and
+    /// counters).
+    #[arg(
+        long,
+        env = "RATEWIRE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/0"
+    )]
+    pub redis_url: String,
+    /// Prefix of every Redis key ratewire uses.
+    #[arg(long, env = "RATEWIRE_REDIS_PREFIX", default_value = "rw:")]
+    pub redis_prefix: String,
+    /// Base URL of currency images; `/{code}.png` (lower case) is appended.
+    /// The projector and the API must agree on it.
+    #[arg(
+        long,
+        env = "RATEWIRE_CURRENCY_IMAGE_BASE",
+        default_value = "https://assets.ratewire.example/currencies"
+    )]
+    pub currency_image_base: String,
+}
+
+impl ReadModelSettings {
+    pub fn view_style(&self) -> ViewStyle {
+        ViewStyle {
+            currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
+        }
+    }
+}

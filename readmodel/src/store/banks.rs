@@ -1,0 +1,143 @@
+//! Banks and their current boards.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::BankId;
+use sqlx::{PgExecutor, Row};
+
+use super::{bank_from_row, rate_from_row, BANK_COLUMNS, PREVIOUS_JOIN, RATE_COLUMNS};
+use crate::error::Result;
+use crate::views::{BankInfo, BankView, RateView};
+
+/// One bank, active or not, with the time of its latest board.
+pub async fn bank<'e>(
+    db: impl PgExecutor<'e>,
+    id: BankId,
+) -> Result<Option<(BankInfo, Option<DateTime<Utc>>)>> {
+    let row = sqlx::query(&format!(
+        "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = $1"
+    ))
+    .bind(id.get())
+    .fetch_optional(db)
+    .await?;
+    row.as_ref().map(bank_from_row).transpose()
+}
+
+/// Every bank id, active or not, in id order.
+pub async fn bank_ids<'e>(db: impl PgExecutor<'e>) -> Result<Vec<BankId>> {
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks ORDER BY id")
+        .fetch_all(db)
+        .await?;
+    Ok(ids
+        .into_iter()
+        .filter_map(|id| BankId::new(id).ok())
+        .collect())
+}
+
+/// The bank's latest board, each currency with its previous value.
+pub async fn latest_board<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Vec<RateView>> {
+    let rows = sqlx::query(&format!(
+        "WITH latest AS (
+             SELECT as_of FROM boards WHERE bank_id = $1 ORDER BY as_of DESC LIMIT 1
+         )
+         SELECT {RATE_COLUMNS}
+         FROM rates r
+         JOIN latest l ON r.as_of = l.as_of
+         {PREVIOUS_JOIN}
+         WHERE r.bank_id = $1
+         ORDER BY r.currency"
+    ))
+    .bind(id.get())
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(rate_from_row).collect()
+}
+
+/// Everything a bank's views are made of; `None` for an unknown bank.
+pub async fn bank_view(pool: &sqlx::PgPool, id: BankId) -> Result<Option<BankView>> {
+    Ok(bank_views(pool, &[id])
+        .await?
+        .pop()
+        .and_then(|(_, view)| view))
+}
+
+/// The views of `ids`, in the order given (`None` for an unknown bank):
+/// two statements in one snapshot however many banks, so a batch that
+/// touched fifty banks costs what one did.
+pub async fn bank_views(
+    pool: &sqlx::PgPool,
+    ids: &[BankId],
+) -> Result<Vec<(BankId, Option<BankView>)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+    // One snapshot for both reads, so each board matches its bank row.
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let bank_rows = sqlx::query(&format!(
+        "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = ANY($1)"
+    ))
+    .bind(&raw)
+    .fetch_all(&mut *tx)
+    .await?;
+    let rate_rows = sqlx::query(&format!(
+        "WITH latest AS (
+             SELECT w.bank_id,
+                 (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id) AS as_of
+             FROM unnest($1::bigint[]) AS w(bank_id)
+         )
+         SELECT r.bank_id, {RATE_COLUMNS}
+         FROM latest l
+         JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+         {PREVIOUS_JOIN}
+         ORDER BY r.bank_id, r.currency"
+    ))
+    .bind(&raw)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+
+    let mut rates: HashMap<i64, Vec<RateView>> = HashMap::new();
+    for row in &rate_rows {
+        let bank: i64 = row.try_get("bank_id")?;
+        rates.entry(bank).or_default().push(rate_from_row(row)?);
+    }
+    let mut banks: HashMap<i64, BankView> = HashMap::with_capacity(bank_rows.len());
+    for row in &bank_rows {
+        let (bank, last_rates_updated_at) = bank_from_row(row)?;
+        let id = bank.id.get();
+        banks.insert(
+            id,
+            BankView {
+                bank,
+                last_rates_updated_at,
+                rates: rates.remove(&id).unwrap_or_default(),
+            },
+        );
+    }
+    Ok(ids
+        .iter()
+        .map(|id| (*id, banks.remove(&id.get())))
+        .collect())
+}
+
+/// Views of every active bank, in id order.
+pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
+        .fetch_all(pool)
+        .await?;
+    let ids: Vec<BankId> = ids
+        .into_iter()
+        .filter_map(|id| BankId::new(id).ok())
+        .collect();
+    Ok(bank_views(pool, &ids)
+        .await?
+        .into_iter()
+        .filter_map(|(_, view)| view)
+        .filter(|view| view.bank.active)
+        .collect())
+}

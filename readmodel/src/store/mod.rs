@@ -1,0 +1,90 @@
+//! Reads from the read model what the views need: one module per subject,
+//! sharing here how a bank row and a rate row (with the same bank's
+//! previous value of that currency) are selected and read.
+
+mod banks;
+mod best;
+mod currencies;
+mod history;
+mod series;
+
+pub use banks::{active_bank_views, bank, bank_ids, bank_view, bank_views, latest_board};
+pub use best::{best_entry, best_picks, best_rates, best_rates_from};
+pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
+pub use history::history;
+pub use series::{
+    history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
+    SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,
+};
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::{BankId, CurrencyCode, SocialLink};
+use rust_decimal::Decimal;
+use sqlx::types::Json;
+use sqlx::Row;
+
+use crate::error::Result;
+use crate::views::{BankInfo, PreviousRate, RateView};
+
+/// A bank row, as [`bank_from_row`] reads it (from `banks b`).
+pub(super) const BANK_COLUMNS: &str = "b.id, b.code, b.name, b.image_url, b.social_links, b.active,
+    (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS last_rates_updated_at";
+
+pub(super) fn bank_from_row(
+    row: &sqlx::postgres::PgRow,
+) -> Result<(BankInfo, Option<DateTime<Utc>>)> {
+    let id: i64 = row.try_get("id")?;
+    let social: Json<Vec<SocialLink>> = row.try_get("social_links")?;
+    let info = BankInfo {
+        // The fold only ever stores ids that came in a valid BankId.
+        id: BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        code: row.try_get("code")?,
+        name: row.try_get("name")?,
+        image_url: row.try_get("image_url")?,
+        social_links: social.0,
+        active: row.try_get("active")?,
+    };
+    Ok((info, row.try_get("last_rates_updated_at")?))
+}
+
+/// A rate row and the same bank's previous value of that currency, as
+/// [`rate_from_row`] reads them; used with [`PREVIOUS_JOIN`].
+pub(super) const RATE_COLUMNS: &str = "r.currency, r.as_of, r.cash_buying, r.cash_selling,
+    r.transactional_buying, r.transactional_selling,
+    p.cash_buying AS p_cash_buying, p.cash_selling AS p_cash_selling,
+    p.transactional_buying AS p_transactional_buying,
+    p.transactional_selling AS p_transactional_selling, p.as_of AS p_as_of";
+
+/// Joins `p`, the latest earlier rate of the same bank and currency as `r`.
+pub(super) const PREVIOUS_JOIN: &str = "LEFT JOIN LATERAL (
+        SELECT * FROM rates p
+        WHERE p.bank_id = r.bank_id AND p.currency = r.currency AND p.as_of < r.as_of
+        ORDER BY p.as_of DESC LIMIT 1
+    ) p ON true";
+
+pub(super) fn rate_from_row(row: &sqlx::postgres::PgRow) -> Result<RateView> {
+    let code: String = row.try_get("currency")?;
+    let previous = match row.try_get::<Option<DateTime<Utc>>, _>("p_as_of")? {
+        Some(_) => Some(PreviousRate {
+            cash_buying: row.try_get("p_cash_buying")?,
+            cash_selling: row.try_get("p_cash_selling")?,
+            transactional_buying: row.try_get("p_transactional_buying")?,
+            transactional_selling: row.try_get("p_transactional_selling")?,
+        }),
+        None => None,
+    };
+    Ok(RateView {
+        currency: CurrencyCode::parse(code.trim()).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        updated_at: row.try_get("as_of")?,
+        cash_buying: row.try_get::<Decimal, _>("cash_buying")?,
+        cash_selling: row.try_get("cash_selling")?,
+        transactional_buying: row.try_get("transactional_buying")?,
+        transactional_selling: row.try_get("transactional_selling")?,
+        previous,
+    })
+}
+
+/// The latest board of every active bank, as a reusable SQL fragment.
+pub(super) const ACTIVE_LATEST: &str = "SELECT b.id AS bank_id,
+        (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS as_of
+    FROM banks b WHERE b.active";

@@ -1,0 +1,46 @@
+//! What every ratewire process does the same way, written once.
+//!
+//! Operators rely on the three processes behaving alike: settings from
+//! `RATEWIRE_*` variables with the same exit status on a bad one, logs in the
+//! same format on stderr, the same metrics names, the same back-off while a
+//! dependency is down, 503 while still preparing, SIGTERM handled the same
+//! way. Each process only adds its routes and its work.
+//!
+//! - [`settings`]: parsing the command line and environment (exit 2 naming
+//!   the variable), and the settings every process has.
+//! - [`telemetry`]: log set-up.
+//! - [`metrics`] and [`http_metrics`]: the Prometheus recorder, `/metrics`,
+//!   and the request counter and histogram of every HTTP listener.
+//! - [`serve`]: binding a listener and serving a router on it until
+//!   shutdown; the one place where listener-wide behaviour belongs.
+//! - [`readiness`]: answering 503 while a process is still preparing its
+//!   dependencies, and [`retry`]: trying until a dependency answers.
+//! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token.
+//! - [`postgres`]: a lazily connecting pool in a process's own schema.
+//! - [`secret`]: the credential format of publisher tokens and API keys,
+//!   and the operator token check; [`operator`]: the extractor that guards
+//!   operator endpoints with it.
+//!
+//! Must not depend on: the event contract (`ratewire-proto`), the read model,
+//! Kafka or Redis clients. It knows nothing of banks or rates.
+
+pub mod error;
+pub mod http_metrics;
+pub mod metrics;
+pub mod operator;
+pub mod postgres;
+pub mod readiness;
+pub mod retry;
+pub mod secret;
+pub mod serve;
+pub mod settings;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use error::Error;
+pub use readiness::Readiness;
+pub use retry::retry;
+pub use serve::{serve, Listener, Server};
+pub use settings::{parse_settings, CommandLine};
+pub use shutdown::shutdown_on_signal;
+pub use telemetry::init_telemetry;

@@ -1,0 +1,466 @@
+//! A stack's processes and the world they run in: its database, Redis
+//! prefix (or Redis of its own), topic and broker, each started, stopped,
+//! frozen or cut on purpose; dropped, it removes what it made.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::support::{eventually, free_port};
+use crate::{
+    contract, proxy, ADMIN_TOKEN, DURABLE_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY, PROCESSES,
+    REDIS,
+};
+
+pub struct Stack {
+    pub api_url: String,
+    pub ingest_url: String,
+    pub projector_url: String,
+    pub database: String,
+    pub redis_prefix: String,
+    pub topic: String,
+    pub logs: PathBuf,
+    pub(crate) http: reqwest::Client,
+    processes: Vec<(String, Child)>,
+    pub(crate) contract: Option<contract::Contract>,
+    /// The port of this stack's own Redis, when it has one.
+    own_redis: Option<u16>,
+    /// The Redis the processes use.
+    pub redis_url: String,
+    broker_port: u16,
+    /// The broker keeps its data in a file, so it survives a restart.
+    durable_broker: bool,
+    /// The environment every ratewire process of this stack gets.
+    pub(crate) env: Vec<(String, String)>,
+    postgres_proxy: Option<proxy::Proxy>,
+}
+
+/// Where cargo put this test's sibling binaries (`target/<profile>/`).
+pub fn binary(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("test binary has no target dir")?;
+    let path = dir.join(name);
+    if !path.exists() {
+        bail!(
+            "{} is missing: run `cargo build --workspace --bins` first",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+pub fn tansu_binary() -> Result<PathBuf> {
+    if let Ok(path) = std::env::var("RATEWIRE_TANSU_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let cache = std::env::var("RATEWIRE_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/ratewire")
+        });
+    let path = cache.join("tansu-0.6.0/bin/tansu");
+    if !path.exists() {
+        bail!(
+            "the broker is not installed at {}: run `deploy/stack test`, which installs it",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+impl Stack {
+    pub async fn start() -> Result<Stack> {
+        Self::start_with(&[]).await
+    }
+
+    /// A stack whose processes get `settings` on top of the test defaults.
+    pub async fn start_with(settings: &[(&str, &str)]) -> Result<Stack> {
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let database = format!("rw_e2e_{id}");
+        let logs = binary("ratewire-api")?
+            .parent()
+            .unwrap()
+            .join("e2e-logs")
+            .join(&id);
+        std::fs::create_dir_all(&logs)?;
+
+        let admin = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres"))
+            .await
+            .context("postgres at 127.0.0.1:5432")?;
+        sqlx::query(&format!("CREATE DATABASE {database}"))
+            .execute(&admin)
+            .await?;
+        admin.close().await;
+
+        let (broker_port, api_port, ingest_port, projector_port) =
+            (free_port(), free_port(), free_port(), free_port());
+        let mut stack = Stack {
+            api_url: format!("http://127.0.0.1:{api_port}"),
+            ingest_url: format!("http://127.0.0.1:{ingest_port}"),
+            projector_url: format!("http://127.0.0.1:{projector_port}"),
+            redis_prefix: format!("rwe2e:{id}:"),
+            topic: format!("rw-e2e-{id}"),
+            database,
+            logs,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(15))
+                .build()?,
+            processes: Vec::new(),
+            contract: None,
+            own_redis: None,
+            redis_url: REDIS.to_owned(),
+            broker_port: 0,
+            durable_broker: false,
+            env: Vec::new(),
+            postgres_proxy: None,
+        };
+        let postgres = match settings.iter().find(|(name, _)| *name == POSTGRES_PROXY) {
+            Some(_) => {
+                let mut proxy = proxy::Proxy::new(free_port(), "127.0.0.1:5432");
+                proxy.up().await?;
+                let url = format!("postgres://postgres@127.0.0.1:{}", proxy.port);
+                stack.postgres_proxy = Some(proxy);
+                url
+            }
+            None => POSTGRES.to_owned(),
+        };
+        let redis_url = match settings.iter().find(|(name, _)| *name == OWN_REDIS) {
+            Some(_) => {
+                let port = free_port();
+                stack.own_redis = Some(port);
+                stack.start_redis()?;
+                eventually("its own redis", Duration::from_secs(10), || async {
+                    std::net::TcpStream::connect(("127.0.0.1", port))
+                        .ok()
+                        .map(|_| ())
+                })
+                .await?;
+                format!("redis://127.0.0.1:{port}/0")
+            }
+            None => REDIS.to_owned(),
+        };
+        stack.redis_url = redis_url.clone();
+
+        stack.broker_port = broker_port;
+        stack.durable_broker = settings.iter().any(|(name, _)| *name == DURABLE_BROKER);
+        stack.start_broker()?;
+        let env = [
+            (
+                "RATEWIRE_DATABASE_URL",
+                format!("{postgres}/{}", stack.database),
+            ),
+            ("RATEWIRE_REDIS_URL", redis_url),
+            ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
+            ("RATEWIRE_KAFKA_BROKERS", format!("127.0.0.1:{broker_port}")),
+            ("RATEWIRE_TOPIC", stack.topic.clone()),
+            ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+            ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{api_port}")),
+            ("RATEWIRE_INGEST_LISTEN", format!("127.0.0.1:{ingest_port}")),
+            (
+                "RATEWIRE_PROJECTOR_LISTEN",
+                format!("127.0.0.1:{projector_port}"),
+            ),
+            ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
+            // tansu holds every fetch for the full wait, data or not.
+            ("RATEWIRE_PROJECTOR_FETCH_WAIT_MS", "2".to_owned()),
+        ];
+        stack.env = env
+            .into_iter()
+            .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
+            .map(|(n, v)| (n.to_owned(), v))
+            .chain(
+                settings
+                    .iter()
+                    .filter(|(n, _)| ![OWN_REDIS, DURABLE_BROKER, POSTGRES_PROXY].contains(n))
+                    .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+            )
+            .collect();
+        for name in PROCESSES {
+            stack.start_process(name)?;
+        }
+        for url in [&stack.ingest_url, &stack.projector_url, &stack.api_url] {
+            let ready = format!("{url}/readyz");
+            eventually(&ready, Duration::from_secs(60), || async {
+                let response = stack.http.get(&ready).send().await.ok()?;
+                response.status().is_success().then_some(())
+            })
+            .await
+            .with_context(|| {
+                format!(
+                    "stack did not become ready; logs in {}",
+                    stack.logs.display()
+                )
+            })?;
+        }
+        let document: Value = stack
+            .http
+            .get(format!("{}/api/v1/openapi.json", stack.api_url))
+            .send()
+            .await?
+            .json()
+            .await?;
+        stack.contract = Some(contract::Contract::new(document));
+        Ok(stack)
+    }
+
+    /// Starts (again) this stack's own Redis, without persistence, as the
+    /// machine's Redis runs.
+    pub fn start_redis(&mut self) -> Result<()> {
+        let port = self
+            .own_redis
+            .context("this stack shares the machine's redis")?
+            .to_string();
+        let args = [
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ];
+        self.spawn("redis", Path::new("redis-server"), &args, &[])
+    }
+
+    /// Starts (again) this stack's broker on its port.
+    pub fn start_broker(&mut self) -> Result<()> {
+        let listener = format!("tcp://127.0.0.1:{}", self.broker_port);
+        let storage = if self.durable_broker {
+            // tansu resolves the file against its working directory, the
+            // test's own directory (see `spawn`).
+            "sqlite://broker.db".to_owned()
+        } else {
+            "memory://tansu/".to_owned()
+        };
+        let args = [
+            "broker",
+            "--listener-url",
+            &listener,
+            "--advertised-listener-url",
+            &listener,
+            "--storage-engine",
+            &storage,
+        ];
+        let program = tansu_binary()?;
+        self.spawn("broker", &program, &args, &[])
+    }
+
+    /// Freezes (`true`) or thaws the broker process: it keeps its
+    /// connections and state but answers nothing, as a hung broker would.
+    pub fn pause_broker(&self, paused: bool) -> Result<()> {
+        self.signal("broker", if paused { "STOP" } else { "CONT" })
+    }
+
+    /// Sends a signal (`TERM`, `STOP`, ...) to one of the stack's processes.
+    pub fn signal(&self, name: &str, signal: &str) -> Result<()> {
+        let (_, child) = self
+            .processes
+            .iter()
+            .find(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {name} failed");
+        Ok(())
+    }
+
+    /// Stops the broker at once, as a crash would.
+    pub fn stop_broker(&mut self) -> Result<()> {
+        self.kill("broker")
+    }
+
+    /// Stops this stack's own Redis at once, as a crash would.
+    pub fn stop_redis(&mut self) -> Result<()> {
+        self.kill("redis")
+    }
+
+    /// The broker's bootstrap address.
+    pub fn kafka_brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
+    /// Starts (again) one of the ratewire processes with the stack's settings.
+    pub fn start_process(&mut self, name: &str) -> Result<()> {
+        let settings = self.env.clone();
+        let env: Vec<(&str, String)> = settings
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .collect();
+        self.spawn(name, &binary(name)?, &[], &env)
+    }
+
+    fn take_process(&mut self, name: &str) -> Result<Child> {
+        let index = self
+            .processes
+            .iter()
+            .position(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
+        Ok(self.processes.remove(index).1)
+    }
+
+    /// Kills a process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self, name: &str) -> Result<()> {
+        let mut child = self.take_process(name)?;
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// Sends SIGTERM to a process and returns its exit status, failing when
+    /// it has not exited within `timeout`. The process stays in the stack
+    /// (for `is_running` checks) until it exits.
+    pub async fn terminate(&mut self, name: &str, timeout: Duration) -> Result<ExitStatus> {
+        self.signal(name, "TERM")?;
+        self.wait_exit(name, timeout).await
+    }
+
+    /// Waits for a process to exit by itself and returns its status.
+    pub async fn wait_exit(&mut self, name: &str, timeout: Duration) -> Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (_, child) = self
+                .processes
+                .iter_mut()
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("no {name} running"))?;
+            if let Some(status) = child.try_wait()? {
+                self.take_process(name)?;
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!("{name} did not exit within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs a ratewire command-line binary (e.g. `ratewire-ingest banks
+    /// list`) with the stack's settings plus `env`, to completion.
+    pub async fn run(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<std::process::Output> {
+        let output = tokio::process::Command::new(binary(name)?)
+            .current_dir(&self.logs)
+            .args(args)
+            .envs(self.env.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {name}"))?;
+        Ok(output)
+    }
+
+    /// Starts (again) a projector process named `name` with the stack's
+    /// settings plus `overrides` (e.g. its partitions and listen address).
+    pub fn start_projector_as(&mut self, name: &str, overrides: &[(&str, String)]) -> Result<()> {
+        let settings = self.env.clone();
+        let env: Vec<(&str, String)> = settings
+            .iter()
+            .filter(|(n, _)| !overrides.iter().any(|(o, _)| o == n))
+            .map(|(n, v)| (n.as_str(), v.clone()))
+            .chain(overrides.iter().map(|(n, v)| (*n, v.clone())))
+            .collect();
+        self.spawn(name, &binary("ratewire-projector")?, &[], &env)
+    }
+
+    /// Cuts this stack's processes off Postgres: new connections are
+    /// refused and open ones severed.
+    pub fn postgres_down(&mut self) -> Result<()> {
+        self.postgres_proxy
+            .as_mut()
+            .context("start the stack with POSTGRES_PROXY")?
+            .down();
+        Ok(())
+    }
+
+    /// Gives this stack's processes Postgres back.
+    pub async fn postgres_up(&mut self) -> Result<()> {
+        self.postgres_proxy
+            .as_mut()
+            .context("start the stack with POSTGRES_PROXY")?
+            .up()
+            .await
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{name}.log")))?;
+        let child = Command::new(program)
+            .current_dir(&self.logs)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        self.processes.push((name.to_owned(), child));
+        Ok(())
+    }
+}
+
+pub(crate) async fn flush_prefix(prefix: &str) -> Result<()> {
+    let client = redis::Client::open(REDIS)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await?;
+    if !keys.is_empty() {
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async::<()>(&mut conn)
+            .await?;
+    }
+    Ok(())
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.processes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let database = self.database.clone();
+        let prefix = self.redis_prefix.clone();
+        // Drop may run inside the test's runtime, so clean up on a thread
+        // with a runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                if let Ok(admin) = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres")).await {
+                    let _ =
+                        sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+                            .execute(&admin)
+                            .await;
+                }
+                let _ = flush_prefix(&prefix).await;
+            });
+            Some(())
+        })
+        .join();
+    }
+}

@@ -1,0 +1,79 @@
+//! Dates relative to today, free ports, and polling with a deadline (tests
+//! never sleep to synchronise).
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+/// A free loopback port below the kernel's ephemeral range (32768 and up),
+/// so that no outgoing connection (clients reconnect constantly) can take it
+/// between this check and the process binding it. Never the same port twice
+/// in one test process: stacks of tests running in parallel pick their ports
+/// before their processes bind them, and two picks of one free port made a
+/// process fail with "address in use" while the test talked to another
+/// stack's process on it.
+pub fn free_port() -> u16 {
+    use rand::Rng;
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut rng = rand::thread_rng();
+    loop {
+        let port = rng.gen_range(20_000..32_000);
+        let mut given = GIVEN.lock().expect("ports given");
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+}
+
+/// The date `days` days before today (UTC), as `YYYY-MM-DD`.
+pub fn day(days: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::days(days))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// `hour` o'clock (UTC) on [`day`]`(days)`, as RFC 3339.
+pub fn at(days: i64, hour: u32) -> String {
+    format!("{}T{hour:02}:00:00Z", day(days))
+}
+
+/// An RFC 3339 time `days` days and `hours` hours before now, at whole
+/// seconds: boards in tests must not be in the future, and the best-rates
+/// series only reaches 30 days back.
+pub fn ago(days: i64, hours: i64) -> String {
+    let t = chrono::Utc::now() - chrono::Duration::days(days) - chrono::Duration::hours(hours);
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Waits until at least `needed` seconds are left in the current minute, so
+/// that requests a test counts fall into one fixed rate-limit window.
+pub async fn room_in_this_minute(needed: u32) {
+    use chrono::Timelike;
+    while 60 - chrono::Utc::now().second() < needed {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How long a test waits for the projector to show what it published.
+pub const VISIBLE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Polls `check` until it yields a value or `timeout` passes.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
