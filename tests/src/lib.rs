@@ -18,6 +18,9 @@
 //! - `support`: dates, ports and polling with a deadline;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut.
+//!
+//! Depends on no ratewire crate: it drives the built binaries from outside,
+//! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
 
 mod client;
 pub mod contract;
