@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratewire_readmodel::redis;
-use ratewire_service::{Listener, Readiness};
+use ratewire_service::{ListenerLimits, Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -19,7 +19,8 @@ use crate::state::{AppState, Shared};
 use crate::usage_sync::UsageSync;
 
 pub struct Application {
-    listener: Listener,
+    listeners: Listeners,
+    limits: ListenerLimits,
     state: AppState,
     /// The API's own schema (keys, usage), migrated before the first request.
     schema: String,
@@ -33,7 +34,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
-        let listener = Listener::bind(config.listen).await?;
+        let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let pool = db::pool(&config.common.database_url, &config.schema)?;
         let redis = redis::connect(&config.read_model.redis_url)?;
         let prefix = &config.read_model.redis_prefix;
@@ -60,29 +61,44 @@ impl Application {
             readiness: Readiness::default(),
         });
         Ok(Self {
-            listener,
+            listeners,
+            limits: config.limits,
             state,
             schema: config.schema,
             usage_sync,
         })
     }
 
+    /// The public listener's port.
     pub fn port(&self) -> u16 {
-        self.listener.port()
+        self.listeners.public.port()
+    }
+
+    pub fn operator_port(&self) -> u16 {
+        self.listeners.operator.port()
     }
 
     /// Serves at once (503 until Postgres is migrated), then until
     /// `shutdown`, finishing in-flight requests.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
         let Self {
-            listener,
+            listeners,
+            limits,
             state,
             schema,
             usage_sync,
         } = self;
-        info!(addr = ?listener.addr(), "api listening; preparing Postgres");
-        let server =
-            ratewire_service::serve(listener, routes::router(state.clone()), shutdown.clone());
+        info!(
+            public = ?listeners.public.addr(),
+            operator = ?listeners.operator.addr(),
+            "api listening; preparing Postgres"
+        );
+        let servers = listeners.serve(
+            routes::public(state.clone()),
+            routes::operator(state.clone()),
+            limits,
+            &shutdown,
+        );
         // The key table must exist, and the active generation be known,
         // before the first request; wait for Postgres.
         let prepared = state
@@ -98,7 +114,7 @@ impl Application {
             tokio::spawn(read.watch(state.pool.clone(), shutdown.clone()));
             tokio::spawn(usage_sync.run(shutdown.clone()))
         });
-        let served = server.stopped().await;
+        let served = servers.stopped().await;
         if let Some(sync) = sync {
             let _ = sync.await;
         }

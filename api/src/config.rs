@@ -8,12 +8,23 @@ use std::net::SocketAddr;
 
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::settings::{parse_schema, Common, Operators};
+use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
-    /// Address the API listens on.
+    /// Address of the public listener (the read API and probes).
     #[arg(long, env = "RATEWIRE_API_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Address of the operator listener (key management, `/metrics`,
+    /// probes); keep it off any public network.
+    #[arg(
+        long,
+        env = "RATEWIRE_API_OPERATOR_LISTEN",
+        default_value = "127.0.0.1:9080"
+    )]
+    pub operator_listen: SocketAddr,
+    #[command(flatten)]
+    pub limits: ListenerLimits,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]

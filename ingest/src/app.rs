@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratewire_service::{Listener, Readiness};
+use ratewire_service::{Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -15,7 +15,7 @@ use crate::routes::{self, AppState};
 
 pub struct Application {
     config: Config,
-    listener: Listener,
+    listeners: Listeners,
     state: AppState,
 }
 
@@ -23,7 +23,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
-        let listener = Listener::bind(config.listen).await?;
+        let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let pool = db::pool(&config.common.database_url, &config.schema)?;
         let publisher = Publisher::new(&config)?;
         let state = AppState {
@@ -35,37 +35,47 @@ impl Application {
         };
         Ok(Self {
             config,
-            listener,
+            listeners,
             state,
         })
     }
 
+    /// The public listener's port.
     pub fn port(&self) -> u16 {
-        self.listener.port()
+        self.listeners.public.port()
+    }
+
+    pub fn operator_port(&self) -> u16 {
+        self.listeners.operator.port()
     }
 
     /// Serves at once (503 until prepared), prepares the schema and topic
     /// (retrying while a dependency is down), serves until `shutdown`, then
     /// flushes the producer.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
-        let state = &self.state;
-        info!(addr = %self.config.listen, "ingest listening; preparing Postgres and the topic");
-        let server = ratewire_service::serve(
-            self.listener,
-            routes::router(state.clone()),
-            shutdown.clone(),
+        let (config, state) = (&self.config, &self.state);
+        info!(
+            public = %config.listen,
+            operator = %config.operator_listen,
+            "ingest listening; preparing Postgres and the topic"
+        );
+        let servers = self.listeners.serve(
+            routes::public(state.clone()),
+            routes::operator(state.clone()),
+            config.limits,
+            &shutdown,
         );
         let prepared = state
             .readiness
             .prepare("preparing Postgres and the topic", &shutdown, || {
-                prepare(&self.config, state)
+                prepare(config, state)
             })
             .await;
         let purge = prepared.then(|| {
             info!("ingest ready");
             tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()))
         });
-        let served = server.stopped().await;
+        let served = servers.stopped().await;
         // In-flight requests have had their answers; make sure nothing
         // acknowledged-in-progress is dropped on exit.
         state.publisher.flush(Duration::from_secs(5));

@@ -7,12 +7,23 @@ use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_service::settings::{parse_schema, Common, Operators};
+use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
-    /// Address the ingest HTTP service listens on.
+    /// Address of the public listener (publishers' board pushes, probes).
     #[arg(long, env = "RATEWIRE_INGEST_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
+    /// Address of the operator listener (banks, tokens, `/metrics`,
+    /// probes); keep it off any public network.
+    #[arg(
+        long,
+        env = "RATEWIRE_INGEST_OPERATOR_LISTEN",
+        default_value = "127.0.0.1:9081"
+    )]
+    pub operator_listen: SocketAddr,
+    #[command(flatten)]
+    pub limits: ListenerLimits,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]

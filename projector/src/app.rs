@@ -61,7 +61,9 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
         let health = self.health;
         let router = http::router(health.clone());
-        let server = ratewire_service::serve(self.listener, router, shutdown.clone());
+        let limits = self.config.limits;
+        let server =
+            ratewire_service::serve(self.listener, "health", router, limits, shutdown.clone());
         let mut fold = FoldLoop::new(
             self.config,
             health.pool,

@@ -12,6 +12,7 @@ use std::time::Duration;
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::settings::Common;
+use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
@@ -64,6 +65,8 @@ pub struct Config {
         default_value = "127.0.0.1:8082"
     )]
     pub listen: SocketAddr,
+    #[command(flatten)]
+    pub limits: ListenerLimits,
 }
 
 impl Config {

@@ -21,9 +21,55 @@ pub struct Common {
 /// The operators' credential, for processes with operator endpoints.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Operators {
-    /// The operators' bearer token; operator endpoints refuse every call when unset.
-    #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
+    /// The operators' bearer token: at least 32 characters, random (e.g.
+    /// `openssl rand -hex 32`), not a placeholder; a weak one stops the
+    /// process at start. Operator endpoints refuse every call when unset.
+    #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true, value_parser = parse_admin_token)]
     pub admin_token: Option<String>,
+}
+
+/// The fewest characters an admin token may have.
+pub const ADMIN_TOKEN_MIN_CHARS: usize = 32;
+
+/// Words that mark a token someone meant to replace.
+const PLACEHOLDERS: [&str; 9] = [
+    "change",
+    "replace",
+    "example",
+    "placeholder",
+    "password",
+    "default",
+    "todo",
+    "dummy",
+    "secret",
+];
+
+/// An admin token strong enough to guard operator endpoints on a network:
+/// long, varied and not a placeholder left in a manifest. Empty means unset
+/// (operator endpoints disabled).
+pub fn parse_admin_token(token: &str) -> Result<String, String> {
+    let advice = "generate one with `openssl rand -hex 32`";
+    if token.is_empty() {
+        return Ok(String::new());
+    }
+    if token.chars().count() < ADMIN_TOKEN_MIN_CHARS {
+        return Err(format!(
+            "the admin token must have at least {ADMIN_TOKEN_MIN_CHARS} characters; {advice}"
+        ));
+    }
+    let lower = token.to_ascii_lowercase();
+    if let Some(word) = PLACEHOLDERS.iter().find(|w| lower.contains(*w)) {
+        return Err(format!(
+            "the admin token looks like a placeholder (it contains {word:?}); {advice}"
+        ));
+    }
+    let distinct: std::collections::BTreeSet<char> = token.chars().collect();
+    if distinct.len() < 10 {
+        return Err(format!(
+            "the admin token repeats too few characters to be random; {advice}"
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 impl Operators {
@@ -81,8 +127,16 @@ fn parse_with<T: clap::FromArgMatches>(mut command: clap::Command) -> T {
     };
     let from_env = flag.and_then(|flag| env_of(&command, &flag));
     match from_env {
-        Some(variable) => {
-            let rendered = error.render().to_string();
+        Some((variable, secret)) => {
+            let mut rendered = error.render().to_string();
+            // A secret's value must not reach logs, even a wrong one.
+            if let (true, Some(clap::error::ContextValue::String(value))) =
+                (secret, error.get(clap::error::ContextKind::InvalidValue))
+            {
+                if !value.is_empty() {
+                    rendered = rendered.replace(value.as_str(), "(hidden)");
+                }
+            }
             let detail = rendered.lines().next().unwrap_or_default();
             let detail = detail.strip_prefix("error: ").unwrap_or(detail);
             eprintln!("error: bad setting {variable}: {detail}");
@@ -93,13 +147,14 @@ fn parse_with<T: clap::FromArgMatches>(mut command: clap::Command) -> T {
 }
 
 /// The environment variable behind `flag` (as clap prints it, e.g.
-/// `--batch-max <BATCH_MAX>`), if it is set; searched in subcommands too.
-fn env_of(command: &clap::Command, flag: &str) -> Option<String> {
+/// `--batch-max <BATCH_MAX>`), if it is set, and whether its value is a
+/// secret (hidden in `--help`); searched in subcommands too.
+fn env_of(command: &clap::Command, flag: &str) -> Option<(String, bool)> {
     let long = flag.split_whitespace().next()?.trim_start_matches("--");
     let found = command.get_arguments().find_map(|arg| {
         let variable = arg.get_env()?.to_str()?;
         (arg.get_long() == Some(long) && std::env::var_os(variable).is_some())
-            .then(|| variable.to_owned())
+            .then(|| (variable.to_owned(), arg.is_hide_env_values_set()))
     });
     found.or_else(|| command.get_subcommands().find_map(|sub| env_of(sub, flag)))
 }
@@ -128,6 +183,22 @@ mod tests {
         assert!(parse_schema("rm_2").is_ok());
         assert!(parse_schema("x; drop table banks").is_err());
         assert!(parse_schema("Read").is_err());
+    }
+
+    #[test]
+    fn weak_admin_tokens_are_refused_and_random_ones_kept() {
+        for weak in [
+            "change-me",
+            "short-but-random-Zx81",
+            "please-change-me-before-production-2026",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "0101010101010101010101010101010101",
+        ] {
+            assert!(parse_admin_token(weak).is_err(), "{weak}");
+        }
+        let random = "3f9c2a7e1b8d4c6f0a5e9b2d7c1f8a3e6b0d4c9f2a7e5b1d";
+        assert_eq!(parse_admin_token(random).as_deref(), Ok(random));
+        assert_eq!(parse_admin_token("").as_deref(), Ok(""));
     }
 
     #[test]

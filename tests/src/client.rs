@@ -106,7 +106,7 @@ impl Stack {
     pub async fn register_bank(&self, code: &str, name: &str) -> Result<i64> {
         let response = self
             .http
-            .post(format!("{}/v1/admin/banks", self.ingest_url))
+            .post(format!("{}/v1/admin/banks", self.ingest_operator_url))
             .bearer_auth(ADMIN_TOKEN)
             .json(&json!({
                 "code": code,
@@ -129,7 +129,10 @@ impl Stack {
     pub async fn update_bank(&self, bank_id: i64, patch: Value) -> Result<Value> {
         let response = self
             .http
-            .patch(format!("{}/v1/admin/banks/{bank_id}", self.ingest_url))
+            .patch(format!(
+                "{}/v1/admin/banks/{bank_id}",
+                self.ingest_operator_url
+            ))
             .bearer_auth(ADMIN_TOKEN)
             .json(&patch)
             .send()
@@ -153,7 +156,7 @@ impl Stack {
             .http
             .post(format!(
                 "{}/v1/admin/banks/{bank_id}/tokens",
-                self.ingest_url
+                self.ingest_operator_url
             ))
             .bearer_auth(ADMIN_TOKEN)
             .send()
@@ -190,7 +193,7 @@ impl Stack {
     pub async fn api_key_on(&self, name: &str, plan: &str) -> Result<String> {
         let body: Value = self
             .http
-            .post(format!("{}/v1/admin/keys", self.api_url))
+            .post(format!("{}/v1/admin/keys", self.api_operator_url))
             .bearer_auth(ADMIN_TOKEN)
             .json(&json!({"name": name, "plan": plan}))
             .send()

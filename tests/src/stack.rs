@@ -16,8 +16,14 @@ use crate::{
 };
 
 pub struct Stack {
+    /// The API's public listener.
     pub api_url: String,
+    /// The API's operator listener (keys, `/metrics`).
+    pub api_operator_url: String,
+    /// Ingest's public listener (board pushes).
     pub ingest_url: String,
+    /// Ingest's operator listener (banks, tokens, `/metrics`).
+    pub ingest_operator_url: String,
     pub projector_url: String,
     pub database: String,
     pub redis_prefix: String,
@@ -100,9 +106,12 @@ impl Stack {
 
         let (broker_port, api_port, ingest_port, projector_port) =
             (free_port(), free_port(), free_port(), free_port());
+        let (api_operator_port, ingest_operator_port) = (free_port(), free_port());
         let mut stack = Stack {
             api_url: format!("http://127.0.0.1:{api_port}"),
+            api_operator_url: format!("http://127.0.0.1:{api_operator_port}"),
             ingest_url: format!("http://127.0.0.1:{ingest_port}"),
+            ingest_operator_url: format!("http://127.0.0.1:{ingest_operator_port}"),
             projector_url: format!("http://127.0.0.1:{projector_port}"),
             redis_prefix: format!("rwe2e:{id}:"),
             topic: format!("rw-e2e-{id}"),
@@ -161,7 +170,23 @@ impl Stack {
             ("RATEWIRE_TOPIC", stack.topic.clone()),
             ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{api_port}")),
+            (
+                "RATEWIRE_API_OPERATOR_LISTEN",
+                format!("127.0.0.1:{api_operator_port}"),
+            ),
             ("RATEWIRE_INGEST_LISTEN", format!("127.0.0.1:{ingest_port}")),
+            (
+                "RATEWIRE_INGEST_OPERATOR_LISTEN",
+                format!("127.0.0.1:{ingest_operator_port}"),
+            ),
+            (
+                "RATEWIRE_INGEST_URL",
+                format!("http://127.0.0.1:{ingest_port}"),
+            ),
+            (
+                "RATEWIRE_INGEST_OPERATOR_URL",
+                format!("http://127.0.0.1:{ingest_operator_port}"),
+            ),
             (
                 "RATEWIRE_PROJECTOR_LISTEN",
                 format!("127.0.0.1:{projector_port}"),
@@ -256,6 +281,21 @@ impl Stack {
     /// connections and state but answers nothing, as a hung broker would.
     pub fn pause_broker(&self, paused: bool) -> Result<()> {
         self.signal("broker", if paused { "STOP" } else { "CONT" })
+    }
+
+    /// The resident memory of one of the stack's processes, in KiB.
+    pub fn rss_kib(&self, name: &str) -> Result<u64> {
+        let (_, child) = self
+            .processes
+            .iter()
+            .find(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .context("no VmRSS line")
     }
 
     /// Sends a signal (`TERM`, `STOP`, ...) to one of the stack's processes.

@@ -33,13 +33,7 @@ impl Run {
 async fn backfill(stack: &Stack, args: &[&str]) -> anyhow::Result<Run> {
     let mut all = vec!["backfill"];
     all.extend_from_slice(args);
-    let output = stack
-        .run(
-            "ratewire-feed",
-            &all,
-            &[("RATEWIRE_INGEST_URL", &stack.ingest_url)],
-        )
-        .await?;
+    let output = stack.run("ratewire-feed", &all, &[]).await?;
     Ok(Run {
         code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

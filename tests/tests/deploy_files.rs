@@ -60,7 +60,11 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
 }
 
 /// Where the settings groups shared between processes are defined.
-const SHARED_SETTINGS: [&str; 2] = ["service/src/settings.rs", "readmodel/src/settings.rs"];
+const SHARED_SETTINGS: [&str; 3] = [
+    "service/src/settings.rs",
+    "service/src/serve.rs",
+    "readmodel/src/settings.rs",
+];
 
 /// The text of `pub struct {name} { ... }` in `text`.
 fn struct_body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
@@ -137,6 +141,22 @@ fn listen_setting(binary: &str) -> (&'static str, u16) {
     }
 }
 
+/// The operator listen setting and its default port, for the processes
+/// whose public listener is not their operator one (the projector's only
+/// listener already is).
+fn operator_setting(binary: &str) -> Option<(&'static str, u16)> {
+    match binary {
+        "ratewire-api" => Some(("RATEWIRE_API_OPERATOR_LISTEN", 9080)),
+        "ratewire-ingest" => Some(("RATEWIRE_INGEST_OPERATOR_LISTEN", 9081)),
+        _ => None,
+    }
+}
+
+/// Where a process serves `/metrics`: its operator listener.
+fn metrics_port(binary: &str) -> u16 {
+    operator_setting(binary).unwrap_or(listen_setting(binary)).1
+}
+
 fn port_of(address: &str) -> u16 {
     address
         .rsplit(':')
@@ -183,21 +203,25 @@ fn assert_slices_cover(slices: &[String], context: &str) {
 #[test]
 fn the_code_defaults_to_the_ports_the_files_use() {
     for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
-        let (setting, port) = listen_setting(binary);
         let config = read(&format!(
             "{}/src/config.rs",
             binary.trim_start_matches("ratewire-")
         ));
-        let declared = config
-            .split(&format!("env = \"{setting}\""))
-            .nth(1)
-            .unwrap_or_else(|| panic!("{binary} does not read {setting}"));
-        let default = declared
-            .split("default_value = \"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .unwrap_or_else(|| panic!("{setting} has no default"));
-        assert_eq!(port_of(default), port, "{setting} default");
+        for (setting, port) in [Some(listen_setting(binary)), operator_setting(binary)]
+            .into_iter()
+            .flatten()
+        {
+            let declared = config
+                .split(&format!("env = \"{setting}\""))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{binary} does not read {setting}"));
+            let default = declared
+                .split("default_value = \"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_else(|| panic!("{setting} has no default"));
+            assert_eq!(port_of(default), port, "{setting} default");
+        }
         // The probes and metrics the files point at are served.
         let sources = match binary {
             "ratewire-api" => vec!["api/src/routes/health.rs", "api/src/routes/mod.rs"],
@@ -235,12 +259,16 @@ fn the_dockerfile_builds_in_stages_and_ships_every_process() {
         .flat_map(|l| l.split_whitespace().map(|p| p.parse::<u16>().unwrap()))
         .collect();
     for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
-        let (setting, port) = listen_setting(binary);
-        assert!(exposed.contains(&port), "EXPOSE {port}");
-        assert!(
-            dockerfile.contains(&format!("{setting}=0.0.0.0:{port}")),
-            "{setting} listens on every interface in a container"
-        );
+        for (setting, port) in [Some(listen_setting(binary)), operator_setting(binary)]
+            .into_iter()
+            .flatten()
+        {
+            assert!(exposed.contains(&port), "EXPOSE {port}");
+            assert!(
+                dockerfile.contains(&format!("{setting}=0.0.0.0:{port}")),
+                "{setting} listens on every interface in a container"
+            );
+        }
     }
     assert!(read(".dockerignore").lines().any(|l| l.trim() == "target"));
 }
@@ -280,12 +308,20 @@ fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
         }
         let (listen, _) = listen_setting(&binary);
         let port = port_of(&text(&env[listen]));
+        let operator = operator_setting(&binary).map(|(s, _)| port_of(&text(&env[s])));
         if let Some(ports) = service["ports"].as_sequence() {
-            for mapping in ports {
-                assert!(
-                    text(mapping).ends_with(&format!(":{port}")),
-                    "{name}: published port {mapping:?} reaches {port}"
-                );
+            for mapping in ports.iter().map(text) {
+                if operator.is_some_and(|o| mapping.ends_with(&format!(":{o}"))) {
+                    assert!(
+                        mapping.starts_with("127.0.0.1:"),
+                        "{name}: the operator port {mapping} is published on loopback only"
+                    );
+                } else {
+                    assert!(
+                        mapping.ends_with(&format!(":{port}")),
+                        "{name}: published port {mapping:?} reaches {port}"
+                    );
+                }
             }
         }
         if binary == "ratewire-projector" {
@@ -303,13 +339,19 @@ fn the_kubernetes_manifests_match_the_processes() {
     let mut deployments = BTreeMap::new();
     let mut services = Vec::new();
     let mut autoscalers = Vec::new();
+    let mut ingresses = Vec::new();
     let mut shared = BTreeSet::new();
     for file in [
         "deploy/k8s/config.yaml",
         "deploy/k8s/api.yaml",
         "deploy/k8s/ingest.yaml",
         "deploy/k8s/projector.yaml",
+        "deploy/k8s/ingress.yaml",
     ] {
+        assert!(
+            !read(file).contains("RATEWIRE_ADMIN_TOKEN:"),
+            "{file}: the admin token comes from a Secret the operator creates, never a file"
+        );
         for doc in documents(file) {
             let name = text(&doc["metadata"]["name"]);
             match doc["kind"].as_str().unwrap() {
@@ -318,6 +360,7 @@ fn the_kubernetes_manifests_match_the_processes() {
                 }
                 "Service" => services.push(doc),
                 "HorizontalPodAutoscaler" => autoscalers.push(doc),
+                "Ingress" => ingresses.push(doc),
                 "ConfigMap" => shared.extend(doc["data"].as_mapping().unwrap().keys().map(text)),
                 "Secret" => shared.extend(doc["stringData"].as_mapping().unwrap().keys().map(text)),
                 other => panic!("{file}: unexpected kind {other}"),
@@ -369,6 +412,23 @@ fn the_kubernetes_manifests_match_the_processes() {
             Some(u64::from(port)),
             "{name}: containerPort"
         );
+        let mut scraped = port;
+        if let Some((setting, _)) = operator_setting(&binary) {
+            let operator = port_of(&env[setting]);
+            let declared = container["ports"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"].as_str() == Some("operator"))
+                .unwrap_or_else(|| panic!("{name}: an `operator` container port"));
+            assert_eq!(
+                declared["containerPort"].as_u64(),
+                Some(u64::from(operator)),
+                "{name}: the operator port"
+            );
+            scraped = operator;
+        }
+        assert_eq!(scraped, metrics_port(&binary), "{name}: metrics port");
         for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
             let get = &container[probe]["httpGet"];
             assert_eq!(get["path"].as_str(), Some(path), "{name}: {probe}");
@@ -380,7 +440,7 @@ fn the_kubernetes_manifests_match_the_processes() {
         }
         assert_eq!(
             text(&pod["metadata"]["annotations"]["prometheus.io/port"]),
-            port.to_string(),
+            scraped.to_string(),
             "{name}: metrics scraped where served"
         );
         for kind in ["requests", "limits"] {
@@ -417,17 +477,50 @@ fn the_kubernetes_manifests_match_the_processes() {
             })
             .unwrap_or_else(|| panic!("service {name} selects no Deployment"));
         let container = &target["spec"]["template"]["spec"]["containers"][0];
+        let binary = text(&container["command"][0]);
+        let target_port = &service["spec"]["ports"][0]["targetPort"];
+        if name.ends_with("-operator") {
+            let operator = operator_setting(&binary)
+                .unwrap_or_else(|| panic!("{name}: {binary} has no operator listener"));
+            assert_eq!(target_port.as_u64(), Some(u64::from(operator.1)), "{name}");
+            assert_eq!(
+                service["spec"]["type"].as_str(),
+                Some("ClusterIP"),
+                "{name}"
+            );
+            continue;
+        }
         assert_eq!(
-            service["spec"]["ports"][0]["targetPort"], container["ports"][0]["containerPort"],
-            "service {name} reaches the container port"
+            target_port, &container["ports"][0]["containerPort"],
+            "service {name} reaches the public container port"
         );
-        exposed.insert(text(&container["command"][0]));
+        exposed.insert(binary);
     }
     assert_eq!(
         exposed,
         BTreeSet::from(["ratewire-api".to_owned(), "ratewire-ingest".to_owned()]),
-        "a Service for api and for ingest"
+        "a public Service for api and for ingest"
     );
+
+    assert_eq!(ingresses.len(), 1);
+    let backends: Vec<String> = ingresses[0]["spec"]["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["http"]["paths"].as_sequence().unwrap().clone())
+        .map(|path| {
+            let service = &path["backend"]["service"];
+            assert_eq!(service["port"]["name"].as_str(), Some("http"));
+            text(&service["name"])
+        })
+        .collect();
+    assert!(!backends.is_empty());
+    for backend in &backends {
+        assert!(
+            ["ratewire-api", "ratewire-ingest"].contains(&backend.as_str()),
+            "the Ingress reaches only public Services, not {backend}"
+        );
+    }
 
     assert_eq!(autoscalers.len(), 1);
     let target = &autoscalers[0]["spec"]["scaleTargetRef"];

@@ -247,7 +247,7 @@ async fn a_revoked_key_stops_working_at_once() -> anyhow::Result<()> {
     );
     let listed: Value = stack
         .http()
-        .get(format!("{}/v1/admin/keys", stack.api_url))
+        .get(format!("{}/v1/admin/keys", stack.api_operator_url))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await?
@@ -264,7 +264,7 @@ async fn a_revoked_key_stops_working_at_once() -> anyhow::Result<()> {
     let prefix = entry["prefix"].as_str().unwrap();
     let revoked = stack
         .http()
-        .delete(format!("{}/v1/admin/keys/{prefix}", stack.api_url))
+        .delete(format!("{}/v1/admin/keys/{prefix}", stack.api_operator_url))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await?;

@@ -51,7 +51,7 @@ async fn every_process_counts_its_requests_publishes_and_decisions() -> anyhow::
     }
     assert_eq!(statuses, [200, 200, 429]);
 
-    let api = metrics_of(&stack, &stack.api_url).await?;
+    let api = metrics_of(&stack, &stack.api_operator_url).await?;
     let rates_ok = [
         ("route", "/api/v1/rates"),
         ("method", "GET"),
@@ -100,7 +100,7 @@ async fn every_process_counts_its_requests_publishes_and_decisions() -> anyhow::
         ) >= 1.0
     );
 
-    let ingest = metrics_of(&stack, &stack.ingest_url).await?;
+    let ingest = metrics_of(&stack, &stack.ingest_operator_url).await?;
     // The registration and the board: both acknowledged by the broker.
     assert!(
         sample(

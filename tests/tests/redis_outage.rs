@@ -67,7 +67,7 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
     );
     let metrics = stack
         .http()
-        .get(format!("{}/metrics", stack.api_url))
+        .get(format!("{}/metrics", stack.api_operator_url))
         .send()
         .await?
         .text()

@@ -1,7 +1,8 @@
-//! The API's HTTP surface: one module per resource, merged here with the
-//! gate, the readiness guard and JSON fallbacks for unknown paths and
-//! methods (`ratewire_service::serve` adds request ids, tracing and request
-//! metrics).
+//! The API's HTTP surface: one module per resource, merged here into the
+//! two listeners' routers ([`public`] and [`operator`]) with the gate, the
+//! readiness guard and JSON fallbacks for unknown paths and methods
+//! (`ratewire_service::serve` adds request ids, tracing, request metrics
+//! and the listener limits).
 
 pub mod admin;
 pub mod banks;
@@ -24,10 +25,12 @@ use crate::error::Error;
 use crate::gate::{self, Prefetched};
 use crate::state::AppState;
 
-pub fn router(state: AppState) -> Router {
+/// The public listener: the read API behind the gate, its OpenAPI
+/// document, and the probes. Nothing operators use is reachable here.
+pub fn public(state: AppState) -> Router {
     // Everything a consumer calls passes the gate (keys, limits, headers),
-    // unknown paths included; operators and probes do not.
-    let public = Router::new()
+    // unknown paths included; the probes and the document do not.
+    let api = Router::new()
         .merge(banks::router())
         .merge(currencies::router())
         .merge(rates::router())
@@ -42,10 +45,22 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/openapi.json",
             get(|| async { json_body(crate::openapi::DOCUMENT.clone()) }),
         )
+        .merge(health::router())
+        .merge(api);
+    state
+        .readiness
+        .guard(routes, still_starting)
+        .with_state(state)
+}
+
+/// The operator listener: key management, metrics and the probes.
+pub fn operator(state: AppState) -> Router {
+    let routes = Router::new()
         .merge(admin::router())
         .merge(health::router())
-        .merge(public)
-        .route("/metrics", get(render_metrics));
+        .route("/metrics", get(render_metrics))
+        .fallback(|| async { Error::NotFound("Not Found") })
+        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed });
     state
         .readiness
         .guard(routes, still_starting)

@@ -23,6 +23,13 @@ struct Cli {
         default_value = "http://127.0.0.1:8081"
     )]
     ingest_url: String,
+    /// Base URL of ingest's operator listener (banks and tokens).
+    #[arg(
+        long,
+        env = "RATEWIRE_INGEST_OPERATOR_URL",
+        default_value = "http://127.0.0.1:9081"
+    )]
+    operator_url: String,
     /// The operators' bearer token (to register banks and take tokens).
     #[arg(long, env = "RATEWIRE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -145,6 +152,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         } => {
             let settings = DemoSettings {
                 ingest_url: cli.ingest_url,
+                operator_url: cli.operator_url,
                 admin_token: cli
                     .admin_token
                     .context("the demo needs the operator token (RATEWIRE_ADMIN_TOKEN)")?,
@@ -175,7 +183,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 concurrency,
                 watch: watch_api.zip(api_key),
             };
-            let client = IngestClient::new(&cli.ingest_url, cli.admin_token.as_deref())?;
+            let client = IngestClient::new(
+                &cli.ingest_url,
+                &cli.operator_url,
+                cli.admin_token.as_deref(),
+            )?;
             let report = load::run(settings, client, shutdown).await?;
             writeln!(std::io::stdout(), "{}", report.render())?;
             Ok(ExitCode::SUCCESS)
@@ -196,7 +208,11 @@ async fn main() -> anyhow::Result<ExitCode> {
                 attempts,
                 dry_run,
             };
-            let client = IngestClient::new(&cli.ingest_url, cli.admin_token.as_deref())?;
+            let client = IngestClient::new(
+                &cli.ingest_url,
+                &cli.operator_url,
+                cli.admin_token.as_deref(),
+            )?;
             let summary = backfill::run(settings, client, shutdown).await?;
             // The summary is the command's result: standard output.
             writeln!(std::io::stdout(), "{}", summary.render())?;

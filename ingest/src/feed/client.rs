@@ -25,17 +25,25 @@ pub enum Pushed {
 #[derive(Clone)]
 pub struct IngestClient {
     http: reqwest::Client,
+    /// The public listener: publishers push boards here.
     base: String,
+    /// The operator listener: banks and tokens are managed here.
+    operator_base: String,
     admin: Option<String>,
 }
 
 impl IngestClient {
-    pub fn new(ingest_url: &str, admin_token: Option<&str>) -> anyhow::Result<Self> {
+    pub fn new(
+        ingest_url: &str,
+        operator_url: &str,
+        admin_token: Option<&str>,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()?,
             base: ingest_url.trim_end_matches('/').to_owned(),
+            operator_base: operator_url.trim_end_matches('/').to_owned(),
             admin: admin_token
                 .filter(|t| !t.is_empty())
                 .map(|t| format!("Bearer {t}")),
@@ -56,15 +64,17 @@ impl IngestClient {
     ) -> anyhow::Result<(u16, Value)> {
         let mut request = self
             .http
-            .request(method, format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.operator_base))
             .header("authorization", self.admin()?);
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("ingest at {} is not reachable", self.base))?;
+        let response = request.send().await.with_context(|| {
+            format!(
+                "ingest's operator listener at {} is not reachable",
+                self.operator_base
+            )
+        })?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))

@@ -59,6 +59,7 @@ pub const DEMO_CURRENCIES: [(&str, f64); 18] = [
 #[derive(Debug, Clone)]
 pub struct DemoSettings {
     pub ingest_url: String,
+    pub operator_url: String,
     pub admin_token: String,
     pub banks: usize,
     pub currencies: usize,
@@ -107,7 +108,11 @@ impl SimBank {
 }
 
 pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let client = IngestClient::new(&settings.ingest_url, Some(&settings.admin_token))?;
+    let client = IngestClient::new(
+        &settings.ingest_url,
+        &settings.operator_url,
+        Some(&settings.admin_token),
+    )?;
     let mut rng = StdRng::from_entropy();
     let existing = client.banks().await?;
 

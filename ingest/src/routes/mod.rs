@@ -1,4 +1,5 @@
-//! Ingest's HTTP surface, one module per audience, merged in [`router`].
+//! Ingest's HTTP surface, one module per audience, merged into the two
+//! listeners' routers: [`public`] (publishers) and [`operator`].
 
 pub mod admin;
 pub mod boards;
@@ -33,14 +34,29 @@ pub struct AppState {
     pub readiness: Readiness,
 }
 
-/// Ingest's routes; `ratewire_service::serve` adds request ids, tracing
-/// and request metrics.
-pub fn router(state: AppState) -> Router {
+/// The public listener: publishers push boards; probes.
+pub fn public(state: AppState) -> Router {
     let body_limit = state.body_limit as usize;
     let routes = Router::new()
         .merge(boards::router())
+        .merge(health::router());
+    finish(routes, state).layer(DefaultBodyLimit::max(body_limit))
+}
+
+/// The operator listener: banks and tokens, metrics, probes.
+pub fn operator(state: AppState) -> Router {
+    let routes = Router::new()
         .merge(admin::router())
         .merge(health::router())
+        .route("/metrics", get(render_metrics));
+    finish(routes, state)
+}
+
+/// JSON answers for unknown paths and methods, 503 until prepared.
+/// (`ratewire_service::serve` adds request ids, tracing, request metrics
+/// and the listener limits.)
+fn finish(routes: Router<AppState>, state: AppState) -> Router {
+    let routes = routes
         .fallback(|| async { Error::NotFound("Not Found".into()) })
         .method_not_allowed_fallback(|| async {
             (
@@ -48,12 +64,10 @@ pub fn router(state: AppState) -> Router {
                 axum::Json(serde_json::json!({"status": 405, "message": "Method Not Allowed"})),
             )
                 .into_response()
-        })
-        .route("/metrics", get(render_metrics));
+        });
     state
         .readiness
         .guard(routes, still_starting)
-        .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
