@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratewire_readmodel::redis;
+use ratewire_service::clients::AttemptLimit;
+use ratewire_service::operator::OperatorGate;
 use ratewire_service::{ListenerLimits, Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -52,10 +54,14 @@ impl Application {
             redis,
             read: ReadModels::new(&config)?,
             style: Arc::new(config.read_model.view_style()),
-            admin_token: config.operators.token(),
+            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
+            clients: config.clients.clone(),
+            key_lookups: AttemptLimit::new(
+                config.plans.anonymous().per_minute.min(u64::from(u32::MAX)) as u32,
+                Duration::from_secs(60),
+            ),
             timezone: config.timezone,
             plans: Arc::new(config.plans.clone()),
-            trusted_proxies: config.trusted_proxies.iter().map(|p| p.0).collect(),
             anonymous_access: config.anonymous_access,
             rate_limits: config.rate_limits,
             readiness: Readiness::default(),

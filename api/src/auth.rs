@@ -5,7 +5,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 pub use ratewire_service::operator::Operator;
-use ratewire_service::operator::OperatorToken;
+use ratewire_service::operator::{HasOperatorGate, OperatorGate};
 
 use crate::error::Error;
 use crate::gate::{anonymous_caller, Identified};
@@ -38,9 +38,8 @@ impl FromRequestParts<AppState> for ApiKey {
     }
 }
 
-/// Operator endpoints check the token configured here.
-impl OperatorToken for AppState {
-    fn operator_token(&self) -> Option<&str> {
-        self.admin_token.as_deref()
+impl HasOperatorGate for AppState {
+    fn operator_gate(&self) -> &OperatorGate {
+        &self.operators
     }
 }

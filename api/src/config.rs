@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 
 use ratewire_readmodel::ReadModelSettings;
+use ratewire_service::clients::ClientAddresses;
 use ratewire_service::settings::{parse_schema, Common, Operators};
 use ratewire_service::ListenerLimits;
 
@@ -25,6 +26,8 @@ pub struct Config {
     pub operator_listen: SocketAddr,
     #[command(flatten)]
     pub limits: ListenerLimits,
+    #[command(flatten)]
+    pub clients: ClientAddresses,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
@@ -48,27 +51,8 @@ pub struct Config {
     /// Serve callers without a key under the anonymous plan instead of 401.
     #[arg(long, env = "RATEWIRE_ANONYMOUS_ACCESS", default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_access: bool,
-    /// Proxies (IPs or CIDRs, comma separated) whose X-Forwarded-For is
-    /// believed; with none, the client is always the socket peer.
-    #[arg(long, env = "RATEWIRE_TRUSTED_PROXIES", value_delimiter = ',', num_args = 0..)]
-    pub trusted_proxies: Vec<TrustedProxy>,
     /// Seconds between saves of monthly counts to Postgres (and restores
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub usage_sync_secs: u64,
-}
-
-/// A trusted proxy: one address or a network.
-#[derive(Debug, Clone, Copy)]
-pub struct TrustedProxy(pub ipnet::IpNet);
-
-impl std::str::FromStr for TrustedProxy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        s.parse::<ipnet::IpNet>()
-            .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-            .map(TrustedProxy)
-            .map_err(|_| format!("{s:?} is not an IP address or CIDR network"))
-    }
 }

@@ -7,7 +7,7 @@
 //! X-RateLimit-Limit, -Remaining and -Reset; a refused request gets 429 with
 //! Retry-After. Handlers learn the caller from [`Identified`].
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
@@ -16,10 +16,9 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use ipnet::IpNet;
 
 use crate::error::Error;
-use crate::keys::Caller;
+use crate::keys::{Caller, Lookup};
 use crate::limits::{Decision, Verdict};
 use crate::plans::ANONYMOUS;
 use crate::requests::view_key;
@@ -61,30 +60,6 @@ fn counts_monthly(path: &str) -> bool {
     !matches!(path, "/me" | "/usage" | "/api/v1/me" | "/api/v1/usage")
 }
 
-/// The client's address: the socket peer, unless the peer is a trusted
-/// proxy; then the right-most X-Forwarded-For entry that is not one.
-pub fn client_ip(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpNet]) -> Option<IpAddr> {
-    let peer = peer?;
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
-    if !is_trusted(&peer) {
-        return Some(peer);
-    }
-    let forwarded: Vec<IpAddr> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|part| part.trim().parse().ok())
-        .collect();
-    Some(
-        forwarded
-            .into_iter()
-            .rev()
-            .find(|ip| !is_trusted(ip))
-            .unwrap_or(peer),
-    )
-}
-
 fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
     let number =
         |n: u64| HeaderValue::from_str(&n.to_string()).expect("digits are a valid header value");
@@ -104,11 +79,30 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         .map(str::trim)
         .filter(|k| !k.is_empty());
     let key_given = key.is_some();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let headers = request.headers();
     let caller = match key {
-        Some(key) => match state.key_store.lookup(key).await {
-            Ok(caller) => caller,
-            Err(e) => return e.into_response(),
-        },
+        Some(key) => {
+            // A key no cache knows costs a Postgres query; each client gets
+            // at most its anonymous allowance of those a minute, so a flood
+            // of made-up keys costs no more, however concurrent.
+            let may_ask_postgres = || match state.clients.client(peer, headers) {
+                Some(client) if state.key_lookups.blocked(client).is_some() => false,
+                Some(client) => {
+                    state.key_lookups.count(client);
+                    true
+                }
+                None => true,
+            };
+            match state.key_store.lookup(key, may_ask_postgres).await {
+                Ok(Lookup::Valid(caller)) => Some(caller),
+                Ok(Lookup::Invalid | Lookup::NotChecked) => None,
+                Err(e) => return e.into_response(),
+            }
+        }
         None => None,
     };
     let (subject, limits) = match &caller {
@@ -124,15 +118,11 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             (format!("key:{}", caller.prefix), limits)
         }
         None => {
-            let peer = request
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0.ip());
-            let ip = client_ip(peer, request.headers(), &state.trusted_proxies);
+            let client = state.clients.client(peer, request.headers());
             (
                 format!(
                     "ip:{}",
-                    ip.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string())
+                    client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string())
                 ),
                 state.plans.anonymous(),
             )
@@ -183,47 +173,5 @@ pub fn anonymous_caller() -> Caller {
         name: ANONYMOUS.to_owned(),
         plan: ANONYMOUS.to_owned(),
         created_at: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(xff: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", HeaderValue::from_str(xff).unwrap());
-        h
-    }
-
-    #[test]
-    fn forwarded_for_is_read_only_from_trusted_proxies() {
-        let proxy: IpAddr = "10.0.0.5".parse().unwrap();
-        let client: IpAddr = "203.0.113.9".parse().unwrap();
-        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
-        // Untrusted peer: its header is ignored.
-        assert_eq!(
-            client_ip(Some(client), &headers("1.2.3.4"), &trusted),
-            Some(client)
-        );
-        // Trusted peer: the right-most untrusted hop is the client.
-        assert_eq!(
-            client_ip(
-                Some(proxy),
-                &headers("1.2.3.4, 203.0.113.9, 10.0.0.7"),
-                &trusted
-            ),
-            Some(client)
-        );
-        // Trusted peer without a header: the peer itself.
-        assert_eq!(
-            client_ip(Some(proxy), &HeaderMap::new(), &trusted),
-            Some(proxy)
-        );
-        // Nobody trusted: never the header.
-        assert_eq!(
-            client_ip(Some(proxy), &headers("1.2.3.4"), &[]),
-            Some(proxy)
-        );
     }
 }

@@ -7,11 +7,10 @@
 //! answers for a second (no round trip for a busy key): a revoked key stops
 //! working at once on the instance that revoked it, within a second elsewhere.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use ratewire_service::clients::KnownInvalid;
 use ratewire_service::secret;
 use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
@@ -117,45 +116,31 @@ pub struct KeyStore {
     redis: ConnectionManager,
     cache_prefix: String,
     /// Answers of the last second, in this process: most requests of a busy
-    /// key need no round trip, and unknown keys cannot hammer Postgres. A
-    /// revocation reaches other instances when their entry expires.
-    recent: Arc<Recent>,
+    /// key need no round trip. A revocation reaches other instances when
+    /// their entry expires.
+    recent: moka::sync::Cache<String, Caller>,
+    /// Keys Postgres did not know, recently: a repeated bad key costs no
+    /// query. Bounded, so a flood of made-up keys cannot grow it.
+    invalid: KnownInvalid,
 }
 
 /// How long this process trusts an answer about a key.
 pub const LOCAL_TTL: Duration = Duration::from_secs(1);
-/// Entries kept before the cache starts over (bounds memory under a flood
-/// of made-up keys).
-const LOCAL_MAX: usize = 100_000;
+/// How long this process remembers a key as unknown (a key is created
+/// before it is ever used, so this only delays nothing real).
+const INVALID_TTL: Duration = Duration::from_secs(60);
+/// Entries each local cache keeps at most.
+const LOCAL_MAX: u64 = 100_000;
 
-#[derive(Default)]
-struct Recent(RwLock<HashMap<String, (Instant, Option<Caller>)>>);
-
-impl Recent {
-    fn get(&self, hash: &str) -> Option<Option<Caller>> {
-        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
-        map.get(hash)
-            .filter(|(at, _)| at.elapsed() < LOCAL_TTL)
-            .map(|(_, caller)| caller.clone())
-    }
-
-    fn put(&self, hash: String, caller: Option<Caller>) {
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= LOCAL_MAX {
-            map.retain(|_, (at, _)| at.elapsed() < LOCAL_TTL);
-            if map.len() >= LOCAL_MAX {
-                map.clear();
-            }
-        }
-        map.insert(hash, (Instant::now(), caller));
-    }
-
-    fn forget(&self, hash: &str) {
-        self.0
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(hash);
-    }
+/// What a key lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    Valid(Caller),
+    /// Unknown, malformed or revoked.
+    Invalid,
+    /// Not in any cache, and Postgres was not asked (the client is over its
+    /// limit); the request is treated as unauthenticated.
+    NotChecked,
 }
 
 impl KeyStore {
@@ -164,38 +149,65 @@ impl KeyStore {
             pool,
             redis,
             cache_prefix: format!("{redis_prefix}apikey:"),
-            recent: Arc::default(),
+            recent: moka::sync::Cache::builder()
+                .max_capacity(LOCAL_MAX)
+                .time_to_live(LOCAL_TTL)
+                .build(),
+            invalid: KnownInvalid::new(LOCAL_MAX, INVALID_TTL),
         }
     }
 
-    /// The caller a key belongs to; `None` for unknown, malformed or revoked keys.
-    pub async fn lookup(&self, key: &str) -> Result<Option<Caller>> {
+    /// Who a key belongs to: from this process's memory, the shared Redis
+    /// cache, or, when `may_ask_postgres`, Postgres. A client already over
+    /// its limit gets no Postgres query for a key no cache knows, so a
+    /// flood of made-up keys costs no database work.
+    pub async fn lookup(
+        &self,
+        key: &str,
+        may_ask_postgres: impl FnOnce() -> bool,
+    ) -> Result<Lookup> {
         if secret::prefix_of(KEY_KIND, key).is_none() {
-            return Ok(None);
+            return Ok(Lookup::Invalid);
         }
         let hash = secret::hash(key);
-        if let Some(answer) = self.recent.get(&hash) {
-            return Ok(answer);
+        if let Some(caller) = self.recent.get(&hash) {
+            return Ok(Lookup::Valid(caller));
         }
-        let answer = self.lookup_shared(&hash).await?;
-        self.recent.put(hash, answer.clone());
-        Ok(answer)
+        if self.invalid.contains(&hash) {
+            return Ok(Lookup::Invalid);
+        }
+        let answer = match self.lookup_shared(&hash).await {
+            Some(answer) => answer,
+            None if may_ask_postgres() => self.lookup_postgres(&hash).await?,
+            None => return Ok(Lookup::NotChecked),
+        };
+        match &answer {
+            Some(caller) => self.recent.insert(hash, caller.clone()),
+            None => self.invalid.insert(hash),
+        }
+        Ok(answer.map_or(Lookup::Invalid, Lookup::Valid))
     }
 
-    /// The answer from the shared cache, else Postgres.
-    async fn lookup_shared(&self, hash: &str) -> Result<Option<Caller>> {
+    /// The answer of the shared cache, when it has one.
+    async fn lookup_shared(&self, hash: &str) -> Option<Option<Caller>> {
         let cache_key = format!("{}{hash}", self.cache_prefix);
         let mut redis = self.redis.clone();
         match redis.get::<_, Option<String>>(&cache_key).await {
-            Ok(Some(cached)) if cached == REVOKED => return Ok(None),
-            Ok(Some(cached)) => {
-                if let Ok(caller) = serde_json::from_str(&cached) {
-                    return Ok(Some(caller));
-                }
+            Ok(Some(cached)) if cached == REVOKED => Some(None),
+            Ok(Some(cached)) => serde_json::from_str(&cached).ok().map(Some),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "key cache unavailable; asking postgres");
+                None
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "key cache unavailable; asking postgres"),
         }
+    }
+
+    /// Postgres's answer, which then fills the shared cache.
+    async fn lookup_postgres(&self, hash: &str) -> Result<Option<Caller>> {
+        metrics::counter!("ratewire_api_key_lookups_postgres_total").increment(1);
+        let cache_key = format!("{}{hash}", self.cache_prefix);
+        let mut redis = self.redis.clone();
         let caller: Option<Caller> = sqlx::query_as(
             "SELECT prefix, name, plan, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
@@ -228,7 +240,7 @@ impl KeyStore {
         .fetch_optional(&self.pool)
         .await?;
         let Some(hash) = hash else { return Ok(false) };
-        self.recent.forget(&hash);
+        self.recent.invalidate(&hash);
         // The marker outlives any cached entry, so no instance can still
         // hold the key as valid when it expires.
         let mut redis = self.redis.clone();

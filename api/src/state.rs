@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use ipnet::IpNet;
 use ratewire_readmodel::views::ViewStyle;
+use ratewire_service::clients::{AttemptLimit, ClientAddresses};
+use ratewire_service::operator::OperatorGate;
 use ratewire_service::Readiness;
 use redis::aio::ConnectionManager;
 use sqlx::PgPool;
@@ -42,11 +43,16 @@ pub struct Shared {
     pub read: ReadModels,
     pub style: Arc<ViewStyle>,
     pub key_store: KeyStore,
-    pub admin_token: Option<Arc<str>>,
+    /// The operators' token and who failed to present it.
+    pub operators: OperatorGate,
+    /// Who a request's client is (trusted proxies, IPv6 by network).
+    pub clients: ClientAddresses,
+    /// Postgres key lookups per client (keys no cache knows), at most the
+    /// anonymous plan's per-minute allowance.
+    pub key_lookups: AttemptLimit,
     pub timezone: chrono_tz::Tz,
     pub plans: Arc<Plans>,
     pub limiter: Arc<Limiter>,
-    pub trusted_proxies: Arc<[IpNet]>,
     pub anonymous_access: bool,
     pub rate_limits: bool,
     /// Prepared once migrations ran; until then every request but the

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ratewire_service::operator::OperatorGate;
 use ratewire_service::{Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -11,7 +12,7 @@ use crate::config::Config;
 use crate::db;
 use crate::error::Result;
 use crate::publisher::{self, Publisher};
-use crate::routes::{self, AppState};
+use crate::routes::{self, AppState, PublisherGate};
 
 pub struct Application {
     config: Config,
@@ -29,7 +30,8 @@ impl Application {
         let state = AppState {
             pool,
             publisher,
-            admin_token: config.operators.token(),
+            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
+            publishers: PublisherGate::new(config.clients.clone(), config.auth_failures_per_minute),
             body_limit: config.body_limit,
             readiness: Readiness::default(),
         };

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
+use ratewire_service::clients::ClientAddresses;
 use ratewire_service::settings::{parse_schema, Common, Operators};
 use ratewire_service::ListenerLimits;
 
@@ -24,6 +25,13 @@ pub struct Config {
     pub operator_listen: SocketAddr,
     #[command(flatten)]
     pub limits: ListenerLimits,
+    #[command(flatten)]
+    pub clients: ClientAddresses,
+    /// Failed publisher authentications a client may make per minute; past
+    /// them it gets 429 until the minute ends, without its token being
+    /// checked (so made-up tokens cost no database work).
+    #[arg(long, env = "RATEWIRE_AUTH_FAILURES_PER_MINUTE", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub auth_failures_per_minute: u32,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]

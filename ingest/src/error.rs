@@ -25,6 +25,10 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     Unprocessable(String),
+    /// Too many failed authentications from this client; retry after this
+    /// many seconds.
+    #[error("Too many failed authentications")]
+    TooManyFailures(u64),
     /// The body is over `RATEWIRE_INGEST_BODY_LIMIT`.
     #[error("Request body is too large")]
     PayloadTooLarge,
@@ -64,6 +68,7 @@ impl Error {
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::TooManyFailures(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
@@ -90,6 +95,9 @@ impl IntoResponse for Error {
             Error::Validation(errors) => {
                 json!({"status": 400, "message": "Validation errors occurred.", "errors": errors})
             }
+            Error::TooManyFailures(_) => {
+                json!({"status": 429, "message": self.to_string(), "code": "RATE_LIMIT_EXCEEDED"})
+            }
             Error::Unavailable { what, cause } => {
                 tracing::warn!(what, cause, "answering 503");
                 json!({"status": 503, "message": "Service Unavailable"})
@@ -106,6 +114,12 @@ impl IntoResponse for Error {
             other => json!({"status": status.as_u16(), "message": other.to_string()}),
         };
         let mut response = (status, Json(body)).into_response();
+        if let Error::TooManyFailures(wait) = self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_str(&wait.to_string()).expect("digits"),
+            );
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(
                 header::RETRY_AFTER,

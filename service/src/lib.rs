@@ -17,6 +17,8 @@
 //!   dependencies, and [`retry`]: trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token.
 //! - [`postgres`]: a lazily connecting pool in a process's own schema.
+//! - [`clients`]: telling clients apart (IPv6 by network) and bounded
+//!   memories of failed authentications and of credentials known invalid.
 //! - [`secret`]: the credential format of publisher tokens and API keys,
 //!   and the operator token check; [`operator`]: the extractor that guards
 //!   operator endpoints with it.
@@ -24,6 +26,7 @@
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
 //! Kafka or Redis clients. It knows nothing of banks or rates.
 
+pub mod clients;
 pub mod error;
 pub mod http_metrics;
 pub mod metrics;

@@ -60,9 +60,10 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
 }
 
 /// Where the settings groups shared between processes are defined.
-const SHARED_SETTINGS: [&str; 3] = [
+const SHARED_SETTINGS: [&str; 4] = [
     "service/src/settings.rs",
     "service/src/serve.rs",
+    "service/src/clients.rs",
     "readmodel/src/settings.rs",
 ];
 

@@ -192,3 +192,168 @@ async fn past_the_connection_cap_new_clients_wait_and_operators_still_get_in() -
     );
     Ok(())
 }
+
+/// A sample of a Prometheus counter without labels.
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn api_metrics(stack: &Stack) -> anyhow::Result<String> {
+    Ok(stack
+        .http()
+        .get(format!("{}/metrics", stack.api_operator_url))
+        .send()
+        .await?
+        .text()
+        .await?)
+}
+
+/// A well-formed API key nobody was given.
+fn made_up_key() -> String {
+    use rand::distributions::Alphanumeric;
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut part = |n| -> String {
+        (&mut rng)
+            .sample_iter(Alphanumeric)
+            .take(n)
+            .map(char::from)
+            .collect()
+    };
+    format!("rwk_{}_{}", part(8), part(32))
+}
+
+#[tokio::test]
+async fn ten_thousand_made_up_keys_cost_a_handful_of_postgres_queries() -> anyhow::Result<()> {
+    use futures_util::stream::{self, StreamExt};
+    let stack = Stack::start().await?;
+    let before = counter(
+        &api_metrics(&stack).await?,
+        "ratewire_api_key_lookups_postgres_total",
+    );
+    let url = format!("{}/api/v1/currencies", stack.api_url);
+    let started = Instant::now();
+    let statuses: Vec<u16> = stream::iter(0..10_000)
+        .map(|_| {
+            let request = stack.http().get(&url).header("x-api-key", made_up_key());
+            async move {
+                request
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let took = started.elapsed();
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "every made-up key is refused: {:?}",
+        statuses
+            .iter()
+            .filter(|s| **s != 401 && **s != 429)
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    let queries = counter(
+        &api_metrics(&stack).await?,
+        "ratewire_api_key_lookups_postgres_total",
+    ) - before;
+    // The anonymous plan allows 10 a minute per client; a flood longer than
+    // a minute gets a second window.
+    let windows = took.as_secs() / 60 + 1;
+    assert!(
+        queries <= (10 * windows) as f64,
+        "{queries} Postgres key lookups for 10,000 made-up keys in {took:?}"
+    );
+    eprintln!("10,000 made-up keys: {queries} Postgres lookups in {took:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn ipv6_address_rotation_and_forged_forwarded_for_stay_in_one_bucket() -> anyhow::Result<()> {
+    let stack = Stack::start_with(&[
+        ("RATEWIRE_TRUSTED_PROXIES", "127.0.0.1"),
+        (
+            "RATEWIRE_PLANS",
+            "free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=5/1000",
+        ),
+    ])
+    .await?;
+    ratewire_e2e::room_in_this_minute(20).await;
+    let url = format!("{}/api/v1/currencies", stack.api_url);
+    let status = |forwarded: String| {
+        let request = stack.http().get(&url).header("x-forwarded-for", forwarded);
+        async move { anyhow::Ok(request.send().await?.status().as_u16()) }
+    };
+    // One /64, a new address each time: one client.
+    let mut rotating = Vec::new();
+    for i in 1..=8 {
+        rotating.push(status(format!("2001:db8:7:1::{i:x}")).await?);
+    }
+    assert_eq!(rotating, [401, 401, 401, 401, 401, 429, 429, 429]);
+    // A forged left-hand address and a malformed entry: the walk stops at
+    // the malformed entry, so each request counts for the proxy (here the
+    // test's own address), never for the address the client made up.
+    let mut forged = Vec::new();
+    for i in 1..=8 {
+        forged.push(status(format!("198.51.100.{i}, 203.0.113.9:4711")).await?);
+    }
+    assert_eq!(forged, [401, 401, 401, 401, 401, 429, 429, 429]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn failed_publisher_and_operator_authentications_are_limited_per_client() -> anyhow::Result<()>
+{
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("LIM", "Limit Bank").await?;
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    for _ in 0..10 {
+        let (status, _) = stack
+            .publish_board(bank, &format!("rwp_{}", "x".repeat(41)), board)
+            .await?;
+        assert_eq!(status, 401);
+    }
+    let (status, body) = stack.publish_board(bank, &token, board).await?;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("RATE_LIMIT_EXCEEDED")),
+        "refused before even a good token is checked: {body}"
+    );
+
+    let keys = format!("{}/v1/admin/keys", stack.api_operator_url);
+    for _ in 0..10 {
+        let answer = stack
+            .http()
+            .get(&keys)
+            .bearer_auth("a-wrong-guess-of-the-token")
+            .send()
+            .await?;
+        assert_eq!(answer.status(), 401);
+    }
+    let answer = stack
+        .http()
+        .get(&keys)
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await?;
+    assert_eq!(answer.status(), 429);
+    assert!(answer.headers().contains_key("retry-after"));
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
+    assert!(
+        log.contains("operator authentication failed") && log.contains("127.0.0.1"),
+        "logged with the client"
+    );
+    assert!(
+        !log.contains("a-wrong-guess-of-the-token"),
+        "never the token"
+    );
+    Ok(())
+}

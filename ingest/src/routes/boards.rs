@@ -1,7 +1,9 @@
 //! `POST /v1/banks/{bankId}/boards`: a publisher pushes its bank's board.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -20,9 +22,51 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/banks/{bank_id}/boards", post(publish_board))
 }
 
+/// The bank a request's publisher token belongs to, and whether it is
+/// active. A client that failed too often is refused before its token is
+/// looked at, and a token found invalid recently is refused without a
+/// query, so made-up tokens cost no database work.
+async fn authenticate(
+    state: &AppState,
+    peer: IpAddr,
+    headers: &HeaderMap,
+) -> Result<(BankId, bool)> {
+    let gate = &state.publishers;
+    let client = gate.clients.client(Some(peer), headers);
+    if let Some(wait) = client.and_then(|c| gate.failures.blocked(c)) {
+        // Its failures were logged (at most the allowance a minute).
+        tracing::debug!(client = ?client, "publisher refused: too many failed authentications");
+        return Err(Error::TooManyFailures(wait));
+    }
+    let failed = |message| {
+        if let Some(client) = client {
+            gate.failures.count(client);
+        }
+        tracing::warn!(client = ?client, "{message}");
+        Error::Unauthorized(message)
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(ratewire_service::secret::bearer)
+        .ok_or_else(|| failed("Publisher token is required"))?;
+    let hash = ratewire_service::secret::hash(token);
+    if gate.invalid_tokens.contains(&hash) {
+        return Err(failed("Invalid publisher token"));
+    }
+    match banks::authenticate(&state.pool, token).await? {
+        Some(found) => Ok(found),
+        None => {
+            gate.invalid_tokens.insert(hash);
+            Err(failed("Invalid publisher token"))
+        }
+    }
+}
+
 #[tracing::instrument(skip_all, fields(bank_id = %bank_id))]
 async fn publish_board(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(bank_id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -31,14 +75,7 @@ async fn publish_board(
         .parse()
         .map_err(|e: ratewire_proto::InvalidId| Error::validation("bankId", e.to_string()))?;
 
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(ratewire_service::secret::bearer)
-        .ok_or(Error::Unauthorized("Publisher token is required"))?;
-    let (token_bank, active) = banks::authenticate(&state.pool, token)
-        .await?
-        .ok_or(Error::Unauthorized("Invalid publisher token"))?;
+    let (token_bank, active) = authenticate(&state, peer.ip(), &headers).await?;
     if token_bank != bank_id {
         return Err(Error::Forbidden(format!(
             "This token may only publish boards for bank {token_bank}"

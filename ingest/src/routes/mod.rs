@@ -6,8 +6,6 @@ pub mod boards;
 pub mod body;
 pub mod health;
 
-use std::sync::Arc;
-
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest};
 use axum::http::StatusCode;
@@ -16,7 +14,10 @@ use axum::routing::get;
 use axum::Router;
 use ratewire_service::metrics::render as render_metrics;
 pub use ratewire_service::operator::Operator;
-use ratewire_service::operator::OperatorToken;
+use std::time::Duration;
+
+use ratewire_service::clients::{AttemptLimit, ClientAddresses, KnownInvalid};
+use ratewire_service::operator::{HasOperatorGate, OperatorGate};
 use ratewire_service::Readiness;
 use sqlx::PgPool;
 
@@ -27,7 +28,11 @@ use crate::publisher::Publisher;
 pub struct AppState {
     pub pool: PgPool,
     pub publisher: Publisher,
-    pub admin_token: Option<Arc<str>>,
+    /// The operators' token and who failed to present it.
+    pub operators: OperatorGate,
+    /// Publishers' credentials: who failed to present one, and tokens
+    /// recently found invalid.
+    pub publishers: PublisherGate,
     pub body_limit: u64,
     /// Prepared once migrations ran and the topic exists; until then every
     /// request but the probes gets 503.
@@ -96,9 +101,26 @@ impl From<JsonRejection> for Error {
     }
 }
 
-/// Operator endpoints check the token configured here.
-impl OperatorToken for AppState {
-    fn operator_token(&self) -> Option<&str> {
-        self.admin_token.as_deref()
+/// What stands before a publisher token is checked against Postgres.
+#[derive(Clone)]
+pub struct PublisherGate {
+    pub clients: ClientAddresses,
+    pub failures: AttemptLimit,
+    pub invalid_tokens: KnownInvalid,
+}
+
+impl PublisherGate {
+    pub fn new(clients: ClientAddresses, failures_per_minute: u32) -> Self {
+        Self {
+            clients,
+            failures: AttemptLimit::new(failures_per_minute, Duration::from_secs(60)),
+            invalid_tokens: KnownInvalid::new(100_000, Duration::from_secs(60)),
+        }
+    }
+}
+
+impl HasOperatorGate for AppState {
+    fn operator_gate(&self) -> &OperatorGate {
+        &self.operators
     }
 }
