@@ -6,6 +6,8 @@ use std::time::Duration;
 use ratewire_readmodel::redis;
 use ratewire_service::clients::AttemptLimit;
 use ratewire_service::operator::OperatorGate;
+use ratewire_service::periodic::every;
+use ratewire_service::settings::RetentionSchedule;
 use ratewire_service::{ListenerLimits, Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -28,6 +30,14 @@ pub struct Application {
     schema: String,
     /// Started once the API is prepared.
     usage_sync: UsageSync,
+    retention: Retention,
+}
+
+/// The retention job's settings (see [`crate::retention`]).
+struct Retention {
+    schedule: RetentionSchedule,
+    keep_months: u32,
+    timezone: chrono_tz::Tz,
 }
 
 impl Application {
@@ -72,6 +82,11 @@ impl Application {
             state,
             schema: config.schema,
             usage_sync,
+            retention: Retention {
+                schedule: config.retention,
+                keep_months: config.usage_retention_months,
+                timezone: config.timezone,
+            },
         })
     }
 
@@ -93,6 +108,7 @@ impl Application {
             state,
             schema,
             usage_sync,
+            retention,
         } = self;
         info!(
             public = ?listeners.public.addr(),
@@ -118,6 +134,26 @@ impl Application {
             info!("api ready");
             let read = state.read.clone();
             tokio::spawn(read.watch(state.pool.clone(), shutdown.clone()));
+            let pool = state.pool.clone();
+            tokio::spawn(every(
+                "purging old usage",
+                retention.schedule.interval(),
+                shutdown.clone(),
+                move || {
+                    let pool = pool.clone();
+                    async move {
+                        let now = chrono::Utc::now();
+                        crate::retention::purge(
+                            &pool,
+                            retention.timezone,
+                            retention.keep_months,
+                            now,
+                        )
+                        .await
+                        .map(|_| ())
+                    }
+                },
+            ));
             tokio::spawn(usage_sync.run(shutdown.clone()))
         });
         let served = servers.stopped().await;

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::clients::ClientAddresses;
-use ratewire_service::settings::{parse_schema, Common, Operators};
+use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
 use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -51,6 +51,12 @@ pub struct Config {
     /// Serve callers without a key under the anonymous plan instead of 401.
     #[arg(long, env = "RATEWIRE_ANONYMOUS_ACCESS", default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_access: bool,
+    /// Months a key's monthly usage is kept in Postgres, this one included
+    /// (anonymous clients' usage is kept for the current month only).
+    #[arg(long, env = "RATEWIRE_USAGE_RETENTION_MONTHS", default_value_t = 13, value_parser = clap::value_parser!(u32).range(1..=120))]
+    pub usage_retention_months: u32,
+    #[command(flatten)]
+    pub retention: RetentionSchedule,
     /// Seconds between saves of monthly counts to Postgres (and restores
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]

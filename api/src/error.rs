@@ -35,6 +35,10 @@ pub enum Error {
     Postgres(#[from] sqlx::Error),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// A key lookup in Postgres failed (the requests that waited for the
+    /// same key share this answer).
+    #[error("postgres (key lookup): {message}")]
+    KeyLookup { unavailable: bool, message: String },
     #[error("{0}")]
     Startup(String),
 }
@@ -70,8 +74,11 @@ impl Error {
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Postgres(e) if unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Postgres(_) | Error::Redis(_) | Error::Startup(_) => {
+            Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::KeyLookup {
+                unavailable: true, ..
+            } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Postgres(_) | Error::KeyLookup { .. } | Error::Redis(_) | Error::Startup(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         }
@@ -79,7 +86,7 @@ impl Error {
 }
 
 /// Postgres unreachable (not a bug in a query): answer 503, retry later.
-fn unavailable(e: &sqlx::Error) -> bool {
+pub(crate) fn postgres_unavailable(e: &sqlx::Error) -> bool {
     matches!(
         e,
         sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
@@ -90,7 +97,7 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         match &self {
-            Error::Postgres(_) => {
+            Error::Postgres(_) | Error::KeyLookup { .. } => {
                 metrics::counter!("ratewire_api_postgres_errors_total").increment(1)
             }
             Error::Redis(_) => metrics::counter!("ratewire_api_redis_errors_total").increment(1),

@@ -10,14 +10,13 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ratewire_service::clients::KnownInvalid;
 use ratewire_service::secret;
 use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 
-use crate::error::{Error, FieldErrors, Result};
+use crate::error::{postgres_unavailable, Error, FieldErrors, Result};
 use crate::plans::Plans;
 
 /// The kind tag of API keys: `rwk_{prefix}_{secret}`.
@@ -115,22 +114,39 @@ pub struct KeyStore {
     pool: PgPool,
     redis: ConnectionManager,
     cache_prefix: String,
-    /// Answers of the last second, in this process: most requests of a busy
-    /// key need no round trip. A revocation reaches other instances when
-    /// their entry expires.
-    recent: moka::sync::Cache<String, Caller>,
-    /// Keys Postgres did not know, recently: a repeated bad key costs no
-    /// query. Bounded, so a flood of made-up keys cannot grow it.
-    invalid: KnownInvalid,
+    /// This process's answers: a valid key's for a second (most requests of
+    /// a busy key need no round trip; a revocation reaches other instances
+    /// when their entry expires), an unknown key's for a minute (a
+    /// repeated bad key costs no query). Bounded, so a flood of made-up
+    /// keys cannot grow it. Concurrent lookups of one key share one answer.
+    answers: moka::future::Cache<String, Option<Caller>>,
 }
 
-/// How long this process trusts an answer about a key.
+/// How long this process trusts that a key is valid.
 pub const LOCAL_TTL: Duration = Duration::from_secs(1);
 /// How long this process remembers a key as unknown (a key is created
-/// before it is ever used, so this only delays nothing real).
+/// before it is ever used, so this delays nothing real).
 const INVALID_TTL: Duration = Duration::from_secs(60);
-/// Entries each local cache keeps at most.
+/// Answers kept at most.
 const LOCAL_MAX: u64 = 100_000;
+
+/// Valid answers live [`LOCAL_TTL`], invalid ones [`INVALID_TTL`].
+struct AnswerLifetime;
+
+impl moka::Expiry<String, Option<Caller>> for AnswerLifetime {
+    fn expire_after_create(
+        &self,
+        _: &String,
+        answer: &Option<Caller>,
+        _: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(if answer.is_some() {
+            LOCAL_TTL
+        } else {
+            INVALID_TTL
+        })
+    }
+}
 
 /// What a key lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,24 +159,33 @@ pub enum Lookup {
     NotChecked,
 }
 
+/// Why a lookup has no answer to remember (shared by the requests that
+/// waited for it).
+#[derive(Debug)]
+enum Unanswered {
+    NotChecked,
+    Postgres { unavailable: bool, message: String },
+}
+
 impl KeyStore {
     pub fn new(pool: PgPool, redis: ConnectionManager, redis_prefix: &str) -> Self {
         Self {
             pool,
             redis,
             cache_prefix: format!("{redis_prefix}apikey:"),
-            recent: moka::sync::Cache::builder()
+            answers: moka::future::Cache::builder()
                 .max_capacity(LOCAL_MAX)
-                .time_to_live(LOCAL_TTL)
+                .expire_after(AnswerLifetime)
                 .build(),
-            invalid: KnownInvalid::new(LOCAL_MAX, INVALID_TTL),
         }
     }
 
     /// Who a key belongs to: from this process's memory, the shared Redis
-    /// cache, or, when `may_ask_postgres`, Postgres. A client already over
-    /// its limit gets no Postgres query for a key no cache knows, so a
-    /// flood of made-up keys costs no database work.
+    /// cache, or, when `may_ask_postgres` agrees, Postgres. It is asked
+    /// once per key no cache knows (concurrent requests with one key wait
+    /// for one answer), so a client's allowance of Postgres lookups counts
+    /// distinct keys: a burst with a new valid key costs one query, a
+    /// flood of made-up keys at most the allowance.
     pub async fn lookup(
         &self,
         key: &str,
@@ -170,22 +195,37 @@ impl KeyStore {
             return Ok(Lookup::Invalid);
         }
         let hash = secret::hash(key);
-        if let Some(caller) = self.recent.get(&hash) {
-            return Ok(Lookup::Valid(caller));
+        let answer = self
+            .answers
+            .try_get_with_by_ref(&hash, async {
+                match self.lookup_shared(&hash).await {
+                    Some(answer) => Ok(answer),
+                    None if may_ask_postgres() => {
+                        self.lookup_postgres(&hash)
+                            .await
+                            .map_err(|e| Unanswered::Postgres {
+                                unavailable: postgres_unavailable(&e),
+                                message: e.to_string(),
+                            })
+                    }
+                    None => Err(Unanswered::NotChecked),
+                }
+            })
+            .await;
+        match answer {
+            Ok(Some(caller)) => Ok(Lookup::Valid(caller)),
+            Ok(None) => Ok(Lookup::Invalid),
+            Err(unanswered) => match &*unanswered {
+                Unanswered::NotChecked => Ok(Lookup::NotChecked),
+                Unanswered::Postgres {
+                    unavailable,
+                    message,
+                } => Err(Error::KeyLookup {
+                    unavailable: *unavailable,
+                    message: message.clone(),
+                }),
+            },
         }
-        if self.invalid.contains(&hash) {
-            return Ok(Lookup::Invalid);
-        }
-        let answer = match self.lookup_shared(&hash).await {
-            Some(answer) => answer,
-            None if may_ask_postgres() => self.lookup_postgres(&hash).await?,
-            None => return Ok(Lookup::NotChecked),
-        };
-        match &answer {
-            Some(caller) => self.recent.insert(hash, caller.clone()),
-            None => self.invalid.insert(hash),
-        }
-        Ok(answer.map_or(Lookup::Invalid, Lookup::Valid))
     }
 
     /// The answer of the shared cache, when it has one.
@@ -204,7 +244,7 @@ impl KeyStore {
     }
 
     /// Postgres's answer, which then fills the shared cache.
-    async fn lookup_postgres(&self, hash: &str) -> Result<Option<Caller>> {
+    async fn lookup_postgres(&self, hash: &str) -> Result<Option<Caller>, sqlx::Error> {
         metrics::counter!("ratewire_api_key_lookups_postgres_total").increment(1);
         let cache_key = format!("{}{hash}", self.cache_prefix);
         let mut redis = self.redis.clone();
@@ -240,7 +280,7 @@ impl KeyStore {
         .fetch_optional(&self.pool)
         .await?;
         let Some(hash) = hash else { return Ok(false) };
-        self.recent.invalidate(&hash);
+        self.answers.invalidate(&hash).await;
         // The marker outlives any cached entry, so no instance can still
         // hold the key as valid when it expires.
         let mut redis = self.redis.clone();

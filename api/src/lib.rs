@@ -14,7 +14,8 @@
 //!   caller as extractors;
 //! - [`routes`], one module per resource, merged in [`routes::router`];
 //!   [`openapi`] describes them;
-//! - [`app`] is the process; [`usage_sync`] a task beside it.
+//! - [`app`] is the process; [`usage_sync`] and [`retention`] are tasks
+//!   beside it.
 //!
 //! Responses come ready-made from the projector's Redis views; when a view
 //! is missing, the read model's `store` and `views` (`ratewire-readmodel`)
@@ -36,6 +37,7 @@ pub mod plans;
 pub mod query;
 pub mod read_model;
 pub mod requests;
+pub mod retention;
 pub mod routes;
 pub mod state;
 pub mod usage_sync;

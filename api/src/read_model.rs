@@ -8,9 +8,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use ratewire_readmodel::generation;
 use ratewire_readmodel::redis::Keys;
+use ratewire_service::periodic::every;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::Config;
 use crate::error::Result;
@@ -76,16 +77,13 @@ impl ReadModels {
 
     /// Follows switches until shutdown.
     pub async fn watch(self, pool: PgPool, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(WATCH_EVERY);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            if let Err(e) = self.refresh(&pool).await {
-                warn!(error = %e, "reading the active read-model generation failed; will retry");
-            }
-        }
+        every(
+            "reading the active read-model generation",
+            WATCH_EVERY,
+            shutdown,
+            || self.refresh(&pool),
+        )
+        .await;
     }
 }
 

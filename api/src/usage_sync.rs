@@ -18,6 +18,8 @@ use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use ratewire_service::periodic::every;
+
 use crate::limits::{month_key, month_window, MONTH_TTL_SECONDS};
 
 const RESTORE: &str = r#"
@@ -124,17 +126,10 @@ impl UsageSync {
 
     /// Runs until `shutdown`, then saves once more.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "monthly usage not reconciled; will retry");
-            }
-        }
+        every("reconciling monthly usage", self.interval, shutdown, || {
+            self.run_once()
+        })
+        .await;
         if let Err(e) = self.run_once().await {
             tracing::warn!(error = %e, "final usage reconciliation failed");
         }

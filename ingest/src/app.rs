@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use ratewire_service::operator::OperatorGate;
+use ratewire_service::periodic::every;
 use ratewire_service::{Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -75,7 +76,11 @@ impl Application {
             .await;
         let purge = prepared.then(|| {
             info!("ingest ready");
-            tokio::spawn(purge_idempotency_keys(state.pool.clone(), shutdown.clone()))
+            tokio::spawn(purge_idempotency_keys(
+                state.pool.clone(),
+                config.retention.interval(),
+                shutdown.clone(),
+            ))
         });
         let served = servers.stopped().await;
         // In-flight requests have had their answers; make sure nothing
@@ -99,18 +104,18 @@ async fn prepare(config: &Config, state: &AppState) -> Result<()> {
     Ok(())
 }
 
-/// Forgets idempotency keys past their retention, hourly, until shutdown.
-async fn purge_idempotency_keys(pool: sqlx::PgPool, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
+/// Forgets idempotency keys past their retention, until shutdown.
+async fn purge_idempotency_keys(
+    pool: sqlx::PgPool,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    every("purging idempotency keys", interval, shutdown, || async {
+        let purged = crate::idempotency::purge(&pool).await?;
+        if purged > 0 {
+            info!(purged, "expired idempotency keys purged");
         }
-        match crate::idempotency::purge(&pool).await {
-            Ok(0) => {}
-            Ok(purged) => info!(purged, "expired idempotency keys purged"),
-            Err(e) => tracing::warn!(error = %e, "purging idempotency keys failed; will retry"),
-        }
-    }
+        Ok::<_, crate::Error>(())
+    })
+    .await;
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_service::clients::ClientAddresses;
-use ratewire_service::settings::{parse_schema, Common, Operators};
+use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
 use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -27,6 +27,8 @@ pub struct Config {
     pub limits: ListenerLimits,
     #[command(flatten)]
     pub clients: ClientAddresses,
+    #[command(flatten)]
+    pub retention: RetentionSchedule,
     /// Failed publisher authentications a client may make per minute; past
     /// them it gets 429 until the minute ends, without its token being
     /// checked (so made-up tokens cost no database work).

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_readmodel::ReadModelSettings;
-use ratewire_service::settings::Common;
+
+use crate::retention::RetentionPolicy;
+use ratewire_service::settings::{Common, RetentionSchedule};
 use ratewire_service::ListenerLimits;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -67,9 +69,26 @@ pub struct Config {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub limits: ListenerLimits,
+    /// Days an applied event's id is remembered to skip a duplicate of it
+    /// (a producer retry arrives within seconds).
+    #[arg(long, env = "RATEWIRE_APPLIED_EVENTS_RETENTION_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=3_650))]
+    pub applied_events_retention_days: u64,
+    /// Days a resolved dead letter is kept (unresolved ones are kept).
+    #[arg(long, env = "RATEWIRE_DEAD_LETTERS_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_650))]
+    pub dead_letters_retention_days: u64,
+    #[command(flatten)]
+    pub retention: RetentionSchedule,
 }
 
 impl Config {
+    pub fn retention_policy(&self) -> RetentionPolicy {
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        RetentionPolicy {
+            applied_events: days(self.applied_events_retention_days),
+            resolved_dead_letters: days(self.dead_letters_retention_days),
+        }
+    }
+
     pub fn batch_wait(&self) -> Duration {
         Duration::from_millis(self.batch_wait_ms)
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ratewire_proto::CurrencyCode;
 use ratewire_readmodel::{db, generation};
@@ -16,7 +16,6 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
 
-use crate::aggregates;
 use crate::bank_views::{BankViews, Target};
 use crate::config::Config;
 use crate::consumer;
@@ -25,6 +24,7 @@ use crate::fold::{self, Incoming};
 use crate::http::Status;
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
+use crate::{aggregates, retention};
 
 /// What became of a received batch.
 enum Applied {
@@ -59,6 +59,8 @@ pub struct FoldLoop {
     aggregates_failed: Arc<std::sync::Mutex<aggregates::Failed>>,
     /// Shared with the reporter task beside the fold.
     progress: Arc<std::sync::Mutex<Progress>>,
+    /// The last retention purge: when it started, and its task.
+    retention: Option<(Instant, tokio::task::JoinHandle<()>)>,
 }
 
 impl FoldLoop {
@@ -90,6 +92,7 @@ impl FoldLoop {
             aggregates: aggregates::spawn(Arc::clone(&aggregates_failed), shutdown.clone()),
             aggregates_failed,
             progress: Arc::default(),
+            retention: None,
         })
     }
 
@@ -176,6 +179,7 @@ impl FoldLoop {
                         reassign = !self.reassign(&partitions).await;
                     }
                     self.maintain_views().await;
+                    self.schedule_retention();
                 }
                 batch = &mut next => {
                     next.set(receive(Arc::clone(&self.consumer)));
@@ -199,6 +203,23 @@ impl FoldLoop {
         }
         reporter.abort();
         Ok(())
+    }
+
+    /// Starts a retention purge of the current generation when one is due
+    /// and none is running; it runs beside the fold.
+    fn schedule_retention(&mut self) {
+        if let Some((started, task)) = &self.retention {
+            if !task.is_finished() || started.elapsed() < self.config.retention.interval() {
+                return;
+            }
+        }
+        let (pool, policy) = (self.pool.clone(), self.config.retention_policy());
+        let task = tokio::spawn(async move {
+            if let Err(e) = retention::purge(&pool, policy).await {
+                warn!(error = %e, "purging old bookkeeping failed; will retry");
+            }
+        });
+        self.retention = Some((Instant::now(), task));
     }
 
     /// Points the fold at generation `schema`.

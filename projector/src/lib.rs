@@ -16,7 +16,9 @@
 //!   beside the fold, [`series_cache`] keeping what the latter read).
 //!   Redis is derived state: [`rebuild`] renders it again from Postgres on
 //!   start, so a crash between commit and Redis loses nothing;
-//! - [`replay`] folds the whole log into a new generation.
+//! - [`replay`] folds the whole log into a new generation;
+//! - [`retention`] purges old bookkeeping (applied event ids, resolved
+//!   [`dead_letters`]) beside the fold.
 //!
 //! Depends on the event contract (`ratewire-proto`), the read model
 //! (`ratewire-readmodel`) and the service shell (`ratewire-service`). Must
@@ -28,6 +30,7 @@ pub mod app;
 pub mod bank_views;
 pub mod config;
 pub mod consumer;
+pub mod dead_letters;
 pub mod error;
 pub mod fold;
 pub mod fold_loop;
@@ -36,6 +39,7 @@ pub mod metrics;
 pub mod rebuild;
 pub mod redis_views;
 pub mod replay;
+pub mod retention;
 pub mod series_cache;
 
 pub use app::Application;

@@ -42,13 +42,20 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
 /// The `rebuild` command: the active generation's views from Postgres,
 /// then exit.
 pub async fn rebuild_once(config: &Config) -> Result<usize> {
+    let (schema, pool) = active_generation(config).await?;
+    let redis = redis::connect(&config.read_model.redis_url)?;
+    let mut views = RedisViews::for_generation(redis, &config.read_model, &schema);
+    rebuild_views(&pool, &mut views).await
+}
+
+/// The active generation's schema and a pool on it, migrated (for the
+/// operator commands).
+pub async fn active_generation(config: &Config) -> Result<(String, PgPool)> {
     let settings = &config.read_model;
     let control = db::pool(&config.common.database_url, &settings.control_schema, 1)?;
     let schema =
         generation::active(&control, &settings.control_schema, &settings.read_schema).await?;
     let pool = db::pool(&config.common.database_url, &schema, 2)?;
     db::migrate(&pool, &schema).await?;
-    let redis = redis::connect(&settings.redis_url)?;
-    let mut views = RedisViews::for_generation(redis, settings, &schema);
-    rebuild_views(&pool, &mut views).await
+    Ok((schema, pool))
 }

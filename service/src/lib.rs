@@ -15,7 +15,8 @@
 //!   shutdown; the one place where listener-wide behaviour belongs.
 //! - [`readiness`]: answering 503 while a process is still preparing its
 //!   dependencies, and [`retry`]: trying until a dependency answers.
-//! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token.
+//! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
+//!   housekeeping jobs that run every so often until then.
 //! - [`postgres`]: a lazily connecting pool in a process's own schema.
 //! - [`clients`]: telling clients apart (IPv6 by network) and bounded
 //!   memories of failed authentications and of credentials known invalid.
@@ -31,6 +32,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod metrics;
 pub mod operator;
+pub mod periodic;
 pub mod postgres;
 pub mod readiness;
 pub mod retry;

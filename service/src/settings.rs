@@ -18,6 +18,21 @@ pub struct Common {
     pub log_format: String,
 }
 
+/// How often a process runs its retention jobs (each purges what its
+/// policy no longer keeps; docs/operations.md lists the policies).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct RetentionSchedule {
+    /// Seconds between runs of the retention jobs.
+    #[arg(long, env = "RATEWIRE_RETENTION_INTERVAL_SECS", default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub retention_interval_secs: u64,
+}
+
+impl RetentionSchedule {
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.retention_interval_secs)
+    }
+}
+
 /// The operators' credential, for processes with operator endpoints.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Operators {
