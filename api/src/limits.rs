@@ -18,9 +18,8 @@
 mod shared_trip;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
@@ -191,11 +190,21 @@ impl Windows {
     }
 }
 
+/// A subject's counts in this process: (minute window, count, month
+/// window, count).
+type LocalCounts = (String, u64, String, u64);
+
+/// Subjects the per-process fallback counts at most.
+const LOCAL_SUBJECTS: u64 = 100_000;
+
 pub struct Limiter {
     trips: mpsc::UnboundedSender<Ask>,
     prefix: String,
     timezone: chrono_tz::Tz,
-    local: Mutex<HashMap<String, (String, u64, String, u64)>>,
+    /// Per-subject counts while Redis is unreachable. Bounded: whatever an
+    /// attacker sends, at most `LOCAL_SUBJECTS` subjects are kept, the
+    /// least used going first.
+    local: moka::sync::Cache<String, Arc<Mutex<LocalCounts>>>,
     /// Decisions taken without Redis since start.
     pub local_decisions: AtomicU64,
 }
@@ -208,7 +217,9 @@ impl Limiter {
             trips: shared_trip::start(redis),
             prefix: prefix.to_owned(),
             timezone,
-            local: Mutex::default(),
+            local: moka::sync::Cache::builder()
+                .max_capacity(LOCAL_SUBJECTS)
+                .build(),
             local_decisions: AtomicU64::new(0),
         }
     }
@@ -323,14 +334,15 @@ impl Limiter {
         let (minute_window, month_window) = Windows::with(now, self.timezone, |windows| {
             (windows.minute.clone(), windows.month.clone())
         });
-        let mut local = self.local.lock().expect("limiter counters");
-        // Bounded: entries of past minutes are dropped as the map grows.
-        if local.len() > 100_000 {
-            local.retain(|_, (window, ..)| *window == minute_window);
-        }
-        let entry = local
-            .entry(subject.to_owned())
-            .or_insert_with(|| (minute_window.clone(), 0, month_window.clone(), 0));
+        let counts = self.local.get_with_by_ref(subject, || {
+            Arc::new(Mutex::new((
+                minute_window.clone(),
+                0,
+                month_window.clone(),
+                0,
+            )))
+        });
+        let mut entry = counts.lock().expect("limiter counters");
         if entry.0 != minute_window {
             *entry = (minute_window, 0, entry.2.clone(), entry.3);
         }

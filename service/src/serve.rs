@@ -82,11 +82,26 @@ impl Default for ListenerLimits {
 #[derive(Debug)]
 pub struct Listener(TcpListener);
 
+/// Connections the kernel completes and queues for us before we accept
+/// them (it caps this at `net.core.somaxconn`). The usual 128 made a burst
+/// of clients retry their handshakes a second later.
+const ACCEPT_BACKLOG: u32 = 4_096;
+
 impl Listener {
     /// Binds `addr` (port 0 picks a free one, as tests do).
     pub async fn bind(addr: SocketAddr) -> Result<Self> {
-        TcpListener::bind(addr)
-            .await
+        let bind = || {
+            let socket = match addr {
+                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+            };
+            // As std and tokio do: a restart may bind while old
+            // connections linger in TIME_WAIT.
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(ACCEPT_BACKLOG)
+        };
+        bind()
             .map(Listener)
             .map_err(|source| Error::Bind { addr, source })
     }
