@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ratewire_readmodel::redis;
 use ratewire_service::clients::AttemptLimit;
+use ratewire_service::compatibility;
 use ratewire_service::operator::OperatorGate;
 use ratewire_service::periodic::every;
 use ratewire_service::settings::RetentionSchedule;
@@ -18,6 +19,7 @@ use crate::error::Result;
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::read_model::ReadModels;
+use crate::redis_guard::RedisGuard;
 use crate::routes;
 use crate::state::{AppState, Shared};
 use crate::usage_sync::UsageSync;
@@ -48,11 +50,14 @@ impl Application {
         ratewire_service::metrics::recorder();
         let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let pool = db::pool(&config.common.database_url, &config.schema)?;
-        let redis = redis::connect(&config.read_model.redis_url)?;
+        let redis = RedisGuard::new(
+            redis::connect(&config.read_model.redis_url)?,
+            Duration::from_millis(config.redis_budget_ms),
+        );
         let prefix = &config.read_model.redis_prefix;
         let usage_sync = UsageSync {
             pool: pool.clone(),
-            redis: redis.clone(),
+            redis: redis.conn(),
             prefix: prefix.clone(),
             timezone: config.timezone,
             interval: Duration::from_secs(config.usage_sync_secs),
@@ -115,6 +120,12 @@ impl Application {
             operator = ?listeners.operator.addr(),
             "api listening; preparing Postgres"
         );
+        // Checked when Redis answers now; the API also starts without it
+        // (degraded), and its probe checks it when Redis comes.
+        let _ = redis::require_version(state.redis.conn()).await;
+        tokio::spawn(state.redis.clone().watch(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.limiter).track_instances(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.limiter).reconcile_after_outages(shutdown.clone()));
         let servers = listeners.serve(
             routes::public(state.clone()),
             routes::operator(state.clone()),
@@ -126,6 +137,7 @@ impl Application {
         let prepared = state
             .readiness
             .prepare("applying migrations", &shutdown, || async {
+                compatibility::require_postgres(&state.pool).await?;
                 db::migrate(&state.pool, &schema).await?;
                 state.read.refresh(&state.pool).await
             })

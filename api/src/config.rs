@@ -57,6 +57,12 @@ pub struct Config {
     pub usage_retention_months: u32,
     #[command(flatten)]
     pub retention: RetentionSchedule,
+    /// Milliseconds a request may wait for Redis (its rate-limit round
+    /// trip, the key cache, a view); past it, and until Redis answers a
+    /// probe again, requests are decided in this process and views come
+    /// from Postgres.
+    #[arg(long, env = "RATEWIRE_REDIS_BUDGET_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=5_000))]
+    pub redis_budget_ms: u64,
     /// Seconds between saves of monthly counts to Postgres (and restores
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]

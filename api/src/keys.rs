@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ratewire_service::secret;
-use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{postgres_unavailable, Error, FieldErrors, Result};
 use crate::plans::Plans;
+use crate::redis_guard::RedisGuard;
 
 /// The kind tag of API keys: `rwk_{prefix}_{secret}`.
 pub const KEY_KIND: &str = "rwk";
@@ -112,7 +112,7 @@ pub async fn list(pool: &PgPool) -> Result<Vec<KeyInfo>> {
 #[derive(Clone)]
 pub struct KeyStore {
     pool: PgPool,
-    redis: ConnectionManager,
+    redis: RedisGuard,
     cache_prefix: String,
     /// This process's answers: a valid key's for a second (most requests of
     /// a busy key need no round trip; a revocation reaches other instances
@@ -120,6 +120,11 @@ pub struct KeyStore {
     /// repeated bad key costs no query). Bounded, so a flood of made-up
     /// keys cannot grow it. Concurrent lookups of one key share one answer.
     answers: moka::future::Cache<String, Option<Caller>>,
+    /// Keys Postgres said were valid in the last few minutes: they are
+    /// checked again whenever needed, outside any client's allowance, so a
+    /// real key keeps working while the shared cache is unavailable.
+    seen_valid: moka::sync::Cache<String, ()>,
+    cache_unless_revoked: redis::Script,
 }
 
 /// How long this process trusts that a key is valid.
@@ -159,6 +164,52 @@ pub enum Lookup {
     NotChecked,
 }
 
+impl From<sqlx::Error> for Unanswered {
+    fn from(e: sqlx::Error) -> Self {
+        Unanswered::Postgres {
+            unavailable: postgres_unavailable(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// What the shared Redis cache says of a key.
+enum Shared {
+    Revoked,
+    /// Valid, and checked against Postgres within the last second.
+    Fresh(Caller),
+    /// Valid when last checked, longer ago than a second.
+    Stale,
+    Missing,
+}
+
+/// A valid key in the shared cache, and when Postgres last said so.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedKey {
+    caller: Caller,
+    checked_at: i64,
+}
+
+fn now_millis() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
+/// Writes a valid key's cache entry, unless a revocation's marker is there.
+const CACHE_UNLESS_REVOKED: &str = r#"
+if redis.call('GET', KEYS[1]) == 'revoked' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"#;
+
+/// What revoking did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The key is revoked (now, or it already was).
+    Revoked,
+    NotFound,
+}
+
 /// Why a lookup has no answer to remember (shared by the requests that
 /// waited for it).
 #[derive(Debug)]
@@ -168,7 +219,7 @@ enum Unanswered {
 }
 
 impl KeyStore {
-    pub fn new(pool: PgPool, redis: ConnectionManager, redis_prefix: &str) -> Self {
+    pub fn new(pool: PgPool, redis: RedisGuard, redis_prefix: &str) -> Self {
         Self {
             pool,
             redis,
@@ -177,6 +228,11 @@ impl KeyStore {
                 .max_capacity(LOCAL_MAX)
                 .expire_after(AnswerLifetime)
                 .build(),
+            seen_valid: moka::sync::Cache::builder()
+                .max_capacity(LOCAL_MAX)
+                .time_to_live(Duration::from_secs(CACHE_TTL_SECS))
+                .build(),
+            cache_unless_revoked: redis::Script::new(CACHE_UNLESS_REVOKED),
         }
     }
 
@@ -198,17 +254,17 @@ impl KeyStore {
         let answer = self
             .answers
             .try_get_with_by_ref(&hash, async {
+                let known = |store: &Self| store.seen_valid.contains_key(&hash);
                 match self.lookup_shared(&hash).await {
-                    Some(answer) => Ok(answer),
-                    None if may_ask_postgres() => {
-                        self.lookup_postgres(&hash)
-                            .await
-                            .map_err(|e| Unanswered::Postgres {
-                                unavailable: postgres_unavailable(&e),
-                                message: e.to_string(),
-                            })
+                    Shared::Revoked => Ok(None),
+                    Shared::Fresh(caller) => Ok(Some(caller)),
+                    // A key the shared cache or this process knew valid is
+                    // checked again outside the client's allowance.
+                    Shared::Stale => self.lookup_postgres(&hash).await.map_err(Unanswered::from),
+                    Shared::Missing if known(self) || may_ask_postgres() => {
+                        self.lookup_postgres(&hash).await.map_err(Unanswered::from)
                     }
-                    None => Err(Unanswered::NotChecked),
+                    Shared::Missing => Err(Unanswered::NotChecked),
                 }
             })
             .await;
@@ -228,26 +284,40 @@ impl KeyStore {
         }
     }
 
-    /// The answer of the shared cache, when it has one.
-    async fn lookup_shared(&self, hash: &str) -> Option<Option<Caller>> {
+    /// What the shared cache says of a key.
+    async fn lookup_shared(&self, hash: &str) -> Shared {
         let cache_key = format!("{}{hash}", self.cache_prefix);
-        let mut redis = self.redis.clone();
-        match redis.get::<_, Option<String>>(&cache_key).await {
-            Ok(Some(cached)) if cached == REVOKED => Some(None),
-            Ok(Some(cached)) => serde_json::from_str(&cached).ok().map(Some),
-            Ok(None) => None,
-            Err(e) => {
-                tracing::warn!(error = %e, "key cache unavailable; asking postgres");
-                None
+        let cached = self
+            .redis
+            .call("reading the key cache", |mut conn| async move {
+                conn.get::<_, Option<String>>(&cache_key).await
+            })
+            .await;
+        // Unavailable: keys this process knows are checked in Postgres.
+        let Ok(cached) = cached else {
+            return Shared::Missing;
+        };
+        let Some(cached) = cached else {
+            return Shared::Missing;
+        };
+        if cached == REVOKED {
+            return Shared::Revoked;
+        }
+        match serde_json::from_str::<CachedKey>(&cached) {
+            Ok(entry) if entry.checked_at + LOCAL_TTL.as_millis() as i64 >= now_millis() => {
+                Shared::Fresh(entry.caller)
             }
+            // Checked too long ago (or written by an older build): a
+            // revocation whose marker never reached Redis must still stop
+            // the key within a second.
+            _ => Shared::Stale,
         }
     }
 
-    /// Postgres's answer, which then fills the shared cache.
+    /// Postgres's answer, which then fills the shared cache (unless a
+    /// revocation's marker is there).
     async fn lookup_postgres(&self, hash: &str) -> Result<Option<Caller>, sqlx::Error> {
         metrics::counter!("ratewire_api_key_lookups_postgres_total").increment(1);
-        let cache_key = format!("{}{hash}", self.cache_prefix);
-        let mut redis = self.redis.clone();
         let caller: Option<Caller> = sqlx::query_as(
             "SELECT prefix, name, plan, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
@@ -255,14 +325,24 @@ impl KeyStore {
         .fetch_optional(&self.pool)
         .await?;
         if let Some(caller) = &caller {
-            let value = serde_json::to_string(caller).expect("a caller serializes");
-            let set: redis::RedisResult<()> = redis::cmd("SET")
-                .arg(&cache_key)
-                .arg(value)
-                .arg("NX")
-                .arg("EX")
-                .arg(CACHE_TTL_SECS)
-                .query_async(&mut redis)
+            self.seen_valid.insert(hash.to_owned(), ());
+            let entry = CachedKey {
+                caller: caller.clone(),
+                checked_at: now_millis(),
+            };
+            let value = serde_json::to_string(&entry).expect("a cached key serializes");
+            let key = format!("{}{hash}", self.cache_prefix);
+            let script = &self.cache_unless_revoked;
+            let set = self
+                .redis
+                .call("caching a key", |mut conn| async move {
+                    script
+                        .key(key)
+                        .arg(value)
+                        .arg(CACHE_TTL_SECS)
+                        .invoke_async::<i64>(&mut conn)
+                        .await
+                })
                 .await;
             if let Err(e) = set {
                 tracing::debug!(error = %e, "could not cache a key lookup");
@@ -271,27 +351,41 @@ impl KeyStore {
         Ok(caller)
     }
 
-    /// Revokes the key named by `prefix`; false when no live key has it.
-    pub async fn revoke(&self, prefix: &str) -> Result<bool> {
+    /// Revokes the key named by `prefix`. Revoking a revoked key again
+    /// answers the same; `NotFound` only when no key has that prefix.
+    ///
+    /// Postgres decides: once it has committed, the key stops at once on
+    /// this instance and within a second on every other, whether or not the
+    /// revocation's marker reaches Redis (entries are re-checked against
+    /// Postgres when older than a second).
+    pub async fn revoke(&self, prefix: &str) -> Result<Revocation> {
         let hash: Option<String> = sqlx::query_scalar(
-            "UPDATE api_keys SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL RETURNING key_hash",
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE prefix = $1 RETURNING key_hash",
         )
         .bind(prefix)
         .fetch_optional(&self.pool)
         .await?;
-        let Some(hash) = hash else { return Ok(false) };
+        let Some(hash) = hash else {
+            return Ok(Revocation::NotFound);
+        };
         self.answers.invalidate(&hash).await;
-        // The marker outlives any cached entry, so no instance can still
-        // hold the key as valid when it expires.
-        let mut redis = self.redis.clone();
-        redis
-            .set_ex::<_, _, ()>(
+        self.seen_valid.invalidate(&hash);
+        // The marker lets other instances stop at once instead of within a
+        // second; it outlives any cached entry.
+        // Off the request path: the usual response timeout, not the budget.
+        let mut redis = self.redis.conn();
+        let marked: redis::RedisResult<()> = redis
+            .set_ex(
                 format!("{}{hash}", self.cache_prefix),
                 REVOKED,
                 CACHE_TTL_SECS * 2,
             )
-            .await?;
+            .await;
+        if let Err(e) = marked {
+            tracing::warn!(key_prefix = prefix, error = %e,
+                "api key revoked, but its marker did not reach redis; other instances stop it within a second");
+        }
         tracing::info!(key_prefix = prefix, "api key revoked");
-        Ok(true)
+        Ok(Revocation::Revoked)
     }
 }

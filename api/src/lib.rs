@@ -4,8 +4,9 @@
 //! - [`config`], [`error`] (every failure mapped to the spec's envelope in
 //!   one place), [`plans`], [`keys`] (hashed in Postgres, cached in Redis so
 //!   a revocation reaches every instance at once), [`limits`] (counted in
-//!   Redis), [`read_model`] (which generation is served) and [`state`],
-//!   what every handler shares;
+//!   Redis), [`read_model`] (which generation is served), [`redis_guard`]
+//!   (Redis on the request path, within a budget, behind a breaker) and
+//!   [`state`], what every handler shares;
 //! - [`query`] parses query strings strictly, naming every bad parameter,
 //!   and [`requests`] turns them into what each endpoint was asked and the
 //!   stored view that answers it;
@@ -36,6 +37,7 @@ pub mod openapi;
 pub mod plans;
 pub mod query;
 pub mod read_model;
+pub mod redis_guard;
 pub mod requests;
 pub mod retention;
 pub mod routes;

@@ -23,10 +23,11 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
-use redis::aio::ConnectionManager;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::plans::Limits;
+use crate::redis_guard::{RedisGuard, Unavailable};
 use shared_trip::{Ask, Counted, Failed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,21 +191,43 @@ impl Windows {
     }
 }
 
-/// A subject's counts in this process: (minute window, count, month
-/// window, count).
-type LocalCounts = (String, u64, String, u64);
+/// What this process knows and counts of a subject, for when Redis
+/// cannot be asked.
+#[derive(Debug, Default)]
+struct Local {
+    minute_window: String,
+    /// The subject's count this minute as Redis last reported it.
+    minute_known: u64,
+    /// Requests admitted here, without Redis, in this minute.
+    minute: u64,
+    month_window: String,
+    /// The subject's count this month as Redis last reported it.
+    month_known: u64,
+    /// Requests counted here since, not yet added to Redis.
+    month_local: u64,
+}
 
 /// Subjects the per-process fallback counts at most.
 const LOCAL_SUBJECTS: u64 = 100_000;
+/// How often an instance announces itself and counts the live ones.
+const INSTANCES_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// An instance not heard from for this long is gone.
+const INSTANCE_GONE_MS: i64 = 15_000;
 
 pub struct Limiter {
-    trips: mpsc::UnboundedSender<Ask>,
+    trips: mpsc::Sender<Ask>,
+    redis: RedisGuard,
     prefix: String,
     timezone: chrono_tz::Tz,
-    /// Per-subject counts while Redis is unreachable. Bounded: whatever an
-    /// attacker sends, at most `LOCAL_SUBJECTS` subjects are kept, the
-    /// least used going first.
-    local: moka::sync::Cache<String, Arc<Mutex<LocalCounts>>>,
+    /// Per-subject knowledge and counts for when Redis cannot be asked.
+    /// Bounded: whatever an attacker sends, at most `LOCAL_SUBJECTS`
+    /// subjects are kept, the least used going first.
+    local: moka::sync::Cache<String, Arc<Mutex<Local>>>,
+    /// API instances alive when Redis last said (at least 1): each admits
+    /// its share of an allowance while Redis cannot be asked.
+    instances: AtomicU64,
+    /// This instance's name among them.
+    instance: String,
     /// Decisions taken without Redis since start.
     pub local_decisions: AtomicU64,
 }
@@ -212,16 +235,24 @@ pub struct Limiter {
 impl Limiter {
     /// Starts the task that makes the Redis round trips, so it must be
     /// called inside the runtime.
-    pub fn new(redis: ConnectionManager, prefix: &str, timezone: chrono_tz::Tz) -> Self {
+    pub fn new(redis: RedisGuard, prefix: &str, timezone: chrono_tz::Tz) -> Self {
         Self {
-            trips: shared_trip::start(redis),
+            trips: shared_trip::start(redis.clone()),
+            redis,
             prefix: prefix.to_owned(),
             timezone,
             local: moka::sync::Cache::builder()
                 .max_capacity(LOCAL_SUBJECTS)
                 .build(),
+            instances: AtomicU64::new(1),
+            instance: uuid::Uuid::new_v4().simple().to_string(),
             local_decisions: AtomicU64::new(0),
         }
+    }
+
+    /// API instances alive when Redis last said.
+    pub fn instances(&self) -> u64 {
+        self.instances.load(Ordering::Relaxed).max(1)
     }
 
     /// The Redis keys of `subject`'s counts in this minute and this month.
@@ -263,15 +294,19 @@ impl Limiter {
             .count_in_redis(subject, limits, count_month, now, view)
             .await;
         let ((verdict, minute_used, month_used), read, counted) = match result {
-            Ok(counted) => (
-                (counted.verdict, counted.minute_used, counted.month_used),
-                counted.view,
-                "redis",
-            ),
+            Ok(counted) => {
+                self.remember(subject, counted.minute_used, counted.month_used, now);
+                (
+                    (counted.verdict, counted.minute_used, counted.month_used),
+                    counted.view,
+                    "redis",
+                )
+            }
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("ratewire_api_redis_errors_total").increment(1);
-                tracing::warn!(error = %e, subject, "redis unavailable; limiting in this process only");
+                // The guard logs each change of Redis's state once.
+                tracing::debug!(error = %e, subject, "limiting in this process");
                 (
                     self.check_locally(subject, limits, count_month, now),
                     None,
@@ -308,10 +343,13 @@ impl Limiter {
         now: DateTime<Utc>,
         view: Option<&str>,
     ) -> Result<Counted, Failed> {
+        if self.redis.is_open() {
+            return Err(Failed::Redis(Unavailable::Open));
+        }
         let (minute_key, month_key) = self.keys(subject, now);
         let (reply, answer) = oneshot::channel();
         self.trips
-            .send(Ask {
+            .try_send(Ask {
                 minute_key,
                 month_key,
                 count_month,
@@ -319,11 +357,49 @@ impl Limiter {
                 view: view.map(str::to_owned),
                 reply,
             })
-            .map_err(|_| Failed::Stopped)?;
-        answer.await.map_err(|_| Failed::Stopped)?
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => Failed::Busy,
+                mpsc::error::TrySendError::Closed(_) => Failed::Stopped,
+            })?;
+        // The trip itself has the budget; this bounds the wait before it.
+        match tokio::time::timeout(self.redis.budget() * 2, answer).await {
+            Ok(answer) => answer.map_err(|_| Failed::Stopped)?,
+            Err(_) => Err(Failed::TimedOut),
+        }
     }
 
-    /// The same rule as the Redis counting, on this process's own counters.
+    /// Keeps what a Redis reply said of `subject`'s minute and month, for
+    /// when Redis cannot be asked.
+    fn remember(&self, subject: &str, minute_used: u64, month_used: u64, now: DateTime<Utc>) {
+        let (minute, month) = Windows::with(now, self.timezone, |windows| {
+            (windows.minute.clone(), windows.month.clone())
+        });
+        let counts = self
+            .local
+            .get_with_by_ref(subject, || Arc::new(Mutex::new(Local::default())));
+        let mut local = counts.lock().expect("limiter counters");
+        if local.minute_window != minute {
+            local.minute_window = minute;
+            local.minute = 0;
+        }
+        local.minute_known = minute_used;
+        if local.month_window != month {
+            local.month_window = month;
+            local.month_local = 0;
+        }
+        local.month_known = month_used;
+    }
+
+    /// The rule while Redis cannot be asked, on this process's counts.
+    ///
+    /// Each of the `n` live instances (as Redis last said) admits at most
+    /// its share of what is left: `(per_minute - known) / n` requests this
+    /// minute and `(per_month - known) / n` this month, where `known` is the
+    /// subject's count in Redis's last reply to this instance (0 for a
+    /// subject it never saw, and for the minute in a later minute). So all
+    /// instances together never admit more than the plan allows, whatever
+    /// Redis did. A subject whose share of the month is spent is told to
+    /// retry in a minute, unless its whole allowance is.
     fn check_locally(
         &self,
         subject: &str,
@@ -334,33 +410,141 @@ impl Limiter {
         let (minute_window, month_window) = Windows::with(now, self.timezone, |windows| {
             (windows.minute.clone(), windows.month.clone())
         });
-        let counts = self.local.get_with_by_ref(subject, || {
-            Arc::new(Mutex::new((
-                minute_window.clone(),
-                0,
-                month_window.clone(),
-                0,
-            )))
-        });
-        let mut entry = counts.lock().expect("limiter counters");
-        if entry.0 != minute_window {
-            *entry = (minute_window, 0, entry.2.clone(), entry.3);
+        let instances = self.instances();
+        let counts = self
+            .local
+            .get_with_by_ref(subject, || Arc::new(Mutex::new(Local::default())));
+        let mut local = counts.lock().expect("limiter counters");
+        if local.minute_window != minute_window {
+            local.minute_window = minute_window;
+            local.minute_known = 0;
+            local.minute = 0;
         }
-        if entry.2 != month_window {
-            entry.2 = month_window;
-            entry.3 = 0;
+        if local.month_window != month_window {
+            local.month_window = month_window;
+            local.month_known = 0;
+            local.month_local = 0;
         }
-        if entry.1 >= limits.per_minute {
-            return (Verdict::RateLimited, entry.1, entry.3);
+        let month_used = local.month_known + local.month_local;
+        let minute_used = local.minute_known + local.minute;
+        let minute_share = limits.per_minute.saturating_sub(local.minute_known) / instances;
+        let month_share = limits.per_month.saturating_sub(local.month_known) / instances;
+        if local.minute >= minute_share {
+            return (Verdict::RateLimited, minute_used, month_used);
         }
-        if count_month && entry.3 >= limits.per_month {
-            return (Verdict::QuotaExceeded, entry.1, entry.3);
+        if count_month && local.month_local >= month_share {
+            let verdict = if month_used >= limits.per_month {
+                Verdict::QuotaExceeded
+            } else {
+                Verdict::RateLimited
+            };
+            return (verdict, minute_used, month_used);
         }
-        entry.1 += 1;
+        local.minute += 1;
         if count_month {
-            entry.3 += 1;
+            local.month_local += 1;
         }
-        (Verdict::Allowed, entry.1, entry.3)
+        (
+            Verdict::Allowed,
+            minute_used + 1,
+            month_used + u64::from(count_month),
+        )
+    }
+
+    /// Adds the monthly counts taken here while Redis could not be asked
+    /// to Redis, so quotas and /usage are right again; runs each time the
+    /// breaker closes, until shutdown.
+    pub async fn reconcile_after_outages(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.redis.closed() => {}
+            }
+            match self.add_local_counts().await {
+                Ok(0) => {}
+                Ok(subjects) => {
+                    tracing::info!(subjects, "monthly counts taken without redis added to it")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "adding local counts to redis failed; they stay local")
+                }
+            }
+        }
+    }
+
+    async fn add_local_counts(&self) -> redis::RedisResult<usize> {
+        let pending: Vec<(String, String, u64, Arc<Mutex<Local>>)> = self
+            .local
+            .iter()
+            .filter_map(|(subject, counts)| {
+                let local = counts.lock().expect("limiter counters");
+                (local.month_local > 0).then(|| {
+                    (
+                        subject.as_ref().clone(),
+                        local.month_window.clone(),
+                        local.month_local,
+                        Arc::clone(&counts),
+                    )
+                })
+            })
+            .collect();
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for (subject, month, count, _) in &pending {
+            let key = month_key(&self.prefix, subject, month);
+            pipe.incr(&key, *count)
+                .ignore()
+                .cmd("EXPIRE")
+                .arg(&key)
+                .arg(MONTH_TTL_SECONDS)
+                .arg("NX")
+                .ignore();
+        }
+        let mut conn = self.redis.conn();
+        pipe.query_async::<()>(&mut conn).await?;
+        for (_, _, count, counts) in &pending {
+            let mut local = counts.lock().expect("limiter counters");
+            local.month_local = local.month_local.saturating_sub(*count);
+        }
+        Ok(pending.len())
+    }
+
+    /// Announces this instance in Redis every few seconds and keeps how
+    /// many are alive, until shutdown.
+    pub async fn track_instances(self: Arc<Self>, shutdown: CancellationToken) {
+        let key = format!("{}api:instances", self.prefix);
+        let mut tick = tokio::time::interval(INSTANCES_EVERY);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Utc::now().timestamp_millis();
+            let (key, instance) = (key.clone(), self.instance.clone());
+            let counted = self
+                .redis
+                .call("counting api instances", |mut conn| async move {
+                    redis::pipe()
+                        .zadd(&key, &instance, now)
+                        .ignore()
+                        .zrembyscore(&key, "-inf", now - INSTANCE_GONE_MS)
+                        .ignore()
+                        .pexpire(&key, INSTANCE_GONE_MS * 4)
+                        .ignore()
+                        .zcard(&key)
+                        .query_async::<(u64,)>(&mut conn)
+                        .await
+                })
+                .await;
+            if let Ok((live,)) = counted {
+                let before = self.instances.swap(live.max(1), Ordering::Relaxed);
+                if before != live.max(1) {
+                    tracing::info!(instances = live, "api instances alive");
+                }
+            }
+        }
     }
 }
 
@@ -372,7 +556,11 @@ mod tests {
     async fn without_redis_the_process_limits_on_its_own_and_counts_it() {
         // Nothing listens on port 1: every Redis call fails fast.
         let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
-        let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
+        let limiter = Limiter::new(
+            RedisGuard::new(redis, std::time::Duration::from_millis(50)),
+            "t:",
+            chrono_tz::UTC,
+        );
         let limits = Limits {
             per_minute: 3,
             per_month: 100,
@@ -417,7 +605,11 @@ mod tests {
     #[tokio::test]
     async fn without_redis_the_monthly_allowance_still_holds() {
         let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
-        let limiter = Limiter::new(redis, "t:", chrono_tz::UTC);
+        let limiter = Limiter::new(
+            RedisGuard::new(redis, std::time::Duration::from_millis(50)),
+            "t:",
+            chrono_tz::UTC,
+        );
         let limits = Limits {
             per_minute: 100,
             per_month: 2,

@@ -1,5 +1,6 @@
 use clap::Subcommand;
 use ratewire_api::keys::{self, NewKey};
+use ratewire_api::redis_guard::RedisGuard;
 use ratewire_api::{db, Application, Config};
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
@@ -62,11 +63,14 @@ async fn main() -> anyhow::Result<()> {
                 )?,
                 KeysCommand::List => serde_json::to_string_pretty(&keys::list(&pool).await?)?,
                 KeysCommand::Revoke { prefix } => {
-                    let redis = ratewire_readmodel::redis::connect(&config.read_model.redis_url)?;
+                    let redis = RedisGuard::new(
+                        ratewire_readmodel::redis::connect(&config.read_model.redis_url)?,
+                        std::time::Duration::from_secs(2),
+                    );
                     let store =
                         keys::KeyStore::new(pool.clone(), redis, &config.read_model.redis_prefix);
-                    if !store.revoke(&prefix).await? {
-                        anyhow::bail!("no live key has the prefix {prefix}");
+                    if store.revoke(&prefix).await? == keys::Revocation::NotFound {
+                        anyhow::bail!("no key has the prefix {prefix}");
                     }
                     format!("revoked {prefix}")
                 }

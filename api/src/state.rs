@@ -7,13 +7,13 @@ use ratewire_readmodel::views::ViewStyle;
 use ratewire_service::clients::{AttemptLimit, ClientAddresses};
 use ratewire_service::operator::OperatorGate;
 use ratewire_service::Readiness;
-use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::plans::Plans;
 use crate::read_model::ReadModels;
+use crate::redis_guard::RedisGuard;
 
 /// What every handler shares, behind one `Arc`: each request clones the
 /// state several times (per layer and extractor), and cloning a dozen pools
@@ -38,7 +38,9 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     /// The API's own schema (keys, usage).
     pub pool: PgPool,
-    pub redis: ConnectionManager,
+    /// Redis for the request path: every call within a budget, none while
+    /// it is unavailable.
+    pub redis: RedisGuard,
     /// The read-model generation requests are served from.
     pub read: ReadModels,
     pub style: Arc<ViewStyle>,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ratewire_service::compatibility;
 use ratewire_service::operator::OperatorGate;
 use ratewire_service::periodic::every;
 use ratewire_service::{Listeners, Readiness};
@@ -12,6 +13,7 @@ use tracing::info;
 use crate::config::Config;
 use crate::db;
 use crate::error::Result;
+use crate::outbox;
 use crate::publisher::{self, Publisher};
 use crate::routes::{self, AppState, PublisherGate};
 
@@ -34,6 +36,7 @@ impl Application {
             operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
             publishers: PublisherGate::new(config.clients.clone(), config.auth_failures_per_minute),
             body_limit: config.body_limit,
+            as_of_horizon: config.as_of_horizon,
             readiness: Readiness::default(),
         };
         Ok(Self {
@@ -74,20 +77,31 @@ impl Application {
                 prepare(config, state)
             })
             .await;
-        let purge = prepared.then(|| {
+        let background = prepared.then(|| {
             info!("ingest ready");
-            tokio::spawn(purge_idempotency_keys(
+            let (pool, publisher) = (state.pool.clone(), state.publisher.clone());
+            let drain = tokio::spawn(every(
+                "publishing waiting bank changes",
+                outbox::DRAIN_EVERY,
+                shutdown.clone(),
+                move || {
+                    let (pool, publisher) = (pool.clone(), publisher.clone());
+                    async move { outbox::drain(&pool, &publisher).await.map(|_| ()) }
+                },
+            ));
+            let purge = tokio::spawn(purge_idempotency_keys(
                 state.pool.clone(),
                 config.retention.interval(),
                 shutdown.clone(),
-            ))
+            ));
+            [drain, purge]
         });
         let served = servers.stopped().await;
         // In-flight requests have had their answers; make sure nothing
         // acknowledged-in-progress is dropped on exit.
         state.publisher.flush(Duration::from_secs(5));
-        if let Some(purge) = purge {
-            let _ = purge.await;
+        for task in background.into_iter().flatten() {
+            let _ = task.await;
         }
         served?;
         info!("ingest stopped");
@@ -97,6 +111,7 @@ impl Application {
 
 /// Migrations, then the topic (when ingest creates it).
 async fn prepare(config: &Config, state: &AppState) -> Result<()> {
+    compatibility::require_postgres(&state.pool).await?;
     db::migrate(&state.pool, &config.schema).await?;
     if config.create_topic {
         publisher::ensure_topic(config).await?;

@@ -1,9 +1,10 @@
 //! Banks and their publisher tokens: ingest's own records, and the events
 //! that tell the rest of ratewire about them.
 //!
-//! Every change is written in a Postgres transaction that commits only after
-//! the broker acknowledged the event, so ingest's record and the log agree:
-//! a failed publish leaves no row behind.
+//! Every change and its events are committed in one Postgres transaction
+//! through the [`outbox`](crate::outbox), then published: ingest's record
+//! and the log always agree, and the answer comes once the broker has the
+//! events (or, while it is unavailable, once they are safely waiting).
 
 use chrono::Utc;
 use ratewire_proto::{
@@ -15,6 +16,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{Error, FieldErrors, Result};
+use crate::outbox;
 use crate::publisher::Publisher;
 use ratewire_service::secret as secrets;
 
@@ -169,11 +171,14 @@ pub async fn register(pool: &PgPool, publisher: &Publisher, new: NewBank) -> Res
         image_url: new.image_url,
         social_links: new.social_links,
     });
-    publisher
-        .publish(&Envelope::new(bank_id(bank.id)?, Utc::now(), event))
-        .await?;
+    outbox::add(
+        &mut tx,
+        &Envelope::new(bank_id(bank.id)?, Utc::now(), event),
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(bank_id = bank.id, code = bank.code, "bank registered");
+    publish_waiting(pool, publisher).await;
     Ok(bank)
 }
 
@@ -215,33 +220,31 @@ pub async fn update(
     };
     let now = Utc::now();
     if changed != BankUpdated::default() {
-        publisher
-            .publish(&Envelope::new(id, now, Event::BankUpdated(changed)))
-            .await?;
+        outbox::add(
+            &mut tx,
+            &Envelope::new(id, now, Event::BankUpdated(changed)),
+        )
+        .await?;
     }
-    match (before.active, after.active) {
-        (true, false) => {
-            publisher
-                .publish(&Envelope::new(
-                    id,
-                    now,
-                    Event::BankDeactivated(BankDeactivated::default()),
-                ))
-                .await?;
-        }
-        (false, true) => {
-            publisher
-                .publish(&Envelope::new(
-                    id,
-                    now,
-                    Event::BankReactivated(BankReactivated {}),
-                ))
-                .await?;
-        }
-        _ => {}
+    let activity = match (before.active, after.active) {
+        (true, false) => Some(Event::BankDeactivated(BankDeactivated::default())),
+        (false, true) => Some(Event::BankReactivated(BankReactivated {})),
+        _ => None,
+    };
+    if let Some(event) = activity {
+        outbox::add(&mut tx, &Envelope::new(id, now, event)).await?;
     }
     tx.commit().await?;
+    publish_waiting(pool, publisher).await;
     Ok(after)
+}
+
+/// Publishes what the outbox holds now; when the broker is unavailable the
+/// events wait there for the drain task, so the change stands either way.
+async fn publish_waiting(pool: &PgPool, publisher: &Publisher) {
+    if let Err(e) = outbox::drain(pool, publisher).await {
+        tracing::warn!(error = %e, "a bank change is committed but not on the log yet; it will be published when the broker returns");
+    }
 }
 
 pub async fn list(pool: &PgPool) -> Result<Vec<Bank>> {

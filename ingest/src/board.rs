@@ -5,7 +5,6 @@
 //! 155.10 reaches the log as exactly 155.10.
 
 use std::collections::BTreeSet;
-use std::str::FromStr;
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry};
@@ -19,6 +18,19 @@ use crate::error::FieldErrors;
 pub const MAX_FUTURE_SKEW: Duration = Duration::minutes(5);
 /// The most currencies one board may carry.
 pub const MAX_ENTRIES: usize = 500;
+/// The most significant digits a rate may have: what a decimal holds
+/// exactly, so a published number is kept digit for digit or refused,
+/// never rounded.
+pub const MAX_DIGITS: usize = 28;
+/// The largest rate accepted: far above any bank's quote, far below what
+/// would overflow a sum or a difference of rates.
+pub const MAX_RATE: Decimal = Decimal::from_parts(1_000_000_000, 0, 0, false, 0);
+
+/// The earliest as-of time accepted unless configured otherwise: older
+/// boards are mistakes (a year 0001 would rewrite history at that instant).
+pub fn default_horizon() -> DateTime<Utc> {
+    "1990-01-01T00:00:00Z".parse().expect("a valid constant")
+}
 
 #[derive(Deserialize)]
 struct RawBoard<'a> {
@@ -50,10 +62,21 @@ impl Problems {
     }
 }
 
-/// Parses and checks a board body received at `now`. The as-of time is
-/// kept to the microsecond, the precision history is stored with, so two
-/// boards never collide in storage while differing on the log.
+/// Parses and checks a board body received at `now`, with as-of times
+/// from the default horizon on (see [`parse_since`]).
 pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<BoardPublished, FieldErrors> {
+    parse_since(body, now, default_horizon())
+}
+
+/// Parses and checks a board body received at `now`; its as-of time must
+/// lie between `horizon` and 5 minutes after `now`. The as-of time is kept
+/// to the microsecond, the precision history is stored with, so two boards
+/// never collide in storage while differing on the log.
+pub fn parse_since(
+    body: &[u8],
+    now: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+) -> Result<BoardPublished, FieldErrors> {
     let now = now.trunc_subsecs(6);
     let mut problems = Problems(FieldErrors::new());
     // serde would also read a struct from an array; a board is an object.
@@ -82,6 +105,16 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<BoardPublished, FieldErr
         {
             Some(t) if t.with_timezone(&Utc) > now + MAX_FUTURE_SKEW => {
                 problems.add("asOf", "must not be more than 5 minutes in the future");
+                None
+            }
+            Some(t) if t.with_timezone(&Utc) < horizon => {
+                problems.add(
+                    "asOf",
+                    format!(
+                        "must not be before {}",
+                        horizon.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    ),
+                );
                 None
             }
             Some(t) => Some(t.with_timezone(&Utc).trunc_subsecs(6)),
@@ -224,22 +257,42 @@ fn parse_entry(
     })
 }
 
-/// A JSON number's text as an exact, finite, positive decimal.
-fn positive_number(text: &str) -> Result<Decimal, &'static str> {
+/// A JSON number's text as an exact, finite, positive decimal with at most
+/// [`MAX_DIGITS`] significant digits and at most [`MAX_RATE`].
+fn positive_number(text: &str) -> Result<Decimal, String> {
     let is_number = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
     if !is_number {
-        return Err("must be a number");
+        return Err("must be a number".into());
+    }
+    if significant_digits(text) > MAX_DIGITS {
+        return Err(format!(
+            "must have at most {MAX_DIGITS} significant digits (they are kept exactly, never rounded)"
+        ));
     }
     let value = if text.contains(['e', 'E']) {
         Decimal::from_scientific(text)
     } else {
-        Decimal::from_str(text)
+        Decimal::from_str_exact(text)
     }
-    .map_err(|_| "must be a finite number within range")?;
+    .map_err(|_| "must be a finite number within range".to_owned())?;
     if value <= Decimal::ZERO {
-        return Err("must be greater than zero");
+        return Err("must be greater than zero".into());
+    }
+    if value > MAX_RATE {
+        return Err(format!("must be at most {MAX_RATE}"));
     }
     Ok(value)
+}
+
+/// The significant digits of a JSON number's text: those of its mantissa
+/// without leading zeros (trailing zeros count: 155.10 has five).
+fn significant_digits(text: &str) -> usize {
+    let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+    mantissa
+        .chars()
+        .filter(char::is_ascii_digit)
+        .skip_while(|d| *d == '0')
+        .count()
 }
 
 #[cfg(test)]
@@ -252,6 +305,51 @@ mod tests {
 
     fn problems(body: &str) -> FieldErrors {
         parse(body.as_bytes(), now()).expect_err("the board should be rejected")
+    }
+
+    #[test]
+    fn as_of_times_before_the_horizon_are_refused() {
+        let errors = problems(
+            r#"{"asOf":"0001-01-01T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#,
+        );
+        assert_eq!(errors["asOf"], ["must not be before 1990-01-01T00:00:00Z"]);
+        let later = parse_since(
+            br#"{"asOf":"2000-01-01T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#,
+            now(),
+            "2010-01-01T00:00:00Z".parse().unwrap(),
+        );
+        assert!(later.is_err());
+    }
+
+    #[test]
+    fn numbers_beyond_what_is_kept_exactly_are_refused_not_rounded() {
+        let digits29 = "1.0000000000000000000000000001";
+        let errors = problems(&format!(
+            r#"{{"rates":[{{"currency":"USD","cashBuying":{digits29},"cashSelling":2}}]}}"#
+        ));
+        assert!(
+            errors["rates[0].cashBuying"][0].contains("at most 28 significant digits"),
+            "{errors:?}"
+        );
+        let digits28 = "1.000000000000000000000000001";
+        let board = parse(
+            format!(
+                r#"{{"rates":[{{"currency":"USD","cashBuying":{digits28},"cashSelling":2}}]}}"#
+            )
+            .as_bytes(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(board.rates[0].cash_buying.to_string(), digits28);
+        let errors =
+            problems(r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":1e10}]}"#);
+        assert!(
+            errors["rates[0].cashSelling"][0].contains("at most 1000000000"),
+            "{errors:?}"
+        );
+        assert_eq!(significant_digits("0.000155"), 3);
+        assert_eq!(significant_digits("155.10"), 5);
+        assert_eq!(significant_digits("1.5e2"), 2);
     }
 
     #[test]

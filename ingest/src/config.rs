@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_service::clients::ClientAddresses;
 use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
@@ -56,6 +58,15 @@ pub struct Config {
     /// Replication factor of a topic created at start.
     #[arg(long, env = "RATEWIRE_TOPIC_REPLICATION", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=16))]
     pub topic_replication: i32,
+    /// `min.insync.replicas` of a topic created at start: how many replicas
+    /// must hold an event before the broker acknowledges it (acks=all).
+    /// Default: the replication factor minus one, at least 1.
+    #[arg(long, env = "RATEWIRE_TOPIC_MIN_INSYNC_REPLICAS", value_parser = clap::value_parser!(i32).range(1..=16))]
+    pub topic_min_insync_replicas: Option<i32>,
+    /// The earliest as-of time a board may carry (RFC 3339, or a date such
+    /// as 1990-01-01 for its midnight UTC).
+    #[arg(long, env = "RATEWIRE_AS_OF_HORIZON", default_value = "1990-01-01", value_parser = parse_horizon)]
+    pub as_of_horizon: DateTime<Utc>,
     /// Longest wait, in milliseconds, for the broker's acknowledgement before
     /// a publisher gets 503.
     #[arg(long, env = "RATEWIRE_PUBLISH_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
@@ -68,5 +79,40 @@ pub struct Config {
 impl Config {
     pub fn publish_timeout(&self) -> Duration {
         Duration::from_millis(self.publish_timeout_ms)
+    }
+
+    /// The topic's `min.insync.replicas`: as configured, else the
+    /// replication factor minus one, at least 1 (a topic of 3 replicas
+    /// acknowledges once 2 hold an event, and survives losing one).
+    pub fn min_insync_replicas(&self) -> i32 {
+        self.topic_min_insync_replicas
+            .unwrap_or((self.topic_replication - 1).max(1))
+            .min(self.topic_replication)
+    }
+}
+
+fn parse_horizon(s: &str) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .or_else(|_| {
+            chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
+        })
+        .map_err(|_| format!("{s:?} is neither an RFC 3339 time nor a date like 1990-01-01"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_horizon_is_a_date_or_a_time() {
+        assert_eq!(
+            parse_horizon("1990-01-01").unwrap().to_rfc3339(),
+            "1990-01-01T00:00:00+00:00"
+        );
+        assert!(parse_horizon("2001-02-03T04:05:06Z").is_ok());
+        assert!(parse_horizon("yesterday").is_err());
     }
 }

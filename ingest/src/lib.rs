@@ -6,7 +6,8 @@
 //! - [`board`] turns a request body into a valid `BoardPublished`, reporting
 //!   every problem at once.
 //! - [`publisher`] puts events on the log and answers only once the broker
-//!   has acknowledged them.
+//!   has acknowledged them; bank changes go through the [`outbox`], so
+//!   ingest's record and the log never disagree.
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
 //!   in events) and hashed publisher tokens.
 //! - [`cli`] runs the same bank and token operations from a shell.
@@ -27,6 +28,7 @@ pub mod db;
 pub mod error;
 pub mod feed;
 pub mod idempotency;
+pub mod outbox;
 pub mod publisher;
 pub mod routes;
 

@@ -186,13 +186,17 @@ pub async fn ensure_topic(config: &Config) -> Result<()> {
         .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
     // The log is the system of record (replays start at offset zero), so a
     // topic made here keeps its events forever whatever the broker's default.
+    let min_insync = config.min_insync_replicas().to_string();
     let topic = NewTopic::new(
         &config.topic,
         config.topic_partitions,
         TopicReplication::Fixed(config.topic_replication),
     )
     .set("retention.ms", "-1")
-    .set("retention.bytes", "-1");
+    .set("retention.bytes", "-1")
+    // acks=all waits for the in-sync replicas; without a floor, a topic
+    // whose followers fell behind would acknowledge on its leader alone.
+    .set("min.insync.replicas", &min_insync);
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = admin
         .create_topics([&topic], &options)

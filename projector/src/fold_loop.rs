@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ratewire_proto::CurrencyCode;
 use ratewire_readmodel::{db, generation};
-use ratewire_service::retry;
+use ratewire_service::{compatibility, retry};
 use rdkafka::consumer::StreamConsumer;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -116,14 +116,18 @@ impl FoldLoop {
         };
         self.use_generation(schema)?;
         let (schema, pool) = (self.schema.clone(), self.pool.clone());
-        if retry("applying migrations", shutdown, || {
-            db::migrate(&pool, &schema)
+        if retry("applying migrations", shutdown, || async {
+            compatibility::require_postgres(&pool).await?;
+            db::migrate(&pool, &schema).await
         })
         .await
         .is_none()
         {
             return Ok(());
         }
+        // Checked now if Redis answers (views need Redis 7; the projector
+        // also starts without it and writes the views when it comes).
+        let _ = ratewire_readmodel::redis::require_version(self.redis.clone()).await;
         let topic = self.config.topic.clone();
         let Some(partitions) = retry("finding the topic's partitions", shutdown, || {
             consumer::owned_partitions(&self.consumer, &topic, &self.config.partitions)

@@ -46,6 +46,19 @@ pub async fn ping(mut conn: ConnectionManager) -> bool {
     )
 }
 
+/// Stops the process when Redis answers and is older than this build
+/// supports; `Err` when it does not answer (nothing to check yet).
+pub async fn require_version(mut conn: ConnectionManager) -> Result<()> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await?;
+    if let Err(message) = ratewire_service::compatibility::redis_version_ok(&info) {
+        ratewire_service::compatibility::stop(&message);
+    }
+    Ok(())
+}
+
 /// The keys of one generation's views.
 #[derive(Debug, Clone)]
 pub struct Keys {

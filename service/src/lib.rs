@@ -17,7 +17,8 @@
 //!   dependencies, and [`retry`]: trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
 //!   housekeeping jobs that run every so often until then.
-//! - [`postgres`]: a lazily connecting pool in a process's own schema.
+//! - [`postgres`]: a lazily connecting pool in a process's own schema;
+//!   [`compatibility`]: the dependency versions checked at start.
 //! - [`clients`]: telling clients apart (IPv6 by network) and bounded
 //!   memories of failed authentications and of credentials known invalid.
 //! - [`secret`]: the credential format of publisher tokens and API keys,
@@ -28,6 +29,7 @@
 //! Kafka or Redis clients. It knows nothing of banks or rates.
 
 pub mod clients;
+pub mod compatibility;
 pub mod error;
 pub mod http_metrics;
 pub mod metrics;

@@ -405,6 +405,46 @@ impl Stack {
     /// Starts (again) a projector process named `name` with the stack's
     /// settings plus `overrides` (e.g. its partitions and listen address).
     pub fn start_projector_as(&mut self, name: &str, overrides: &[(&str, String)]) -> Result<()> {
+        self.start_another(name, "ratewire-projector", overrides)
+    }
+
+    /// Starts a second API instance named `name`, sharing the stack's
+    /// Postgres and Redis, on ports of its own; returns its public and
+    /// operator URLs.
+    pub async fn start_api_as(&mut self, name: &str) -> Result<(String, String)> {
+        let (public, operator) = (free_port(), free_port());
+        self.start_another(
+            name,
+            "ratewire-api",
+            &[
+                ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{public}")),
+                (
+                    "RATEWIRE_API_OPERATOR_LISTEN",
+                    format!("127.0.0.1:{operator}"),
+                ),
+            ],
+        )?;
+        let urls = (
+            format!("http://127.0.0.1:{public}"),
+            format!("http://127.0.0.1:{operator}"),
+        );
+        let ready = format!("{}/readyz", urls.0);
+        eventually(&ready, Duration::from_secs(30), || async {
+            let response = self.http.get(&ready).send().await.ok()?;
+            response.status().is_success().then_some(())
+        })
+        .await?;
+        Ok(urls)
+    }
+
+    /// Starts another process of `binary`, named `name`, with the stack's
+    /// settings plus `overrides`.
+    fn start_another(
+        &mut self,
+        name: &str,
+        binary_name: &str,
+        overrides: &[(&str, String)],
+    ) -> Result<()> {
         let settings = self.env.clone();
         let env: Vec<(&str, String)> = settings
             .iter()
@@ -412,7 +452,22 @@ impl Stack {
             .map(|(n, v)| (n.as_str(), v.clone()))
             .chain(overrides.iter().map(|(n, v)| (*n, v.clone())))
             .collect();
-        self.spawn(name, &binary("ratewire-projector")?, &[], &env)
+        self.spawn(name, &binary(binary_name)?, &[], &env)
+    }
+
+    /// Runs a command on this stack's own Redis (`redis-cli`).
+    pub fn redis_cli(&self, args: &[&str]) -> Result<String> {
+        let port = self
+            .own_redis
+            .context("this stack shares the machine's redis")?
+            .to_string();
+        let output = Command::new("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .context("running redis-cli")?;
+        anyhow::ensure!(output.status.success(), "redis-cli {args:?} failed");
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
     /// Cuts this stack's processes off Postgres: new connections are

@@ -18,7 +18,6 @@
 //! older than asking alone would.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use redis::aio::ConnectionManager;
@@ -27,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Verdict, MONTH_TTL_SECONDS};
 use crate::plans::Limits;
+use crate::redis_guard::{RedisGuard, Unavailable};
 
 /// The most requests one round trip carries: the pipeline stays a few
 /// kilobytes and no request waits behind an unbounded trip.
@@ -60,24 +60,38 @@ pub(super) struct Counted {
 #[derive(Debug, Clone, thiserror::Error)]
 pub(super) enum Failed {
     #[error("{0}")]
-    Redis(Arc<redis::RedisError>),
+    Redis(#[from] Unavailable),
+    #[error("the limiter's queue is full")]
+    Busy,
+    #[error("no answer within the budget")]
+    TimedOut,
     #[error("the limiter's round-trip task has stopped")]
     Stopped,
 }
 
+/// Requests waiting for a round trip, at most: past it a request is
+/// decided in this process at once instead of queueing behind Redis.
+pub(super) const QUEUE: usize = 4_096;
+
 /// Starts the task that makes the round trips; it ends when every sender
 /// is dropped.
-pub(super) fn start(redis: ConnectionManager) -> mpsc::UnboundedSender<Ask> {
-    let (asks, waiting) = mpsc::unbounded_channel();
+pub(super) fn start(redis: RedisGuard) -> mpsc::Sender<Ask> {
+    let (asks, waiting) = mpsc::channel(QUEUE);
     tokio::spawn(run(waiting, redis));
     asks
 }
 
-async fn run(mut waiting: mpsc::UnboundedReceiver<Ask>, mut redis: ConnectionManager) {
+async fn run(mut waiting: mpsc::Receiver<Ask>, redis: RedisGuard) {
     let mut trip = Vec::with_capacity(MOST_PER_TRIP);
     while waiting.recv_many(&mut trip, MOST_PER_TRIP).await > 0 {
         metrics::counter!("ratewire_api_limiter_round_trips_total").increment(1);
-        match count(&mut redis, &trip).await {
+        let trip_ref = &trip;
+        let counted = redis
+            .call("limiter round trip", |mut conn| async move {
+                count(&mut conn, trip_ref).await
+            })
+            .await;
+        match counted {
             Ok((answers, give_back)) => {
                 for (ask, answer) in trip.drain(..).zip(answers) {
                     // The caller may have gone; its count stands, as it
@@ -86,13 +100,18 @@ async fn run(mut waiting: mpsc::UnboundedReceiver<Ask>, mut redis: ConnectionMan
                 }
                 // After the answers, so only refusals pay for it.
                 if let Some(give_back) = give_back {
-                    if let Err(e) = give_back.query_async::<()>(&mut redis).await {
-                        tracing::warn!(error = %e, "giving back refused requests' counts failed; they expire with their window");
+                    let given = redis
+                        .call("giving counts back", |mut conn| async move {
+                            give_back.query_async::<()>(&mut conn).await
+                        })
+                        .await;
+                    if let Err(e) = given {
+                        tracing::debug!(error = %e, "giving back refused requests' counts failed; they expire with their window");
                     }
                 }
             }
             Err(e) => {
-                let failed = Failed::Redis(Arc::new(e));
+                let failed = Failed::Redis(e);
                 for ask in trip.drain(..) {
                     let _ = ask.reply.send(Err(failed.clone()));
                 }
@@ -368,8 +387,8 @@ mod tests {
     #[tokio::test]
     async fn concurrent_requests_sharing_trips_admit_exactly_the_limit() {
         let (mut redis, p) = redis();
-        let limiter = Arc::new(super::super::Limiter::new(
-            redis.clone(),
+        let limiter = std::sync::Arc::new(super::super::Limiter::new(
+            RedisGuard::new(redis.clone(), std::time::Duration::from_secs(2)),
             &p,
             chrono_tz::UTC,
         ));

@@ -9,7 +9,7 @@ use axum::{Json, Router};
 
 use crate::auth::Operator;
 use crate::error::{Error, Result};
-use crate::keys::{self, CreatedKey, KeyInfo, NewKey};
+use crate::keys::{self, CreatedKey, KeyInfo, NewKey, Revocation};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -39,9 +39,8 @@ async fn revoke(
     State(state): State<AppState>,
     Path(prefix): Path<String>,
 ) -> Result<StatusCode> {
-    if state.key_store.revoke(&prefix).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(Error::NotFound("Key not found"))
+    match state.key_store.revoke(&prefix).await? {
+        Revocation::Revoked => Ok(StatusCode::NO_CONTENT),
+        Revocation::NotFound => Err(Error::NotFound("Key not found")),
     }
 }

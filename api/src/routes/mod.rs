@@ -79,12 +79,13 @@ fn still_starting() -> Response {
 pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<Bytes> {
     let answer = match prefetched.0 {
         Some((fetched, body)) if fetched == key => Ok(body),
-        _ => {
-            let mut redis = state.redis.clone();
-            redis::AsyncCommands::get::<_, Option<Vec<u8>>>(&mut redis, key)
-                .await
-                .map(|body| body.map(Bytes::from))
-        }
+        _ => state
+            .redis
+            .call("reading a view", |mut conn| async move {
+                redis::AsyncCommands::get::<_, Option<Vec<u8>>>(&mut conn, key).await
+            })
+            .await
+            .map(|body| body.map(Bytes::from)),
     };
     let (body, source) = match answer {
         Ok(Some(body)) => (Some(body), "redis"),
@@ -94,7 +95,8 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) ->
         }
         Err(e) => {
             metrics::counter!("ratewire_api_redis_errors_total").increment(1);
-            tracing::warn!(error = %e, "redis unavailable; rendering from postgres");
+            // The guard logs each change of Redis's state once.
+            tracing::debug!(error = %e, "rendering from postgres");
             (None, "postgres")
         }
     };

@@ -16,6 +16,7 @@ use crate::banks;
 use crate::board;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Claim};
+use crate::outbox;
 use sha2::{Digest, Sha256};
 
 pub fn router() -> Router<AppState> {
@@ -98,7 +99,8 @@ async fn publish_board(
     }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
 
-    let board = board::parse(&body, Utc::now()).map_err(Error::Validation)?;
+    let board =
+        board::parse_since(&body, Utc::now(), state.as_of_horizon).map_err(Error::Validation)?;
     let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));
 
     // Only a valid board claims its key: a rejected push can be corrected
@@ -120,6 +122,8 @@ async fn publish_board(
             Some(key)
         }
     };
+    // The bank's own changes waiting in the outbox go first.
+    outbox::before_board(&state.pool, &state.publisher, bank_id).await?;
     state.publisher.publish(&envelope).await?;
     if let Some(key) = key {
         idempotency::accepted(&state.pool, bank_id, key).await?;

@@ -34,6 +34,8 @@ pub struct AppState {
     /// recently found invalid.
     pub publishers: PublisherGate,
     pub body_limit: u64,
+    /// The earliest as-of time a board may carry.
+    pub as_of_horizon: chrono::DateTime<chrono::Utc>,
     /// Prepared once migrations ran and the topic exists; until then every
     /// request but the probes gets 503.
     pub readiness: Readiness,

@@ -1,0 +1,80 @@
+//! Bank changes and the log never disagree: a change is committed with its
+//! events, which reach the log as soon as the broker can take them, in
+//! order, before any later board of that bank.
+
+use std::time::Duration;
+
+use ratewire_e2e::{eventually, Stack};
+
+#[tokio::test]
+async fn a_bank_registered_while_the_broker_is_frozen_reaches_the_log_before_its_boards(
+) -> anyhow::Result<()> {
+    let stack = Stack::start_with(&[("RATEWIRE_PUBLISH_TIMEOUT_MS", "1000")]).await?;
+    let key = stack.api_key("watcher").await?;
+    stack.pause_broker(true)?;
+    // Committed and answered although the broker cannot take its event yet.
+    let bank = stack.register_bank("OUT", "Outbox Bank").await?;
+    let token = stack.publisher_token(bank).await?;
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let (status, _) = stack.publish_board(bank, &token, board).await?;
+    assert_eq!(status, 503, "no board before its bank is on the log");
+    assert_eq!(
+        stack
+            .sql_number("SELECT count(*) FROM ingest.outbox")
+            .await?,
+        Some(1),
+        "the registration waits in the outbox"
+    );
+
+    stack.pause_broker(false)?;
+    stack
+        .wait_count(
+            "the outbox drained",
+            "SELECT count(*) FROM ingest.outbox",
+            0,
+            Duration::from_secs(15),
+        )
+        .await?;
+    eventually("the board accepted", Duration::from_secs(15), || async {
+        let (status, _) = stack.publish_board(bank, &token, board).await.ok()?;
+        (status == 202).then_some(())
+    })
+    .await?;
+    stack.wait_served("the board", bank, &key, "155.1").await?;
+    assert_eq!(
+        stack
+            .sql_number("SELECT count(*) FROM readmodel.dead_letters")
+            .await?,
+        Some(0),
+        "nothing out of order on the log"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn boards_outside_what_is_kept_exactly_are_refused_with_400() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("RUL", "Rules Bank").await?;
+    for (board, field, message) in [
+        (
+            r#"{"asOf":"0001-01-01T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#,
+            "asOf",
+            "must not be before 1990-01-01T00:00:00Z",
+        ),
+        (
+            r#"{"rates":[{"currency":"USD","cashBuying":1.0000000000000000000000000001,"cashSelling":2}]}"#,
+            "rates[0].cashBuying",
+            "must have at most 28 significant digits (they are kept exactly, never rounded)",
+        ),
+        (
+            r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":99999999999}]}"#,
+            "rates[0].cashSelling",
+            "must be at most 1000000000",
+        ),
+    ] {
+        let (status, body) = stack.publish_board(bank, &token, board).await?;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["errors"][field][0], message, "{body}");
+    }
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Redis misbehaving must not bend the API's rules: a hung Redis never
+//! stalls requests nor lets more through than the plan allows, a quota
+//! spent stays spent through a Redis restart, and a revocation holds even
+//! when Redis refuses to write it down. Each test has a Redis of its own.
+
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{self, StreamExt};
+use ratewire_e2e::{
+    ago, eventually, room_in_this_minute, Stack, ADMIN_TOKEN, OWN_REDIS, VISIBLE_WITHIN,
+};
+use serde_json::Value;
+
+/// A stack with its own Redis and one bank with a board, served.
+async fn serving(plans: &str, more: &[(&str, &str)]) -> anyhow::Result<(Stack, String)> {
+    let mut settings = vec![(OWN_REDIS, ""), ("RATEWIRE_PLANS", plans)];
+    settings.extend_from_slice(more);
+    let stack = Stack::start_with(&settings).await?;
+    let poll = stack.api_key_on("poll", "big").await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let board = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
+        ago(0, 1)
+    );
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+    stack.wait_served("the board", bank, &poll, "155.1").await?;
+    Ok((stack, format!("/api/v1/rates?bankId={bank}")))
+}
+
+async fn status(stack: &Stack, url: &str, key: &str) -> anyhow::Result<(u16, Duration)> {
+    let started = Instant::now();
+    let response = stack
+        .http()
+        .get(url)
+        .header("x-api-key", key)
+        .send()
+        .await?;
+    Ok((response.status().as_u16(), started.elapsed()))
+}
+
+#[tokio::test]
+async fn a_hung_redis_neither_stalls_the_api_nor_lets_more_through() -> anyhow::Result<()> {
+    let (stack, path) = serving(
+        "tiny=40/100000,anonymous=10/1000,big=1000000/1000000000",
+        &[],
+    )
+    .await?;
+    let key = stack.api_key_on("tiny", "tiny").await?;
+    let url = format!("{}{path}", stack.api_url);
+    room_in_this_minute(25).await;
+    let mut admitted = 0;
+    for _ in 0..20 {
+        if status(&stack, &url, &key).await?.0 == 200 {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 20, "counted in redis");
+
+    stack.signal("redis", "STOP")?;
+    let answers: Vec<(u16, Duration)> = stream::iter(0..800)
+        .map(|_| status(&stack, &url, &key))
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    if std::env::var("RATEWIRE_DEBUG_LATENCY").is_ok() {
+        for (i, (s, took)) in answers.iter().enumerate() {
+            if *took > Duration::from_millis(40) {
+                eprintln!("#{i}: {s} in {took:?}");
+            }
+        }
+    }
+    let mut latencies: Vec<Duration> = answers.iter().map(|(_, took)| *took).collect();
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    let slowest = *latencies.last().expect("answers");
+    admitted += answers.iter().filter(|(s, _)| *s == 200).count();
+    assert!(
+        answers.iter().all(|(s, _)| *s == 200 || *s == 429),
+        "answered, not failed"
+    );
+    assert!(
+        p99 < Duration::from_millis(100),
+        "p99 {p99:?} with redis hung"
+    );
+    assert!(slowest < Duration::from_secs(1), "slowest {slowest:?}");
+    assert!(
+        admitted <= 40,
+        "{admitted} admitted on a plan of 40 a minute"
+    );
+    let ready: Value = stack
+        .http()
+        .get(format!("{}/readyz", stack.api_url))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(ready["status"], "degraded");
+
+    stack.signal("redis", "CONT")?;
+    eventually(
+        "counting in redis again",
+        Duration::from_secs(10),
+        || async {
+            let ready: Value = stack
+                .http()
+                .get(format!("{}/readyz", stack.api_url))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (ready["status"] == "ready").then_some(())
+        },
+    )
+    .await?;
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
+    assert!(
+        log.contains("redis answers again"),
+        "the recovery is logged"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_key_at_its_monthly_quota_stays_refused_through_a_redis_restart() -> anyhow::Result<()> {
+    let (mut stack, path) = serving(
+        "monthly=1000/5,anonymous=10/1000,big=1000000/1000000000",
+        &[("RATEWIRE_USAGE_SYNC_SECS", "1")],
+    )
+    .await?;
+    let key = stack.api_key_on("monthly", "monthly").await?;
+    let url = format!("{}{path}", stack.api_url);
+    let mut statuses = vec![];
+    for _ in 0..6 {
+        statuses.push(status(&stack, &url, &key).await?.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429]);
+    // Saved to Postgres by the usage sync.
+    stack
+        .wait_count(
+            "the month's count saved",
+            "SELECT coalesce(max(used), 0) FROM api.usage_months WHERE subject LIKE 'key:%'",
+            5,
+            VISIBLE_WITHIN,
+        )
+        .await?;
+
+    stack.stop_redis()?;
+    for _ in 0..3 {
+        assert_eq!(
+            status(&stack, &url, &key).await?.0,
+            429,
+            "still refused without redis"
+        );
+    }
+    stack.start_redis()?;
+    eventually("redis counting again", VISIBLE_WITHIN, || async {
+        let ready: Value = stack
+            .http()
+            .get(format!("{}/readyz", stack.api_url))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (ready["status"] == "ready").then_some(())
+    })
+    .await?;
+    // The empty Redis got the month's count back from Postgres.
+    eventually("the count restored", VISIBLE_WITHIN, || async {
+        let (status, body) = stack.get("/api/v1/usage", Some(&key)).await.ok()?;
+        (status == 200 && body["data"]["month"]["used"] == 5).then_some(())
+    })
+    .await?;
+    assert_eq!(status(&stack, &url, &key).await?.0, 429);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_revocation_holds_within_a_second_when_redis_refuses_to_write() -> anyhow::Result<()> {
+    let (mut stack, path) = serving(
+        "free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=10/1000,big=1000000/1000000000",
+        &[],
+    )
+    .await?;
+    let key = stack.api_key("soon-revoked").await?;
+    let (second, _) = stack.start_api_as("api-b").await?;
+    for base in [&stack.api_url, &second] {
+        assert_eq!(status(&stack, &format!("{base}{path}"), &key).await?.0, 200);
+    }
+    // Reads still work; every write is refused.
+    stack.redis_cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])?;
+    stack.redis_cli(&["CONFIG", "SET", "maxmemory", "1"])?;
+
+    let prefix = key.split('_').nth(1).expect("rwk_PREFIX_SECRET").to_owned();
+    let revoke = format!("{}/v1/admin/keys/{prefix}", stack.api_operator_url);
+    let revoked_at = Instant::now();
+    let answer = stack
+        .http()
+        .delete(&revoke)
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await?;
+    assert_eq!(answer.status(), 204, "revoked: Postgres decides");
+    let on_second = format!("{second}{path}");
+    eventually(
+        "refused on the second instance",
+        Duration::from_secs(5),
+        || async {
+            let (code, _) = status(&stack, &on_second, &key).await.ok()?;
+            (code == 401).then_some(())
+        },
+    )
+    .await?;
+    let took = revoked_at.elapsed();
+    assert!(
+        took < Duration::from_millis(1_500),
+        "refused after {took:?}"
+    );
+    let again = stack
+        .http()
+        .delete(&revoke)
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await?;
+    assert_eq!(again.status(), 204, "revoking twice answers the same");
+    stack.redis_cli(&["CONFIG", "SET", "maxmemory", "0"])?;
+    Ok(())
+}
