@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::redis;
 use ratewire_service::clients::AttemptLimit;
 use ratewire_service::compatibility;
@@ -61,6 +62,7 @@ impl Application {
             prefix: prefix.clone(),
             timezone: config.timezone,
             interval: Duration::from_secs(config.usage_sync_secs),
+            continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
         let state = AppState::new(Shared {
             key_store: KeyStore::new(pool.clone(), redis.clone(), prefix),
@@ -139,6 +141,7 @@ impl Application {
             .prepare("applying migrations", &shutdown, || async {
                 compatibility::require_postgres(&state.pool).await?;
                 db::migrate(&state.pool, &schema).await?;
+                usage_sync.continuity.prepare(&state.pool).await?;
                 state.read.refresh(&state.pool).await
             })
             .await;

@@ -9,7 +9,10 @@
 //!    value, so instances may save in any order.
 //!
 //! Requests counted in Redis after the last save and before a flush are the
-//! only ones lost: at most one interval's worth.
+//! only ones lost: at most one interval's worth. A Redis restored from an
+//! older snapshot brings back the month's marker with old counts; the
+//! continuity marks ([`Continuity`]) notice it, and each counter is raised
+//! to at least what Postgres saved.
 
 use std::time::Duration;
 
@@ -19,6 +22,8 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use ratewire_service::periodic::every;
+
+use ratewire_readmodel::continuity::Continuity;
 
 use crate::limits::{month_key, month_window, MONTH_TTL_SECONDS};
 
@@ -31,12 +36,31 @@ end
 return #KEYS - 1
 "#;
 
+/// Raises each counter (`KEYS`) to at least its saved count (`ARGV[i + 1]`,
+/// `ARGV[1]` the lifetime): after Redis went back in time its counters are
+/// old, and adding the saved counts to them would count twice.
+const RAISE: &str = r#"
+local raised = 0
+for i = 1, #KEYS do
+  local current = tonumber(redis.call('GET', KEYS[i]) or '0')
+  local saved = tonumber(ARGV[i + 1])
+  if current < saved then
+    redis.call('SET', KEYS[i], saved, 'EX', ARGV[1])
+    raised = raised + 1
+  end
+end
+return raised
+"#;
+
 pub struct UsageSync {
     pub pool: PgPool,
     pub redis: ConnectionManager,
     pub prefix: String,
     pub timezone: chrono_tz::Tz,
     pub interval: Duration,
+    /// Notices a Redis that went back in time (an old snapshot restored),
+    /// which brings its "restored" marker back with old counts.
+    pub continuity: Continuity,
 }
 
 impl UsageSync {
@@ -72,6 +96,20 @@ impl UsageSync {
                 subjects = restored,
                 month,
                 "monthly counts restored from postgres into redis"
+            );
+        }
+        if !self.continuity.check(&self.pool, redis.clone()).await? {
+            let script = redis::Script::new(RAISE);
+            let mut raise = script.prepare_invoke();
+            raise.arg(MONTH_TTL_SECONDS);
+            for (subject, used) in &saved {
+                raise.key(self.counter(subject, &month)).arg(*used);
+            }
+            let raised: i64 = raise.invoke_async(&mut redis).await?;
+            tracing::warn!(
+                subjects = raised,
+                month,
+                "redis lost data or went back in time; monthly counts raised to those saved in postgres"
             );
         }
 

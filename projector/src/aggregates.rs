@@ -114,15 +114,13 @@ pub async fn load(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let mut update = ViewUpdate {
-        compose: true,
-        // Any bank change can move a currency's count (new board, deactivation).
-        currencies: Some(views::currencies_response(
-            &store::currency_counts(&mut *tx).await?,
-            style,
-        )),
-        ..ViewUpdate::default()
-    };
+    let mut update = ViewUpdate::at(store::Version::of(&mut tx).await?);
+    update.compose = true;
+    // Any bank change can move a currency's count (new board, deactivation).
+    update.currencies = Some(views::currencies_response(
+        &store::currency_counts(&mut *tx).await?,
+        style,
+    ));
     let counted = started.elapsed();
     let now = Utc::now();
     let quotes = store::quotes_of(&mut *tx, currencies).await?;

@@ -236,9 +236,11 @@ async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> b
 async fn write(pending: &mut Pending) -> Result<()> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
-    let update = crate::rebuild::load_update(&pending.target.pool, &banks).await?;
+    let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
-    pending.target.views.apply(&update).await?;
+    for update in &updates {
+        pending.target.views.apply(update).await?;
+    }
     debug!(
         banks = banks.len(),
         read_ms = read.as_secs_f64() * 1e3,

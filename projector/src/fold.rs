@@ -114,6 +114,18 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
         let next = outcome.positions.entry(message.partition).or_insert(0);
         if message.offset < *next {
             outcome.skipped += 1;
+            // Applied already. When that was this projector's own batch
+            // whose commit succeeded but answered an error, its views were
+            // never refreshed: refresh them now (writing a view again is
+            // harmless).
+            if let Ok(Decoded::Event(envelope)) = decode(&message.payload) {
+                outcome.banks.insert(envelope.bank_id);
+                if let Event::BoardPublished(board) = &envelope.event {
+                    outcome
+                        .currencies
+                        .extend(board.rates.iter().map(|r| r.currency));
+                }
+            }
             continue;
         }
         if message.offset > *next {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratewire_proto::CurrencyCode;
+use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::{db, generation};
 use ratewire_service::{compatibility, retry};
 use rdkafka::consumer::StreamConsumer;
@@ -61,6 +62,8 @@ pub struct FoldLoop {
     progress: Arc<std::sync::Mutex<Progress>>,
     /// The last retention purge: when it started, and its task.
     retention: Option<(Instant, tokio::task::JoinHandle<()>)>,
+    /// Notices a Redis that lost its data or went back in time.
+    continuity: Continuity,
 }
 
 impl FoldLoop {
@@ -76,6 +79,10 @@ impl FoldLoop {
     ) -> Result<Self> {
         let schema = config.read_model.read_schema.clone();
         let aggregates_failed = Arc::default();
+        let continuity = Continuity::new(
+            &config.read_model.redis_prefix,
+            &config.read_model.control_schema,
+        );
         Ok(Self {
             pool: db::pool(&config.common.database_url, &schema, 8)?,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &schema),
@@ -93,6 +100,7 @@ impl FoldLoop {
             aggregates_failed,
             progress: Arc::default(),
             retention: None,
+            continuity,
         })
     }
 
@@ -119,6 +127,15 @@ impl FoldLoop {
         if retry("applying migrations", shutdown, || async {
             compatibility::require_postgres(&pool).await?;
             db::migrate(&pool, &schema).await
+        })
+        .await
+        .is_none()
+        {
+            return Ok(());
+        }
+        let control = self.control.clone();
+        if retry("preparing the continuity marks", shutdown, || {
+            self.continuity.prepare(&control)
         })
         .await
         .is_none()
@@ -418,6 +435,23 @@ impl FoldLoop {
     /// The periodic housekeeping: rebuild everything when Redis lost the
     /// views (flush, restart, first start), else retry what failed before.
     async fn maintain_views(&mut self) {
+        match self
+            .continuity
+            .check(&self.control, self.redis.clone())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                warn!(
+                    "redis lost its data or went back in time; rebuilding the views from postgres"
+                );
+                self.rebuild = true;
+            }
+            Err(e) => {
+                warn!(error = %e, "redis or postgres unavailable; views will catch up when they return");
+                return;
+            }
+        }
         if !self.rebuild {
             match self.views.present().await {
                 Ok(true) => {}

@@ -12,21 +12,30 @@ use crate::error::Result;
 use crate::redis_views::{RedisViews, ViewUpdate};
 use crate::series_cache::SeriesCache;
 
-/// Reads and renders the views of `banks`.
-pub async fn load_update(pool: &PgPool, banks: &[BankId]) -> Result<ViewUpdate> {
-    let mut update = ViewUpdate::default();
-    // In slices, so a rebuild of many banks holds no huge result at once.
+/// Reads and renders the views of `banks`: one update per slice of 500, so
+/// a rebuild of many banks holds no huge result at once, each with the
+/// version of the snapshot it was read in.
+pub async fn load_updates(pool: &PgPool, banks: &[BankId]) -> Result<Vec<ViewUpdate>> {
+    let mut updates = Vec::new();
     for slice in banks.chunks(500) {
-        update.banks.extend(store::bank_views(pool, slice).await?);
+        if let (Some(version), views) = store::bank_views_at(pool, slice).await? {
+            let mut update = ViewUpdate::at(version);
+            update.banks = views;
+            updates.push(update);
+        }
     }
-    Ok(update)
+    Ok(updates)
 }
 
 /// Renders every view from Postgres into Redis; returns the number of banks.
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
     let banks = store::bank_ids(pool).await?;
     let currencies = store::known_currencies(pool).await?;
-    let mut update = aggregates::load(
+    // The bank views first: the all-banks lists are composed from them.
+    for update in load_updates(pool, &banks).await? {
+        views.apply(&update).await?;
+    }
+    let update = aggregates::load(
         pool,
         "",
         &currencies,
@@ -34,17 +43,20 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
         &mut SeriesCache::default(),
     )
     .await?;
-    update.banks = load_update(pool, &banks).await?.banks;
     views.apply(&update).await?;
     Ok(banks.len())
 }
 
 /// The `rebuild` command: the active generation's views from Postgres,
-/// then exit.
+/// unconditionally, then exit.
 pub async fn rebuild_once(config: &Config) -> Result<usize> {
     let (schema, pool) = active_generation(config).await?;
     let redis = redis::connect(&config.read_model.redis_url)?;
     let mut views = RedisViews::for_generation(redis, &config.read_model, &schema);
+    // An operator's rebuild writes what Postgres holds now, whatever was
+    // written before: after Postgres was restored from a backup, every
+    // stored view looks newer than anything it can read.
+    views.forget_versions().await?;
     rebuild_views(&pool, &mut views).await
 }
 

@@ -4,6 +4,7 @@
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::generation;
 use ratewire_readmodel::redis::Keys;
+use ratewire_readmodel::store::Version;
 use ratewire_readmodel::views::{banks_element, rates_element, BankView, RatesVariant, ViewStyle};
 use ratewire_readmodel::ReadModelSettings;
 use redis::aio::ConnectionManager;
@@ -32,9 +33,43 @@ end
 return #ids
 "#;
 
-/// What one refresh writes.
-#[derive(Default)]
+/// Writes views only where no newer snapshot's rendering is stored: each
+/// key's version (`xmax:settled`, see `store::Version`) is kept in one hash
+/// beside the views. `ARGV`: the hash, the update's version (two numbers),
+/// the active-banks set, then `op, key, value` triples: `S` sets, `D`
+/// deletes, `A`/`R` add or remove a bank id in the active set (the key is
+/// then only the name its version is kept under). Returns how many were
+/// written.
+const WRITE_IF_NEWER: &str = r#"
+local versions, xmax, settled, active = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local stamp = ARGV[2] .. ':' .. ARGV[3]
+local written = 0
+for i = 5, #ARGV, 3 do
+  local op, key, value = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local stored = redis.call('HGET', versions, key)
+  local newer = true
+  if stored then
+    local sx, ss = string.match(stored, '^(%-?%d+):(%-?%d+)$')
+    sx, ss = tonumber(sx), tonumber(ss)
+    if sx > xmax or (sx == xmax and ss > settled) then newer = false end
+  end
+  if newer then
+    if op == 'S' then redis.call('SET', key, value)
+    elseif op == 'D' then redis.call('DEL', key)
+    elseif op == 'A' then redis.call('ZADD', active, value, value)
+    elseif op == 'R' then redis.call('ZREM', active, value) end
+    redis.call('HSET', versions, key, stamp)
+    written = written + 1
+  end
+end
+return written
+"#;
+
+/// What one refresh writes, read in one snapshot.
 pub struct ViewUpdate {
+    /// The snapshot the views were read in: what an older one can never
+    /// overwrite.
+    pub version: Version,
     /// `Some(view)` of an active bank is shown; anything else is removed.
     pub banks: Vec<(BankId, Option<BankView>)>,
     /// The rendered /currencies body, when it was recomputed.
@@ -47,12 +82,30 @@ pub struct ViewUpdate {
     pub compose: bool,
 }
 
+impl ViewUpdate {
+    /// Nothing yet, read at `version`.
+    pub fn at(version: Version) -> Self {
+        Self {
+            version,
+            banks: Vec::new(),
+            currencies: None,
+            best: Vec::new(),
+            compose: false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.banks.is_empty() && self.currencies.is_none() && self.best.is_empty()
+    }
+}
+
 #[derive(Clone)]
 pub struct RedisViews {
     conn: ConnectionManager,
     keys: Keys,
     style: ViewStyle,
     compose: redis::Script,
+    write_if_newer: redis::Script,
 }
 
 impl RedisViews {
@@ -72,58 +125,74 @@ impl RedisViews {
             keys: Keys::new(prefix),
             style,
             compose: redis::Script::new(COMPOSE_ALL),
+            write_if_newer: redis::Script::new(WRITE_IF_NEWER),
         }
     }
 
-    /// Writes one refresh in a single atomic pipeline, then recomposes the
-    /// all-banks lists.
+    /// Writes one refresh, each view only if no newer snapshot's rendering
+    /// is already there (one script: atomic), then recomposes the all-banks
+    /// lists when asked.
     pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
+        let mut script = self.write_if_newer.prepare_invoke();
+        script
+            .arg(self.keys.view_versions())
+            .arg(update.version.xmax)
+            .arg(update.version.settled)
+            .arg(self.keys.active_banks());
+        let mut write = |op: &str, key: String, value: &str| {
+            script.arg(op).arg(key).arg(value);
+        };
         for (id, view) in &update.banks {
+            let active = format!("{}:{id}", self.keys.active_banks());
             match view.as_ref().filter(|v| v.bank.active) {
                 Some(view) => {
                     for variant in RatesVariant::ALL {
-                        pipe.set(
-                            self.keys.rates_bank(*id, variant),
-                            rates_element(view, variant, &self.style),
-                        )
-                        .ignore();
+                        let body = rates_element(view, variant, &self.style);
+                        write("S", self.keys.rates_bank(*id, variant), &body);
                     }
                     for with_recent in [false, true] {
-                        pipe.set(
-                            self.keys.banks_bank(*id, with_recent),
-                            banks_element(view, with_recent, &self.style),
-                        )
-                        .ignore();
+                        let body = banks_element(view, with_recent, &self.style);
+                        write("S", self.keys.banks_bank(*id, with_recent), &body);
                     }
-                    pipe.zadd(self.keys.active_banks(), id.get(), id.get())
-                        .ignore();
+                    write("A", active, &id.to_string());
                 }
                 None => {
                     for variant in RatesVariant::ALL {
-                        pipe.del(self.keys.rates_bank(*id, variant)).ignore();
+                        write("D", self.keys.rates_bank(*id, variant), "");
                     }
                     for with_recent in [false, true] {
-                        pipe.del(self.keys.banks_bank(*id, with_recent)).ignore();
+                        write("D", self.keys.banks_bank(*id, with_recent), "");
                     }
-                    pipe.zrem(self.keys.active_banks(), id.get()).ignore();
+                    write("R", active, &id.to_string());
                 }
             }
         }
         if let Some(body) = &update.currencies {
-            pipe.set(self.keys.currencies(), body).ignore();
+            write("S", self.keys.currencies(), body);
         }
         for (code, body) in &update.best {
             match body {
-                Some(body) => pipe.set(self.keys.best(*code), body).ignore(),
-                None => pipe.del(self.keys.best(*code)).ignore(),
+                Some(body) => write("S", self.keys.best(*code), body),
+                None => write("D", self.keys.best(*code), ""),
             };
         }
-        pipe.query_async::<()>(&mut self.conn).await?;
+        let written: i64 = script.invoke_async(&mut self.conn).await?;
+        if written == 0 && !update.is_empty() {
+            tracing::debug!(?update.version, "every view of this update was already newer");
+        }
         if update.compose {
             self.compose_all().await?;
         }
+        Ok(())
+    }
+
+    /// Forgets which snapshot each view was written at, so the next writes
+    /// land whatever they are.
+    pub async fn forget_versions(&mut self) -> Result<()> {
+        redis::cmd("DEL")
+            .arg(self.keys.view_versions())
+            .query_async::<()>(&mut self.conn)
+            .await?;
         Ok(())
     }
 

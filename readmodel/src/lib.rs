@@ -9,7 +9,8 @@
 //! - [`views`]: the API's response bodies as pure functions of what
 //!   [`store`] reads (no I/O): the projector renders them into Redis, the
 //!   API renders the same bytes from Postgres when a view is missing;
-//! - [`settings`]: the settings both sides read to find the model.
+//! - [`settings`]: the settings both sides read to find the model;
+//! - [`continuity`]: noticing that Redis lost its data or went back in time.
 //!
 //! Depends on the event contract (`ratewire-proto`, for ids) and the
 //! service shell (`ratewire-service`, for the Postgres and settings
@@ -17,6 +18,7 @@
 //! the projector or the API: writing the model (the fold, writing views to
 //! Redis) is the projector's, serving it (keys, limits, routes) the API's.
 
+pub mod continuity;
 pub mod db;
 pub mod error;
 pub mod generation;

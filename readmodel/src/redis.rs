@@ -12,7 +12,8 @@
 //!   (each owning some banks) never interleave a stale list;
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
-//! - `P view:best:{CODE}`: the whole best-rates body of one currency.
+//! - `P view:best:{CODE}`: the whole best-rates body of one currency;
+//! - `P view:versions`: the snapshot version each view was rendered at.
 //!
 //! The API wraps these bodies in the outer envelope and sends them unparsed.
 
@@ -113,5 +114,11 @@ impl Keys {
 
     pub fn active_banks(&self) -> String {
         format!("{}view:banks:active", self.prefix)
+    }
+
+    /// The hash of each view's version (the snapshot it was read in), so
+    /// no older rendering overwrites a newer one.
+    pub fn view_versions(&self) -> String {
+        format!("{}view:versions", self.prefix)
     }
 }

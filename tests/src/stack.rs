@@ -455,6 +455,56 @@ impl Stack {
         self.spawn(name, &binary(binary_name)?, &[], &env)
     }
 
+    /// Every stored view of the active generation, by key, its JSON parsed
+    /// and with what a rendering stamps with its own time (the best rates'
+    /// `timestamp`) removed, so two renderings of the same data compare
+    /// equal.
+    pub async fn stored_views(&self) -> Result<std::collections::BTreeMap<String, Value>> {
+        let client = redis::Client::open(self.redis_url.as_str())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let prefix = format!("{}readmodel:view:", self.redis_prefix);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut conn)
+            .await?;
+        let mut views = std::collections::BTreeMap::new();
+        for key in keys {
+            let name = key.trim_start_matches(&prefix).to_owned();
+            let value: Value = match name.as_str() {
+                // Bookkeeping, not a view.
+                "versions" => continue,
+                "banks:active" => {
+                    let ids: Vec<String> = redis::cmd("ZRANGE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(-1)
+                        .query_async(&mut conn)
+                        .await?;
+                    Value::from(ids)
+                }
+                _ => {
+                    let text: String = redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
+                    let mut value: Value = serde_json::from_str(&format!("[{text}]"))
+                        .with_context(|| format!("{key} holds no JSON"))?;
+                    if name.starts_with("best:") {
+                        for entry in value[0]["data"]
+                            .as_object_mut()
+                            .into_iter()
+                            .flat_map(|d| d.values_mut())
+                        {
+                            if let Some(entry) = entry.as_object_mut() {
+                                entry.remove("timestamp");
+                            }
+                        }
+                    }
+                    value
+                }
+            };
+            views.insert(name, value);
+        }
+        Ok(views)
+    }
+
     /// Runs a command on this stack's own Redis (`redis-cli`).
     pub fn redis_cli(&self, args: &[&str]) -> Result<String> {
         let port = self

@@ -231,3 +231,118 @@ async fn a_revocation_holds_within_a_second_when_redis_refuses_to_write() -> any
     stack.redis_cli(&["CONFIG", "SET", "maxmemory", "0"])?;
     Ok(())
 }
+
+/// The stored views, once they have stopped changing.
+async fn settled_views(stack: &Stack) -> anyhow::Result<std::collections::BTreeMap<String, Value>> {
+    let mut last = stack.stored_views().await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let now = stack.stored_views().await?;
+        if now == last && !now.is_empty() {
+            return Ok(now);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the views never settled");
+        last = now;
+    }
+}
+
+#[tokio::test]
+async fn two_projectors_racing_while_redis_is_flushed_end_with_the_views_of_a_fresh_rebuild(
+) -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[(OWN_REDIS, "")]).await?;
+    let second = ratewire_e2e::free_port();
+    stack.start_projector_as(
+        "projector-b",
+        &[("RATEWIRE_PROJECTOR_LISTEN", format!("127.0.0.1:{second}"))],
+    )?;
+    let mut banks = Vec::new();
+    for i in 0..4 {
+        banks.push(
+            stack
+                .bank_with_token(&format!("B{i}"), &format!("Bank {i}"))
+                .await?,
+        );
+    }
+    let stream = stack.spawn_stream(banks, 60, 6);
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        stack.redis_cli(&["FLUSHALL"])?;
+    }
+    assert_eq!(stream.await??, 240);
+    stack.wait_applied(4 + 240, Duration::from_secs(60)).await?;
+    let raced = settled_views(&stack).await?;
+
+    let rebuilt = stack.run("ratewire-projector", &["rebuild"], &[]).await?;
+    assert!(
+        rebuilt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rebuilt.stderr)
+    );
+    let fresh = stack.stored_views().await?;
+    assert_eq!(raced.len(), fresh.len(), "the same views");
+    for (key, value) in &fresh {
+        assert_eq!(raced.get(key), Some(value), "{key} after the race");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_redis_restored_from_an_older_snapshot_gets_views_and_usage_back() -> anyhow::Result<()> {
+    let mut stack =
+        Stack::start_with(&[(OWN_REDIS, ""), ("RATEWIRE_USAGE_SYNC_SECS", "1")]).await?;
+    let key = stack.api_key("reader").await?;
+    let (bank, token) = stack.bank_with_token("SNAP", "Snapshot Bank").await?;
+    let board = |price: u32, hours_ago: i64| {
+        format!(
+            r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{price},"cashSelling":{}}}]}}"#,
+            ago(0, hours_ago),
+            price + 1
+        )
+    };
+    assert_eq!(
+        stack.publish_board(bank, &token, &board(100, 3)).await?.0,
+        202
+    );
+    stack
+        .wait_served("the first board", bank, &key, "\"cashBuying\":100")
+        .await?;
+    stack.redis_cli(&["SAVE"])?;
+    std::fs::copy(stack.logs.join("dump.rdb"), stack.logs.join("older.rdb"))?;
+
+    assert_eq!(
+        stack.publish_board(bank, &token, &board(200, 2)).await?.0,
+        202
+    );
+    stack
+        .wait_served("the second board", bank, &key, "\"cashBuying\":200")
+        .await?;
+    for _ in 0..5 {
+        stack.get("/api/v1/currencies", Some(&key)).await?;
+    }
+    let (_, usage) = stack.get("/api/v1/usage", Some(&key)).await?;
+    let used = usage["data"]["month"]["used"].as_i64().expect("a count");
+    stack
+        .wait_count(
+            "the month's count saved",
+            &format!("SELECT count(*) FROM api.usage_months WHERE subject LIKE 'key:%' AND used >= {used}"),
+            1,
+            VISIBLE_WITHIN,
+        )
+        .await?;
+
+    // Redis comes back from the older snapshot: old views, old counters,
+    // and its marker that usage was restored this month.
+    stack.stop_redis()?;
+    std::fs::copy(stack.logs.join("older.rdb"), stack.logs.join("dump.rdb"))?;
+    stack.start_redis()?;
+    stack
+        .wait_served("the newer board again", bank, &key, "\"cashBuying\":200")
+        .await?;
+    eventually("the month's count back", VISIBLE_WITHIN, || async {
+        let (status, body) = stack.get("/api/v1/usage", Some(&key)).await.ok()?;
+        (status == 200 && body["data"]["month"]["used"].as_i64()? > used).then_some(())
+    })
+    .await?;
+    Ok(())
+}

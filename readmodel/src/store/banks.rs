@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use ratewire_proto::BankId;
 use sqlx::{PgExecutor, Row};
 
-use super::{bank_from_row, rate_from_row, BANK_COLUMNS, PREVIOUS_JOIN, RATE_COLUMNS};
+use super::{bank_from_row, rate_from_row, Version, BANK_COLUMNS, PREVIOUS_JOIN, RATE_COLUMNS};
 use crate::error::Result;
 use crate::views::{BankInfo, BankView, RateView};
 
@@ -69,8 +69,16 @@ pub async fn bank_views(
     pool: &sqlx::PgPool,
     ids: &[BankId],
 ) -> Result<Vec<(BankId, Option<BankView>)>> {
+    Ok(bank_views_at(pool, ids).await?.1)
+}
+
+/// [`bank_views`], with the version of the snapshot they were read in.
+pub async fn bank_views_at(
+    pool: &sqlx::PgPool,
+    ids: &[BankId],
+) -> Result<(Option<Version>, Vec<(BankId, Option<BankView>)>)> {
     if ids.is_empty() {
-        return Ok(Vec::new());
+        return Ok((None, Vec::new()));
     }
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
     // One snapshot for both reads, so each board matches its bank row.
@@ -78,6 +86,7 @@ pub async fn bank_views(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
+    let version = Version::of(&mut tx).await?;
     let bank_rows = sqlx::query(&format!(
         "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = ANY($1)"
     ))
@@ -119,10 +128,11 @@ pub async fn bank_views(
             },
         );
     }
-    Ok(ids
+    let views = ids
         .iter()
         .map(|id| (*id, banks.remove(&id.get())))
-        .collect())
+        .collect();
+    Ok((Some(version), views))
 }
 
 /// Views of every active bank, in id order.

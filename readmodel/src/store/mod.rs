@@ -7,8 +7,11 @@ mod best;
 mod currencies;
 mod history;
 mod series;
+mod snapshot;
 
-pub use banks::{active_bank_views, bank, bank_ids, bank_view, bank_views, latest_board};
+pub use banks::{
+    active_bank_views, bank, bank_ids, bank_view, bank_views, bank_views_at, latest_board,
+};
 pub use best::{best_entry, best_picks, best_rates, best_rates_from};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
@@ -16,6 +19,7 @@ pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,
 };
+pub use snapshot::Version;
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode, SocialLink};
