@@ -142,7 +142,10 @@ async fn a_key_at_its_monthly_quota_stays_refused_through_a_redis_restart() -> a
     stack
         .wait_count(
             "the month's count saved",
-            "SELECT coalesce(max(used), 0) FROM api.usage_months WHERE subject LIKE 'key:%'",
+            &format!(
+                "SELECT coalesce(max(used), 0) FROM api.usage_months WHERE subject = '{}'",
+                subject_of(&key)
+            ),
             5,
             VISIBLE_WITHIN,
         )
@@ -325,7 +328,10 @@ async fn a_redis_restored_from_an_older_snapshot_gets_views_and_usage_back() -> 
     stack
         .wait_count(
             "the month's count saved",
-            &format!("SELECT count(*) FROM api.usage_months WHERE subject LIKE 'key:%' AND used >= {used}"),
+            &format!(
+                "SELECT count(*) FROM api.usage_months WHERE subject = '{}' AND used >= {used}",
+                subject_of(&key)
+            ),
             1,
             VISIBLE_WITHIN,
         )
@@ -339,10 +345,18 @@ async fn a_redis_restored_from_an_older_snapshot_gets_views_and_usage_back() -> 
     stack
         .wait_served("the newer board again", bank, &key, "\"cashBuying\":200")
         .await?;
+    // At least what was saved: the requests counted between the restart
+    // and the raise are the ones an interval may lose (docs/operations.md).
     eventually("the month's count back", VISIBLE_WITHIN, || async {
         let (status, body) = stack.get("/api/v1/usage", Some(&key)).await.ok()?;
-        (status == 200 && body["data"]["month"]["used"].as_i64()? > used).then_some(())
+        (status == 200 && body["data"]["month"]["used"].as_i64()? >= used).then_some(())
     })
     .await?;
     Ok(())
+}
+
+/// The usage subject of an API key `rwk_{prefix}_{secret}`: other keys
+/// (the harness's polling key among them) count under their own.
+fn subject_of(key: &str) -> String {
+    format!("key:{}", key.split('_').nth(1).expect("a key prefix"))
 }
