@@ -1,6 +1,7 @@
 //! The read models equal a fold of the log, whatever happens to the
 //! projector around it: kill -9 mid-stream, two projectors with one killed,
-//! Postgres cut mid-stream, a replay and switch while the API serves.
+//! Postgres cut mid-stream, a replay and switch while the API serves, and
+//! readers during a killed projector's catch-up.
 //!
 //! Each test streams thousands of rate entries through ingest, breaks
 //! something while they flow, waits until every accepted event is applied,
@@ -9,8 +10,9 @@
 
 use std::time::Duration;
 
+use chrono::NaiveDate;
 use rand::Rng;
-use ratewire_e2e::{free_port, Stack, POSTGRES_PROXY};
+use ratewire_e2e::{eventually, free_port, Stack, POSTGRES_PROXY};
 
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(90);
 
@@ -169,5 +171,101 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
         .sql_number("SELECT count(*) FROM readmodel_v2.rates WHERE currency = 'ZAR'")
         .await?;
     assert_eq!((in_old, in_new), (Some(0), Some(1)));
+    Ok(())
+}
+
+/// The day of board `i` (0 = oldest) of the catch-up test: `days - i`
+/// days before `today` (fixed once, so midnight cannot move it).
+fn day_of(today: NaiveDate, days: i64, i: i64) -> NaiveDate {
+    today - chrono::Days::new((days - i) as u64)
+}
+
+/// Board `i`: at noon of its day, buying at 1000 + i, so its value names
+/// its day.
+fn daily_board(today: NaiveDate, days: i64, i: i64) -> String {
+    format!(
+        r#"{{"asOf":"{}T12:00:00Z","rates":[{{"currency":"USD","cashBuying":{},"cashSelling":5000}}]}}"#,
+        day_of(today, days, i),
+        1000 + i
+    )
+}
+
+async fn push_days(
+    stack: &Stack,
+    banks: &[(i64, String)],
+    today: NaiveDate,
+    days: i64,
+    boards: std::ops::Range<i64>,
+) -> anyhow::Result<()> {
+    for i in boards {
+        for (bank, token) in banks {
+            let board = daily_board(today, days, i);
+            assert_eq!(stack.publish_board(*bank, token, &board).await?.0, 202);
+        }
+    }
+    Ok(())
+}
+
+/// A bank's latest board is served only after every earlier board of it is
+/// committed: while a killed projector works through a backlog, whatever
+/// board /rates shows, /history has every day up to it right.
+#[tokio::test]
+async fn while_a_killed_projector_catches_up_history_is_never_behind_rates() -> anyhow::Result<()> {
+    const DAYS: i64 = 120;
+    const BEFORE_KILL: i64 = 30;
+    // Small batches: the backlog is folded, and its views written, in
+    // dozens of steps for the readers to look between.
+    let mut stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_BATCH_MAX", "4")]).await?;
+    let key = stack.api_key("catch-up").await?;
+    let banks = banks(&stack, 2).await?;
+    let today = chrono::Utc::now().date_naive();
+    push_days(&stack, &banks, today, DAYS, 0..BEFORE_KILL).await?;
+    stack
+        .wait_applied(2 + 2 * BEFORE_KILL, CAUGHT_UP_WITHIN)
+        .await?;
+    stack.kill("ratewire-projector")?;
+    push_days(&stack, &banks, today, DAYS, BEFORE_KILL..DAYS).await?;
+    stack.start_process("ratewire-projector")?;
+
+    let checked = std::cell::Cell::new(0);
+    eventually("both banks' last boards served", CAUGHT_UP_WITHIN, || {
+        let (stack, key, banks, checked) = (&stack, &key, &banks, &checked);
+        let picks: Vec<f64> = (0..banks.len()).map(|_| rand::thread_rng().gen()).collect();
+        async move {
+            let mut done = 0;
+            for ((bank, _), pick) in banks.iter().zip(picks) {
+                let (status, rates) = stack
+                    .get(&format!("/api/v1/rates?bankId={bank}"), Some(key))
+                    .await
+                    .ok()?;
+                let latest = rates["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"]
+                    .as_i64()
+                    .filter(|_| status == 200)?
+                    - 1000;
+                let earlier = (pick * (latest + 1) as f64) as i64;
+                let (status, history) = stack
+                    .get(
+                        &format!(
+                            "/api/v1/history?bankId={bank}&date={}",
+                            day_of(today, DAYS, earlier)
+                        ),
+                        Some(key),
+                    )
+                    .await
+                    .ok()?;
+                assert_eq!(
+                    (status, history["data"]["cashBuying"].as_i64()),
+                    (200, Some(1000 + earlier)),
+                    "bank {bank}: /rates shows board {latest}, /history of board {earlier}'s day"
+                );
+                checked.set(checked.get() + 1);
+                done += usize::from(latest == DAYS - 1);
+            }
+            (done == banks.len()).then_some(())
+        }
+    })
+    .await?;
+    assert!(checked.get() > 0);
+    stack.wait_applied(2 + 2 * DAYS, CAUGHT_UP_WITHIN).await?;
     Ok(())
 }
