@@ -10,24 +10,27 @@
 //! Windows are fixed calendar minutes (UTC) and calendar months in the
 //! service time zone.
 //!
-//! When Redis cannot be reached the API keeps serving under a per-process
-//! limiter with the same limits (each instance then admits up to the limit
-//! on its own), logs a warning and counts every such decision; nothing
-//! waits on Redis longer than its response timeout.
+//! When Redis cannot be asked (down, hung, slower than its budget: see
+//! `redis_guard`) each instance decides on its own, admitting at most its
+//! share of what Redis may have left, and adds what it admitted to Redis
+//! before Redis decides again ([`local`]). Nothing waits on Redis longer
+//! than twice the budget.
 
+pub(crate) mod local;
 mod shared_trip;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
+use local::LocalCounts;
 use shared_trip::{Ask, Counted, Failed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +107,15 @@ pub fn month_window(now: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
 /// How long a monthly counter outlives its month (the usage sync restores
 /// counters with the same lifetime).
 pub const MONTH_TTL_SECONDS: u64 = 40 * 86_400;
+
+/// The Redis key of `subject`'s count in the minute window `minute`.
+pub fn minute_key(prefix: &str, subject: &str, minute: &str) -> String {
+    format!("{prefix}rl:minute:{subject}:{minute}")
+}
+
+/// How long a minute's counter is kept (two windows: a request near the
+/// boundary still finds it).
+pub const MINUTE_TTL_SECONDS: u64 = 120;
 
 /// The Redis key of `subject`'s count in `month` (`*` as subject makes a
 /// scan pattern); the usage sync saves and restores these same keys.
@@ -191,24 +203,6 @@ impl Windows {
     }
 }
 
-/// What this process knows and counts of a subject, for when Redis
-/// cannot be asked.
-#[derive(Debug, Default)]
-struct Local {
-    minute_window: String,
-    /// The subject's count this minute as Redis last reported it.
-    minute_known: u64,
-    /// Requests admitted here, without Redis, in this minute.
-    minute: u64,
-    month_window: String,
-    /// The subject's count this month as Redis last reported it.
-    month_known: u64,
-    /// Requests counted here since, not yet added to Redis.
-    month_local: u64,
-}
-
-/// Subjects the per-process fallback counts at most.
-const LOCAL_SUBJECTS: u64 = 100_000;
 /// How often an instance announces itself and counts the live ones.
 const INSTANCES_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// An instance not heard from for this long is gone.
@@ -219,10 +213,11 @@ pub struct Limiter {
     redis: RedisGuard,
     prefix: String,
     timezone: chrono_tz::Tz,
-    /// Per-subject knowledge and counts for when Redis cannot be asked.
-    /// Bounded: whatever an attacker sends, at most `LOCAL_SUBJECTS`
-    /// subjects are kept, the least used going first.
-    local: moka::sync::Cache<String, Arc<Mutex<Local>>>,
+    /// Per-subject knowledge and counts for when Redis cannot be asked
+    /// (bounded: see [`local`]).
+    local: Arc<LocalCounts>,
+    /// Tells the round-trip task to add the counts taken here to Redis.
+    add_local: Arc<Notify>,
     /// API instances alive when Redis last said (at least 1): each admits
     /// its share of an allowance while Redis cannot be asked.
     instances: AtomicU64,
@@ -232,18 +227,32 @@ pub struct Limiter {
     pub local_decisions: AtomicU64,
 }
 
+/// A request's counters: the windows and their Redis keys.
+struct Counters {
+    minute_window: String,
+    month_window: String,
+    minute_key: String,
+    month_key: String,
+}
+
 impl Limiter {
     /// Starts the task that makes the Redis round trips, so it must be
     /// called inside the runtime.
     pub fn new(redis: RedisGuard, prefix: &str, timezone: chrono_tz::Tz) -> Self {
+        let local = Arc::new(LocalCounts::new(prefix));
+        let add_local = Arc::new(Notify::new());
         Self {
-            trips: shared_trip::start(redis.clone()),
+            trips: shared_trip::start(
+                redis.clone(),
+                Arc::clone(&local),
+                Arc::clone(&add_local),
+                timezone,
+            ),
             redis,
             prefix: prefix.to_owned(),
             timezone,
-            local: moka::sync::Cache::builder()
-                .max_capacity(LOCAL_SUBJECTS)
-                .build(),
+            local,
+            add_local,
             instances: AtomicU64::new(1),
             instance: uuid::Uuid::new_v4().simple().to_string(),
             local_decisions: AtomicU64::new(0),
@@ -255,13 +264,13 @@ impl Limiter {
         self.instances.load(Ordering::Relaxed).max(1)
     }
 
-    /// The Redis keys of `subject`'s counts in this minute and this month.
-    fn keys(&self, subject: &str, now: DateTime<Utc>) -> (String, String) {
-        Windows::with(now, self.timezone, |windows| {
-            (
-                format!("{}rl:minute:{subject}:{}", self.prefix, windows.minute),
-                month_key(&self.prefix, subject, &windows.month),
-            )
+    /// `subject`'s counters in this minute and this month.
+    fn counters(&self, subject: &str, now: DateTime<Utc>) -> Counters {
+        Windows::with(now, self.timezone, |windows| Counters {
+            minute_key: minute_key(&self.prefix, subject, &windows.minute),
+            month_key: month_key(&self.prefix, subject, &windows.month),
+            minute_window: windows.minute.clone(),
+            month_window: windows.month.clone(),
         })
     }
 
@@ -290,28 +299,30 @@ impl Limiter {
         now: DateTime<Utc>,
         view: Option<&str>,
     ) -> (Decision, Option<Option<Bytes>>) {
+        let counters = self.counters(subject, now);
         let result = self
-            .count_in_redis(subject, limits, count_month, now, view)
+            .count_in_redis(subject, &counters, limits, count_month, view)
             .await;
         let ((verdict, minute_used, month_used), read, counted) = match result {
-            Ok(counted) => {
-                self.remember(subject, counted.minute_used, counted.month_used, now);
-                (
-                    (counted.verdict, counted.minute_used, counted.month_used),
-                    counted.view,
-                    "redis",
-                )
-            }
+            Ok(counted) => (
+                (counted.verdict, counted.minute_used, counted.month_used),
+                counted.view,
+                "redis",
+            ),
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("ratewire_api_redis_errors_total").increment(1);
                 // The guard logs each change of Redis's state once.
                 tracing::debug!(error = %e, subject, "limiting in this process");
-                (
-                    self.check_locally(subject, limits, count_month, now),
-                    None,
-                    "local",
-                )
+                let decided = self.local.decide(
+                    subject,
+                    &counters.minute_window,
+                    &counters.month_window,
+                    limits,
+                    count_month,
+                    self.instances(),
+                );
+                (decided, None, "local")
             }
         };
         metrics::counter!("ratewire_api_limiter_decisions_total",
@@ -338,177 +349,55 @@ impl Limiter {
     async fn count_in_redis(
         &self,
         subject: &str,
+        counters: &Counters,
         limits: Limits,
         count_month: bool,
-        now: DateTime<Utc>,
         view: Option<&str>,
     ) -> Result<Counted, Failed> {
         if self.redis.is_open() {
             return Err(Failed::Redis(Unavailable::Open));
         }
-        let (minute_key, month_key) = self.keys(subject, now);
+        let sent = self.local.send(
+            subject,
+            &counters.minute_window,
+            &counters.month_window,
+            count_month,
+        );
         let (reply, answer) = oneshot::channel();
         self.trips
             .try_send(Ask {
-                minute_key,
-                month_key,
-                count_month,
+                minute_key: counters.minute_key.clone(),
+                month_key: counters.month_key.clone(),
                 limits,
                 view: view.map(str::to_owned),
+                sent,
                 reply,
             })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => Failed::Busy,
-                mpsc::error::TrySendError::Closed(_) => Failed::Stopped,
+            .map_err(|e| {
+                let (failed, ask) = match e {
+                    mpsc::error::TrySendError::Full(ask) => (Failed::Busy, ask),
+                    mpsc::error::TrySendError::Closed(ask) => (Failed::Stopped, ask),
+                };
+                ask.sent.unanswered();
+                failed
             })?;
         // The trip itself has the budget; this bounds the wait before it.
+        // Given up on, the request stays in flight until its trip ends.
         match tokio::time::timeout(self.redis.budget() * 2, answer).await {
             Ok(answer) => answer.map_err(|_| Failed::Stopped)?,
             Err(_) => Err(Failed::TimedOut),
         }
     }
 
-    /// Keeps what a Redis reply said of `subject`'s minute and month, for
-    /// when Redis cannot be asked.
-    fn remember(&self, subject: &str, minute_used: u64, month_used: u64, now: DateTime<Utc>) {
-        let (minute, month) = Windows::with(now, self.timezone, |windows| {
-            (windows.minute.clone(), windows.month.clone())
-        });
-        let counts = self
-            .local
-            .get_with_by_ref(subject, || Arc::new(Mutex::new(Local::default())));
-        let mut local = counts.lock().expect("limiter counters");
-        if local.minute_window != minute {
-            local.minute_window = minute;
-            local.minute = 0;
-        }
-        local.minute_known = minute_used;
-        if local.month_window != month {
-            local.month_window = month;
-            local.month_local = 0;
-        }
-        local.month_known = month_used;
-    }
-
-    /// The rule while Redis cannot be asked, on this process's counts.
-    ///
-    /// Each of the `n` live instances (as Redis last said) admits at most
-    /// its share of what is left: `(per_minute - known) / n` requests this
-    /// minute and `(per_month - known) / n` this month, where `known` is the
-    /// subject's count in Redis's last reply to this instance (0 for a
-    /// subject it never saw, and for the minute in a later minute). So all
-    /// instances together never admit more than the plan allows, whatever
-    /// Redis did. A subject whose share of the month is spent is told to
-    /// retry in a minute, unless its whole allowance is.
-    fn check_locally(
-        &self,
-        subject: &str,
-        limits: Limits,
-        count_month: bool,
-        now: DateTime<Utc>,
-    ) -> (Verdict, u64, u64) {
-        let (minute_window, month_window) = Windows::with(now, self.timezone, |windows| {
-            (windows.minute.clone(), windows.month.clone())
-        });
-        let instances = self.instances();
-        let counts = self
-            .local
-            .get_with_by_ref(subject, || Arc::new(Mutex::new(Local::default())));
-        let mut local = counts.lock().expect("limiter counters");
-        if local.minute_window != minute_window {
-            local.minute_window = minute_window;
-            local.minute_known = 0;
-            local.minute = 0;
-        }
-        if local.month_window != month_window {
-            local.month_window = month_window;
-            local.month_known = 0;
-            local.month_local = 0;
-        }
-        let month_used = local.month_known + local.month_local;
-        let minute_used = local.minute_known + local.minute;
-        let minute_share = limits.per_minute.saturating_sub(local.minute_known) / instances;
-        let month_share = limits.per_month.saturating_sub(local.month_known) / instances;
-        if local.minute >= minute_share {
-            return (Verdict::RateLimited, minute_used, month_used);
-        }
-        if count_month && local.month_local >= month_share {
-            let verdict = if month_used >= limits.per_month {
-                Verdict::QuotaExceeded
-            } else {
-                Verdict::RateLimited
-            };
-            return (verdict, minute_used, month_used);
-        }
-        local.minute += 1;
-        if count_month {
-            local.month_local += 1;
-        }
-        (
-            Verdict::Allowed,
-            minute_used + 1,
-            month_used + u64::from(count_month),
-        )
-    }
-
-    /// Adds the monthly counts taken here while Redis could not be asked
-    /// to Redis, so quotas and /usage are right again; runs each time the
-    /// breaker closes, until shutdown.
+    /// Each time the breaker closes, until shutdown, has the round-trip
+    /// task add the counts taken here meanwhile to Redis (see [`local`]).
     pub async fn reconcile_after_outages(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = self.redis.closed() => {}
-            }
-            match self.add_local_counts().await {
-                Ok(0) => {}
-                Ok(subjects) => {
-                    tracing::info!(subjects, "monthly counts taken without redis added to it")
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "adding local counts to redis failed; they stay local")
-                }
+                _ = self.redis.closed() => self.add_local.notify_one(),
             }
         }
-    }
-
-    async fn add_local_counts(&self) -> redis::RedisResult<usize> {
-        let pending: Vec<(String, String, u64, Arc<Mutex<Local>>)> = self
-            .local
-            .iter()
-            .filter_map(|(subject, counts)| {
-                let local = counts.lock().expect("limiter counters");
-                (local.month_local > 0).then(|| {
-                    (
-                        subject.as_ref().clone(),
-                        local.month_window.clone(),
-                        local.month_local,
-                        Arc::clone(&counts),
-                    )
-                })
-            })
-            .collect();
-        if pending.is_empty() {
-            return Ok(0);
-        }
-        let mut pipe = redis::pipe();
-        for (subject, month, count, _) in &pending {
-            let key = month_key(&self.prefix, subject, month);
-            pipe.incr(&key, *count)
-                .ignore()
-                .cmd("EXPIRE")
-                .arg(&key)
-                .arg(MONTH_TTL_SECONDS)
-                .arg("NX")
-                .ignore();
-        }
-        let mut conn = self.redis.conn();
-        pipe.query_async::<()>(&mut conn).await?;
-        for (_, _, count, counts) in &pending {
-            let mut local = counts.lock().expect("limiter counters");
-            local.month_local = local.month_local.saturating_sub(*count);
-        }
-        Ok(pending.len())
     }
 
     /// Announces this instance in Redis every few seconds and keeps how

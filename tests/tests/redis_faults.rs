@@ -124,6 +124,45 @@ async fn a_hung_redis_neither_stalls_the_api_nor_lets_more_through() -> anyhow::
     Ok(())
 }
 
+/// A budget too short for a burst: the breaker opens and closes again and
+/// again while 1,000 requests race, and the plan still holds across every
+/// switch between counting in Redis and counting here.
+#[tokio::test]
+async fn a_flapping_breaker_never_lets_a_burst_past_the_plan() -> anyhow::Result<()> {
+    let (stack, path) = serving(
+        "burst=60/100000,anonymous=10/1000,big=1000000/1000000000",
+        &[("RATEWIRE_REDIS_BUDGET_MS", "1")],
+    )
+    .await?;
+    let key = stack.api_key_on("burst", "burst").await?;
+    let url = format!("{}{path}", stack.api_url);
+    room_in_this_minute(20).await;
+    let statuses: Vec<u16> = stream::iter(0..1000)
+        .map(|_| status(&stack, &url, &key))
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .map(|answer| answer.map(|(status, _)| status))
+        .collect::<Result<_, _>>()?;
+    let admitted = statuses.iter().filter(|s| **s == 200).count();
+    eprintln!("admitted {admitted}; logs in {}", stack.logs.display());
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "answered, not failed"
+    );
+    assert!(
+        (1..=60).contains(&admitted),
+        "{admitted} admitted on a plan of 60 a minute"
+    );
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
+    assert!(
+        log.contains("redis unavailable"),
+        "the breaker opened at least once"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_key_at_its_monthly_quota_stays_refused_through_a_redis_restart() -> anyhow::Result<()> {
     let (mut stack, path) = serving(

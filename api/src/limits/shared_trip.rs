@@ -16,15 +16,23 @@
 //! A request waits at most for the trip before its own. Every view it gets
 //! was read after the request arrived, so sharing never serves it a view
 //! older than asking alone would.
+//!
+//! The task is also the only writer of counts taken while Redis could not
+//! be asked: a trip carries its subjects' counts in its `INCRBY`s, and
+//! between trips the task adds everyone else's when told to (see
+//! [`super::local`] for why this order matters).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
+use chrono::Utc;
 use redis::aio::ConnectionManager;
 use redis::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::{Verdict, MONTH_TTL_SECONDS};
+use super::local::{LocalCounts, Sent};
+use super::{Verdict, Windows, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
 use crate::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
 
@@ -32,17 +40,18 @@ use crate::redis_guard::{RedisGuard, Unavailable};
 /// kilobytes and no request waits behind an unbounded trip.
 const MOST_PER_TRIP: usize = 256;
 
-/// How long a per-minute counter outlives its window.
-const MINUTE_TTL_SECONDS: u64 = 120;
-
 /// One request to count, and where its answer goes.
 pub(super) struct Ask {
     pub minute_key: String,
     pub month_key: String,
-    pub count_month: bool,
     pub limits: Limits,
     /// The view to read along when the request is allowed.
     pub view: Option<String>,
+    /// Whether it counts toward the month, the counts its trip carries
+    /// for its subject (admitted in this process while Redis could not be
+    /// asked: added in the same `INCRBY`, not decided again), and where
+    /// its outcome is kept.
+    pub sent: Sent,
     pub reply: oneshot::Sender<Result<Counted, Failed>>,
 }
 
@@ -74,57 +83,108 @@ pub(super) enum Failed {
 pub(super) const QUEUE: usize = 4_096;
 
 /// Starts the task that makes the round trips; it ends when every sender
-/// is dropped.
-pub(super) fn start(redis: RedisGuard) -> mpsc::Sender<Ask> {
+/// is dropped. `add_local` asks it to add the counts taken in this process
+/// to Redis before its next trip.
+pub(super) fn start(
+    redis: RedisGuard,
+    local: Arc<LocalCounts>,
+    add_local: Arc<Notify>,
+    timezone: chrono_tz::Tz,
+) -> mpsc::Sender<Ask> {
     let (asks, waiting) = mpsc::channel(QUEUE);
-    tokio::spawn(run(waiting, redis));
+    tokio::spawn(run(waiting, redis, local, add_local, timezone));
     asks
 }
 
-async fn run(mut waiting: mpsc::Receiver<Ask>, redis: RedisGuard) {
+async fn run(
+    mut waiting: mpsc::Receiver<Ask>,
+    redis: RedisGuard,
+    local: Arc<LocalCounts>,
+    add_local: Arc<Notify>,
+    timezone: chrono_tz::Tz,
+) {
     let mut trip = Vec::with_capacity(MOST_PER_TRIP);
-    while waiting.recv_many(&mut trip, MOST_PER_TRIP).await > 0 {
-        metrics::counter!("ratewire_api_limiter_round_trips_total").increment(1);
-        let trip_ref = &trip;
-        let counted = redis
-            .call("limiter round trip", |mut conn| async move {
-                count(&mut conn, trip_ref).await
-            })
-            .await;
-        match counted {
-            Ok((answers, give_back)) => {
-                for (ask, answer) in trip.drain(..).zip(answers) {
-                    // The caller may have gone; its count stands, as it
-                    // would have had it waited.
-                    let _ = ask.reply.send(Ok(answer));
-                }
-                // After the answers, so only refusals pay for it.
-                if let Some(give_back) = give_back {
-                    let given = redis
-                        .call("giving counts back", |mut conn| async move {
-                            give_back.query_async::<()>(&mut conn).await
-                        })
-                        .await;
-                    if let Err(e) = given {
-                        tracing::debug!(error = %e, "giving back refused requests' counts failed; they expire with their window");
-                    }
+    loop {
+        tokio::select! {
+            // Before the next trip: that trip is decided on these counts.
+            biased;
+            _ = add_local.notified() => {
+                add_local_counts(&redis, &local, timezone).await;
+                continue;
+            }
+            taken = waiting.recv_many(&mut trip, MOST_PER_TRIP) => {
+                if taken == 0 {
+                    return;
                 }
             }
-            Err(e) => {
-                let failed = Failed::Redis(e);
-                for ask in trip.drain(..) {
-                    let _ = ask.reply.send(Err(failed.clone()));
+        }
+        for ask in &mut trip {
+            ask.sent.take_unsent();
+        }
+        one_trip(&redis, &mut trip).await;
+    }
+}
+
+/// Adds what was admitted here while Redis could not be asked.
+async fn add_local_counts(redis: &RedisGuard, local: &LocalCounts, timezone: chrono_tz::Tz) {
+    let this_minute = Windows::with(Utc::now(), timezone, |windows| windows.minute.clone());
+    match local.add_unsent(&mut redis.conn(), &this_minute).await {
+        Ok(0) => {}
+        Ok(subjects) => tracing::info!(subjects, "counts taken without redis added to it"),
+        Err(e) => {
+            tracing::warn!(error = %e, "adding local counts to redis failed; the next trips carry them")
+        }
+    }
+}
+
+/// Counts `trip` in Redis and answers each request.
+async fn one_trip(redis: &RedisGuard, trip: &mut Vec<Ask>) {
+    metrics::counter!("ratewire_api_limiter_round_trips_total").increment(1);
+    let trip_ref = &*trip;
+    let counted = redis
+        .call("limiter round trip", |mut conn| async move {
+            count(&mut conn, trip_ref).await
+        })
+        .await;
+    match counted {
+        Ok((answers, give_back)) => {
+            for (ask, answer) in trip.drain(..).zip(answers) {
+                // Known to this process before any request hears of
+                // it: a request decided here next must count it.
+                ask.sent.answered(answer.minute_used, answer.month_used);
+                // The caller may have gone; its count stands, as it
+                // would have had it waited.
+                let _ = ask.reply.send(Ok(answer));
+            }
+            // After the answers, so only refusals pay for it.
+            if let Some(give_back) = give_back {
+                let given = redis
+                    .call("giving counts back", |mut conn| async move {
+                        give_back.query_async::<()>(&mut conn).await
+                    })
+                    .await;
+                if let Err(e) = given {
+                    tracing::debug!(error = %e, "giving back refused requests' counts failed; they expire with their window");
                 }
+            }
+        }
+        Err(e) => {
+            let failed = Failed::Redis(e);
+            for ask in trip.drain(..) {
+                ask.sent.unanswered();
+                let _ = ask.reply.send(Err(failed.clone()));
             }
         }
     }
 }
 
-/// A counter's place in a trip: requests counted on it, the count before
-/// the trip, and how many of them were admitted so far.
+/// A counter's place in a trip: requests counted on it, counts carried
+/// along (decided before), the count before the trip's requests, and how
+/// many of them were admitted so far.
 #[derive(Default)]
 struct Counter {
     asked: u64,
+    carried: u64,
     before: u64,
     admitted: u64,
 }
@@ -169,9 +229,12 @@ async fn count(
     let mut months = Distinct::<Counter>::new();
     let mut views = Distinct::<Option<Bytes>>::new();
     for ask in trip {
-        minutes.entry(&ask.minute_key).asked += 1;
+        let minute = minutes.entry(&ask.minute_key);
+        minute.asked += 1;
+        minute.carried += ask.sent.carry.minute;
         let month = months.entry(&ask.month_key);
-        month.asked += u64::from(ask.count_month);
+        month.asked += u64::from(ask.sent.count_month);
+        month.carried += ask.sent.carry.month;
         if let Some(view) = &ask.view {
             views.entry(view);
         }
@@ -179,7 +242,7 @@ async fn count(
 
     let mut pipe = redis::pipe();
     for (key, counter) in &minutes.items {
-        pipe.incr(*key, counter.asked)
+        pipe.incr(*key, counter.asked + counter.carried)
             .cmd("EXPIRE")
             .arg(*key)
             .arg(MINUTE_TTL_SECONDS)
@@ -187,8 +250,8 @@ async fn count(
             .ignore();
     }
     for (key, counter) in &months.items {
-        if counter.asked > 0 {
-            pipe.incr(*key, counter.asked)
+        if counter.asked + counter.carried > 0 {
+            pipe.incr(*key, counter.asked + counter.carried)
                 .cmd("EXPIRE")
                 .arg(*key)
                 .arg(MONTH_TTL_SECONDS)
@@ -240,7 +303,7 @@ fn decide(
     let month_used = month.before + month.admitted;
     let verdict = if minute_count > ask.limits.per_minute {
         Verdict::RateLimited
-    } else if ask.count_month && month_used + 1 > ask.limits.per_month {
+    } else if ask.sent.count_month && month_used + 1 > ask.limits.per_month {
         Verdict::QuotaExceeded
     } else {
         Verdict::Allowed
@@ -254,11 +317,11 @@ fn decide(
         };
     }
     minute.admitted += 1;
-    month.admitted += u64::from(ask.count_month);
+    month.admitted += u64::from(ask.sent.count_month);
     Counted {
         verdict,
         minute_used: minute_count,
-        month_used: month_used + u64::from(ask.count_month),
+        month_used: month_used + u64::from(ask.sent.count_month),
         view: ask.view.as_deref().map(|key| views.get(key).clone()),
     }
 }
@@ -293,9 +356,9 @@ mod tests {
         Ask {
             minute_key: format!("{prefix}minute"),
             month_key: format!("{prefix}month"),
-            count_month,
             limits,
             view: view.map(|v| format!("{prefix}{v}")),
+            sent: Sent::detached(count_month),
             reply: oneshot::channel().0,
         }
     }
