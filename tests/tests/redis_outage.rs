@@ -88,7 +88,9 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
     );
 
     stack.start_redis()?;
-    // Redis came back empty: the views are rebuilt and counting resumes there.
+    // Redis came back empty. Counting resumes there, and the five requests
+    // admitted here this minute went with it: the key stays refused until
+    // its minute ends, now by Redis.
     eventually("redis counting again", VISIBLE_WITHIN, || async {
         let response = stack
             .http()
@@ -97,15 +99,34 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
             .send()
             .await
             .ok()?;
-        let remaining: u64 = response
+        let remaining = response
             .headers()
             .get("x-ratelimit-remaining")?
             .to_str()
             .ok()?
-            .parse()
+            .to_owned();
+        let metrics = stack
+            .http()
+            .get(format!("{}/metrics", stack.api_operator_url))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
             .ok()?;
-        (response.status() == 200 && remaining == 4).then_some(())
+        let refused_by_redis = metrics.lines().any(|l| {
+            l.starts_with("ratewire_api_limiter_decisions_total{")
+                && l.contains(r#"decision="rate_limited""#)
+                && l.contains(r#"counted="redis""#)
+        });
+        (response.status() == 429 && remaining == "0" && refused_by_redis).then_some(())
     })
     .await?;
+    let (status, body) = stack.get(&path, Some(&poll)).await?;
+    assert_eq!(
+        (status, body),
+        (200, served_from_redis),
+        "the views rebuilt"
+    );
     Ok(())
 }
