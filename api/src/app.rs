@@ -70,6 +70,7 @@ impl Application {
             pool,
             redis,
             read: ReadModels::new(&config)?,
+            fallbacks: Default::default(),
             style: Arc::new(config.read_model.view_style()),
             operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
             clients: config.clients.clone(),

@@ -35,10 +35,14 @@ pub enum Error {
     Postgres(#[from] sqlx::Error),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
-    /// A key lookup in Postgres failed (the requests that waited for the
-    /// same key share this answer).
-    #[error("postgres (key lookup): {message}")]
-    KeyLookup { unavailable: bool, message: String },
+    /// A Postgres failure several requests shared (they waited for the
+    /// same key lookup or the same render): each gets this copy.
+    #[error("postgres ({what}): {message}")]
+    Shared {
+        what: &'static str,
+        unavailable: bool,
+        message: String,
+    },
     #[error("{0}")]
     Startup(String),
 }
@@ -66,6 +70,20 @@ impl Error {
         Error::Validation(BTreeMap::from([(field.to_owned(), vec![message.into()])]))
     }
 
+    /// A copy for another request that shared this failure (a Postgres
+    /// error cannot be cloned): the same answer and the same log line.
+    pub fn duplicate(&self, what: &'static str) -> Error {
+        match self {
+            Error::NotFound(message) => Error::NotFound(message),
+            Error::Starting(message) => Error::Starting(message),
+            other => Error::Shared {
+                what,
+                unavailable: other.status() == StatusCode::SERVICE_UNAVAILABLE,
+                message: other.to_string(),
+            },
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Error::Validation(_) => StatusCode::BAD_REQUEST,
@@ -75,10 +93,10 @@ impl Error {
             Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::KeyLookup {
+            Error::Shared {
                 unavailable: true, ..
             } => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Postgres(_) | Error::KeyLookup { .. } | Error::Redis(_) | Error::Startup(_) => {
+            Error::Postgres(_) | Error::Shared { .. } | Error::Redis(_) | Error::Startup(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         }
@@ -97,7 +115,7 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
         match &self {
-            Error::Postgres(_) | Error::KeyLookup { .. } => {
+            Error::Postgres(_) | Error::Shared { .. } => {
                 metrics::counter!("ratewire_api_postgres_errors_total").increment(1)
             }
             Error::Redis(_) => metrics::counter!("ratewire_api_redis_errors_total").increment(1),

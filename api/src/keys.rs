@@ -276,7 +276,8 @@ impl KeyStore {
                 Unanswered::Postgres {
                     unavailable,
                     message,
-                } => Err(Error::KeyLookup {
+                } => Err(Error::Shared {
+                    what: "key lookup",
                     unavailable: *unavailable,
                     message: message.clone(),
                 }),

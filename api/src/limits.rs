@@ -441,15 +441,19 @@ impl Limiter {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn without_redis_the_process_limits_on_its_own_and_counts_it() {
-        // Nothing listens on port 1: every Redis call fails fast.
+    /// A limiter whose Redis refuses every call: nothing listens on port 1.
+    fn without_redis() -> Limiter {
         let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
-        let limiter = Limiter::new(
+        Limiter::new(
             RedisGuard::new(redis, std::time::Duration::from_millis(50)),
             "t:",
             chrono_tz::UTC,
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn without_redis_the_process_limits_on_its_own_and_counts_it() {
+        let limiter = without_redis();
         let limits = Limits {
             per_minute: 3,
             per_month: 100,
@@ -493,12 +497,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_redis_the_monthly_allowance_still_holds() {
-        let redis = ratewire_readmodel::redis::connect("redis://127.0.0.1:1/0").unwrap();
-        let limiter = Limiter::new(
-            RedisGuard::new(redis, std::time::Duration::from_millis(50)),
-            "t:",
-            chrono_tz::UTC,
-        );
+        let limiter = without_redis();
         let limits = Limits {
             per_minute: 100,
             per_month: 2,

@@ -14,6 +14,7 @@ use crate::limits::Limiter;
 use crate::plans::Plans;
 use crate::read_model::ReadModels;
 use crate::redis_guard::RedisGuard;
+use crate::routes::fallback::Fallbacks;
 
 /// What every handler shares, behind one `Arc`: each request clones the
 /// state several times (per layer and extractor), and cloning a dozen pools
@@ -43,6 +44,9 @@ pub struct Shared {
     pub redis: RedisGuard,
     /// The read-model generation requests are served from.
     pub read: ReadModels,
+    /// Views rendered from Postgres while Redis has none, shared and kept
+    /// a second.
+    pub fallbacks: Fallbacks,
     pub style: Arc<ViewStyle>,
     pub key_store: KeyStore,
     /// The operators' token and who failed to present it.

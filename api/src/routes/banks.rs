@@ -1,14 +1,15 @@
 //! `GET /api/v1/banks`: the active banks, optionally with their current board.
 
+use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use ratewire_readmodel::store;
-use ratewire_readmodel::views::{banks_element, list_response};
+use ratewire_readmodel::views::banks_element;
 
+use super::cached_view;
 use super::view_body::json_list;
-use super::{cached_view, json_body};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -32,13 +33,20 @@ pub async fn banks(
     let request = BanksRequest::parse(query.as_deref())?;
     let with_recent = request.with_recent;
     let read = state.read.current();
-    if let Some(elements) = cached_view(&state, prefetched, &request.view_key(&read.views)).await {
+    let key = request.view_key(&read.views);
+    if let Some(elements) = cached_view(&state, prefetched, &key).await {
         return Ok(json_list(elements));
     }
-    let elements: Vec<String> = store::active_bank_views(&read.pool)
-        .await?
-        .iter()
-        .map(|view| banks_element(view, with_recent, &state.style))
-        .collect();
-    Ok(json_body(list_response(&elements.join(","))))
+    let elements = state
+        .fallbacks
+        .get(&key, || async {
+            let elements: Vec<String> = store::active_bank_views(&read.pool)
+                .await?
+                .iter()
+                .map(|view| banks_element(view, with_recent, &state.style))
+                .collect();
+            Ok(Ok(Bytes::from(elements.join(","))))
+        })
+        .await?;
+    Ok(json_list(elements))
 }

@@ -1,6 +1,7 @@
 //! `GET /api/v1/rates/best-rates`: the best buying and selling rates of one
 //! currency across the active banks.
 
+use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -11,7 +12,7 @@ use ratewire_readmodel::views::best_rates_response;
 
 use super::{cached_view, json_body};
 use crate::auth::ApiKey;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::Prefetched;
 use crate::requests::BestRatesRequest;
 use crate::state::AppState;
@@ -37,12 +38,19 @@ pub async fn best_rates(
     let request = BestRatesRequest::parse(query.as_deref())?;
     let code = request.code;
     let read = state.read.current();
-    if let Some(body) = cached_view(&state, prefetched, &request.view_key(&read.views)).await {
+    let key = request.view_key(&read.views);
+    if let Some(body) = cached_view(&state, prefetched, &key).await {
         return Ok(json_body(body));
     }
-    let now = Utc::now();
-    let entries = store::best_rates(&read.pool, code, now)
-        .await?
-        .ok_or(Error::NotFound("Currency not found"))?;
-    Ok(json_body(best_rates_response(&entries, now)))
+    let body = state
+        .fallbacks
+        .get(&key, || async {
+            let now = Utc::now();
+            Ok(match store::best_rates(&read.pool, code, now).await? {
+                Some(entries) => Ok(Bytes::from(best_rates_response(&entries, now))),
+                None => Err("Currency not found"),
+            })
+        })
+        .await?;
+    Ok(json_body(body))
 }

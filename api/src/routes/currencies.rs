@@ -1,5 +1,6 @@
 //! `GET /api/v1/currencies`: currencies active banks quote, most quoted first.
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
@@ -26,9 +27,16 @@ pub async fn currencies(
     prefetched: Prefetched,
 ) -> Result<Response> {
     let read = state.read.current();
-    if let Some(body) = cached_view(&state, prefetched, &read.views.currencies()).await {
+    let key = read.views.currencies();
+    if let Some(body) = cached_view(&state, prefetched, &key).await {
         return Ok(json_body(body));
     }
-    let counts = store::currency_counts(&read.pool).await?;
-    Ok(json_body(currencies_response(&counts, &state.style)))
+    let body = state
+        .fallbacks
+        .get(&key, || async {
+            let counts = store::currency_counts(&read.pool).await?;
+            Ok(Ok(Bytes::from(currencies_response(&counts, &state.style))))
+        })
+        .await?;
+    Ok(json_body(body))
 }

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod banks;
 pub mod best_rates;
 pub mod currencies;
+pub mod fallback;
 pub mod health;
 pub mod history;
 pub mod me;

@@ -1,16 +1,17 @@
 //! `GET /api/v1/rates`: the latest board of every active bank, or of one.
 
+use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use ratewire_readmodel::store;
-use ratewire_readmodel::views::{list_response, rates_element};
+use ratewire_readmodel::views::rates_element;
 
+use super::cached_view;
 use super::view_body::json_list;
-use super::{cached_view, json_body};
 use crate::auth::ApiKey;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::Prefetched;
 use crate::requests::RatesRequest;
 use crate::state::AppState;
@@ -47,20 +48,28 @@ pub async fn rates(
 
     // The view is missing (flushed, not built yet, or an unknown bank):
     // Postgres has the same data and the same renderer makes the same bytes.
-    let elements = match bank_id {
-        Some(id) => {
-            let view = store::bank_view(&read.pool, id)
-                .await?
-                .filter(|v| v.bank.active);
-            let view = view.ok_or(Error::NotFound("Bank not found"))?;
-            rates_element(&view, variant, &state.style)
-        }
-        None => store::active_bank_views(&read.pool)
-            .await?
-            .iter()
-            .map(|view| rates_element(view, variant, &state.style))
-            .collect::<Vec<_>>()
-            .join(","),
-    };
-    Ok(json_body(list_response(&elements)))
+    let elements = state
+        .fallbacks
+        .get(&key, || async {
+            let elements = match bank_id {
+                Some(id) => {
+                    let view = store::bank_view(&read.pool, id)
+                        .await?
+                        .filter(|v| v.bank.active);
+                    let Some(view) = view else {
+                        return Ok(Err("Bank not found"));
+                    };
+                    rates_element(&view, variant, &state.style)
+                }
+                None => store::active_bank_views(&read.pool)
+                    .await?
+                    .iter()
+                    .map(|view| rates_element(view, variant, &state.style))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            };
+            Ok(Ok(Bytes::from(elements)))
+        })
+        .await?;
+    Ok(json_list(elements))
 }

@@ -1,0 +1,133 @@
+//! Views rendered from Postgres when Redis has none to give (it is down,
+//! hung, or lost them), shared and kept briefly.
+//!
+//! Without this, every request during a Redis outage would cost Postgres a
+//! snapshot and two or three queries: the moment Redis fails, the whole
+//! read traffic of every instance lands on the database. Instead, requests
+//! that need the same view at once share one render, and a render is kept
+//! for [`KEPT_FOR`], so each instance asks Postgres for a view at most about
+//! once a second however busy it is. A kept render is at most that old;
+//! once Redis answers again, its views are served as before.
+//!
+//! "Not found" answers are kept the same way, so made-up ids cost no more.
+//! Failures (Postgres down) are not kept: the next request tries again.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+
+use crate::error::{Error, Result};
+
+/// How long a render is served before Postgres is asked again.
+pub const KEPT_FOR: Duration = Duration::from_secs(1);
+
+/// The most bytes of renders kept (the list of all banks is the largest,
+/// a few hundred kilobytes per variant).
+const MOST_BYTES: u64 = 32 * 1024 * 1024;
+
+/// A render, or the "not found" message the view's route answers.
+type Rendered = std::result::Result<Bytes, &'static str>;
+
+#[derive(Clone)]
+pub struct Fallbacks(moka::future::Cache<String, Rendered>);
+
+impl Default for Fallbacks {
+    fn default() -> Self {
+        Self(
+            moka::future::Cache::builder()
+                .max_capacity(MOST_BYTES)
+                .weigher(|key: &String, rendered: &Rendered| {
+                    let body = rendered.as_ref().map_or(0, Bytes::len);
+                    u32::try_from(key.len() + body).unwrap_or(u32::MAX)
+                })
+                .time_to_live(KEPT_FOR)
+                .build(),
+        )
+    }
+}
+
+impl Fallbacks {
+    /// The view stored under `key` in Redis, rendered from Postgres by
+    /// `render` unless a render of it is being made or was made within
+    /// [`KEPT_FOR`]. `render` answers `Err(message)` for a view that does
+    /// not exist (a 404 with that message).
+    pub async fn get<F, Fut>(&self, key: &str, render: F) -> Result<Bytes>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Rendered>>,
+    {
+        let rendered = self
+            .0
+            .try_get_with_by_ref(key, async move {
+                metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
+                render().await
+            })
+            .await
+            .map_err(|shared: Arc<Error>| {
+                Arc::try_unwrap(shared)
+                    .unwrap_or_else(|shared| shared.duplicate("rendering a view"))
+            })?;
+        rendered.map_err(Error::NotFound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn requests_at_once_share_one_render_and_a_render_is_kept_briefly() {
+        let fallbacks = Fallbacks::default();
+        let renders = Arc::new(AtomicUsize::new(0));
+        let render = {
+            let renders = Arc::clone(&renders);
+            move || {
+                let renders = Arc::clone(&renders);
+                async move {
+                    renders.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok(Ok(Bytes::from_static(b"[]")))
+                }
+            }
+        };
+        let mut at_once = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            let (fallbacks, render) = (fallbacks.clone(), render.clone());
+            at_once.spawn(async move { fallbacks.get("view", render).await });
+        }
+        while let Some(answer) = at_once.join_next().await {
+            assert_eq!(answer.unwrap().unwrap(), Bytes::from_static(b"[]"));
+        }
+        assert_eq!(renders.load(Ordering::SeqCst), 1, "one render for twenty");
+        fallbacks.get("view", render.clone()).await.unwrap();
+        assert_eq!(renders.load(Ordering::SeqCst), 1, "kept");
+        fallbacks.get("another", render).await.unwrap();
+        assert_eq!(renders.load(Ordering::SeqCst), 2, "per view");
+    }
+
+    #[tokio::test]
+    async fn not_found_is_kept_and_failures_are_not() {
+        let fallbacks = Fallbacks::default();
+        let missing = fallbacks
+            .get("bank", || async { Ok(Err("Bank not found")) })
+            .await;
+        assert!(matches!(missing, Err(Error::NotFound("Bank not found"))));
+        let kept = fallbacks
+            .get("bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
+            .await;
+        assert!(matches!(kept, Err(Error::NotFound(_))), "kept");
+        let failed = fallbacks
+            .get("other", || async {
+                Err(Error::Starting("still starting: waiting for Postgres"))
+            })
+            .await;
+        assert!(failed.is_err());
+        let again = fallbacks
+            .get("other", || async { Ok(Ok(Bytes::from_static(b"y"))) })
+            .await;
+        assert_eq!(again.unwrap(), Bytes::from_static(b"y"), "not kept");
+    }
+}
