@@ -119,6 +119,9 @@ impl Stack {
             logs,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(15))
+                // Below the servers' keep-alive idle timeout (10 s): a
+                // connection is never reused just as the server closes it.
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()?,
             processes: Vec::new(),
             contract: None,

@@ -8,8 +8,8 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::banks_element;
 
-use super::cached_view;
 use super::view_body::json_list;
+use super::{cached_view, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -34,12 +34,13 @@ pub async fn banks(
     let with_recent = request.with_recent;
     let read = state.read.current();
     let key = request.view_key(&read.views);
-    if let Some(elements) = cached_view(&state, prefetched, &key).await {
-        return Ok(json_list(elements));
-    }
+    let cached = match cached_view(&state, prefetched, &key).await {
+        Cached::Found(elements) => return Ok(json_list(elements)),
+        cached => cached,
+    };
     let elements = state
         .fallbacks
-        .get(&key, || async {
+        .render(cached.shared(), &key, || async {
             let elements: Vec<String> = store::active_bank_views(&read.pool)
                 .await?
                 .iter()

@@ -10,7 +10,7 @@ use chrono::Utc;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::best_rates_response;
 
-use super::{cached_view, json_body};
+use super::{cached_view, json_body, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -39,12 +39,13 @@ pub async fn best_rates(
     let code = request.code;
     let read = state.read.current();
     let key = request.view_key(&read.views);
-    if let Some(body) = cached_view(&state, prefetched, &key).await {
-        return Ok(json_body(body));
-    }
+    let cached = match cached_view(&state, prefetched, &key).await {
+        Cached::Found(body) => return Ok(json_body(body)),
+        cached => cached,
+    };
     let body = state
         .fallbacks
-        .get(&key, || async {
+        .render(cached.shared(), &key, || async {
             let now = Utc::now();
             Ok(match store::best_rates(&read.pool, code, now).await? {
                 Some(entries) => Ok(Bytes::from(best_rates_response(&entries, now))),

@@ -8,7 +8,7 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::currencies_response;
 
-use super::{cached_view, json_body};
+use super::{cached_view, json_body, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -28,12 +28,13 @@ pub async fn currencies(
 ) -> Result<Response> {
     let read = state.read.current();
     let key = read.views.currencies();
-    if let Some(body) = cached_view(&state, prefetched, &key).await {
-        return Ok(json_body(body));
-    }
+    let cached = match cached_view(&state, prefetched, &key).await {
+        Cached::Found(body) => return Ok(json_body(body)),
+        cached => cached,
+    };
     let body = state
         .fallbacks
-        .get(&key, || async {
+        .render(cached.shared(), &key, || async {
             let counts = store::currency_counts(&read.pool).await?;
             Ok(Ok(Bytes::from(currencies_response(&counts, &state.style))))
         })

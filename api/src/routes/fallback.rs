@@ -1,5 +1,5 @@
-//! Views rendered from Postgres when Redis has none to give (it is down,
-//! hung, or lost them), shared and kept briefly.
+//! Views rendered from Postgres while Redis cannot be asked (down, hung,
+//! slower than its budget), shared and kept briefly.
 //!
 //! Without this, every request during a Redis outage would cost Postgres a
 //! snapshot and two or three queries: the moment Redis fails, the whole
@@ -7,7 +7,9 @@
 //! that need the same view at once share one render, and a render is kept
 //! for [`KEPT_FOR`], so each instance asks Postgres for a view at most about
 //! once a second however busy it is. A kept render is at most that old;
-//! once Redis answers again, its views are served as before.
+//! once Redis answers again, its views are served as before. A view Redis
+//! answered it does not have (not built yet, an unknown bank) is rendered
+//! afresh each time: Redis is there, and such a render is never kept.
 //!
 //! "Not found" answers are kept the same way, so made-up ids cost no more.
 //! Failures (Postgres down) are not kept: the next request tries again.
@@ -58,6 +60,19 @@ impl Fallbacks {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Rendered>>,
     {
+        self.render(true, key, render).await
+    }
+
+    /// [`Fallbacks::get`] when `shared`, else `render` on its own.
+    pub async fn render<F, Fut>(&self, shared: bool, key: &str, render: F) -> Result<Bytes>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Rendered>>,
+    {
+        if !shared {
+            metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
+            return render().await?.map_err(Error::NotFound);
+        }
         let rendered = self
             .0
             .try_get_with_by_ref(key, async move {
@@ -129,5 +144,18 @@ mod tests {
             .get("other", || async { Ok(Ok(Bytes::from_static(b"y"))) })
             .await;
         assert_eq!(again.unwrap(), Bytes::from_static(b"y"), "not kept");
+    }
+
+    #[tokio::test]
+    async fn while_redis_answers_a_missing_view_is_rendered_afresh() {
+        let fallbacks = Fallbacks::default();
+        let missing = fallbacks
+            .render(false, "bank", || async { Ok(Err("Bank not found")) })
+            .await;
+        assert!(matches!(missing, Err(Error::NotFound(_))));
+        let found = fallbacks
+            .render(false, "bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
+            .await;
+        assert_eq!(found.unwrap(), Bytes::from_static(b"x"), "nothing kept");
     }
 }

@@ -74,10 +74,32 @@ fn still_starting() -> Response {
     Error::Starting("still starting: waiting for Postgres").into_response()
 }
 
+/// What Redis had of a view.
+#[derive(Debug)]
+pub enum Cached {
+    /// The ready-made view.
+    Found(Bytes),
+    /// Redis answered: there is none (not built yet, flushed, or an
+    /// unknown bank or currency).
+    Missing,
+    /// Redis could not be asked (see [`crate::redis_guard`]).
+    Unavailable,
+}
+
+impl Cached {
+    /// Whether renders from Postgres are to be shared and kept (see
+    /// [`fallback`]): only while Redis cannot be asked. A view Redis says
+    /// is missing is rendered afresh, so a bank or currency that has just
+    /// appeared is never hidden by a render from before it did.
+    pub fn shared(&self) -> bool {
+        matches!(self, Cached::Unavailable)
+    }
+}
+
 /// A ready-made view from Redis (taken from `prefetched` when the gate
-/// already read that key); `None` when it is missing or Redis is
-/// unavailable, and the caller renders the same bytes from Postgres.
-pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Option<Bytes> {
+/// already read that key); when it is missing or Redis is unavailable,
+/// the caller renders the same bytes from Postgres.
+pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Cached {
     let answer = match prefetched.0 {
         Some((fetched, body)) if fetched == key => Ok(body),
         _ => state
@@ -88,21 +110,21 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) ->
             .await
             .map(|body| body.map(Bytes::from)),
     };
-    let (body, source) = match answer {
-        Ok(Some(body)) => (Some(body), "redis"),
+    let (cached, source) = match answer {
+        Ok(Some(body)) => (Cached::Found(body), "redis"),
         Ok(None) => {
             tracing::debug!(key, "view missing; rendering from postgres");
-            (None, "postgres")
+            (Cached::Missing, "postgres")
         }
         Err(e) => {
             metrics::counter!("ratewire_api_redis_errors_total").increment(1);
             // The guard logs each change of Redis's state once.
             tracing::debug!(error = %e, "rendering from postgres");
-            (None, "postgres")
+            (Cached::Unavailable, "postgres")
         }
     };
     metrics::counter!("ratewire_api_views_served_total", "source" => source).increment(1);
-    body
+    cached
 }
 
 /// A ready-made JSON body, sent as it is (a string, a stored view, or the

@@ -8,8 +8,8 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::rates_element;
 
-use super::cached_view;
 use super::view_body::json_list;
+use super::{cached_view, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -42,15 +42,16 @@ pub async fn rates(
     let RatesRequest { bank_id, variant } = request;
     let read = state.read.current();
     let key = request.view_key(&read.views);
-    if let Some(elements) = cached_view(&state, prefetched, &key).await {
-        return Ok(json_list(elements));
-    }
+    let cached = match cached_view(&state, prefetched, &key).await {
+        Cached::Found(elements) => return Ok(json_list(elements)),
+        cached => cached,
+    };
 
     // The view is missing (flushed, not built yet, or an unknown bank):
     // Postgres has the same data and the same renderer makes the same bytes.
     let elements = state
         .fallbacks
-        .get(&key, || async {
+        .render(cached.shared(), &key, || async {
             let elements = match bank_id {
                 Some(id) => {
                     let view = store::bank_view(&read.pool, id)
