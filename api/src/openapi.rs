@@ -353,12 +353,15 @@ pub enum CommonErrors {
     /// Validation errors occurred.
     #[response(status = 400)]
     BadRequest(ValidationErrorBody),
-    /// "API key is required" or "Invalid API key".
+    /// "API key is required" (no `x-api-key`) or "Invalid API key"
+    /// (unknown or revoked). Unless the operator opened keyless access.
     #[response(status = 401)]
     Unauthorized(ErrorBody),
     /// Per-minute limit (RATE_LIMIT_EXCEEDED) or monthly allowance
-    /// (QUOTA_EXCEEDED) spent; wait `Retry-After` seconds.
-    #[response(status = 429)]
+    /// (QUOTA_EXCEEDED) spent; wait `Retry-After` seconds. Callers without
+    /// a valid key are counted per client address under the anonymous
+    /// plan before their 401, so they get this once that is spent.
+    #[response(status = 429, headers(("Retry-After" = u64, description = "Whole seconds until a retry can succeed")))]
     TooManyRequests(LimitErrorBody),
     /// Internal Server Error (the cause is only logged).
     #[response(status = 500)]
@@ -392,5 +395,47 @@ mod tests {
         let bank = &doc["components"]["schemas"]["Bank"];
         assert_eq!(bank["properties"]["id"]["type"], "string");
         assert!(bank["properties"]["lastRatesUpdatedAt"].is_object());
+    }
+
+    /// The schema of `name` on `path`.
+    fn parameter(doc: &serde_json::Value, path: &str, name: &str) -> serde_json::Value {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} has no {name}"))["schema"]
+            .clone()
+    }
+
+    /// What the server refuses with 400, the document refuses too: a
+    /// client generated from it sends nothing the server turns away.
+    #[test]
+    fn every_parameter_states_the_rules_the_server_enforces() {
+        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        for path in ["/api/v1/rates", "/api/v1/history"] {
+            assert_eq!(parameter(&doc, path, "bankId")["minimum"], 1, "{path}");
+        }
+        for path in ["/api/v1/rates/best-rates", "/api/v1/history"] {
+            assert_eq!(
+                parameter(&doc, path, "currencyCode")["pattern"],
+                "^[A-Za-z]{3}$",
+                "{path}"
+            );
+        }
+        assert_eq!(parameter(&doc, "/api/v1/history", "date")["format"], "date");
+        for (path, name) in [
+            ("/api/v1/rates", "transactional"),
+            ("/api/v1/rates", "socialLinks"),
+            ("/api/v1/banks", "withRecentEx"),
+        ] {
+            let schema = parameter(&doc, path, name);
+            assert!(
+                schema["type"].to_string().contains("boolean"),
+                "{path} {name}: {schema}"
+            );
+        }
+        let limited = &doc["paths"]["/api/v1/rates"]["get"]["responses"]["429"];
+        assert!(limited["headers"]["Retry-After"].is_object(), "{limited}");
     }
 }

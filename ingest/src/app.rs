@@ -37,6 +37,7 @@ impl Application {
             publishers: PublisherGate::new(config.clients.clone(), config.auth_failures_per_minute),
             body_limit: config.body_limit,
             as_of_horizon: config.as_of_horizon,
+            retraction_window: config.retraction_window(),
             readiness: Readiness::default(),
         };
         Ok(Self {
@@ -89,9 +90,10 @@ impl Application {
                     async move { outbox::drain(&pool, &publisher).await.map(|_| ()) }
                 },
             ));
-            let purge = tokio::spawn(purge_idempotency_keys(
+            let purge = tokio::spawn(purge_expired(
                 state.pool.clone(),
                 config.retention.interval(),
+                config.retraction_window(),
                 shutdown.clone(),
             ));
             [drain, purge]
@@ -119,16 +121,22 @@ async fn prepare(config: &Config, state: &AppState) -> Result<()> {
     Ok(())
 }
 
-/// Forgets idempotency keys past their retention, until shutdown.
-async fn purge_idempotency_keys(
+/// Forgets idempotency keys past their retention and boards past the
+/// retraction window, until shutdown.
+async fn purge_expired(
     pool: sqlx::PgPool,
     interval: Duration,
+    retraction_window: chrono::Duration,
     shutdown: CancellationToken,
 ) {
-    every("purging idempotency keys", interval, shutdown, || async {
+    every("purging expired records", interval, shutdown, || async {
         let purged = crate::idempotency::purge(&pool).await?;
         if purged > 0 {
             info!(purged, "expired idempotency keys purged");
+        }
+        let purged = crate::retraction::purge(&pool, retraction_window).await?;
+        if purged > 0 {
+            info!(purged, "boards past the retraction window forgotten");
         }
         Ok::<_, crate::Error>(())
     })

@@ -1,35 +1,25 @@
 //! Turns a publisher's request body into a valid board, or into the full
 //! list of what is wrong with it.
 //!
-//! Numbers are read from their JSON text, not through `f64`, so a published
-//! 155.10 reaches the log as exactly 155.10.
+//! The rules are the contract's (`ratewire_proto::rules`): this module reads
+//! the body and hands each part to the proto type that holds it, so what
+//! ingest accepts is exactly what the projector applies. Numbers are read
+//! from their JSON text, not through `f64`, so a published 155.10 reaches
+//! the log as exactly 155.10.
 
-use std::collections::BTreeSet;
-
-use chrono::{DateTime, Duration, SubsecRound, Utc};
-use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry};
-use rust_decimal::Decimal;
+use chrono::{DateTime, SubsecRound, Utc};
+use ratewire_proto::board::{check_as_of, check_entries, check_received, EntryParts};
+use ratewire_proto::rules::earliest_as_of;
+use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry, Violation};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::FieldErrors;
 
-/// How far ahead of the receiving clock an as-of time may be.
-pub const MAX_FUTURE_SKEW: Duration = Duration::minutes(5);
-/// The most currencies one board may carry.
-pub const MAX_ENTRIES: usize = 500;
-/// The most significant digits a rate may have: what a decimal holds
-/// exactly, so a published number is kept digit for digit or refused,
-/// never rounded.
-pub const MAX_DIGITS: usize = 28;
-/// The largest rate accepted: far above any bank's quote, far below what
-/// would overflow a sum or a difference of rates.
-pub const MAX_RATE: Decimal = Decimal::from_parts(1_000_000_000, 0, 0, false, 0);
-
-/// The earliest as-of time accepted unless configured otherwise: older
-/// boards are mistakes (a year 0001 would rewrite history at that instant).
+/// The earliest as-of time accepted unless configured otherwise: the
+/// contract's horizon. A deployment may set a later one, never an earlier.
 pub fn default_horizon() -> DateTime<Utc> {
-    "1990-01-01T00:00:00Z".parse().expect("a valid constant")
+    earliest_as_of()
 }
 
 #[derive(Deserialize)]
@@ -59,6 +49,10 @@ struct Problems(FieldErrors);
 impl Problems {
     fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.entry(field.into()).or_default().push(message.into());
+    }
+
+    fn broken(&mut self, violation: Violation) {
+        self.add(violation.field, violation.message);
     }
 }
 
@@ -103,21 +97,27 @@ pub fn parse_since(
             .ok()
             .and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
         {
-            Some(t) if t.with_timezone(&Utc) > now + MAX_FUTURE_SKEW => {
-                problems.add("asOf", "must not be more than 5 minutes in the future");
-                None
-            }
-            Some(t) if t.with_timezone(&Utc) < horizon => {
-                problems.add(
-                    "asOf",
-                    format!(
+            Some(t) => {
+                let t = t.with_timezone(&Utc).trunc_subsecs(6);
+                let before_horizon = if t < horizon && check_as_of(t).is_ok() {
+                    // A horizon this deployment set later than the contract's.
+                    Err(format!(
                         "must not be before {}",
                         horizon.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    ),
-                );
-                None
+                    ))
+                } else {
+                    check_as_of(t)
+                        .and_then(|()| check_received(t, now))
+                        .map_err(|v| v.message)
+                };
+                match before_horizon {
+                    Ok(()) => Some(t),
+                    Err(message) => {
+                        problems.add("asOf", message);
+                        None
+                    }
+                }
             }
-            Some(t) => Some(t.with_timezone(&Utc).trunc_subsecs(6)),
             None => {
                 problems.add(
                     "asOf",
@@ -135,164 +135,94 @@ pub fn parse_since(
     {
         None => problems.add("rates", "is required"),
         Some(Err(_)) => problems.add("rates", "must be an array of rate entries"),
-        Some(Ok(entries)) if entries.is_empty() => {
-            problems.add("rates", "must contain at least one currency")
-        }
-        Some(Ok(entries)) if entries.len() > MAX_ENTRIES => problems.add(
-            "rates",
-            format!("must contain at most {MAX_ENTRIES} currencies"),
-        ),
         Some(Ok(entries)) => {
-            let mut seen = BTreeSet::new();
-            for (i, entry) in entries.iter().enumerate() {
-                if let Some(rate) = parse_entry(i, entry, &mut seen, &mut problems) {
-                    rates.push(rate);
+            let parsed: Vec<Parsed> = entries.iter().map(|entry| read_entry(entry)).collect();
+            for v in check_entries(parsed.iter().map(|p| p.currency)) {
+                problems.broken(v);
+            }
+            for (i, entry) in parsed.into_iter().enumerate() {
+                match entry.result {
+                    Ok(rate) => rates.push(rate),
+                    Err(entry_problems) => {
+                        for (field, message) in entry_problems {
+                            let field = if field.is_empty() {
+                                format!("rates[{i}]")
+                            } else {
+                                format!("rates[{i}].{field}")
+                            };
+                            problems.add(field, message);
+                        }
+                    }
                 }
             }
         }
     }
 
-    match as_of {
-        Some(as_of) if problems.0.is_empty() => Ok(BoardPublished { as_of, rates }),
-        _ => Err(problems.0),
-    }
+    let Some(as_of) = as_of.filter(|_| problems.0.is_empty()) else {
+        return Err(problems.0);
+    };
+    // Every rule was checked above, part by part; the contract's type
+    // checks them again as a whole.
+    BoardPublished::new(as_of, rates).map_err(|violations| {
+        for v in violations {
+            problems.broken(v);
+        }
+        problems.0
+    })
 }
 
-fn parse_entry(
-    i: usize,
-    entry: &RawValue,
-    seen: &mut BTreeSet<CurrencyCode>,
-    problems: &mut Problems,
-) -> Option<RateEntry> {
-    let field = |name: &str| format!("rates[{i}].{name}");
-    let Ok(raw) = serde_json::from_str::<RawEntry<'_>>(entry.get()) else {
-        problems.add(format!("rates[{i}]"), "must be an object");
-        return None;
-    };
-    let before = problems.0.len();
+/// One entry as read: its currency when readable (for the duplicates
+/// rule), and the entry or its problems (fields relative to the entry).
+struct Parsed {
+    currency: Option<CurrencyCode>,
+    result: Result<RateEntry, Vec<(String, String)>>,
+}
 
+fn read_entry<'a>(entry: &'a RawValue) -> Parsed {
+    let Ok(raw) = serde_json::from_str::<RawEntry<'_>>(entry.get()) else {
+        return Parsed {
+            currency: None,
+            result: Err(vec![(String::new(), "must be an object".into())]),
+        };
+    };
+    let mut problems: Vec<(String, String)> = Vec::new();
     let currency = match raw
         .currency
         .map(|c| serde_json::from_str::<String>(c.get()))
     {
-        None => {
-            problems.add(field("currency"), "is required");
-            None
-        }
+        // Reported by the entry's check.
+        None => None,
         Some(Err(_)) => {
-            problems.add(field("currency"), "must be a string");
+            problems.push(("currency".into(), "must be a string".into()));
             None
         }
-        Some(Ok(code)) => match CurrencyCode::parse(&code) {
-            Ok(code) if !seen.insert(code) => {
-                problems.add(field("currency"), format!("{code} appears more than once"));
-                None
-            }
-            Ok(code) => Some(code),
-            Err(e) => {
-                problems.add(field("currency"), format!("{code:?} {e}"));
-                None
-            }
-        },
+        Some(Ok(code)) => Some(code),
     };
-
-    let mut amount = |name: &str, value: Option<&RawValue>, required: bool| -> Option<Decimal> {
-        match value.filter(|v| v.get() != "null") {
-            None if required => {
-                problems.add(field(name), "is required");
-                None
-            }
-            None => None,
-            Some(v) => match positive_number(v.get()) {
-                Ok(d) => Some(d),
-                Err(message) => {
-                    problems.add(field(name), message);
-                    None
-                }
-            },
-        }
+    // The number's own text: the contract's rate reads it exactly.
+    let amount =
+        |value: Option<&'a RawValue>| value.filter(|v| v.get() != "null").map(RawValue::get);
+    let parts = EntryParts {
+        currency: currency.as_deref(),
+        cash_buying: amount(raw.cash_buying),
+        cash_selling: amount(raw.cash_selling),
+        transactional_buying: amount(raw.transactional_buying),
+        transactional_selling: amount(raw.transactional_selling),
     };
-    let cash_buying = amount("cashBuying", raw.cash_buying, true);
-    let cash_selling = amount("cashSelling", raw.cash_selling, true);
-    let tx_buying = amount("transactionalBuying", raw.transactional_buying, false);
-    let tx_selling = amount("transactionalSelling", raw.transactional_selling, false);
-
-    if let (Some(b), Some(s)) = (cash_buying, cash_selling) {
-        if s < b {
-            problems.add(field("cashSelling"), "must not be below cashBuying");
+    let result = parts.check().map_err(|violations| {
+        for v in violations {
+            // A currency that is not a string was reported as such.
+            if !problems.iter().any(|(field, _)| *field == v.field) {
+                problems.push((v.field, v.message));
+            }
         }
+        problems
+    });
+    Parsed {
+        currency: parts
+            .currency
+            .and_then(|code| CurrencyCode::parse(code).ok()),
+        result,
     }
-    match (
-        raw.transactional_buying.is_some(),
-        raw.transactional_selling.is_some(),
-    ) {
-        (true, false) => problems.add(
-            field("transactionalSelling"),
-            "is required with transactionalBuying",
-        ),
-        (false, true) => problems.add(
-            field("transactionalBuying"),
-            "is required with transactionalSelling",
-        ),
-        _ => {}
-    }
-    if let (Some(b), Some(s)) = (tx_buying, tx_selling) {
-        if s < b {
-            problems.add(
-                field("transactionalSelling"),
-                "must not be below transactionalBuying",
-            );
-        }
-    }
-
-    if problems.0.len() != before {
-        return None;
-    }
-    Some(RateEntry {
-        currency: currency?,
-        cash_buying: cash_buying?,
-        cash_selling: cash_selling?,
-        transactional_buying: tx_buying,
-        transactional_selling: tx_selling,
-    })
-}
-
-/// A JSON number's text as an exact, finite, positive decimal with at most
-/// [`MAX_DIGITS`] significant digits and at most [`MAX_RATE`].
-fn positive_number(text: &str) -> Result<Decimal, String> {
-    let is_number = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
-    if !is_number {
-        return Err("must be a number".into());
-    }
-    if significant_digits(text) > MAX_DIGITS {
-        return Err(format!(
-            "must have at most {MAX_DIGITS} significant digits (they are kept exactly, never rounded)"
-        ));
-    }
-    let value = if text.contains(['e', 'E']) {
-        Decimal::from_scientific(text)
-    } else {
-        Decimal::from_str_exact(text)
-    }
-    .map_err(|_| "must be a finite number within range".to_owned())?;
-    if value <= Decimal::ZERO {
-        return Err("must be greater than zero".into());
-    }
-    if value > MAX_RATE {
-        return Err(format!("must be at most {MAX_RATE}"));
-    }
-    Ok(value)
-}
-
-/// The significant digits of a JSON number's text: those of its mantissa
-/// without leading zeros (trailing zeros count: 155.10 has five).
-fn significant_digits(text: &str) -> usize {
-    let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
-    mantissa
-        .chars()
-        .filter(char::is_ascii_digit)
-        .skip_while(|d| *d == '0')
-        .count()
 }
 
 #[cfg(test)]
@@ -340,16 +270,13 @@ mod tests {
             now(),
         )
         .unwrap();
-        assert_eq!(board.rates[0].cash_buying.to_string(), digits28);
+        assert_eq!(board.rates()[0].cash_buying().to_string(), digits28);
         let errors =
             problems(r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":1e10}]}"#);
         assert!(
             errors["rates[0].cashSelling"][0].contains("at most 1000000000"),
             "{errors:?}"
         );
-        assert_eq!(significant_digits("0.000155"), 3);
-        assert_eq!(significant_digits("155.10"), 5);
-        assert_eq!(significant_digits("1.5e2"), 2);
     }
 
     #[test]
@@ -360,20 +287,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            board.as_of,
+            board.as_of(),
             "2026-11-23T07:59:00Z".parse::<DateTime<Utc>>().unwrap()
         );
-        let rate = &board.rates[0];
-        assert_eq!(rate.currency.as_str(), "USD");
-        assert_eq!(rate.cash_buying.to_string(), "155.10");
-        assert_eq!(rate.transactional_buying.unwrap().to_string(), "155.0");
+        let rate = &board.rates()[0];
+        assert_eq!(rate.currency().as_str(), "USD");
+        assert_eq!(rate.cash_buying().to_string(), "155.10");
+        assert_eq!(rate.transactional_buying().unwrap().to_string(), "155.0");
     }
 
     #[test]
     fn as_of_is_kept_to_the_microsecond() {
         let board = parse(br#"{"asOf":"2026-11-23T07:59:00.123456789Z","rates":[{"currency":"EUR","cashBuying":1,"cashSelling":2}]}"#, now()).unwrap();
         assert_eq!(
-            board.as_of,
+            board.as_of(),
             "2026-11-23T07:59:00.123456Z"
                 .parse::<DateTime<Utc>>()
                 .unwrap()
@@ -387,8 +314,8 @@ mod tests {
             now(),
         )
         .unwrap();
-        assert_eq!(board.as_of, now());
-        assert_eq!(board.rates[0].transactional_buying, None);
+        assert_eq!(board.as_of(), now());
+        assert_eq!(board.rates()[0].transactional_buying(), None);
     }
 
     #[test]

@@ -64,6 +64,20 @@ pub enum TokensCommand {
     Revoke { prefix: String },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum BoardsCommand {
+    /// Retract a board the bank published (by the event id its push was
+    /// answered with): the read model then answers as if it had never been
+    /// published. Retracting it again prints the same retraction.
+    Retract {
+        bank_id: BankId,
+        event_id: uuid::Uuid,
+        /// Why, for whoever reads the log.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
 fn parse_social_link(text: &str) -> Result<SocialLink, String> {
     let (platform, url) = text
         .split_once('=')
@@ -193,6 +207,31 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
         .await
         .map_err(explain)?;
     pretty(&bank)
+}
+
+/// Runs a boards subcommand; the result is what the command prints.
+pub async fn boards(config: &Config, command: BoardsCommand) -> anyhow::Result<String> {
+    let pool = pool(config).await?;
+    match command {
+        BoardsCommand::Retract {
+            bank_id,
+            event_id,
+            reason,
+        } => {
+            let publisher = publisher(config).await?;
+            let retraction = crate::retraction::retract(
+                &pool,
+                &publisher,
+                config.retraction_window(),
+                bank_id,
+                event_id,
+                reason,
+            )
+            .await
+            .map_err(explain)?;
+            pretty(&json!({"eventId": retraction, "retracts": event_id, "bankId": bank_id.get()}))
+        }
+    }
 }
 
 /// Runs a tokens subcommand; the result is what the command prints.

@@ -64,19 +64,28 @@ pub struct Config {
     #[arg(long, env = "RATEWIRE_TOPIC_MIN_INSYNC_REPLICAS", value_parser = clap::value_parser!(i32).range(1..=16))]
     pub topic_min_insync_replicas: Option<i32>,
     /// The earliest as-of time a board may carry (RFC 3339, or a date such
-    /// as 1990-01-01 for its midnight UTC).
+    /// as 1990-01-01 for its midnight UTC); not before the contract's own
+    /// horizon, 1990-01-01, which the projector enforces on the log.
     #[arg(long, env = "RATEWIRE_AS_OF_HORIZON", default_value = "1990-01-01", value_parser = parse_horizon)]
     pub as_of_horizon: DateTime<Utc>,
     /// Longest wait, in milliseconds, for the broker's acknowledgement before
     /// a publisher gets 503.
     #[arg(long, env = "RATEWIRE_PUBLISH_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
     pub publish_timeout_ms: u64,
+    /// Days a board can be retracted after it was accepted (its record is
+    /// kept that long, see docs/publishers.md).
+    #[arg(long, env = "RATEWIRE_RETRACTION_WINDOW_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_650))]
+    pub retraction_window_days: u64,
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "RATEWIRE_INGEST_BODY_LIMIT", default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub body_limit: u64,
 }
 
 impl Config {
+    pub fn retraction_window(&self) -> chrono::Duration {
+        chrono::Duration::days(self.retraction_window_days as i64)
+    }
+
     pub fn publish_timeout(&self) -> Duration {
         Duration::from_millis(self.publish_timeout_ms)
     }
@@ -100,6 +109,16 @@ fn parse_horizon(s: &str) -> Result<DateTime<Utc>, String> {
                 .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
         })
         .map_err(|_| format!("{s:?} is neither an RFC 3339 time nor a date like 1990-01-01"))
+        .and_then(|t| {
+            let contract = ratewire_proto::rules::earliest_as_of();
+            if t < contract {
+                Err(format!(
+                    "{s:?} is before 1990-01-01, the earliest as-of time the log's contract allows"
+                ))
+            } else {
+                Ok(t)
+            }
+        })
 }
 
 #[cfg(test)]
@@ -114,5 +133,9 @@ mod tests {
         );
         assert!(parse_horizon("2001-02-03T04:05:06Z").is_ok());
         assert!(parse_horizon("yesterday").is_err());
+        assert!(
+            parse_horizon("1989-12-31").is_err(),
+            "never earlier than the contract's"
+        );
     }
 }

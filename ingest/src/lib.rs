@@ -28,8 +28,10 @@ pub mod db;
 pub mod error;
 pub mod feed;
 pub mod idempotency;
+pub mod openapi;
 pub mod outbox;
 pub mod publisher;
+pub mod retraction;
 pub mod routes;
 
 pub use app::Application;

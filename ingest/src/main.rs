@@ -1,7 +1,7 @@
 use std::io::Write;
 
 use clap::Subcommand;
-use ratewire_ingest::cli::{self, BanksCommand, TokensCommand};
+use ratewire_ingest::cli::{self, BanksCommand, BoardsCommand, TokensCommand};
 use ratewire_ingest::{publisher, Application, Config};
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
@@ -18,6 +18,9 @@ enum Command {
     /// Manage publisher tokens directly.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Correct published boards (the same code as the operator endpoint).
+    #[command(subcommand)]
+    Boards(BoardsCommand),
 }
 
 #[tokio::main]
@@ -39,6 +42,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Banks(command) => cli::banks(&cli.config, command).await?,
         Command::Tokens(command) => cli::tokens(&cli.config, command).await?,
+        Command::Boards(command) => cli::boards(&cli.config, command).await?,
     };
     // A command's result is its standard output, not a log line.
     writeln!(std::io::stdout(), "{output}")?;

@@ -134,5 +134,10 @@ fn incoming(message: &impl Message) -> Incoming {
         partition: message.partition(),
         offset: message.offset(),
         payload: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+        key: message.key().map(<[u8]>::to_vec),
+        timestamp: message
+            .timestamp()
+            .to_millis()
+            .and_then(chrono::DateTime::from_timestamp_millis),
     }
 }

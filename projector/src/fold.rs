@@ -14,7 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{decode, BankId, CurrencyCode, Decoded, Envelope, Event};
+use ratewire_proto::{
+    decode, decode_message, BankId, CurrencyCode, DecodeError, Decoded, Envelope, Event, Message,
+};
 use sqlx::{Acquire, PgConnection, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
@@ -34,6 +36,32 @@ pub struct Incoming {
     pub partition: i32,
     pub offset: i64,
     pub payload: Vec<u8>,
+    /// The partitioning key (a bank's id, by the contract).
+    pub key: Option<Vec<u8>>,
+    /// When the broker says it was produced or appended.
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+impl Incoming {
+    /// A message as producers write them: keyed by `bank`, no timestamp.
+    pub fn keyed(partition: i32, offset: i64, bank: BankId, payload: Vec<u8>) -> Self {
+        Self {
+            partition,
+            offset,
+            payload,
+            key: Some(ratewire_proto::partition_key(bank).into_bytes()),
+            timestamp: None,
+        }
+    }
+
+    /// Decodes the message by every rule of the contract.
+    pub fn decode(&self) -> Result<Decoded, DecodeError> {
+        decode_message(Message {
+            key: self.key.as_deref(),
+            payload: &self.payload,
+            timestamp: self.timestamp,
+        })
+    }
 }
 
 /// What a batch did.
@@ -43,6 +71,8 @@ pub struct BatchOutcome {
     /// Already applied (redelivered offset or repeated event id).
     pub skipped: usize,
     pub dead_lettered: usize,
+    /// The rule each dead-lettered message broke.
+    pub refused: Vec<String>,
     /// Unknown event types, skipped by the compatibility rule.
     pub ignored: usize,
     /// Banks whose views must be refreshed.
@@ -123,7 +153,7 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
                 if let Event::BoardPublished(board) = &envelope.event {
                     outcome
                         .currencies
-                        .extend(board.rates.iter().map(|r| r.currency));
+                        .extend(board.rates().iter().map(|r| r.currency()));
                 }
             }
             continue;
@@ -143,7 +173,7 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
             bank_id,
             occurred_at,
             event: Event::BoardPublished(board),
-        })) = decode(&message.payload)
+        })) = message.decode()
         {
             run.push(boards::RunEvent {
                 event_id,
@@ -221,7 +251,32 @@ async fn apply_message(
     message: &Incoming,
     outcome: &mut BatchOutcome,
 ) -> Result<()> {
-    let envelope = match decode(&message.payload) {
+    if let Attempt::Refused(refused) = try_message(tx, message, outcome).await? {
+        dead_letter(tx, topic, message, &refused, outcome).await?;
+    }
+    Ok(())
+}
+
+/// What became of one message tried on its own.
+#[derive(Debug)]
+pub enum Attempt {
+    Applied,
+    /// Its event was applied before.
+    Duplicate,
+    /// A type this build does not know: skipped by the compatibility rule.
+    Ignored,
+    Refused(Refused),
+}
+
+/// Decodes and applies one message in a savepoint of its own (an event
+/// the model cannot take is rolled back alone); records what it changed
+/// in `outcome`. Errors only when Postgres fails.
+pub async fn try_message(
+    tx: &mut Transaction<'_, Postgres>,
+    message: &Incoming,
+    outcome: &mut BatchOutcome,
+) -> Result<Attempt> {
+    let envelope = match message.decode() {
         Ok(Decoded::Event(envelope)) => envelope,
         Ok(Decoded::UnknownType {
             event_id,
@@ -231,7 +286,7 @@ async fn apply_message(
             warn!(%event_id, event_type, version, partition = message.partition, offset = message.offset,
                 "skipping an event type this build does not know");
             outcome.ignored += 1;
-            return Ok(());
+            return Ok(Attempt::Ignored);
         }
         Ok(Decoded::UnsupportedVersion {
             event_id,
@@ -239,45 +294,77 @@ async fn apply_message(
             version,
         }) => {
             let error = format!("{event_type} version {version} is newer than this build reads");
-            dead_letter(tx, topic, message, Some(event_id), &error).await?;
-            outcome.dead_lettered += 1;
-            return Ok(());
+            return Ok(Attempt::Refused(Refused::new(
+                UNSUPPORTED_VERSION,
+                error,
+                Some(event_id),
+            )));
         }
-        Err(e) => {
-            dead_letter(tx, topic, message, None, &e.to_string()).await?;
-            outcome.dead_lettered += 1;
-            return Ok(());
-        }
+        Err(e) => return Ok(Attempt::Refused(Refused::from(&e))),
     };
 
-    // A savepoint per event: an event the model cannot take is rolled back
-    // alone and dead-lettered; the rest of the batch goes on.
     let mut savepoint = tx.begin().await?;
-    match apply_event(&mut savepoint, &envelope, message, &mut outcome.currencies).await {
-        Ok(Applied::Yes) => {
-            savepoint.commit().await?;
-            outcome.applied += 1;
-            outcome.banks.insert(envelope.bank_id);
-            outcome.occurred.push(envelope.occurred_at);
+    let refused = |rule: &str, reason: String| {
+        Attempt::Refused(Refused::new(rule, reason, Some(envelope.event_id)))
+    };
+    let attempt =
+        match apply_event(&mut savepoint, &envelope, message, &mut outcome.currencies).await {
+            Ok(Applied::Yes) => {
+                savepoint.commit().await?;
+                outcome.applied += 1;
+                outcome.banks.insert(envelope.bank_id);
+                outcome.occurred.push(envelope.occurred_at);
+                Attempt::Applied
+            }
+            Ok(Applied::Duplicate) => {
+                savepoint.commit().await?;
+                debug!(event_id = %envelope.event_id, "event already applied");
+                outcome.skipped += 1;
+                Attempt::Duplicate
+            }
+            Err(Rejection::Invalid { rule, reason }) => {
+                savepoint.rollback().await?;
+                refused(rule, reason)
+            }
+            Err(Rejection::Database(e)) if is_data_error(&e) => {
+                savepoint.rollback().await?;
+                refused(DATA, e.to_string())
+            }
+            Err(Rejection::Database(e)) => return Err(e.into()),
+        };
+    Ok(attempt)
+}
+
+/// The dead-letter rule of a known event type in a newer version than this
+/// build reads: not broken, waiting for an upgrade (then re-driven).
+pub const UNSUPPORTED_VERSION: &str = "unsupported-version";
+/// The dead-letter rule of an event the database refused for its content.
+pub const DATA: &str = "data";
+
+/// Why a message was not applied: the rule (a contract rule's code, or
+/// one of the read model's: `unknown-bank`, `bank-registered`, [`DATA`],
+/// [`UNSUPPORTED_VERSION`]) and the whole story.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub rule: String,
+    pub error: String,
+    pub event_id: Option<uuid::Uuid>,
+}
+
+impl Refused {
+    fn new(rule: &str, error: String, event_id: Option<uuid::Uuid>) -> Self {
+        Self {
+            rule: rule.to_owned(),
+            error,
+            event_id,
         }
-        Ok(Applied::Duplicate) => {
-            savepoint.commit().await?;
-            debug!(event_id = %envelope.event_id, "event already applied");
-            outcome.skipped += 1;
-        }
-        Err(Rejection::Invalid(reason)) => {
-            savepoint.rollback().await?;
-            dead_letter(tx, topic, message, Some(envelope.event_id), &reason).await?;
-            outcome.dead_lettered += 1;
-        }
-        Err(Rejection::Database(e)) if is_data_error(&e) => {
-            savepoint.rollback().await?;
-            dead_letter(tx, topic, message, Some(envelope.event_id), &e.to_string()).await?;
-            outcome.dead_lettered += 1;
-        }
-        Err(Rejection::Database(e)) => return Err(e.into()),
     }
-    Ok(())
+}
+
+impl From<&DecodeError> for Refused {
+    fn from(e: &DecodeError) -> Self {
+        Refused::new(e.rule().code(), e.to_string(), e.event_id())
+    }
 }
 
 /// Errors caused by the event's content (SQLSTATE classes 22 and 23), as
@@ -291,30 +378,39 @@ fn is_data_error(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Records `message` as refused (and counts it in `outcome`, for the
+/// metrics once the batch commits).
 async fn dead_letter(
     db: &mut PgConnection,
     topic: &str,
     message: &Incoming,
-    event_id: Option<uuid::Uuid>,
-    error: &str,
+    refused: &Refused,
+    outcome: &mut BatchOutcome,
 ) -> Result<()> {
+    outcome.dead_lettered += 1;
+    outcome.refused.push(refused.rule.clone());
     warn!(
         partition = message.partition,
         offset = message.offset,
-        ?event_id,
-        error,
+        event_id = ?refused.event_id,
+        rule = refused.rule,
+        error = refused.error,
         "dead-lettering a message"
     );
     sqlx::query(
-        r#"INSERT INTO dead_letters (topic, partition, "offset", event_id, error, payload)
-           VALUES ($1, $2, $3, $4, $5, $6)"#,
+        r#"INSERT INTO dead_letters (topic, partition, "offset", event_id, error, payload,
+                                     rule, message_key, message_time)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
     )
     .bind(topic)
     .bind(message.partition)
     .bind(message.offset)
-    .bind(event_id)
-    .bind(error)
+    .bind(refused.event_id)
+    .bind(&refused.error)
     .bind(&message.payload)
+    .bind(&refused.rule)
+    .bind(&message.key)
+    .bind(message.timestamp)
     .execute(db)
     .await?;
     Ok(())

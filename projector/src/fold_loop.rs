@@ -27,6 +27,9 @@ use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
 use crate::{aggregates, retention};
 
+/// How often the unresolved dead letters are counted.
+const DEAD_LETTERS_EVERY: Duration = Duration::from_secs(10);
+
 /// What became of a received batch.
 enum Applied {
     Done,
@@ -64,6 +67,8 @@ pub struct FoldLoop {
     retention: Option<(Instant, tokio::task::JoinHandle<()>)>,
     /// Notices a Redis that lost its data or went back in time.
     continuity: Continuity,
+    /// When the unresolved dead letters were last counted.
+    dead_letters_counted: Option<Instant>,
 }
 
 impl FoldLoop {
@@ -101,6 +106,7 @@ impl FoldLoop {
             progress: Arc::default(),
             retention: None,
             continuity,
+            dead_letters_counted: None,
         })
     }
 
@@ -201,6 +207,7 @@ impl FoldLoop {
                     }
                     self.maintain_views().await;
                     self.schedule_retention();
+                    self.count_dead_letters().await;
                 }
                 batch = &mut next => {
                     next.set(receive(Arc::clone(&self.consumer)));
@@ -241,6 +248,23 @@ impl FoldLoop {
             }
         });
         self.retention = Some((Instant::now(), task));
+    }
+
+    /// Every few seconds, the gauge of dead letters waiting for an operator.
+    async fn count_dead_letters(&mut self) {
+        if self
+            .dead_letters_counted
+            .is_some_and(|at| at.elapsed() < DEAD_LETTERS_EVERY)
+        {
+            return;
+        }
+        self.dead_letters_counted = Some(Instant::now());
+        match crate::dead_letters::unresolved(&self.pool).await {
+            Ok(count) => {
+                metrics::gauge!("ratewire_projector_dead_letters_unresolved").set(count as f64)
+            }
+            Err(e) => warn!(error = %e, "counting dead letters failed; will retry"),
+        }
     }
 
     /// Points the fold at generation `schema`.
@@ -372,6 +396,8 @@ impl FoldLoop {
         );
         if outcome.dead_lettered > 0 {
             warn!(count = outcome.dead_lettered, "messages dead-lettered");
+            // Counted again at the next tick.
+            self.dead_letters_counted = None;
         }
         for gap in &outcome.gaps {
             warn!(

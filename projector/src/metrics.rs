@@ -4,7 +4,9 @@
 //!
 //! - `ratewire_projector_events_applied_total`, `_events_skipped_total`
 //!   (redelivered or repeated), `_events_ignored_total` (unknown types),
-//!   `_dead_letters_total`
+//!   `_dead_letters_total{rule}` (the rule each message broke)
+//! - `ratewire_projector_dead_letters_unresolved`: dead letters no operator
+//!   has re-driven or resolved yet (read from Postgres every few seconds)
 //! - `ratewire_projector_batch_seconds` (histogram): one batch's Postgres
 //!   transaction
 //! - `ratewire_projector_consumer_lag{partition}`: messages on the broker not
@@ -33,7 +35,9 @@ pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
     counter!("ratewire_projector_events_applied_total").increment(outcome.applied as u64);
     counter!("ratewire_projector_events_skipped_total").increment(outcome.skipped as u64);
     counter!("ratewire_projector_events_ignored_total").increment(outcome.ignored as u64);
-    counter!("ratewire_projector_dead_letters_total").increment(outcome.dead_lettered as u64);
+    for rule in &outcome.refused {
+        counter!("ratewire_projector_dead_letters_total", "rule" => rule.clone()).increment(1);
+    }
     histogram!("ratewire_projector_batch_seconds").record(took.as_secs_f64());
 }
 

@@ -47,6 +47,29 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
     Ok(banks.len())
 }
 
+/// Writes the views a change outside the fold touched (a dead letter
+/// re-driven): those of `banks`, the best rates of `currencies`, and the
+/// views over all banks.
+pub async fn refresh_views(
+    pool: &PgPool,
+    views: &mut RedisViews,
+    banks: &[BankId],
+    currencies: &[ratewire_proto::CurrencyCode],
+) -> Result<()> {
+    for update in load_updates(pool, banks).await? {
+        views.apply(&update).await?;
+    }
+    let update = aggregates::load(
+        pool,
+        "",
+        currencies,
+        views.style(),
+        &mut SeriesCache::default(),
+    )
+    .await?;
+    views.apply(&update).await
+}
+
 /// The `rebuild` command: the active generation's views from Postgres,
 /// unconditionally, then exit.
 pub async fn rebuild_once(config: &Config) -> Result<usize> {

@@ -4,12 +4,10 @@
 
 use chrono::{SubsecRound, Utc};
 use ratewire_projector::fold::{apply_batch, Incoming};
-use ratewire_proto::{
-    encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, RateEntry,
-};
+use ratewire_proto::{BankId, BankRegistered, CurrencyCode, Envelope, Event};
 
 mod common;
-use common::{dec, drop_database, fresh_pool};
+use common::{board, dec, drop_database, entry, fresh_pool, messages};
 
 #[tokio::test]
 async fn a_batch_applied_again_after_its_commit_still_names_its_banks_and_currencies(
@@ -32,27 +30,13 @@ async fn a_batch_applied_again_after_its_commit_still_names_its_banks_and_curren
         Envelope::new(
             bank,
             now,
-            Event::BoardPublished(BoardPublished {
-                as_of: now,
-                rates: vec![RateEntry {
-                    currency: usd,
-                    cash_buying: dec(15_510),
-                    cash_selling: dec(15_800),
-                    transactional_buying: None,
-                    transactional_selling: None,
-                }],
-            }),
+            Event::BoardPublished(board(
+                now,
+                vec![entry("USD", dec(15_510), dec(15_800), None)],
+            )),
         ),
     ];
-    let messages: Vec<Incoming> = log
-        .iter()
-        .enumerate()
-        .map(|(offset, e)| Incoming {
-            partition: 0,
-            offset: offset as i64,
-            payload: encode(e),
-        })
-        .collect();
+    let messages: Vec<Incoming> = messages(&log);
 
     let first = apply_batch(&pool, "retry", &messages).await?;
     assert_eq!(first.applied, 2);

@@ -15,15 +15,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
 use ratewire_proto::{
-    encode, BankDeactivated, BankId, BankReactivated, BankRegistered, BoardPublished, CurrencyCode,
-    Envelope, Event, RateEntry,
+    BankDeactivated, BankId, BankReactivated, BankRegistered, BoardPublished, BoardRetracted,
+    CurrencyCode, Envelope, Event,
 };
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{pick_best, Candidate, Field};
 use rust_decimal::Decimal;
 
 mod common;
-use common::{dec, drop_database, fresh_pool};
+use common::{board, dec, drop_database, entry, fresh_pool, messages};
 
 const TOPIC: &str = "reference";
 const CODES: [&str; 3] = ["USD", "EUR", "GBP"];
@@ -36,6 +36,8 @@ struct Reference {
     active: BTreeMap<i64, bool>,
     /// (bank, as_of) -> currency -> values; a re-published as-of replaces.
     boards: BTreeMap<(i64, DateTime<Utc>), BTreeMap<String, Values>>,
+    /// The event id of each stored board.
+    board_ids: BTreeMap<(i64, DateTime<Utc>), uuid::Uuid>,
     seen: BTreeSet<uuid::Uuid>,
 }
 
@@ -55,21 +57,35 @@ impl Reference {
             Event::BankUpdated(_) => {}
             Event::BoardPublished(board) => {
                 let rates = board
-                    .rates
+                    .rates()
                     .iter()
                     .map(|r| {
                         (
-                            r.currency.to_string(),
+                            r.currency().to_string(),
                             (
-                                r.cash_buying,
-                                r.cash_selling,
-                                r.transactional_buying,
-                                r.transactional_selling,
+                                r.cash_buying(),
+                                r.cash_selling(),
+                                r.transactional_buying(),
+                                r.transactional_selling(),
                             ),
                         )
                     })
                     .collect();
-                self.boards.insert((bank, board.as_of), rates);
+                self.boards.insert((bank, board.as_of()), rates);
+                self.board_ids
+                    .insert((bank, board.as_of()), envelope.event_id);
+            }
+            Event::BoardRetracted(retraction) => {
+                // Only a stored board of the same bank goes.
+                let stored = self
+                    .board_ids
+                    .iter()
+                    .find(|((b, _), id)| *b == bank && **id == retraction.board_event_id)
+                    .map(|(key, _)| *key);
+                if let Some(key) = stored {
+                    self.boards.remove(&key);
+                    self.board_ids.remove(&key);
+                }
             }
         }
     }
@@ -104,22 +120,18 @@ fn random_board(rng: &mut StdRng, as_of: DateTime<Utc>) -> BoardPublished {
             let transactional = rng
                 .gen_bool(0.5)
                 .then(|| (dec(buying + 1), dec(selling - 1).max(dec(buying + 1))));
-            rates.push(RateEntry {
-                currency: CurrencyCode::parse(code).unwrap(),
-                cash_buying: dec(buying),
-                cash_selling: dec(selling),
-                transactional_buying: transactional.map(|t| t.0),
-                transactional_selling: transactional.map(|t| t.1),
-            });
+            rates.push(entry(code, dec(buying), dec(selling), transactional));
         }
     }
-    BoardPublished { as_of, rates }
+    board(as_of, rates)
 }
 
 /// A random log: the events in order, with retries and redeliveries mixed in.
 fn random_log(seed: u64) -> Vec<Envelope> {
     let mut rng = StdRng::seed_from_u64(seed);
     let start = Utc::now().trunc_subsecs(0) - Duration::days(20);
+    // Every event received now: the boards are dated in the past.
+    let received = Utc::now();
     let banks: Vec<i64> = (1..=4).collect();
     let mut log = vec![];
     for bank in &banks {
@@ -134,11 +146,34 @@ fn random_log(seed: u64) -> Vec<Envelope> {
             }),
         ));
     }
+    let mut published: Vec<(BankId, uuid::Uuid)> = vec![];
     for step in 0..120 {
         let bank = BankId::new(banks[rng.gen_range(0..banks.len())]).unwrap();
+        let id = uuid::Uuid::now_v7();
         let event = match rng.gen_range(0..100) {
             0..=3 => Event::BankDeactivated(BankDeactivated::default()),
             4..=9 => Event::BankReactivated(BankReactivated {}),
+            10..=15 if !published.is_empty() => {
+                // A correction: mostly one of this bank's boards, now and
+                // then another bank's or one that never was (no-ops).
+                let (owner, board) = published[rng.gen_range(0..published.len())];
+                let board_event_id = match rng.gen_range(0..10) {
+                    0 => uuid::Uuid::now_v7(),
+                    _ => board,
+                };
+                let bank = if rng.gen_bool(0.8) { owner } else { bank };
+                let envelope = Envelope {
+                    event_id: id,
+                    bank_id: bank,
+                    occurred_at: received,
+                    event: Event::BoardRetracted(BoardRetracted {
+                        board_event_id,
+                        reason: None,
+                    }),
+                };
+                log.push(envelope);
+                continue;
+            }
             _ => {
                 // Mostly moving forward in time, sometimes a backfill, and
                 // sometimes exactly an earlier as-of again.
@@ -146,10 +181,16 @@ fn random_log(seed: u64) -> Vec<Envelope> {
                     0 => rng.gen_range(0..step + 1),
                     _ => step + 1,
                 } as i64;
+                published.push((bank, id));
                 Event::BoardPublished(random_board(&mut rng, start + Duration::hours(hours * 3)))
             }
         };
-        let envelope = Envelope::new(bank, start, event);
+        let envelope = Envelope {
+            event_id: id,
+            bank_id: bank,
+            occurred_at: received,
+            event,
+        };
         if rng.gen_bool(0.05) {
             // A producer retry: the same event reaches the log twice.
             log.push(envelope.clone());
@@ -165,15 +206,7 @@ async fn check_seed(seed: u64) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xfeed);
 
     // Fold in random batch sizes; now and then a batch is delivered again.
-    let messages: Vec<Incoming> = log
-        .iter()
-        .enumerate()
-        .map(|(offset, e)| Incoming {
-            partition: 0,
-            offset: offset as i64,
-            payload: encode(e),
-        })
-        .collect();
+    let messages: Vec<Incoming> = messages(&log);
     let mut at = 0;
     while at < messages.len() {
         let end = (at + rng.gen_range(1..12)).min(messages.len());
@@ -383,15 +416,9 @@ fn reference_helpers_agree_with_themselves() {
     // A tiny sanity check of the reference's own ordering.
     let mut reference = Reference::default();
     let t = |h| Utc.with_ymd_and_hms(2026, 11, 1, h, 0, 0).unwrap();
-    let board = |v: &str| BoardPublished {
-        as_of: t(1),
-        rates: vec![RateEntry {
-            currency: CurrencyCode::parse("USD").unwrap(),
-            cash_buying: Decimal::from_str(v).unwrap(),
-            cash_selling: Decimal::from_str(v).unwrap(),
-            transactional_buying: None,
-            transactional_selling: None,
-        }],
+    let board = |v: &str| {
+        let v = Decimal::from_str(v).unwrap();
+        board(t(1), vec![entry("USD", v, v, None)])
     };
     let bank = BankId::new(1).unwrap();
     reference.apply(&Envelope::new(
@@ -434,27 +461,13 @@ async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::R
         log.push(Envelope::new(
             bank,
             as_of,
-            Event::BoardPublished(BoardPublished {
+            Event::BoardPublished(board(
                 as_of,
-                rates: vec![RateEntry {
-                    currency: CurrencyCode::parse("USD").unwrap(),
-                    cash_buying: dec(10_000 + i),
-                    cash_selling: dec(20_000),
-                    transactional_buying: None,
-                    transactional_selling: None,
-                }],
-            }),
+                vec![entry("USD", dec(10_000 + i), dec(20_000), None)],
+            )),
         ));
     }
-    let messages: Vec<Incoming> = log
-        .iter()
-        .enumerate()
-        .map(|(offset, e)| Incoming {
-            partition: 0,
-            offset: offset as i64,
-            payload: encode(e),
-        })
-        .collect();
+    let messages: Vec<Incoming> = messages(&log);
     apply_batch(&pool, TOPIC, &messages).await?;
 
     let usd = CurrencyCode::parse("USD").unwrap();

@@ -12,14 +12,14 @@ use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
 use ratewire_projector::series_cache::{SeriesCache, SeriesKey};
 use ratewire_proto::{
-    encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, RateEntry,
+    encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event,
 };
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::Field;
 use sqlx::PgPool;
 
 mod common;
-use common::{dec, drop_database, fresh_pool};
+use common::{board, dec, drop_database, entry, fresh_pool};
 
 const TOPIC: &str = "series";
 const BANKS: [i64; 2] = [1, 2];
@@ -35,26 +35,18 @@ async fn kept_series_match_a_full_read_seed_2() -> anyhow::Result<()> {
     check(2).await
 }
 
-fn board(rng: &mut StdRng, as_of: DateTime<Utc>, empty: bool) -> BoardPublished {
-    let rates = if empty {
-        vec![]
-    } else {
-        CODES
-            .iter()
-            .map(|code| {
-                let buying = rng.gen_range(10_000..10_100);
-                let transactional = rng.gen_bool(0.6);
-                RateEntry {
-                    currency: CurrencyCode::parse(code).unwrap(),
-                    cash_buying: dec(buying),
-                    cash_selling: dec(buying + 40),
-                    transactional_buying: transactional.then(|| dec(buying + 5)),
-                    transactional_selling: transactional.then(|| dec(buying + 30)),
-                }
-            })
-            .collect()
-    };
-    BoardPublished { as_of, rates }
+fn random_board(rng: &mut StdRng, as_of: DateTime<Utc>) -> BoardPublished {
+    let rates = CODES
+        .iter()
+        .map(|code| {
+            let buying = rng.gen_range(10_000..10_100);
+            let transactional = rng
+                .gen_bool(0.6)
+                .then(|| (dec(buying + 5), dec(buying + 30)));
+            entry(code, dec(buying), dec(buying + 40), transactional)
+        })
+        .collect();
+    board(as_of, rates)
 }
 
 struct Log {
@@ -68,11 +60,7 @@ impl Log {
             .iter()
             .map(|e| {
                 self.offset += 1;
-                Incoming {
-                    partition: 0,
-                    offset: self.offset - 1,
-                    payload: encode(e),
-                }
+                Incoming::keyed(0, self.offset - 1, e.bank_id, encode(e))
             })
             .collect();
         apply_batch(&self.pool, TOPIC, &messages).await?;
@@ -140,16 +128,19 @@ async fn check(seed: u64) -> anyhow::Result<()> {
                     4 => clock + Duration::minutes(rng.gen_range(1..=5)),
                     _ => clock - Duration::seconds(30 * (boards - i)),
                 };
-                // Now and then a bad board, which sends the batch's boards
-                // through the one-by-one path.
-                let empty = rng.gen_bool(0.02);
-                if !empty {
+                // Now and then a board of a bank never registered, which
+                // sends the batch's boards through the one-by-one path.
+                let stray = rng.gen_bool(0.02);
+                let bank = if stray {
+                    BankId::new(999_999).unwrap()
+                } else {
                     published.push((*bank, as_of));
-                }
+                    *bank
+                };
                 events.push(Envelope::new(
-                    *bank,
+                    bank,
                     clock,
-                    Event::BoardPublished(board(&mut rng, as_of, empty)),
+                    Event::BoardPublished(random_board(&mut rng, as_of)),
                 ));
             }
         }

@@ -4,8 +4,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::event::Event;
+use crate::board::WireBoard;
+use crate::event::{BoardRetracted, Event};
 use crate::ids::BankId;
+use crate::rules::{earliest_as_of, Rule, Violation, MAX_FUTURE_SKEW};
+use crate::topic::partition_key;
 
 /// An event with the metadata every consumer needs to order, de-duplicate and
 /// trace it.
@@ -72,6 +75,98 @@ pub enum DecodeError {
         version: u32,
         source: serde_json::Error,
     },
+    /// A well-formed message that breaks a rule of the contract.
+    #[error("breaks the rule '{}': {violation}", violation.rule)]
+    Violation {
+        event_id: Option<Uuid>,
+        violation: Violation,
+    },
+}
+
+impl DecodeError {
+    /// The rule broken (a malformed envelope or payload breaks the rule of
+    /// its shape).
+    pub fn rule(&self) -> Rule {
+        match self {
+            DecodeError::Envelope(_) => Rule::Envelope,
+            DecodeError::Payload { .. } => Rule::Payload,
+            DecodeError::Violation { violation, .. } => violation.rule,
+        }
+    }
+
+    /// The event's id, when the message got as far as naming one.
+    pub fn event_id(&self) -> Option<Uuid> {
+        match self {
+            DecodeError::Violation { event_id, .. } => *event_id,
+            _ => None,
+        }
+    }
+
+    fn violation(event_id: Uuid, violation: Violation) -> Self {
+        DecodeError::Violation {
+            event_id: Some(event_id),
+            violation,
+        }
+    }
+}
+
+/// One message as the log holds it: what besides the payload the rules
+/// need.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    /// The partitioning key: a bank's events are ordered by it.
+    pub key: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+    /// When the broker says the message was produced or appended.
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+/// Decodes one message of the log ([`decode`]) and checks it against the
+/// message it came in: the key must be the envelope's bank id (the key is
+/// what orders a bank's events: another key would put them on another
+/// partition, out of order), and `occurredAt` must not be more than
+/// [`MAX_FUTURE_SKEW`] after the message's timestamp (a message cannot
+/// have been received after it was written; the timestamp stays with the
+/// message, so a replay decides the same).
+pub fn decode_message(message: Message<'_>) -> Result<Decoded, DecodeError> {
+    let decoded = decode(message.payload)?;
+    let Decoded::Event(envelope) = &decoded else {
+        return Ok(decoded);
+    };
+    let expected = partition_key(envelope.bank_id);
+    if message.key != Some(expected.as_bytes()) {
+        let found = message.key.map_or_else(
+            || "no key".to_owned(),
+            |key| format!("key {:?}", String::from_utf8_lossy(key)),
+        );
+        return Err(DecodeError::violation(
+            envelope.event_id,
+            Violation::new(
+                Rule::Key,
+                "key",
+                format!(
+                    "must be the envelope's bankId {expected} (found {found}): a bank's events are ordered by it"
+                ),
+            ),
+        ));
+    }
+    if let Some(timestamp) = message.timestamp {
+        if envelope.occurred_at > timestamp + MAX_FUTURE_SKEW {
+            return Err(DecodeError::violation(
+                envelope.event_id,
+                Violation::new(
+                    Rule::OccurredAt,
+                    "occurredAt",
+                    format!(
+                        "must not be more than {} minutes after the message's timestamp ({})",
+                        MAX_FUTURE_SKEW.num_minutes(),
+                        timestamp.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    ),
+                ),
+            ));
+        }
+    }
+    Ok(decoded)
 }
 
 pub fn encode(envelope: &Envelope) -> Vec<u8> {
@@ -81,6 +176,7 @@ pub fn encode(envelope: &Envelope) -> Vec<u8> {
         Event::BankDeactivated(e) => serde_json::to_value(e),
         Event::BankReactivated(e) => serde_json::to_value(e),
         Event::BoardPublished(e) => serde_json::to_value(e),
+        Event::BoardRetracted(e) => serde_json::to_value(e),
     }
     .expect("event payloads are plain data and always serialize");
     let type_name = envelope.event.type_name();
@@ -95,9 +191,22 @@ pub fn encode(envelope: &Envelope) -> Vec<u8> {
     serde_json::to_vec(&wire).expect("the envelope always serializes")
 }
 
-/// Decodes one message, upcasting older versions to the current shape.
+/// Decodes one message's payload, upcasting older versions to the current
+/// shape, and checks every rule the payload and its envelope can tell
+/// (see [`crate::rules`]); [`decode_message`] adds the rules of the message
+/// around it.
 pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     let wire: Wire = serde_json::from_slice(bytes).map_err(DecodeError::Envelope)?;
+    if wire.version == 0 {
+        return Err(DecodeError::violation(
+            wire.event_id,
+            Violation::new(
+                Rule::Version,
+                "version",
+                "must be 1 or more: version 0 does not exist",
+            ),
+        ));
+    }
     let Some(current) = Event::current_version(&wire.event_type) else {
         return Ok(Decoded::UnknownType {
             event_id: wire.event_id,
@@ -105,12 +214,25 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
             version: wire.version,
         });
     };
-    if wire.version > current || wire.version == 0 {
+    if wire.version > current {
         return Ok(Decoded::UnsupportedVersion {
             event_id: wire.event_id,
             event_type: wire.event_type,
             version: wire.version,
         });
+    }
+    if wire.occurred_at < earliest_as_of() {
+        return Err(DecodeError::violation(
+            wire.event_id,
+            Violation::new(
+                Rule::OccurredAt,
+                "occurredAt",
+                format!(
+                    "must not be before {}",
+                    earliest_as_of().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            ),
+        ));
     }
     // Only version 1 exists today. An upcaster for version N-1 goes here, as
     // a function from the old payload `Value` to the current one.
@@ -119,6 +241,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         version: wire.version,
         source,
     };
+    let broken = |violation: Violation| DecodeError::violation(wire.event_id, violation);
     let payload = wire.payload.clone();
     let event = match wire.event_type.as_str() {
         "BankRegistered" => {
@@ -134,7 +257,20 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
             Event::BankReactivated(serde_json::from_value(payload).map_err(payload_error)?)
         }
         "BoardPublished" => {
-            Event::BoardPublished(serde_json::from_value(payload).map_err(payload_error)?)
+            // Read in its wire shape first, so a broken rule is named as
+            // such and not as a malformed payload.
+            let board = serde_json::from_value::<WireBoard>(payload)
+                .map_err(payload_error)?
+                .check()
+                .map_err(broken)?;
+            board.check_received(wire.occurred_at).map_err(broken)?;
+            Event::BoardPublished(board)
+        }
+        "BoardRetracted" => {
+            let retraction: BoardRetracted =
+                serde_json::from_value(payload).map_err(payload_error)?;
+            retraction.check().map_err(broken)?;
+            Event::BoardRetracted(retraction)
         }
         other => unreachable!("current_version knows {other} but decode does not"),
     };
@@ -149,30 +285,30 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::board::{Pair, Rate, RateEntry};
     use crate::event::*;
     use crate::ids::CurrencyCode;
-    use rust_decimal::Decimal;
-    use std::str::FromStr;
 
     fn bank() -> BankId {
         BankId::new(7).unwrap()
     }
 
-    fn dec(s: &str) -> Decimal {
-        Decimal::from_str(s).unwrap()
+    fn rate(s: &str) -> Rate {
+        Rate::parse(s).unwrap()
+    }
+
+    fn board_with(transactional: Option<Pair>) -> Event {
+        let cash = Pair::new("cash", rate("155.10"), rate("158.2")).unwrap();
+        let usd = RateEntry::new(CurrencyCode::parse("USD").unwrap(), cash, transactional);
+        Event::BoardPublished(
+            BoardPublished::new("2026-11-23T08:00:00Z".parse().unwrap(), vec![usd]).unwrap(),
+        )
     }
 
     fn board() -> Event {
-        Event::BoardPublished(BoardPublished {
-            as_of: "2026-11-23T08:00:00Z".parse().unwrap(),
-            rates: vec![RateEntry {
-                currency: CurrencyCode::parse("USD").unwrap(),
-                cash_buying: dec("155.10"),
-                cash_selling: dec("158.2"),
-                transactional_buying: Some(dec("155.0")),
-                transactional_selling: None,
-            }],
-        })
+        board_with(Some(
+            Pair::new("transactional", rate("155.0"), rate("158.0")).unwrap(),
+        ))
     }
 
     fn all_events() -> Vec<Event> {
@@ -193,6 +329,10 @@ mod tests {
             Event::BankDeactivated(BankDeactivated { reason: None }),
             Event::BankReactivated(BankReactivated {}),
             board(),
+            Event::BoardRetracted(BoardRetracted {
+                board_event_id: Uuid::now_v7(),
+                reason: Some("a typo: 1550 for 155.0".into()),
+            }),
         ]
     }
 
@@ -219,7 +359,7 @@ mod tests {
 
     #[test]
     fn money_keeps_its_published_digits_on_the_log() {
-        let envelope = Envelope::new(bank(), Utc::now(), board());
+        let envelope = Envelope::new(bank(), Utc::now(), board_with(None));
         let json: serde_json::Value = serde_json::from_slice(&encode(&envelope)).unwrap();
         assert_eq!(json["payload"]["rates"][0]["cashBuying"], "155.10");
         assert!(json["payload"]["rates"][0]
@@ -259,5 +399,106 @@ mod tests {
         assert!(matches!(decode(b"not json"), Err(DecodeError::Envelope(_))));
         let bytes = br#"{"eventId":"0190b6a0-0000-7000-8000-000000000000","type":"BoardPublished","version":1,"bankId":3,"occurredAt":"2026-11-23T08:00:00Z","payload":{"rates":[]}}"#;
         assert!(matches!(decode(bytes), Err(DecodeError::Payload { .. })));
+    }
+
+    /// A board's envelope as a rogue producer might write it.
+    fn message(bank: i64, version: u32, occurred_at: &str, payload: &str) -> Vec<u8> {
+        format!(
+            r#"{{"eventId":"0190b6a0-0000-7000-8000-000000000000","type":"BoardPublished","version":{version},"bankId":{bank},"occurredAt":"{occurred_at}","payload":{payload}}}"#
+        )
+        .into_bytes()
+    }
+
+    fn rule_of(result: Result<Decoded, DecodeError>) -> Rule {
+        result.expect_err("the message breaks a rule").rule()
+    }
+
+    const USD: &str = r#"{"currency":"USD","cashBuying":"155.1","cashSelling":"158"}"#;
+
+    #[test]
+    fn a_board_dated_far_after_it_was_received_breaks_the_as_of_rule() {
+        let bytes = message(
+            3,
+            1,
+            "2026-11-23T08:00:00Z",
+            &format!(r#"{{"asOf":"9999-01-01T00:00:00Z","rates":[{USD}]}}"#),
+        );
+        let error = decode(&bytes).unwrap_err();
+        assert_eq!(error.rule(), Rule::AsOf);
+        assert!(error.event_id().is_some());
+        assert_eq!(
+            error.to_string(),
+            "breaks the rule 'as-of': asOf must not be more than 5 minutes in the future"
+        );
+    }
+
+    #[test]
+    fn rates_a_publisher_would_be_refused_are_refused_on_the_log_too() {
+        for (entry, rule) in [
+            (
+                r#"{"currency":"EUR","cashBuying":"-5","cashSelling":"0"}"#,
+                Rule::Rate,
+            ),
+            (
+                r#"{"currency":"EUR","cashBuying":"99999999","cashSelling":"1"}"#,
+                Rule::SellingBelowBuying,
+            ),
+            (
+                r#"{"currency":"QQQ","cashBuying":"1","cashSelling":"2"}"#,
+                Rule::Currency,
+            ),
+        ] {
+            let bytes = message(
+                3,
+                1,
+                "2026-11-23T08:00:00Z",
+                &format!(r#"{{"asOf":"2026-11-23T07:00:00Z","rates":[{entry}]}}"#),
+            );
+            assert_eq!(rule_of(decode(&bytes)), rule, "{entry}");
+        }
+    }
+
+    #[test]
+    fn version_zero_does_not_exist() {
+        let bytes = message(3, 0, "2026-11-23T08:00:00Z", "{}");
+        let error = decode(&bytes).unwrap_err();
+        assert_eq!(error.rule(), Rule::Version);
+        assert!(!error.to_string().contains("newer"), "{error}");
+    }
+
+    #[test]
+    fn the_key_must_be_the_envelopes_bank() {
+        let bytes = message(
+            3,
+            1,
+            "2026-11-23T08:00:00Z",
+            &format!(r#"{{"asOf":"2026-11-23T07:00:00Z","rates":[{USD}]}}"#),
+        );
+        let read = |key: Option<&[u8]>| {
+            decode_message(Message {
+                key,
+                payload: &bytes,
+                timestamp: None,
+            })
+        };
+        assert!(read(Some(b"3")).is_ok());
+        assert_eq!(rule_of(read(Some(b"4"))), Rule::Key);
+        assert_eq!(rule_of(read(None)), Rule::Key);
+    }
+
+    #[test]
+    fn an_event_is_not_received_after_its_message_was_written() {
+        let payload = format!(r#"{{"asOf":"9999-01-01T00:00:00Z","rates":[{USD}]}}"#);
+        let bytes = message(3, 1, "9999-01-01T00:00:00Z", &payload);
+        let read = |timestamp: &str| {
+            decode_message(Message {
+                key: Some(b"3"),
+                payload: &bytes,
+                timestamp: Some(timestamp.parse().unwrap()),
+            })
+        };
+        assert_eq!(rule_of(read("2026-11-23T08:00:00Z")), Rule::OccurredAt);
+        let old = message(3, 1, "1970-01-01T00:00:00Z", "{}");
+        assert_eq!(rule_of(decode(&old)), Rule::OccurredAt);
     }
 }

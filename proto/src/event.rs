@@ -1,14 +1,11 @@
-//! The events of ratewire's log, in their current version.
-//!
-//! Money is `rust_decimal::Decimal` and travels as a JSON *string* on the log
-//! ("155.10"), so the exact digits a bank published survive every hop; only
-//! the API's edge renders them as JSON numbers.
+//! The events of ratewire's log, in their current version (boards and
+//! their parts are in [`crate::board`]).
 
-use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
-use crate::ids::CurrencyCode;
+pub use crate::board::BoardPublished;
+use crate::rules::{Rule, Violation, MAX_REASON_CHARS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocialLink {
@@ -52,25 +49,31 @@ pub struct BankDeactivated {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BankReactivated {}
 
-/// One rate board: every currency one bank quotes at one as-of time.
+/// A board the bank published is withdrawn: from then on the read model
+/// answers as if it had never been published (the board before it is in
+/// force again). Its bank is the envelope's, the board is named by the
+/// event id it was published with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BoardPublished {
-    pub as_of: DateTime<Utc>,
-    pub rates: Vec<RateEntry>,
+pub struct BoardRetracted {
+    pub board_event_id: Uuid,
+    /// Why, in the publisher's or operator's words (at most
+    /// [`MAX_REASON_CHARS`] characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
-/// Birr per unit of `currency`, as the bank published it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RateEntry {
-    pub currency: CurrencyCode,
-    pub cash_buying: Decimal,
-    pub cash_selling: Decimal,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transactional_buying: Option<Decimal>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transactional_selling: Option<Decimal>,
+impl BoardRetracted {
+    pub fn check(&self) -> Result<(), Violation> {
+        match &self.reason {
+            Some(reason) if reason.chars().count() > MAX_REASON_CHARS => Err(Violation::new(
+                Rule::Retraction,
+                "reason",
+                format!("must be at most {MAX_REASON_CHARS} characters"),
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Every event, in its current shape.
@@ -81,6 +84,7 @@ pub enum Event {
     BankDeactivated(BankDeactivated),
     BankReactivated(BankReactivated),
     BoardPublished(BoardPublished),
+    BoardRetracted(BoardRetracted),
 }
 
 impl Event {
@@ -92,6 +96,7 @@ impl Event {
             Event::BankDeactivated(_) => "BankDeactivated",
             Event::BankReactivated(_) => "BankReactivated",
             Event::BoardPublished(_) => "BoardPublished",
+            Event::BoardRetracted(_) => "BoardRetracted",
         }
     }
 
@@ -100,7 +105,7 @@ impl Event {
     pub fn current_version(type_name: &str) -> Option<u32> {
         match type_name {
             "BankRegistered" | "BankUpdated" | "BankDeactivated" | "BankReactivated"
-            | "BoardPublished" => Some(1),
+            | "BoardPublished" | "BoardRetracted" => Some(1),
             _ => None,
         }
     }

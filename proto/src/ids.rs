@@ -95,6 +95,25 @@ impl CurrencyCode {
         std::str::from_utf8(&self.0).expect("currency codes are ASCII")
     }
 
+    /// Every code this build knows, in alphabetical order (for documents
+    /// that list them).
+    pub fn all() -> Vec<CurrencyCode> {
+        let letters = b'A'..=b'Z';
+        letters
+            .clone()
+            .flat_map(|a| {
+                letters.clone().flat_map(move |b| {
+                    (b'A'..=b'Z').filter_map(move |c| {
+                        let code = [a, b, c];
+                        std::str::from_utf8(&code)
+                            .ok()
+                            .and_then(|s| CurrencyCode::parse(s).ok())
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// The currency's English name from ISO 4217 ("US Dollar").
     pub fn name(&self) -> String {
         iso_currency::Currency::from_code(self.as_str())
@@ -175,6 +194,14 @@ mod tests {
         assert_eq!(CurrencyCode::parse("US1"), Err(InvalidId::CurrencyFormat));
         assert_eq!(CurrencyCode::parse("ÜSD"), Err(InvalidId::CurrencyFormat));
         assert_eq!(CurrencyCode::parse("QQQ"), Err(InvalidId::CurrencyUnknown));
+    }
+
+    #[test]
+    fn every_known_code_is_listed_once_in_order() {
+        let all = CurrencyCode::all();
+        assert!(all.len() > 150, "{}", all.len());
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+        assert!(all.iter().any(|c| c.as_str() == "ETB"));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! Everything that crosses the broker is defined here and nowhere else: the
 //! envelope every event travels in ([`envelope`]), the events themselves
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
-//! published ([`topic`]). Ingest writes these types, the projector reads them.
+//! published ([`topic`]), and the rules every event obeys ([`rules`]), held
+//! by the types themselves ([`board`]). Ingest writes these types, the
+//! projector reads them.
 //!
 //! This crate is the contract and nothing else: a third party may depend on
 //! it to read the topic. It must not depend on any other ratewire crate, nor
@@ -23,15 +25,19 @@
 //!   unsupported (the projector dead-letters it so a later release can apply
 //!   it on replay). Neither ever crashes a consumer.
 
+pub mod board;
 pub mod envelope;
 pub mod event;
 pub mod ids;
+pub mod rules;
 pub mod topic;
 
-pub use envelope::{decode, encode, DecodeError, Decoded, Envelope};
+pub use board::{BoardPublished, Pair, Rate, RateEntry};
+pub use envelope::{decode, decode_message, encode, DecodeError, Decoded, Envelope, Message};
 pub use event::{
-    BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardPublished, Event,
-    RateEntry, SocialLink,
+    BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardRetracted, Event,
+    SocialLink,
 };
 pub use ids::{BankId, CurrencyCode, InvalidId};
+pub use rules::{Rule, Violation};
 pub use topic::{partition_key, DEFAULT_TOPIC};

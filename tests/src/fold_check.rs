@@ -10,7 +10,7 @@ use crate::{Stack, POSTGRES};
 
 /// Every read-model table, with its columns in a comparable form (numbers
 /// as text, so 155.10 and 155.1 differ as they do when served).
-const TABLES: [(&str, &str); 7] = [
+const TABLES: [(&str, &str); 8] = [
     (
         "banks",
         "id, code, name, image_url, social_links::text, active, registered_at, updated_at",
@@ -26,7 +26,11 @@ const TABLES: [(&str, &str); 7] = [
     ("consumer_offsets", "topic, partition, next_offset"),
     (
         "dead_letters",
-        r#"topic, partition, "offset", event_id, error"#,
+        r#"topic, partition, "offset", event_id, rule, error, message_key, message_time"#,
+    ),
+    (
+        "retracted_boards",
+        "event_id, bank_id, retracted_by, reason, retracted_at",
     ),
 ];
 

@@ -59,12 +59,15 @@ async fn bad_messages_are_dead_lettered_counted_and_never_stop_the_partition() -
             .await
             .ok()?;
         (text.contains("ratewire_projector_consumer_lag{partition=")
-            && text.contains("ratewire_projector_newest_event_age_seconds"))
+            && text.contains("ratewire_projector_newest_event_age_seconds")
+            && text.contains("ratewire_projector_dead_letters_unresolved 2"))
         .then_some(text)
     })
     .await?;
     for expected in [
-        "ratewire_projector_dead_letters_total 2",
+        r#"ratewire_projector_dead_letters_total{rule="envelope"} 1"#,
+        r#"ratewire_projector_dead_letters_total{rule="unsupported-version"} 1"#,
+        "ratewire_projector_dead_letters_unresolved 2",
         "ratewire_projector_events_applied_total",
         "ratewire_projector_newest_event_age_seconds",
         "ratewire_projector_batch_seconds_bucket",

@@ -23,7 +23,7 @@ pub fn router() -> Router<AppState> {
 
 /// The best cash and transactional buying and selling rates of one currency.
 #[utoipa::path(get, path = "/api/v1/rates/best-rates", tag = "rates",
-    params(("currencyCode" = String, Query, description = "ISO 4217 code, any case")),
+    params(("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case (one no active bank quotes: 404)")),
     responses(
         (status = 200, description = "success", body = crate::openapi::BestRatesResponse),
         (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),

@@ -41,9 +41,9 @@ pub fn end_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> DateTime<Utc> {
 /// The record of one bank and currency in force at the end of a day.
 #[utoipa::path(get, path = "/api/v1/history", tag = "history",
     params(
-        ("bankId" = i64, Query, description = "The bank (a positive integer)"),
-        ("date" = String, Query, format = Date, description = "A calendar day, YYYY-MM-DD, in the service time zone"),
-        ("currencyCode" = Option<String>, Query, description = "ISO 4217 code, any case; default USD"),
+        ("bankId" = i64, Query, minimum = 1, description = "The bank (a positive integer; one never registered: 404)"),
+        ("date" = String, Query, format = Date, description = "A calendar day, YYYY-MM-DD (RFC 3339 full-date), in the service time zone"),
+        ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case; default USD"),
     ),
     responses(
         (status = 200, description = "success", body = crate::openapi::HistoryResponse),

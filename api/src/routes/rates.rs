@@ -23,7 +23,7 @@ pub fn router() -> Router<AppState> {
 /// The latest board of every active bank, or of one.
 #[utoipa::path(get, path = "/api/v1/rates", tag = "rates",
     params(
-        ("bankId" = Option<i64>, Query, description = "Only this bank (a positive integer)"),
+        ("bankId" = Option<i64>, Query, minimum = 1, description = "Only this bank (a positive integer; one not active: 404)"),
         ("transactional" = Option<bool>, Query, description = "Include transactional rates: true, false, 1 or 0"),
         ("socialLinks" = Option<bool>, Query, description = "Include the banks' social links: true, false, 1 or 0"),
     ),

@@ -202,6 +202,6 @@ mod tests {
         let body = bank.next_board(&mut rng).into_bytes();
         let board =
             crate::board::parse(&body, Utc::now()).expect("the demo publishes valid boards");
-        assert_eq!(board.rates.len(), DEMO_CURRENCIES.len());
+        assert_eq!(board.rates().len(), DEMO_CURRENCIES.len());
     }
 }

@@ -19,6 +19,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/admin/banks/{id}/tokens", post(create_token))
         .route("/v1/admin/tokens/{prefix}", delete(revoke_token))
         .route(
+            "/v1/admin/banks/{id}/boards/{event_id}",
+            delete(retract_board),
+        )
+        .route(
             "/v1/admin/ping",
             get(|_: Operator| async { Json(json!({"status": 200, "message": "ok"})) }),
         )
@@ -29,7 +33,18 @@ fn parse_id(id: &str) -> Result<BankId> {
         .map_err(|e: ratewire_proto::InvalidId| Error::validation("id", e.to_string()))
 }
 
-async fn register(
+#[utoipa::path(post, path = "/v1/admin/banks", tag = "banks",
+    request_body(content = crate::openapi::NewBank, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Registered (BankRegistered is on the log, or waiting in the outbox while the broker is away)", body = crate::openapi::Bank),
+        (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The code is taken", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn register(
     _: Operator,
     State(state): State<AppState>,
     AppJson(new): AppJson<NewBank>,
@@ -38,11 +53,27 @@ async fn register(
     Ok((StatusCode::CREATED, Json(bank)))
 }
 
-async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<Bank>>> {
+#[utoipa::path(get, path = "/v1/admin/banks", tag = "banks",
+    responses(
+        (status = 200, description = "Every bank, active or not, by id", body = Vec<crate::openapi::Bank>),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<Bank>>> {
     Ok(Json(banks::list(&state.pool).await?))
 }
 
-async fn show(
+#[utoipa::path(get, path = "/v1/admin/banks/{id}", tag = "banks",
+    params(("id" = i64, Path, minimum = 1)),
+    responses(
+        (status = 200, description = "The bank", body = crate::openapi::Bank),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn show(
     _: Operator,
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -54,7 +85,20 @@ async fn show(
         .ok_or_else(|| Error::NotFound("Bank not found".into()))
 }
 
-async fn update(
+#[utoipa::path(patch, path = "/v1/admin/banks/{id}", tag = "banks",
+    params(("id" = i64, Path, minimum = 1)),
+    request_body(content = crate::openapi::BankPatch, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The bank as changed (BankUpdated, BankDeactivated or BankReactivated published)", body = crate::openapi::Bank),
+        (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The code is taken", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn update(
     _: Operator,
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -66,7 +110,54 @@ async fn update(
     ))
 }
 
-async fn create_token(
+/// An operator retracts a bank's board (active or not).
+#[utoipa::path(delete, path = "/v1/admin/banks/{id}/boards/{eventId}", tag = "boards",
+    params(
+        ("id" = i64, Path, minimum = 1),
+        ("eventId" = String, Path, format = Uuid, description = "The board's event id"),
+    ),
+    request_body(content = Option<crate::openapi::Retraction>, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The retraction is on the log", body = crate::openapi::Accepted),
+        (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Board not found (not this bank's, or past the retraction window)", body = crate::openapi::ErrorBody),
+        (status = 415, description = "A body that is not application/json", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "The broker or Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn retract_board(
+    _: Operator,
+    State(state): State<AppState>,
+    Path((id, event_id)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
+) -> Result<(StatusCode, Json<Value>)> {
+    let id = parse_id(&id)?;
+    let board = super::boards::parse_event_id(&event_id)?;
+    let reason = super::boards::read_reason(&state, &headers, body).await?;
+    let retraction = crate::retraction::retract(
+        &state.pool,
+        &state.publisher,
+        state.retraction_window,
+        id,
+        board,
+        reason,
+    )
+    .await?;
+    Ok(super::boards::accepted(retraction))
+}
+
+#[utoipa::path(post, path = "/v1/admin/banks/{id}/tokens", tag = "tokens",
+    params(("id" = i64, Path, minimum = 1)),
+    responses(
+        (status = 201, description = "A new publisher token, shown only this once", body = crate::openapi::Token),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn create_token(
     _: Operator,
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -79,7 +170,16 @@ async fn create_token(
     ))
 }
 
-async fn revoke_token(
+#[utoipa::path(delete, path = "/v1/admin/tokens/{prefix}", tag = "tokens",
+    params(("prefix" = String, Path, description = "The part of the token after `rwp_`, up to the next `_`")),
+    responses(
+        (status = 204, description = "Revoked: it stops working at once"),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Token not found", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn revoke_token(
     _: Operator,
     State(state): State<AppState>,
     Path(prefix): Path<String>,

@@ -1,11 +1,12 @@
-//! `POST /v1/banks/{bankId}/boards`: a publisher pushes its bank's board.
+//! `POST /v1/banks/{bankId}/boards`: a publisher pushes its bank's board;
+//! `DELETE /v1/banks/{bankId}/boards/{eventId}`: it retracts one.
 
 use axum::body::Body;
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::routing::post;
+use axum::routing::{delete, post};
 use axum::{Json, Router};
 use chrono::Utc;
 use ratewire_proto::{BankId, Envelope, Event};
@@ -17,10 +18,16 @@ use crate::board;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Claim};
 use crate::outbox;
+use crate::retraction;
 use sha2::{Digest, Sha256};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/banks/{bank_id}/boards", post(publish_board))
+    Router::new()
+        .route("/v1/banks/{bank_id}/boards", post(publish_board))
+        .route(
+            "/v1/banks/{bank_id}/boards/{event_id}",
+            delete(retract_board),
+        )
 }
 
 /// The bank a request's publisher token belongs to, and whether it is
@@ -64,37 +71,36 @@ async fn authenticate(
     }
 }
 
+/// Push a board of the token's bank. Answered 202 only once the broker
+/// durably has the event; the answer's `eventId` names the board.
+#[utoipa::path(post, path = "/v1/banks/{bankId}/boards", tag = "boards",
+    params(
+        ("bankId" = i64, Path, minimum = 1, description = "The token's bank"),
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,200}$",
+            description = "A retried push with the same key and body publishes nothing new and gets the first answer; the same key with another body is 422 (keys are kept 24 hours)"),
+    ),
+    request_body(content = crate::openapi::Board, content_type = "application/json"),
+    responses(
+        (status = 202, description = "On the log", body = crate::openapi::Accepted),
+        (status = 400, description = "Validation errors occurred (every problem listed)", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Publisher token missing or invalid", body = crate::openapi::ErrorBody),
+        (status = 403, description = "The token is another bank's, or the bank is deactivated", body = crate::openapi::ErrorBody),
+        (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with another body", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
+        (status = 503, description = "The broker or Postgres is unavailable; nothing was published; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
+    ))]
 #[tracing::instrument(skip_all, fields(bank_id = %bank_id))]
-async fn publish_board(
+pub async fn publish_board(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(bank_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id: BankId = bank_id
-        .parse()
-        .map_err(|e: ratewire_proto::InvalidId| Error::validation("bankId", e.to_string()))?;
-
-    let (token_bank, active) = authenticate(&state, peer.ip(), &headers).await?;
-    if token_bank != bank_id {
-        return Err(Error::Forbidden(format!(
-            "This token may only publish boards for bank {token_bank}"
-        )));
-    }
-    if !active {
-        return Err(Error::Forbidden(format!("Bank {bank_id} is deactivated")));
-    }
-
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-    if !is_json {
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    if !is_json(&headers) {
         return Err(Error::UnsupportedMediaType);
     }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
@@ -124,6 +130,7 @@ async fn publish_board(
     };
     // The bank's own changes waiting in the outbox go first.
     outbox::before_board(&state.pool, &state.publisher, bank_id).await?;
+    retraction::record_board(&state.pool, bank_id, envelope.event_id).await?;
     state.publisher.publish(&envelope).await?;
     if let Some(key) = key {
         idempotency::accepted(&state.pool, bank_id, key).await?;
@@ -131,7 +138,113 @@ async fn publish_board(
     Ok(accepted(envelope.event_id))
 }
 
-fn accepted(event_id: uuid::Uuid) -> (StatusCode, Json<Value>) {
+/// The publisher and the bank a request is about: the token's bank, which
+/// must be the path's and active.
+async fn publisher_of(
+    state: &AppState,
+    peer: IpAddr,
+    headers: &HeaderMap,
+    bank_id: &str,
+) -> Result<BankId> {
+    let bank_id: BankId = bank_id
+        .parse()
+        .map_err(|e: ratewire_proto::InvalidId| Error::validation("bankId", e.to_string()))?;
+    let (token_bank, active) = authenticate(state, peer, headers).await?;
+    if token_bank != bank_id {
+        return Err(Error::Forbidden(format!(
+            "This token may only publish boards for bank {token_bank}"
+        )));
+    }
+    if !active {
+        return Err(Error::Forbidden(format!("Bank {bank_id} is deactivated")));
+    }
+    Ok(bank_id)
+}
+
+/// Retract one of the bank's boards (named by the event id its push was
+/// answered with), accepted within the retraction window: the read model
+/// then answers as if it had never been published. Retracting it again
+/// answers the same retraction.
+#[utoipa::path(delete, path = "/v1/banks/{bankId}/boards/{eventId}", tag = "boards",
+    params(
+        ("bankId" = i64, Path, minimum = 1, description = "The token's bank"),
+        ("eventId" = String, Path, format = Uuid, description = "The board's event id"),
+    ),
+    request_body(content = Option<crate::openapi::Retraction>, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The retraction is on the log", body = crate::openapi::Accepted),
+        (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Publisher token missing or invalid", body = crate::openapi::ErrorBody),
+        (status = 403, description = "The token is another bank's, or the bank is deactivated", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Board not found (not this bank's, or past the retraction window)", body = crate::openapi::ErrorBody),
+        (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
+        (status = 415, description = "A body that is not application/json", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "The broker or Postgres is unavailable; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
+    ))]
+#[tracing::instrument(skip_all, fields(bank_id = %bank_id, board = %event_id))]
+pub async fn retract_board(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path((bank_id, event_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>)> {
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    let board = parse_event_id(&event_id)?;
+    let reason = read_reason(&state, &headers, body).await?;
+    let retraction = retraction::retract(
+        &state.pool,
+        &state.publisher,
+        state.retraction_window,
+        bank_id,
+        board,
+        reason,
+    )
+    .await?;
+    Ok(accepted(retraction))
+}
+
+pub(super) fn parse_event_id(text: &str) -> Result<uuid::Uuid> {
+    text.parse()
+        .map_err(|_| Error::validation("eventId", "must be a board's event id (a UUID)"))
+}
+
+/// The optional `{"reason": "..."}` of a retraction.
+pub(super) async fn read_reason(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Option<String>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Retraction {
+        reason: Option<String>,
+    }
+    let body = super::body::read_limited(body, state.body_limit as usize).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if !is_json(headers) {
+        return Err(Error::UnsupportedMediaType);
+    }
+    let retraction: Retraction = serde_json::from_slice(&body)
+        .map_err(|e| Error::validation("body", format!("must be {{\"reason\": \"...\"}}: {e}")))?;
+    Ok(retraction.reason)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+pub(super) fn accepted(event_id: uuid::Uuid) -> (StatusCode, Json<Value>) {
     (
         StatusCode::ACCEPTED,
         Json(json!({"status": 202, "message": "Accepted", "eventId": event_id})),

@@ -36,6 +36,8 @@ pub struct AppState {
     pub body_limit: u64,
     /// The earliest as-of time a board may carry.
     pub as_of_horizon: chrono::DateTime<chrono::Utc>,
+    /// How long after it was accepted a board can be retracted.
+    pub retraction_window: chrono::Duration,
     /// Prepared once migrations ran and the topic exists; until then every
     /// request but the probes gets 503.
     pub readiness: Readiness,
@@ -46,7 +48,11 @@ pub fn public(state: AppState) -> Router {
     let body_limit = state.body_limit as usize;
     let routes = Router::new()
         .merge(boards::router())
-        .merge(health::router());
+        .merge(health::router())
+        .route(
+            "/v1/openapi.json",
+            get(|| async { json_document(&crate::openapi::PUBLISHER) }),
+        );
     finish(routes, state).layer(DefaultBodyLimit::max(body_limit))
 }
 
@@ -55,8 +61,20 @@ pub fn operator(state: AppState) -> Router {
     let routes = Router::new()
         .merge(admin::router())
         .merge(health::router())
-        .route("/metrics", get(render_metrics));
+        .route("/metrics", get(render_metrics))
+        .route(
+            "/v1/openapi.json",
+            get(|| async { json_document(&crate::openapi::OPERATOR) }),
+        );
     finish(routes, state)
+}
+
+fn json_document(document: &'static str) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document,
+    )
+        .into_response()
 }
 
 /// JSON answers for unknown paths and methods, 503 until prepared.

@@ -2,7 +2,7 @@
 //! of set-based statements for the whole run instead of several round trips
 //! per event. It gives exactly the result of applying the events one by one
 //! in log order (the fold's reference test and the e2e replay comparisons
-//! hold it to that); anything unusual (an unknown bank, an empty board, a
+//! hold it to that); anything unusual (an unknown bank, a retracted board, a
 //! database error) makes the caller roll the run back and apply it one event
 //! at a time, where dead-lettering happens.
 
@@ -52,18 +52,26 @@ pub async fn apply_run(
     let ids: Vec<Uuid> = firsts.iter().map(|e| e.event_id).collect();
     let partitions: Vec<i32> = firsts.iter().map(|e| e.message.partition).collect();
     let offsets: Vec<i64> = firsts.iter().map(|e| e.message.offset).collect();
-    let new: HashSet<Uuid> = sqlx::query_scalar(
-        r#"INSERT INTO applied_events (event_id, partition, "offset")
-           SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
-           ON CONFLICT DO NOTHING RETURNING event_id"#,
+    // New ids, and of those the ones retracted before they were applied
+    // (they stay withdrawn: see migration 0005).
+    let fresh: Vec<(Uuid, bool)> = sqlx::query_as(
+        r#"WITH new AS (
+               INSERT INTO applied_events (event_id, partition, "offset")
+               SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
+               ON CONFLICT DO NOTHING RETURNING event_id
+           )
+           SELECT n.event_id, EXISTS (SELECT 1 FROM retracted_boards r WHERE r.event_id = n.event_id)
+           FROM new n"#,
     )
     .bind(&ids)
     .bind(&partitions)
     .bind(&offsets)
     .fetch_all(&mut *db)
-    .await?
-    .into_iter()
-    .collect();
+    .await?;
+    let new: HashSet<Uuid> = fresh.iter().map(|(id, _)| *id).collect();
+    if fresh.iter().any(|(_, retracted)| *retracted) {
+        return Err(Fallback::Unusual);
+    }
     let events: Vec<&RunEvent<'_>> = firsts
         .into_iter()
         .filter(|e| new.contains(&e.event_id))
@@ -79,15 +87,12 @@ pub async fn apply_run(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    if events.iter().any(|e| e.board.rates.is_empty()) {
-        return Err(Fallback::Unusual);
-    }
 
     // A board re-published for the same as-of replaces the earlier one: the
     // last of the run wins, and any stored one goes.
     let mut kept: BTreeMap<(i64, DateTime<Utc>), &RunEvent<'_>> = BTreeMap::new();
     for event in &events {
-        kept.insert((event.bank_id.get(), event.board.as_of), event);
+        kept.insert((event.bank_id.get(), event.board.as_of()), event);
     }
     let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
@@ -151,10 +156,10 @@ pub async fn apply_run(
     // replaced or not.
     let mut first_quoted: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
     for event in &events {
-        for rate in &event.board.rates {
+        for rate in event.board.rates() {
             first_quoted
-                .entry(rate.currency.to_string())
-                .or_insert(event.board.as_of);
+                .entry(rate.currency().to_string())
+                .or_insert(event.board.as_of());
         }
     }
     let names: Vec<String> = first_quoted
@@ -170,14 +175,14 @@ pub async fn apply_run(
 
     let mut rows = RateRows::default();
     for ((bank, as_of), event) in &kept {
-        for rate in &event.board.rates {
+        for rate in event.board.rates() {
             rows.bank.push(*bank);
             rows.as_of.push(*as_of);
-            rows.currency.push(rate.currency.to_string());
-            rows.cash_buying.push(rate.cash_buying);
-            rows.cash_selling.push(rate.cash_selling);
-            rows.tx_buying.push(rate.transactional_buying);
-            rows.tx_selling.push(rate.transactional_selling);
+            rows.currency.push(rate.currency().to_string());
+            rows.cash_buying.push(rate.cash_buying());
+            rows.cash_selling.push(rate.cash_selling());
+            rows.tx_buying.push(rate.transactional_buying());
+            rows.tx_selling.push(rate.transactional_selling());
         }
     }
     // The boards, new currencies and rates in one round trip.
@@ -217,7 +222,7 @@ pub async fn apply_run(
         outcome.occurred.push(event.occurred_at);
         outcome
             .currencies
-            .extend(event.board.rates.iter().map(|r| r.currency));
+            .extend(event.board.rates().iter().map(|r| r.currency()));
     }
     Ok(())
 }

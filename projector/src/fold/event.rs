@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ratewire_proto::{CurrencyCode, Envelope, Event};
+use ratewire_proto::{BoardRetracted, CurrencyCode, Envelope, Event};
 use sqlx::PgConnection;
 
 use super::Incoming;
@@ -15,9 +15,22 @@ pub(super) enum Applied {
 }
 
 pub(super) enum Rejection {
-    /// The event is well-formed but contradicts the model (unknown bank...).
-    Invalid(String),
+    /// The event keeps the contract but contradicts the model (an unknown
+    /// bank...): the rule's name and what happened.
+    Invalid {
+        rule: &'static str,
+        reason: String,
+    },
     Database(sqlx::Error),
+}
+
+impl Rejection {
+    fn unknown_bank(bank: i64) -> Self {
+        Rejection::Invalid {
+            rule: "unknown-bank",
+            reason: format!("bank {bank} is not registered"),
+        }
+    }
 }
 
 impl From<sqlx::Error> for Rejection {
@@ -93,7 +106,7 @@ pub(super) async fn apply_event(
 
     let bank = envelope.bank_id.get();
     let at = envelope.occurred_at;
-    let unknown = || Rejection::Invalid(format!("bank {bank} is not registered"));
+    let unknown = || Rejection::unknown_bank(bank);
     if !matches!(envelope.event, Event::BankRegistered(_)) {
         // Whatever the bank quoted so far may change its place in best rates.
         let before = latest_currencies(db, bank).await?;
@@ -119,9 +132,10 @@ pub(super) async fn apply_event(
             .await?
             .rows_affected();
             if inserted == 0 {
-                return Err(Rejection::Invalid(format!(
-                    "bank {bank} is already registered"
-                )));
+                return Err(Rejection::Invalid {
+                    rule: "bank-registered",
+                    reason: format!("bank {bank} is already registered"),
+                });
             }
         }
         Event::BankUpdated(e) => {
@@ -159,32 +173,37 @@ pub(super) async fn apply_event(
             }
         }
         Event::BoardPublished(board) => {
-            let known: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM banks WHERE id = $1)")
-                    .bind(bank)
-                    .fetch_one(&mut *db)
-                    .await?;
+            let (known, retracted): (bool, bool) = sqlx::query_as(
+                "SELECT EXISTS (SELECT 1 FROM banks WHERE id = $1),
+                        EXISTS (SELECT 1 FROM retracted_boards WHERE event_id = $2 AND bank_id = $1)",
+            )
+            .bind(bank)
+            .bind(envelope.event_id)
+            .fetch_one(&mut *db)
+            .await?;
             if !known {
                 return Err(unknown());
             }
-            if board.rates.is_empty() {
-                return Err(Rejection::Invalid("empty board".into()));
+            if retracted {
+                // Withdrawn before it was applied (a re-drive after its
+                // retraction): it stays withdrawn.
+                return Ok(Applied::Yes);
             }
-            touched.extend(board.rates.iter().map(|r| r.currency));
+            touched.extend(board.rates().iter().map(|r| r.currency()));
             sqlx::query(&format!("{CLEAR_FOR_BOARDS} SELECT 1"))
                 .bind([bank])
-                .bind([board.as_of])
+                .bind([board.as_of()])
                 .execute(&mut *db)
                 .await?;
             sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")
                 .bind(bank)
-                .bind(board.as_of)
+                .bind(board.as_of())
                 .bind(envelope.event_id)
                 .execute(&mut *db)
                 .await?;
-            let currencies: Vec<String> =
-                board.rates.iter().map(|r| r.currency.to_string()).collect();
-            let names: Vec<String> = board.rates.iter().map(|r| r.currency.name()).collect();
+            let rates = board.rates();
+            let currencies: Vec<String> = rates.iter().map(|r| r.currency().to_string()).collect();
+            let names: Vec<String> = rates.iter().map(|r| r.currency().name()).collect();
             sqlx::query(
                 "INSERT INTO currencies (code, name, first_quoted_at)
                  SELECT code, name, $3 FROM UNNEST($1::text[], $2::text[]) AS c (code, name)
@@ -192,24 +211,20 @@ pub(super) async fn apply_event(
             )
             .bind(&currencies)
             .bind(&names)
-            .bind(board.as_of)
+            .bind(board.as_of())
             .execute(&mut *db)
             .await?;
-            let cash_buying: Vec<_> = board.rates.iter().map(|r| r.cash_buying).collect();
-            let cash_selling: Vec<_> = board.rates.iter().map(|r| r.cash_selling).collect();
-            let tx_buying: Vec<_> = board.rates.iter().map(|r| r.transactional_buying).collect();
-            let tx_selling: Vec<_> = board
-                .rates
-                .iter()
-                .map(|r| r.transactional_selling)
-                .collect();
+            let cash_buying: Vec<_> = rates.iter().map(|r| r.cash_buying()).collect();
+            let cash_selling: Vec<_> = rates.iter().map(|r| r.cash_selling()).collect();
+            let tx_buying: Vec<_> = rates.iter().map(|r| r.transactional_buying()).collect();
+            let tx_selling: Vec<_> = rates.iter().map(|r| r.transactional_selling()).collect();
             sqlx::query(
                 "INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
                                     transactional_buying, transactional_selling)
                  SELECT $1, $2, * FROM UNNEST($3::text[], $4::numeric[], $5::numeric[], $6::numeric[], $7::numeric[])",
             )
             .bind(bank)
-            .bind(board.as_of)
+            .bind(board.as_of())
             .bind(&currencies)
             .bind(&cash_buying)
             .bind(&cash_selling)
@@ -218,6 +233,81 @@ pub(super) async fn apply_event(
             .execute(&mut *db)
             .await?;
         }
+        Event::BoardRetracted(retraction) => {
+            let known: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM banks WHERE id = $1)")
+                    .bind(bank)
+                    .fetch_one(&mut *db)
+                    .await?;
+            if !known {
+                return Err(unknown());
+            }
+            retract(db, bank, envelope, retraction, touched).await?;
+        }
     }
     Ok(Applied::Yes)
+}
+
+/// Withdraws a board: its rows go, so every reader (latest board,
+/// differences, best rates, history) answers as if it had never been
+/// published, and the retraction is remembered (see migration 0005). A
+/// board not stored (never applied, replaced by a later one with the same
+/// as-of, or of another bank) leaves the rows as they are.
+async fn retract(
+    db: &mut PgConnection,
+    bank: i64,
+    envelope: &Envelope,
+    retraction: &BoardRetracted,
+    touched: &mut BTreeSet<CurrencyCode>,
+) -> Result<(), Rejection> {
+    sqlx::query(
+        "INSERT INTO retracted_boards (event_id, bank_id, retracted_by, reason, retracted_at)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING",
+    )
+    .bind(retraction.board_event_id)
+    .bind(bank)
+    .bind(envelope.event_id)
+    .bind(&retraction.reason)
+    .bind(envelope.occurred_at)
+    .execute(&mut *db)
+    .await?;
+    let as_of: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT as_of FROM boards WHERE event_id = $1 AND bank_id = $2")
+            .bind(retraction.board_event_id)
+            .bind(bank)
+            .fetch_optional(&mut *db)
+            .await?;
+    let Some(as_of) = as_of else {
+        tracing::info!(board = %retraction.board_event_id, bank,
+            "a retraction names no stored board of its bank; nothing to withdraw");
+        return Ok(());
+    };
+    // Its currencies may lose or change their best rates; so may those of
+    // the board in force again.
+    let withdrawn: Vec<String> = sqlx::query_scalar(
+        "WITH gone AS (DELETE FROM rates WHERE bank_id = $1 AND as_of = $2 RETURNING currency)
+         SELECT currency::text FROM gone",
+    )
+    .bind(bank)
+    .bind(as_of)
+    .fetch_all(&mut *db)
+    .await?;
+    sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")
+        .bind(bank)
+        .bind(as_of)
+        .execute(&mut *db)
+        .await?;
+    // History changed behind the newest row (see migration 0003).
+    sqlx::query("UPDATE banks SET history_rev = history_rev + 1 WHERE id = $1")
+        .bind(bank)
+        .execute(&mut *db)
+        .await?;
+    let now_latest = latest_currencies(db, bank).await?;
+    touched.extend(
+        withdrawn
+            .iter()
+            .chain(&now_latest)
+            .filter_map(|c| CurrencyCode::parse(c.trim()).ok()),
+    );
+    Ok(())
 }
