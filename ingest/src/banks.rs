@@ -61,6 +61,12 @@ fn check_text(errors: &mut FieldErrors, field: &str, value: &str, max: usize) {
             .entry(field.into())
             .or_default()
             .push("must not be empty".into());
+    } else if value.contains('\0') {
+        // Postgres cannot store it (and no name needs it).
+        errors
+            .entry(field.into())
+            .or_default()
+            .push("must not contain NUL characters".into());
     } else if value.chars().count() > max {
         errors
             .entry(field.into())
@@ -70,7 +76,10 @@ fn check_text(errors: &mut FieldErrors, field: &str, value: &str, max: usize) {
 }
 
 fn check_url(errors: &mut FieldErrors, field: &str, value: &str) {
-    if !(value.starts_with("https://") || value.starts_with("http://")) || value.len() > 2048 {
+    if !(value.starts_with("https://") || value.starts_with("http://"))
+        || value.chars().count() > 2048
+        || value.contains('\0')
+    {
         errors
             .entry(field.into())
             .or_default()

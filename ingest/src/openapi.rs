@@ -3,6 +3,9 @@
 //! operator listener, same path), generated from the handlers'
 //! `#[utoipa::path]` annotations and the shapes below.
 //!
+//! Text fields are not blank (whitespace as the server trims it) and hold
+//! no NUL (Postgres cannot store it); URLs are http(s).
+//!
 //! The documents state every rule JSON Schema can state, so a client
 //! generated from them sends what the server takes: known currency codes,
 //! rates within range, at most 500 entries, a whole transactional pair,
@@ -77,8 +80,13 @@ fn render(doc: utoipa::openapi::OpenApi, with_currencies: &[&str]) -> String {
         .map(|c| Value::from(c.as_str()))
         .collect();
     for schema in with_currencies {
-        json["components"]["schemas"][*schema]["properties"]["currency"]["enum"] =
-            Value::Array(codes.clone());
+        let rate = &mut json["components"]["schemas"][*schema];
+        rate["properties"]["currency"]["enum"] = Value::Array(codes.clone());
+        // The transactional pair comes whole (JSON Schema 2020-12).
+        rate["dependentRequired"] = serde_json::json!({
+            "transactionalBuying": ["transactionalSelling"],
+            "transactionalSelling": ["transactionalBuying"],
+        });
     }
     serde_json::to_string_pretty(&json).expect("JSON values serialize")
 }
@@ -114,7 +122,7 @@ impl Modify for AdminToken {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Board {
     /// When the rates took effect (RFC 3339); default: when received.
-    #[schema(format = DateTime)]
+    #[schema(format = DateTime, nullable = false)]
     pub as_of: Option<String>,
     #[schema(min_items = 1, max_items = 500)]
     pub rates: Vec<BoardRate>,
@@ -133,10 +141,10 @@ pub struct BoardRate {
     #[schema(minimum = 0.0000001, maximum = 1000000000)]
     pub cash_selling: f64,
     /// With `transactionalSelling` or not at all.
-    #[schema(minimum = 0.0000001, maximum = 1000000000)]
+    #[schema(minimum = 0.0000001, maximum = 1000000000, nullable = false)]
     pub transactional_buying: Option<f64>,
     /// With `transactionalBuying` or not at all; not below it.
-    #[schema(minimum = 0.0000001, maximum = 1000000000)]
+    #[schema(minimum = 0.0000001, maximum = 1000000000, nullable = false)]
     pub transactional_selling: Option<f64>,
 }
 
@@ -145,7 +153,7 @@ pub struct BoardRate {
 #[serde(deny_unknown_fields)]
 pub struct Retraction {
     /// Why the board is withdrawn, for whoever reads the log.
-    #[schema(max_length = 500)]
+    #[schema(max_length = 500, pattern = r"^[^\u0000]*$", nullable = false)]
     pub reason: Option<String>,
 }
 
@@ -178,9 +186,13 @@ pub struct ValidationErrorBody {
 
 #[derive(ToSchema)]
 pub struct SocialLink {
-    #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$"
+    )]
     pub platform: String,
-    #[schema(max_length = 2048, pattern = "^https?://")]
+    #[schema(max_length = 2048, pattern = r"^https?://[^\u0000]*$")]
     pub url: String,
 }
 
@@ -200,12 +212,21 @@ pub struct Bank {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewBank {
     /// Short unique code, e.g. CBE.
-    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 32,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$"
+    )]
     pub code: String,
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$"
+    )]
     pub name: String,
-    #[schema(max_length = 2048, pattern = "^https?://")]
+    #[schema(max_length = 2048, pattern = r"^https?://[^\u0000]*$")]
     pub image_url: String,
+    #[schema(nullable = false)]
     pub social_links: Option<Vec<SocialLink>>,
 }
 
@@ -214,14 +235,30 @@ pub struct NewBank {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(min_properties = 1)]
 pub struct BankPatch {
-    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 32,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$",
+        nullable = false
+    )]
     pub code: Option<String>,
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$",
+        nullable = false
+    )]
     pub name: Option<String>,
-    #[schema(max_length = 2048, pattern = "^https?://")]
+    #[schema(
+        max_length = 2048,
+        pattern = r"^https?://[^\u0000]*$",
+        nullable = false
+    )]
     pub image_url: Option<String>,
+    #[schema(nullable = false)]
     pub social_links: Option<Vec<SocialLink>>,
     /// false takes the bank out of every list; true brings it back.
+    #[schema(nullable = false)]
     pub active: Option<bool>,
 }
 
@@ -253,6 +290,14 @@ mod tests {
         assert!(currencies.iter().any(|c| c == "ETB"));
         assert!(!currencies.iter().any(|c| c == "QQQ"));
         assert_eq!(rate["properties"]["cashBuying"]["maximum"], 1_000_000_000.0);
+        assert_eq!(
+            rate["properties"]["transactionalBuying"]["type"], "number",
+            "a null half-pair is no pair: {rate}"
+        );
+        assert_eq!(
+            rate["dependentRequired"]["transactionalBuying"][0],
+            "transactionalSelling"
+        );
         assert_eq!(
             doc["components"]["schemas"]["Board"]["properties"]["rates"]["maxItems"],
             500

@@ -71,6 +71,11 @@ impl BoardRetracted {
                 "reason",
                 format!("must be at most {MAX_REASON_CHARS} characters"),
             )),
+            Some(reason) if reason.contains('\0') => Err(Violation::new(
+                Rule::Retraction,
+                "reason",
+                "must not contain NUL characters",
+            )),
             _ => Ok(()),
         }
     }

@@ -68,6 +68,7 @@ pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec
     params(("id" = i64, Path, minimum = 1)),
     responses(
         (status = 200, description = "The bank", body = crate::openapi::Bank),
+        (status = 400, description = "Validation errors occurred (an id that is not a positive 64-bit integer)", body = crate::openapi::ValidationErrorBody),
         (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
         (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
@@ -152,6 +153,7 @@ pub async fn retract_board(
     params(("id" = i64, Path, minimum = 1)),
     responses(
         (status = 201, description = "A new publisher token, shown only this once", body = crate::openapi::Token),
+        (status = 400, description = "Validation errors occurred (an id that is not a positive 64-bit integer)", body = crate::openapi::ValidationErrorBody),
         (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
         (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),

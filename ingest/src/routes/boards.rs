@@ -228,9 +228,10 @@ pub(super) async fn read_reason(
     if !is_json(headers) {
         return Err(Error::UnsupportedMediaType);
     }
-    let retraction: Retraction = serde_json::from_slice(&body)
+    // `null` is no body at all.
+    let retraction: Option<Retraction> = serde_json::from_slice(&body)
         .map_err(|e| Error::validation("body", format!("must be {{\"reason\": \"...\"}}: {e}")))?;
-    Ok(retraction.reason)
+    Ok(retraction.and_then(|r| r.reason))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

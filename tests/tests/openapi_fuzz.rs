@@ -1,0 +1,201 @@
+//! The served OpenAPI documents are as strict as the servers: schemathesis
+//! generates requests from each document (the API's, ingest's publisher
+//! and operator documents) and sends them to a running stack. The run
+//! fails on any 5xx, any response outside its documented status codes and
+//! schemas, and any request the document says is valid that the server
+//! refuses with a client error other than those that depend on state (a
+//! bank or board that does not exist, a code taken).
+//!
+//! Three rules of a board are beyond JSON Schema (selling not below
+//! buying, each currency once, an `asOf` between 1990 and five minutes
+//! after the push); the publisher document states them in words, and the
+//! hook below applies them to generated boards, as a client following the
+//! document does. schemathesis comes from `RATEWIRE_SCHEMATHESIS_BIN`, which
+//! the test command installs (`deploy/stack test`).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use ratewire_e2e::{ago, Stack, ADMIN_TOKEN};
+
+const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
+response_schema_conformance,positive_data_acceptance";
+
+/// Applies the board rules a schema cannot state to generated bodies.
+const HOOKS: &str = r#"
+import datetime
+
+import schemathesis
+
+
+def _pair(rate, buying, selling):
+    if isinstance(rate.get(buying), (int, float)) and isinstance(rate.get(selling), (int, float)):
+        low, high = sorted((rate[buying], rate[selling]))
+        rate[buying], rate[selling] = low, high
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    # Every phase's cases pass here (coverage cases are not generated
+    # through strategies that map_body would see).
+    if case.operation.path != "/v1/banks/{bankId}/boards" or case.method.upper() != "POST":
+        return
+    body = case.body
+    if not isinstance(body, dict) or not isinstance(body.get("rates"), list):
+        return
+    seen = set()
+    rates = []
+    for rate in body["rates"]:
+        if not isinstance(rate, dict):
+            rates.append(rate)
+            continue
+        code = str(rate.get("currency", "")).upper()
+        if code in seen:
+            continue
+        seen.add(code)
+        _pair(rate, "cashBuying", "cashSelling")
+        _pair(rate, "transactionalBuying", "transactionalSelling")
+        rates.append(rate)
+    body["rates"] = rates
+    if isinstance(body.get("asOf"), str):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        try:
+            as_of = datetime.datetime.fromisoformat(body["asOf"].replace("Z", "+00:00"))
+            if as_of.tzinfo is None:
+                raise ValueError("no offset")
+            inside = datetime.datetime(1990, 1, 1, tzinfo=datetime.timezone.utc) <= as_of <= now
+        except ValueError:
+            inside = False
+        if not inside:
+            body["asOf"] = (now - datetime.timedelta(hours=1)).isoformat()
+"#;
+
+fn schemathesis() -> anyhow::Result<PathBuf> {
+    let path = std::env::var("RATEWIRE_SCHEMATHESIS_BIN").map(PathBuf::from).context(
+        "RATEWIRE_SCHEMATHESIS_BIN is not set: run `deploy/stack test`, which installs schemathesis",
+    )?;
+    if !path.exists() {
+        bail!("schemathesis is not at {}", path.display());
+    }
+    Ok(path)
+}
+
+/// Runs schemathesis on the document at `document` against `base`, with
+/// `config` (TOML) and `headers`; fails with its report.
+async fn fuzz(
+    stack: &Stack,
+    name: &str,
+    document: &str,
+    base: &str,
+    config: &str,
+    headers: &[String],
+) -> anyhow::Result<()> {
+    let dir = stack.logs.join(format!("fuzz-{name}"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("ratewire_fuzz_hooks.py"), HOOKS)?;
+    let config_file = dir.join("schemathesis.toml");
+    std::fs::write(&config_file, config)?;
+    let mut command = tokio::process::Command::new(schemathesis()?);
+    command
+        .current_dir(&dir)
+        .env("PYTHONPATH", &dir)
+        .env("SCHEMATHESIS_HOOKS", "ratewire_fuzz_hooks")
+        .arg("--config-file")
+        .arg(&config_file)
+        .args(["run", document, "--url", base, "--checks", CHECKS])
+        // One worker: with two, hypothesis sometimes fails on its own while
+        // describing a strategy (an AST race in the tool, not a finding).
+        .args(["--max-examples", "60", "--workers", "1", "--no-color"])
+        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--generation-database", "none"])
+        .args(["--request-timeout", "20"]);
+    for header in headers {
+        command.arg("--header").arg(header);
+    }
+    let output = command.output().await.context("running schemathesis")?;
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::write(dir.join("report.txt"), &report)?;
+    if !output.status.success() {
+        bail!("schemathesis found problems in the {name} document:\n{report}");
+    }
+    Ok(())
+}
+
+/// Statuses that depend on what exists, not on the request's shape.
+fn config(accepted_too: &[&str]) -> String {
+    let mut statuses = vec!["2xx", "401", "403", "404", "409"];
+    statuses.extend_from_slice(accepted_too);
+    let list = statuses
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("[checks.positive_data_acceptance]\nexpected-statuses = [{list}]\n")
+}
+
+#[tokio::test]
+async fn every_document_is_as_strict_as_its_server() -> anyhow::Result<()> {
+    // Generous limits: the run is hundreds of requests from one address,
+    // keyless and with made-up tokens among them.
+    let stack = Stack::start_with(&[
+        (
+            "RATEWIRE_PLANS",
+            "anonymous=100000/100000000,enterprise=100000/1000000000",
+        ),
+        ("RATEWIRE_AUTH_FAILURES_PER_MINUTE", "100000"),
+    ])
+    .await?;
+    let key = stack.api_key("fuzz").await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let board = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
+        ago(0, 1)
+    );
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+    stack.wait_served("a board", bank, &key, "155.1").await?;
+
+    // Half the generated ids and codes name what exists, so requests reach
+    // the views and history, not only their 404s.
+    let existing = format!(
+        "{}\n[dictionaries.banks]\nvalues = [{bank}]\n[dictionaries.codes]\nvalues = [\"USD\", \"usd\"]\n\
+         [parameters]\n\"query.bankId\" = {{ dictionary = \"banks\", probability = 0.5 }}\n\
+         \"query.currencyCode\" = {{ dictionary = \"codes\", probability = 0.5 }}\n",
+        config(&[])
+    );
+    fuzz(
+        &stack,
+        "api",
+        &format!("{}/api/v1/openapi.json", stack.api_url),
+        &stack.api_url,
+        &existing,
+        &[format!("x-api-key: {key}")],
+    )
+    .await?;
+    fuzz(
+        &stack,
+        "publisher",
+        &format!("{}/v1/openapi.json", stack.ingest_url),
+        &stack.ingest_url,
+        // The same Idempotency-Key with another body is 422 by design.
+        &format!(
+            "{}\n[parameters]\n\"path.bankId\" = {bank}\n",
+            config(&["422"])
+        ),
+        &[format!("Authorization: Bearer {token}")],
+    )
+    .await?;
+    fuzz(
+        &stack,
+        "operator",
+        &format!("{}/v1/openapi.json", stack.ingest_operator_url),
+        &stack.ingest_operator_url,
+        &config(&[]),
+        &[format!("Authorization: Bearer {ADMIN_TOKEN}")],
+    )
+    .await?;
+    Ok(())
+}
