@@ -16,7 +16,7 @@
 //! `ratewire_api_redis_breaker_open`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ struct Inner {
     conn: ConnectionManager,
     budget: Duration,
     open: AtomicBool,
+    /// How many times the breaker opened since start.
+    outages: AtomicU64,
     /// Wakes the probe when a request opens the breaker.
     opened: Notify,
     /// Woken each time the breaker closes.
@@ -62,6 +64,7 @@ impl RedisGuard {
             conn,
             budget,
             open: AtomicBool::new(false),
+            outages: AtomicU64::new(0),
             opened: Notify::new(),
             closed: Notify::new(),
         }))
@@ -78,6 +81,11 @@ impl RedisGuard {
 
     pub fn is_open(&self) -> bool {
         self.0.open.load(Ordering::Acquire)
+    }
+
+    /// Which outage this is: the number of times the breaker opened.
+    pub fn outage(&self) -> u64 {
+        self.0.outages.load(Ordering::Acquire)
     }
 
     /// Runs `call` (made with this guard's connection) within the budget,
@@ -106,6 +114,7 @@ impl RedisGuard {
     /// Opens the breaker (once: later failures change nothing).
     pub fn trip(&self, what: &str, cause: &str) {
         if !self.0.open.swap(true, Ordering::AcqRel) {
+            self.0.outages.fetch_add(1, Ordering::AcqRel);
             metrics::gauge!("ratewire_api_redis_breaker_open").set(1.0);
             metrics::counter!("ratewire_api_redis_breaker_opened_total").increment(1);
             warn!(what, cause, "redis unavailable; deciding limits in this process and serving views from postgres until it answers again");

@@ -40,7 +40,7 @@ pub async fn banks(
     };
     let elements = state
         .fallbacks
-        .render(cached.shared(), &key, || async {
+        .render(cached.shared(&state), &key, || async {
             let elements: Vec<String> = store::active_bank_views(&read.pool)
                 .await?
                 .iter()

@@ -45,7 +45,7 @@ pub async fn best_rates(
     };
     let body = state
         .fallbacks
-        .render(cached.shared(), &key, || async {
+        .render(cached.shared(&state), &key, || async {
             let now = Utc::now();
             Ok(match store::best_rates(&read.pool, code, now).await? {
                 Some(entries) => Ok(Bytes::from(best_rates_response(&entries, now))),

@@ -34,7 +34,7 @@ pub async fn currencies(
     };
     let body = state
         .fallbacks
-        .render(cached.shared(), &key, || async {
+        .render(cached.shared(&state), &key, || async {
             let counts = store::currency_counts(&read.pool).await?;
             Ok(Ok(Bytes::from(currencies_response(&counts, &state.style))))
         })

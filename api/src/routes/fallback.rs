@@ -6,10 +6,14 @@
 //! read traffic of every instance lands on the database. Instead, requests
 //! that need the same view at once share one render, and a render is kept
 //! for [`KEPT_FOR`], so each instance asks Postgres for a view at most about
-//! once a second however busy it is. A kept render is at most that old;
-//! once Redis answers again, its views are served as before. A view Redis
-//! answered it does not have (not built yet, an unknown bank) is rendered
-//! afresh each time: Redis is there, and such a render is never kept.
+//! once a second however busy it is. A kept render is at most that old,
+//! and serves only the outage it was made in: the first request of each
+//! outage renders afresh, so a view never goes back to before what Redis
+//! showed until it failed (views reach Redis after their rows are
+//! committed). Once Redis answers again, its views are served as before. A
+//! view Redis answered it does not have (not built yet, an unknown bank)
+//! is rendered afresh each time: Redis is there, and such a render is
+//! never kept.
 //!
 //! "Not found" answers are kept the same way, so made-up ids cost no more.
 //! Failures (Postgres down) are not kept: the next request tries again.
@@ -60,22 +64,23 @@ impl Fallbacks {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Rendered>>,
     {
-        self.render(true, key, render).await
+        self.render(Some(0), key, render).await
     }
 
-    /// [`Fallbacks::get`] when `shared`, else `render` on its own.
-    pub async fn render<F, Fut>(&self, shared: bool, key: &str, render: F) -> Result<Bytes>
+    /// [`Fallbacks::get`] during outage number `outage` when `shared`,
+    /// else `render` on its own.
+    pub async fn render<F, Fut>(&self, shared: Option<u64>, key: &str, render: F) -> Result<Bytes>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Rendered>>,
     {
-        if !shared {
+        let Some(outage) = shared else {
             metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
             return render().await?.map_err(Error::NotFound);
-        }
+        };
         let rendered = self
             .0
-            .try_get_with_by_ref(key, async move {
+            .try_get_with(format!("{outage}:{key}"), async move {
                 metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
                 render().await
             })
@@ -150,11 +155,11 @@ mod tests {
     async fn while_redis_answers_a_missing_view_is_rendered_afresh() {
         let fallbacks = Fallbacks::default();
         let missing = fallbacks
-            .render(false, "bank", || async { Ok(Err("Bank not found")) })
+            .render(None, "bank", || async { Ok(Err("Bank not found")) })
             .await;
         assert!(matches!(missing, Err(Error::NotFound(_))));
         let found = fallbacks
-            .render(false, "bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
+            .render(None, "bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
             .await;
         assert_eq!(found.unwrap(), Bytes::from_static(b"x"), "nothing kept");
     }

@@ -87,12 +87,12 @@ pub enum Cached {
 }
 
 impl Cached {
-    /// Whether renders from Postgres are to be shared and kept (see
+    /// The outage whose renders from Postgres a request may share (see
     /// [`fallback`]): only while Redis cannot be asked. A view Redis says
     /// is missing is rendered afresh, so a bank or currency that has just
     /// appeared is never hidden by a render from before it did.
-    pub fn shared(&self) -> bool {
-        matches!(self, Cached::Unavailable)
+    pub fn shared(&self, state: &AppState) -> Option<u64> {
+        matches!(self, Cached::Unavailable).then(|| state.redis.outage())
     }
 }
 

@@ -51,7 +51,7 @@ pub async fn rates(
     // Postgres has the same data and the same renderer makes the same bytes.
     let elements = state
         .fallbacks
-        .render(cached.shared(), &key, || async {
+        .render(cached.shared(&state), &key, || async {
             let elements = match bank_id {
                 Some(id) => {
                     let view = store::bank_view(&read.pool, id)
