@@ -12,7 +12,11 @@
 //! - a response that is not ready within the request timeout is answered
 //!   503 (a slow dependency must not pin connections);
 //! - each listener holds at most so many connections; further clients wait
-//!   in the kernel's accept backlog until one closes.
+//!   in the kernel's accept backlog until one closes;
+//! - a write the client does not take within the write timeout closes the
+//!   connection: a client that stops reading (a live stream it no longer
+//!   drains, a large answer it never takes) does not hold a connection and
+//!   its buffers for ever.
 //!
 //! HTTP/1.1 only: TLS and HTTP/2 end at the ingress in front of us, and
 //! HTTP/1.1 is the protocol these limits are proven for.
@@ -64,6 +68,10 @@ pub struct ListenerLimits {
     /// wait in the kernel's backlog until one closes.
     #[arg(long = "http-max-connections", env = "RATEWIRE_HTTP_MAX_CONNECTIONS", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Seconds a write to a client may wait for it to take the bytes; a
+    /// client that stops reading is disconnected after it.
+    #[arg(long = "http-write-timeout-secs", env = "RATEWIRE_HTTP_WRITE_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub write_timeout_secs: u64,
 }
 
 impl Default for ListenerLimits {
@@ -73,6 +81,7 @@ impl Default for ListenerLimits {
             max_header_bytes: 16_384,
             request_timeout_secs: 30,
             max_connections: 1_024,
+            write_timeout_secs: 30,
         }
     }
 }
@@ -284,7 +293,10 @@ async fn accept(
             // A router is always ready and cheap to clone (one Arc).
             app.clone().call(request.map(axum::body::Body::new))
         });
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(Duration::from_secs(limits.write_timeout_secs)));
+        let connection =
+            graceful.watch(http.serve_connection(TokioIo::new(Box::pin(stream)), service));
         let open = open.clone();
         open.increment(1.0);
         tokio::spawn(async move {
