@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{RedisViews, ViewUpdate};
+use crate::redis_views::{RedisViews, Rendered, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{self, BestEntry, Field, ViewStyle};
@@ -117,10 +117,10 @@ pub async fn load(
     let mut update = ViewUpdate::at(store::Version::of(&mut tx).await?);
     update.compose = true;
     // Any bank change can move a currency's count (new board, deactivation).
-    update.currencies = Some(views::currencies_response(
+    update.currencies = Some(Rendered::new(views::currencies_response(
         &store::currency_counts(&mut *tx).await?,
         style,
-    ));
+    )));
     let counted = started.elapsed();
     let now = Utc::now();
     let quotes = store::quotes_of(&mut *tx, currencies).await?;
@@ -164,9 +164,14 @@ pub async fn load(
                 store::best_entry(field, quote, points)
             })
         });
-        update
-            .best
-            .push((code, Some(views::best_rates_response(&entries, now))));
+        // Fingerprinted without the render time: a recomputation that
+        // changes nothing else is no change.
+        let digest = views::digest(&views::best_rates_response(
+            &entries,
+            chrono::DateTime::UNIX_EPOCH,
+        ));
+        let body = views::best_rates_response(&entries, now);
+        update.best.push((code, Some(Rendered { body, digest })));
     }
     Ok(update)
 }

@@ -5,13 +5,16 @@ use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::generation;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::store::Version;
-use ratewire_readmodel::views::{banks_element, rates_element, BankView, RatesVariant, ViewStyle};
+use ratewire_readmodel::views::{
+    self, banks_element, rates_element, BankView, RatesVariant, ViewStyle,
+};
 use ratewire_readmodel::ReadModelSettings;
 use redis::aio::ConnectionManager;
 
 use crate::error::Result;
 
-/// Rebuilds every `view:{family}:all:*` from the per-bank elements, atomically.
+/// Rebuilds every `view:{family}:all:*` from the per-bank elements,
+/// atomically, with each list's fingerprint (`ARGV[2]`: the etags hash).
 const COMPOSE_ALL: &str = r#"
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local families = {rates = {'00', '01', '10', '11'}, banks = {'0', '1'}}
@@ -27,7 +30,10 @@ for family, variants in pairs(families) do
         if value then parts[#parts + 1] = value end
       end
     end
-    redis.call('SET', ARGV[1] .. 'view:' .. family .. ':all:' .. variant, table.concat(parts, ','))
+    local key = ARGV[1] .. 'view:' .. family .. ':all:' .. variant
+    local body = table.concat(parts, ',')
+    redis.call('SET', key, body)
+    redis.call('HSET', ARGV[2], key, string.sub(redis.sha1hex(body), 1, 16))
   end
 end
 return #ids
@@ -35,35 +41,71 @@ return #ids
 
 /// Writes views only where no newer snapshot's rendering is stored: each
 /// key's version (`xmax:settled`, see `store::Version`) is kept in one hash
-/// beside the views. `ARGV`: the hash, the update's version (two numbers),
-/// the active-banks set, then `op, key, value` triples: `S` sets, `D`
-/// deletes, `A`/`R` add or remove a bank id in the active set (the key is
-/// then only the name its version is kept under). Returns how many were
-/// written.
+/// beside the views, and each view's fingerprint in another. `ARGV`: the
+/// versions hash, the update's version (two numbers), the active-banks set,
+/// the fingerprints hash, the changes stream and the oldest id it keeps,
+/// then `op, key, value, fingerprint` quadruples: `S` sets (unless the
+/// stored fingerprint is the same: nothing changed), `D` deletes, `A`/`R`
+/// add or remove a bank id in the active set (the key is then only the
+/// name its version is kept under), `E` adds `value` to the changes stream
+/// if a view since the previous `E` changed. Returns how many were written.
 const WRITE_IF_NEWER: &str = r#"
 local versions, xmax, settled, active = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local etags, stream, oldest = ARGV[5], ARGV[6], ARGV[7]
 local stamp = ARGV[2] .. ':' .. ARGV[3]
-local written = 0
-for i = 5, #ARGV, 3 do
-  local op, key, value = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local stored = redis.call('HGET', versions, key)
-  local newer = true
-  if stored then
-    local sx, ss = string.match(stored, '^(%-?%d+):(%-?%d+)$')
-    sx, ss = tonumber(sx), tonumber(ss)
-    if sx > xmax or (sx == xmax and ss > settled) then newer = false end
-  end
-  if newer then
-    if op == 'S' then redis.call('SET', key, value)
-    elseif op == 'D' then redis.call('DEL', key)
-    elseif op == 'A' then redis.call('ZADD', active, value, value)
-    elseif op == 'R' then redis.call('ZREM', active, value) end
-    redis.call('HSET', versions, key, stamp)
-    written = written + 1
+local written, changed = 0, false
+for i = 8, #ARGV, 4 do
+  local op, key, value, fingerprint = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  if op == 'E' then
+    if changed then
+      redis.call('XADD', stream, 'MINID', '~', oldest, '*', 'e', value)
+    end
+    changed = false
+  else
+    local stored = redis.call('HGET', versions, key)
+    local newer = true
+    if stored then
+      local sx, ss = string.match(stored, '^(%-?%d+):(%-?%d+)$')
+      sx, ss = tonumber(sx), tonumber(ss)
+      if sx > xmax or (sx == xmax and ss > settled) then newer = false end
+    end
+    if newer then
+      if op == 'S' then
+        if redis.call('HGET', etags, key) ~= fingerprint or redis.call('EXISTS', key) == 0 then
+          redis.call('SET', key, value)
+          redis.call('HSET', etags, key, fingerprint)
+          changed = true
+        end
+      elseif op == 'D' then
+        redis.call('DEL', key)
+        redis.call('HDEL', etags, key)
+      elseif op == 'A' then redis.call('ZADD', active, value, value)
+      elseif op == 'R' then redis.call('ZREM', active, value) end
+      redis.call('HSET', versions, key, stamp)
+      written = written + 1
+    end
   end
 end
 return written
 "#;
+
+/// How long the changes stream keeps an entry unless configured otherwise
+/// (a client of the live stream can resume within it).
+pub const CHANGES_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A rendered view and its fingerprint.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub body: String,
+    pub digest: String,
+}
+
+impl Rendered {
+    pub fn new(body: String) -> Self {
+        let digest = views::digest(&body);
+        Self { body, digest }
+    }
+}
 
 /// What one refresh writes, read in one snapshot.
 pub struct ViewUpdate {
@@ -73,9 +115,11 @@ pub struct ViewUpdate {
     /// `Some(view)` of an active bank is shown; anything else is removed.
     pub banks: Vec<(BankId, Option<BankView>)>,
     /// The rendered /currencies body, when it was recomputed.
-    pub currencies: Option<String>,
-    /// Rendered best-rates bodies; `None` removes a currency no active bank quotes.
-    pub best: Vec<(CurrencyCode, Option<String>)>,
+    pub currencies: Option<Rendered>,
+    /// Rendered best-rates bodies, each fingerprinted without its render
+    /// time (a recomputation that changes nothing else writes nothing);
+    /// `None` removes a currency no active bank quotes.
+    pub best: Vec<(CurrencyCode, Option<Rendered>)>,
     /// Recompose the all-banks lists from the per-bank elements (a few
     /// hundred kilobytes of string work inside Redis: done on the tick, not
     /// after every batch).
@@ -106,6 +150,8 @@ pub struct RedisViews {
     style: ViewStyle,
     compose: redis::Script,
     write_if_newer: redis::Script,
+    /// How long the changes stream keeps an entry.
+    changes_kept: std::time::Duration,
 }
 
 impl RedisViews {
@@ -116,7 +162,7 @@ impl RedisViews {
         schema: &str,
     ) -> Self {
         let prefix = generation::views_prefix(&settings.redis_prefix, schema);
-        Self::new(conn, &prefix, settings.view_style())
+        Self::new(conn, &prefix, settings.view_style()).keeping_changes(settings.stream_retention())
     }
 
     pub fn new(conn: ConnectionManager, prefix: &str, style: ViewStyle) -> Self {
@@ -126,21 +172,33 @@ impl RedisViews {
             style,
             compose: redis::Script::new(COMPOSE_ALL),
             write_if_newer: redis::Script::new(WRITE_IF_NEWER),
+            changes_kept: CHANGES_KEPT,
         }
+    }
+
+    /// Keeps change entries this long.
+    pub fn keeping_changes(mut self, kept: std::time::Duration) -> Self {
+        self.changes_kept = kept;
+        self
     }
 
     /// Writes one refresh, each view only if no newer snapshot's rendering
     /// is already there (one script: atomic), then recomposes the all-banks
     /// lists when asked.
     pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
+        let oldest = chrono::Utc::now().timestamp_millis()
+            - i64::try_from(self.changes_kept.as_millis()).unwrap_or(i64::MAX);
         let mut script = self.write_if_newer.prepare_invoke();
         script
             .arg(self.keys.view_versions())
             .arg(update.version.xmax)
             .arg(update.version.settled)
-            .arg(self.keys.active_banks());
-        let mut write = |op: &str, key: String, value: &str| {
-            script.arg(op).arg(key).arg(value);
+            .arg(self.keys.active_banks())
+            .arg(self.keys.view_etags())
+            .arg(self.keys.changes())
+            .arg(format!("{}-0", oldest.max(0)));
+        let mut write = |op: &str, key: String, value: &str, digest: &str| {
+            script.arg(op).arg(key).arg(value).arg(digest);
         };
         for (id, view) in &update.banks {
             let active = format!("{}:{id}", self.keys.active_banks());
@@ -148,32 +206,57 @@ impl RedisViews {
                 Some(view) => {
                     for variant in RatesVariant::ALL {
                         let body = rates_element(view, variant, &self.style);
-                        write("S", self.keys.rates_bank(*id, variant), &body);
+                        write(
+                            "S",
+                            self.keys.rates_bank(*id, variant),
+                            &body,
+                            &views::digest(&body),
+                        );
                     }
                     for with_recent in [false, true] {
                         let body = banks_element(view, with_recent, &self.style);
-                        write("S", self.keys.banks_bank(*id, with_recent), &body);
+                        write(
+                            "S",
+                            self.keys.banks_bank(*id, with_recent),
+                            &body,
+                            &views::digest(&body),
+                        );
                     }
-                    write("A", active, &id.to_string());
+                    write("A", active, &id.to_string(), "");
+                    let codes: Vec<&str> = view.rates.iter().map(|r| r.currency.as_str()).collect();
+                    write(
+                        "E",
+                        String::new(),
+                        &format!("board:{id}:{}", codes.join(",")),
+                        "",
+                    );
                 }
                 None => {
                     for variant in RatesVariant::ALL {
-                        write("D", self.keys.rates_bank(*id, variant), "");
+                        write("D", self.keys.rates_bank(*id, variant), "", "");
                     }
                     for with_recent in [false, true] {
-                        write("D", self.keys.banks_bank(*id, with_recent), "");
+                        write("D", self.keys.banks_bank(*id, with_recent), "", "");
                     }
-                    write("R", active, &id.to_string());
+                    write("R", active, &id.to_string(), "");
                 }
             }
         }
-        if let Some(body) = &update.currencies {
-            write("S", self.keys.currencies(), body);
+        if let Some(rendered) = &update.currencies {
+            write(
+                "S",
+                self.keys.currencies(),
+                &rendered.body,
+                &rendered.digest,
+            );
         }
-        for (code, body) in &update.best {
-            match body {
-                Some(body) => write("S", self.keys.best(*code), body),
-                None => write("D", self.keys.best(*code), ""),
+        for (code, rendered) in &update.best {
+            match rendered {
+                Some(rendered) => {
+                    write("S", self.keys.best(*code), &rendered.body, &rendered.digest);
+                    write("E", String::new(), &format!("best:{code}"), "");
+                }
+                None => write("D", self.keys.best(*code), "", ""),
             };
         }
         let written: i64 = script.invoke_async(&mut self.conn).await?;
@@ -186,11 +269,12 @@ impl RedisViews {
         Ok(())
     }
 
-    /// Forgets which snapshot each view was written at, so the next writes
-    /// land whatever they are.
+    /// Forgets which snapshot each view was written at and what it held,
+    /// so the next writes land whatever they are.
     pub async fn forget_versions(&mut self) -> Result<()> {
         redis::cmd("DEL")
             .arg(self.keys.view_versions())
+            .arg(self.keys.view_etags())
             .query_async::<()>(&mut self.conn)
             .await?;
         Ok(())
@@ -204,6 +288,7 @@ impl RedisViews {
         self.compose
             .key(self.keys.active_banks())
             .arg(self.keys.prefix())
+            .arg(self.keys.view_etags())
             .invoke_async::<i64>(&mut self.conn)
             .await?;
         Ok(())

@@ -13,7 +13,15 @@
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
 //! - `P view:best:{CODE}`: the whole best-rates body of one currency;
-//! - `P view:versions`: the snapshot version each view was rendered at.
+//! - `P view:versions`: the snapshot version each view was rendered at;
+//! - `P view:etags`: each view's fingerprint ([`crate::views::digest`]),
+//!   written with it: the API's `ETag`, and how a writer knows a rendering
+//!   changes nothing (then nothing is written);
+//! - `P changes`: a stream of what changed, one entry per bank whose
+//!   /rates element changed (`board:{id}:{codes}`) and per currency whose
+//!   best rates changed (`best:{CODE}`), added in the same script as the
+//!   views, so an entry is there only once its views are; trimmed by age.
+//!   API instances read it for the live stream and their caches.
 //!
 //! The API wraps these bodies in the outer envelope and sends them unparsed.
 
@@ -120,5 +128,15 @@ impl Keys {
     /// no older rendering overwrites a newer one.
     pub fn view_versions(&self) -> String {
         format!("{}view:versions", self.prefix)
+    }
+
+    /// The hash of each view's fingerprint (its `ETag`).
+    pub fn view_etags(&self) -> String {
+        format!("{}view:etags", self.prefix)
+    }
+
+    /// The stream of changes (see the module docs).
+    pub fn changes(&self) -> String {
+        format!("{}changes", self.prefix)
     }
 }

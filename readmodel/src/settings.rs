@@ -36,9 +36,18 @@ pub struct ReadModelSettings {
         default_value = "https://assets.ratewire.example/currencies"
     )]
     pub currency_image_base: String,
+    /// Seconds the changes stream keeps an entry: a client of the live
+    /// stream (`/api/v1/stream`) that reconnects within it gets what it
+    /// missed; later, a fresh snapshot.
+    #[arg(long, env = "RATEWIRE_STREAM_RETENTION_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(10..=604_800))]
+    pub stream_retention_secs: u64,
 }
 
 impl ReadModelSettings {
+    pub fn stream_retention(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.stream_retention_secs)
+    }
+
     pub fn view_style(&self) -> ViewStyle {
         ViewStyle {
             currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),

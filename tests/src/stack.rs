@@ -475,7 +475,7 @@ impl Stack {
             let name = key.trim_start_matches(&prefix).to_owned();
             let value: Value = match name.as_str() {
                 // Bookkeeping, not a view.
-                "versions" => continue,
+                "versions" | "etags" => continue,
                 "banks:active" => {
                     let ids: Vec<String> = redis::cmd("ZRANGE")
                         .arg(&key)

@@ -6,6 +6,7 @@ mod banks;
 mod best;
 mod currencies;
 mod history;
+mod range;
 mod series;
 mod snapshot;
 
@@ -15,6 +16,7 @@ pub use banks::{
 pub use best::{best_entry, best_picks, best_rates, best_rates_from};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
+pub use range::{best_at, records_at, records_between};
 pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,

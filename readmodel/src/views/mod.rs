@@ -11,18 +11,37 @@ mod banks;
 mod best;
 mod currencies;
 mod history;
+mod parse;
 mod rates;
+mod series;
 
 pub use banks::banks_element;
 pub use best::{best_rates_response, pick_best, signed_difference, BestEntry, Candidate, Field};
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
+pub use parse::rates_elements;
 pub use rates::rates_element;
+pub use series::{
+    bank_series_csv, bank_series_json, best_series_csv, best_series_json, BankPoint, BestPoint,
+    SeriesOf,
+};
 
 /// The outer envelope of /rates and /banks around their comma-joined
 /// elements: the API sends a stored view between these two without copying it.
 pub const LIST_HEAD: &str = r#"{"message":"Success","status":200,"data":["#;
 pub const LIST_TAIL: &str = "]}";
+
+/// A rendering's fingerprint: what the writer compares to know whether a
+/// view changed, and what the API sends as its strong `ETag` (quoted).
+/// Computed once, when the view is rendered. 16 hex digits of SHA-256.
+pub fn digest(body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(body.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// The whole /rates or /banks body around already rendered, comma-joined
 /// elements.
