@@ -27,6 +27,9 @@ use crate::usage_sync::UsageSync;
 
 pub struct Application {
     listeners: Listeners,
+    /// The live stream's blocking reads of the changes stream hold a
+    /// connection of their own.
+    live_connection: ::redis::aio::ConnectionManager,
     limits: ListenerLimits,
     state: AppState,
     /// The API's own schema (keys, usage), migrated before the first request.
@@ -64,6 +67,11 @@ impl Application {
             interval: Duration::from_secs(config.usage_sync_secs),
             continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
+        let relay = crate::live::Relay::new(
+            crate::live::Reader::new(redis.conn()),
+            config.stream_buffer as usize,
+        );
+        let stream_slots = Arc::new(crate::stream_slots::StreamSlots::new(redis.clone(), prefix));
         let state = AppState::new(Shared {
             key_store: KeyStore::new(pool.clone(), redis.clone(), prefix),
             limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
@@ -71,6 +79,7 @@ impl Application {
             redis,
             read: ReadModels::new(&config)?,
             fallbacks: Default::default(),
+            read_back: Default::default(),
             style: Arc::new(config.read_model.view_style()),
             operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
             clients: config.clients.clone(),
@@ -81,11 +90,16 @@ impl Application {
             timezone: config.timezone,
             plans: Arc::new(config.plans.clone()),
             anonymous_access: config.anonymous_access,
+            cors_origins: config.cors_origins.clone(),
             rate_limits: config.rate_limits,
             readiness: Readiness::default(),
+            relay,
+            stream_slots,
+            shutdown: CancellationToken::new(),
         });
         Ok(Self {
             listeners,
+            live_connection: redis::connect(&config.read_model.redis_url)?,
             limits: config.limits,
             state,
             schema: config.schema,
@@ -112,6 +126,7 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<()> {
         let Self {
             listeners,
+            live_connection,
             limits,
             state,
             schema,
@@ -129,6 +144,15 @@ impl Application {
         tokio::spawn(state.redis.clone().watch(shutdown.clone()));
         tokio::spawn(Arc::clone(&state.limiter).track_instances(shutdown.clone()));
         tokio::spawn(Arc::clone(&state.limiter).reconcile_after_outages(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.stream_slots).renew(shutdown.clone()));
+        // Live streams end when the process stops, so the graceful
+        // shutdown does not wait for them.
+        let streams = state.shutdown.clone();
+        let stopping = shutdown.clone();
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            streams.cancel();
+        });
         let servers = listeners.serve(
             routes::public(state.clone()),
             routes::operator(state.clone()),
@@ -149,7 +173,13 @@ impl Application {
         let sync = prepared.then(|| {
             info!("api ready");
             let read = state.read.clone();
-            tokio::spawn(read.watch(state.pool.clone(), shutdown.clone()));
+            tokio::spawn(read.clone().watch(state.pool.clone(), shutdown.clone()));
+            tokio::spawn(
+                state
+                    .relay
+                    .clone()
+                    .follow(live_connection, read, shutdown.clone()),
+            );
             let pool = state.pool.clone();
             tokio::spawn(every(
                 "purging old usage",

@@ -67,4 +67,13 @@ pub struct Config {
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub usage_sync_secs: u64,
+    /// Origins whose web pages may call the read API from a browser:
+    /// `*` (any), or a comma-separated list such as
+    /// `https://a.example,https://b.example`.
+    #[arg(long, env = "RATEWIRE_CORS_ORIGINS", default_value = "*", value_parser = crate::cors::parse_origins)]
+    pub cors_origins: crate::cors::Origins,
+    /// Events a live-stream subscriber may fall behind by before it is
+    /// dropped (with a last `dropped` event).
+    #[arg(long, env = "RATEWIRE_STREAM_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(2..=65_536))]
+    pub stream_buffer: u64,
 }

@@ -27,6 +27,12 @@ pub enum Error {
     /// The monthly allowance is spent (the gate adds Retry-After).
     #[error("Monthly quota exceeded")]
     QuotaExceeded,
+    /// The caller holds as many live streams as its plan allows.
+    #[error("Too many concurrent streams")]
+    TooManyStreams,
+    /// The live stream cannot start while Redis cannot be read.
+    #[error("the live stream needs Redis")]
+    StreamUnavailable,
     /// The process is still preparing a dependency (e.g. started while
     /// Postgres was down).
     #[error("{0}")]
@@ -90,7 +96,10 @@ impl Error {
             Error::MissingKey | Error::InvalidKey => StatusCode::UNAUTHORIZED,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::RateLimited | Error::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
+            Error::RateLimited | Error::QuotaExceeded | Error::TooManyStreams => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            Error::StreamUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Shared {
@@ -131,6 +140,9 @@ impl IntoResponse for Error {
             Error::QuotaExceeded => {
                 json!({"status": 429, "message": self.to_string(), "code": "QUOTA_EXCEEDED"})
             }
+            Error::TooManyStreams => {
+                json!({"status": 429, "message": self.to_string(), "code": "RATE_LIMIT_EXCEEDED"})
+            }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %self, "dependency unavailable; answering 503");
                 json!({"status": 503, "message": "Service Unavailable"})
@@ -147,6 +159,12 @@ impl IntoResponse for Error {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if let Error::TooManyStreams = self {
+            // A stream ends when its client goes; try again shortly.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
         }
         response
     }

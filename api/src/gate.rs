@@ -9,7 +9,6 @@
 
 use std::net::SocketAddr;
 
-use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
@@ -21,7 +20,7 @@ use crate::error::Error;
 use crate::keys::{Caller, Lookup};
 use crate::limits::{Decision, Verdict};
 use crate::plans::ANONYMOUS;
-use crate::requests::view_key;
+use crate::requests::{view_ref, Stored};
 use crate::state::AppState;
 
 /// The header callers send their API key in.
@@ -34,15 +33,17 @@ pub struct Identified {
     pub caller: Option<Caller>,
     /// Whether an `x-api-key` header was present at all.
     pub key_given: bool,
+    /// Who is counted: `key:{prefix}`, or the client's address.
+    pub subject: String,
     pub decision: Decision,
 }
 
 /// The view the gate read along with the limiter (see
-/// [`crate::requests::view_key`]): its key and body (`None` when the view
-/// was missing). Requests that shared a round trip share
+/// [`crate::requests::view_ref`]): its key and what was stored (`None`
+/// when the view was missing). Requests that shared a round trip share
 /// the body.
 #[derive(Debug, Clone, Default)]
-pub struct Prefetched(pub Option<(String, Option<Bytes>)>);
+pub struct Prefetched(pub Option<(String, Option<Stored>)>);
 
 impl FromRequestParts<AppState> for Prefetched {
     type Rejection = std::convert::Infallible;
@@ -71,11 +72,29 @@ fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
     }
 }
 
+/// The path whose key may also come as the `apiKey` query parameter:
+/// browsers' EventSource cannot send headers.
+const KEY_IN_QUERY: &str = "/api/v1/stream";
+
+/// The `apiKey` query parameter (of [`KEY_IN_QUERY`] only).
+fn key_in_query(request: &Request) -> Option<String> {
+    if request.uri().path() != KEY_IN_QUERY {
+        return None;
+    }
+    serde_urlencoded::from_str::<Vec<(String, String)>>(request.uri().query()?)
+        .ok()?
+        .into_iter()
+        .find(|(name, _)| name == "apiKey")
+        .map(|(_, key)| key)
+}
+
 pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let from_query = key_in_query(&request);
     let key = request
         .headers()
         .get(API_KEY_HEADER)
         .and_then(|v| v.to_str().ok())
+        .or(from_query.as_deref())
         .map(str::trim)
         .filter(|k| !k.is_empty());
     let key_given = key.is_some();
@@ -130,22 +149,22 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
     };
     let now = Utc::now();
     let (decision, prefetched) = if state.rate_limits {
-        let view = view_key(
+        let view = view_ref(
             &state.read.current().views,
             request.uri().path(),
             request.uri().query(),
         );
-        let (decision, body) = state
+        let (decision, stored) = state
             .limiter
             .check_and_read(
                 &subject,
                 limits,
                 counts_monthly(request.uri().path()),
                 now,
-                view.as_deref(),
+                view.as_ref(),
             )
             .await;
-        (decision, view.zip(body))
+        (decision, view.map(|v| v.key).zip(stored))
     } else {
         (Decision::uncounted(limits, now), None)
     };
@@ -154,6 +173,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             request.extensions_mut().insert(Identified {
                 caller,
                 key_given,
+                subject,
                 decision,
             });
             request.extensions_mut().insert(Prefetched(prefetched));

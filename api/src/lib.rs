@@ -12,7 +12,8 @@
 //!   stored view that answers it;
 //! - [`gate`]: who is calling and may they (keys, limits, rate-limit
 //!   headers), for every public request; [`auth`] gives handlers the
-//!   caller as extractors;
+//!   caller as extractors; [`conditional`] answers `If-None-Match`, and
+//!   [`cors`] lets browsers on other origins read;
 //! - [`routes`], one module per resource, merged in [`routes::router`];
 //!   [`openapi`] describes them;
 //! - [`app`] is the process; [`usage_sync`] and [`retention`] are tasks
@@ -27,12 +28,15 @@
 
 pub mod app;
 pub mod auth;
+pub mod conditional;
 pub mod config;
+pub mod cors;
 pub mod db;
 pub mod error;
 pub mod gate;
 pub mod keys;
 pub mod limits;
+pub mod live;
 pub mod openapi;
 pub mod plans;
 pub mod query;
@@ -42,6 +46,7 @@ pub mod requests;
 pub mod retention;
 pub mod routes;
 pub mod state;
+pub mod stream_slots;
 pub mod usage_sync;
 
 pub use app::Application;

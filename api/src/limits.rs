@@ -23,13 +23,13 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
+use crate::requests::{Stored, ViewRef};
 use local::LocalCounts;
 use shared_trip::{Ask, Counted, Failed};
 
@@ -297,8 +297,8 @@ impl Limiter {
         limits: Limits,
         count_month: bool,
         now: DateTime<Utc>,
-        view: Option<&str>,
-    ) -> (Decision, Option<Option<Bytes>>) {
+        view: Option<&ViewRef>,
+    ) -> (Decision, Option<Option<Stored>>) {
         let counters = self.counters(subject, now);
         let result = self
             .count_in_redis(subject, &counters, limits, count_month, view)
@@ -352,7 +352,7 @@ impl Limiter {
         counters: &Counters,
         limits: Limits,
         count_month: bool,
-        view: Option<&str>,
+        view: Option<&ViewRef>,
     ) -> Result<Counted, Failed> {
         if self.redis.is_open() {
             return Err(Failed::Redis(Unavailable::Open));
@@ -369,7 +369,7 @@ impl Limiter {
                 minute_key: counters.minute_key.clone(),
                 month_key: counters.month_key.clone(),
                 limits,
-                view: view.map(str::to_owned),
+                view: view.cloned(),
                 sent,
                 reply,
             })

@@ -26,6 +26,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::rates::rates,
         crate::routes::best_rates::best_rates,
         crate::routes::history::history,
+        crate::routes::series::series,
+        crate::routes::convert::convert,
+        crate::routes::stream::stream,
         crate::routes::me::me,
         crate::routes::me::usage,
     ),
@@ -35,11 +38,36 @@ use utoipa::{Modify, OpenApi, ToSchema};
 )]
 pub struct ApiDoc;
 
-/// The document as served, rendered once.
+/// The document as served, rendered once: with the ISO 4217 codes this
+/// build knows listed where a code must be one (no derive attribute can
+/// hold a computed list).
 pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    ApiDoc::openapi()
-        .to_pretty_json()
-        .expect("the OpenAPI document serializes")
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+    let codes: Vec<serde_json::Value> = ratewire_proto::CurrencyCode::all()
+        .iter()
+        .map(|c| serde_json::Value::from(c.as_str()))
+        .collect();
+    // A date or a time: more than one parameter attribute can say.
+    if let Some(params) = doc["paths"]["/api/v1/rates/series"]["get"]["parameters"].as_array_mut() {
+        for param in params
+            .iter_mut()
+            .filter(|p| p["name"] == "from" || p["name"] == "to")
+        {
+            param["schema"] = serde_json::json!({"anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+            ]});
+        }
+    }
+    if let Some(params) = doc["paths"]["/api/v1/convert"]["get"]["parameters"].as_array_mut() {
+        for param in params
+            .iter_mut()
+            .filter(|p| p["name"] == "from" || p["name"] == "to")
+        {
+            param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
+        }
+    }
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize")
 });
 
 struct ApiKeyScheme;
@@ -254,6 +282,134 @@ pub struct HistoryRecord {
     #[schema(format = DateTime)]
     pub timestamp: String,
     pub currency: Currency,
+}
+
+/// One point of a bank's series: the interval's start (or the publish
+/// time, raw), the value in force at its end and when it was published.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BankSeriesPoint {
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    pub cash_buying: f64,
+    pub cash_selling: f64,
+    #[schema(required = true)]
+    pub transactional_buying: Option<f64>,
+    #[schema(required = true)]
+    pub transactional_selling: Option<f64>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BankSeries {
+    pub bank_id: i64,
+    pub currency_code: String,
+    /// raw, hour or day
+    pub interval: String,
+    #[schema(format = DateTime)]
+    pub from: String,
+    #[schema(format = DateTime)]
+    pub to: String,
+    pub points: Vec<BankSeriesPoint>,
+}
+
+/// One point of a best-across-banks series.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestSeriesPoint {
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    pub value: f64,
+    pub bank_id: i64,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestSeries {
+    pub currency_code: String,
+    /// cashBuying, cashSelling, transactionalBuying or transactionalSelling
+    pub field: String,
+    /// hour or day
+    pub interval: String,
+    #[schema(format = DateTime)]
+    pub from: String,
+    #[schema(format = DateTime)]
+    pub to: String,
+    pub points: Vec<BestSeriesPoint>,
+}
+
+#[derive(ToSchema)]
+#[serde(untagged)]
+pub enum SeriesData {
+    Bank(BankSeries),
+    Best(BestSeries),
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: SeriesData,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConvertLeg {
+    pub currency: String,
+    /// buying (the bank buys it from the customer) or selling
+    #[schema(pattern = "^(buying|selling)$")]
+    pub side: String,
+    pub rate: f64,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConvertBank {
+    pub id: i64,
+    pub name: String,
+    pub code: String,
+    pub image_url: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConvertResult {
+    pub bank: ConvertBank,
+    /// The amount received, rounded to 4 fraction digits.
+    pub amount: f64,
+    /// Units of `to` per unit of `from` (8 fraction digits at most).
+    pub rate: f64,
+    pub legs: Vec<ConvertLeg>,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversion {
+    pub from: String,
+    pub to: String,
+    pub amount: f64,
+    pub transactional: bool,
+    /// Best first.
+    pub results: Vec<ConvertResult>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConvertResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Conversion,
 }
 
 #[derive(ToSchema)]

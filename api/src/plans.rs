@@ -1,8 +1,12 @@
-//! Plans: how many requests a caller may make per minute and per month.
+//! Plans: how many requests a caller may make per minute and per month,
+//! and how many live streams it may hold at once.
 //!
-//! Configured with `RATEWIRE_PLANS` as `name=perMinute/perMonth` pairs,
-//! comma separated; the defaults are decisions.md's. `anonymous` is the
-//! plan of callers without a (valid) key and must always exist.
+//! Configured with `RATEWIRE_PLANS` as `name=perMinute/perMonth[/streams]`
+//! entries, comma separated; the defaults are decisions.md's, with streams
+//! free 1, pro 10, enterprise 1,000 and anonymous 1 (used only when
+//! anonymous access is on: otherwise a keyless caller gets 401). A plan
+//! without a stream count may hold 1. `anonymous` is the plan of callers
+//! without a (valid) key and must always exist.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -17,18 +21,29 @@ pub struct Limits {
 /// The plan given to callers counted by IP.
 pub const ANONYMOUS: &str = "anonymous";
 pub const DEFAULT_PLANS: &str =
-    "free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=10/1000";
+    "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1";
+
+/// Live streams a plan may hold at once when its entry names none.
+const DEFAULT_STREAMS: u64 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plans(BTreeMap<String, Limits>);
+pub struct Plans(BTreeMap<String, (Limits, u64)>);
 
 impl Plans {
     pub fn get(&self, name: &str) -> Option<Limits> {
-        self.0.get(name).copied()
+        self.0.get(name).map(|(limits, _)| *limits)
     }
 
     pub fn anonymous(&self) -> Limits {
-        self.0[ANONYMOUS]
+        self.0[ANONYMOUS].0
+    }
+
+    /// How many live streams a caller on `name` may hold at once (an
+    /// unknown plan: the anonymous plan's).
+    pub fn streams(&self, name: &str) -> u64 {
+        self.0
+            .get(name)
+            .map_or(self.0[ANONYMOUS].1, |(_, streams)| *streams)
     }
 
     /// Plans a key may be created on (all but `anonymous`).
@@ -47,7 +62,15 @@ impl FromStr for Plans {
         let mut plans = BTreeMap::new();
         for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let parsed = entry.split_once('=').and_then(|(name, limits)| {
-                let (minute, month) = limits.split_once('/')?;
+                let mut parts = limits.split('/');
+                let (minute, month) = (parts.next()?, parts.next()?);
+                let streams = match parts.next() {
+                    Some(streams) => streams.trim().parse().ok()?,
+                    None => DEFAULT_STREAMS,
+                };
+                if parts.next().is_some() {
+                    return None;
+                }
                 let name = name.trim();
                 let valid_name = !name.is_empty()
                     && name
@@ -58,12 +81,12 @@ impl FromStr for Plans {
                     per_month: month.trim().parse().ok()?,
                 };
                 (valid_name && limits.per_minute > 0 && limits.per_month > 0)
-                    .then(|| (name.to_owned(), limits))
+                    .then(|| (name.to_owned(), (limits, streams)))
             });
-            let (name, limits) = parsed.ok_or_else(|| {
-                format!("{entry:?} is not name=perMinute/perMonth with positive numbers")
+            let (name, plan) = parsed.ok_or_else(|| {
+                format!("{entry:?} is not name=perMinute/perMonth[/streams] with positive numbers")
             })?;
-            plans.insert(name, limits);
+            plans.insert(name, plan);
         }
         if !plans.contains_key(ANONYMOUS) {
             return Err(format!("the `{ANONYMOUS}` plan is required"));
@@ -111,6 +134,13 @@ mod tests {
             plans.assignable().collect::<Vec<_>>(),
             ["enterprise", "free", "pro"]
         );
+        let streams: Vec<u64> = ["free", "pro", "enterprise", "anonymous", "custom"]
+            .iter()
+            .map(|p| plans.streams(p))
+            .collect();
+        assert_eq!(streams, [1, 10, 1_000, 1, 1]);
+        let custom: Plans = "anonymous=1/1/0,big=5/5".parse().unwrap();
+        assert_eq!((custom.streams("anonymous"), custom.streams("big")), (0, 1));
     }
 
     #[test]

@@ -25,6 +25,17 @@ impl Params {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// Every value of `name`, repeated or comma-separated (`a=1&a=2,3`).
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == name)
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
 }
 
 /// Collects problems across parameters so one 400 names them all.
@@ -122,6 +133,141 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Every bank id of `name` (repeated or comma-separated).
+    pub fn bank_ids(&mut self, name: &str) -> Vec<BankId> {
+        let mut ids = Vec::new();
+        for value in self.params.all(name) {
+            match value.parse() {
+                Ok(id) => ids.push(id),
+                Err(_) => {
+                    self.fail(name, format!("{name} must be positive integers"));
+                    return Vec::new();
+                }
+            }
+        }
+        ids
+    }
+
+    /// Every currency code of `name` (repeated or comma-separated), each a
+    /// code ISO 4217 knows.
+    pub fn currencies(&mut self, name: &str) -> Vec<CurrencyCode> {
+        let mut codes = Vec::new();
+        for value in self.params.all(name) {
+            match CurrencyCode::parse(value) {
+                Ok(code) => codes.push(code),
+                Err(_) => {
+                    self.fail(
+                        name,
+                        format!("{name} must be ISO 4217 currency codes ({value:?} is not one)"),
+                    );
+                    return Vec::new();
+                }
+            }
+        }
+        codes
+    }
+
+    /// A required currency code that ISO 4217 knows (an unknown one is a
+    /// bad parameter here, not a 404).
+    pub fn known_currency(&mut self, name: &str) -> Option<CurrencyCode> {
+        match self.currency(name, None)? {
+            CurrencyArg::Known(code) => Some(code),
+            CurrencyArg::Unknown => {
+                self.fail(name, format!("{name} is not an ISO 4217 currency code"));
+                None
+            }
+        }
+    }
+
+    /// One of `choices` (exactly as written), or `default` when absent.
+    pub fn choice(
+        &mut self,
+        name: &str,
+        choices: &[&'static str],
+        default: &'static str,
+    ) -> Option<&'static str> {
+        let Some(value) = self.params.get(name) else {
+            return Some(default);
+        };
+        let found = choices.iter().find(|c| **c == value).copied();
+        if found.is_none() {
+            self.fail(
+                name,
+                format!("{name} must be one of {}", choices.join(", ")),
+            );
+        }
+        found
+    }
+
+    /// Whether `name` was given at all.
+    pub fn given(&self, name: &str) -> bool {
+        self.params.get(name).is_some()
+    }
+
+    /// An instant: an RFC 3339 time, or a calendar date YYYY-MM-DD meaning
+    /// the start of that day in `tz` (its end, with `end_of_day`).
+    pub fn instant(
+        &mut self,
+        name: &str,
+        tz: chrono_tz::Tz,
+        end_of_day: bool,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        let value = self.params.get(name)?;
+        if let Ok(at) = chrono::DateTime::parse_from_rfc3339(value) {
+            return Some(at.with_timezone(&chrono::Utc));
+        }
+        match NaiveDate::parse_from_str(value, "%Y-%m-%d")
+            .ok()
+            .filter(|_| value.len() == 10)
+        {
+            Some(date) => {
+                let day = if end_of_day {
+                    date.succ_opt().unwrap_or(date)
+                } else {
+                    date
+                };
+                Some(start_of_day(day, tz))
+            }
+            None => {
+                self.fail(
+                    name,
+                    format!("{name} must be a date (YYYY-MM-DD) or an RFC 3339 time"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A positive decimal amount (at most 28 significant digits, at most
+    /// `max`).
+    pub fn amount(
+        &mut self,
+        name: &str,
+        max: rust_decimal::Decimal,
+    ) -> Option<rust_decimal::Decimal> {
+        let Some(value) = self.params.get(name) else {
+            self.fail(name, format!("{name} is required"));
+            return None;
+        };
+        match rust_decimal::Decimal::from_str_exact(value) {
+            Ok(amount) if amount > rust_decimal::Decimal::ZERO && amount <= max => Some(amount),
+            Ok(_) => {
+                self.fail(
+                    name,
+                    format!("{name} must be greater than zero and at most {max}"),
+                );
+                None
+            }
+            Err(_) => {
+                self.fail(
+                    name,
+                    format!("{name} must be a decimal number such as 100 or 12.50"),
+                );
+                None
+            }
+        }
+    }
+
     pub fn finish(self) -> Result<(), Error> {
         if self.errors.is_empty() {
             Ok(())
@@ -129,6 +275,20 @@ impl<'a> Checker<'a> {
             Err(Error::Validation(self.errors))
         }
     }
+}
+
+/// The first instant of `date` in `tz` (an hour later inside a gap).
+pub fn start_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    let midnight = date.and_hms_opt(0, 0, 0).expect("midnight exists");
+    tz.from_local_datetime(&midnight)
+        .earliest()
+        .or_else(|| {
+            tz.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                .earliest()
+        })
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| chrono::Utc.from_utc_datetime(&midnight))
 }
 
 /// A syntactically valid currency parameter.

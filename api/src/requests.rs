@@ -83,9 +83,38 @@ impl BestRatesRequest {
     }
 }
 
+/// Where a stored view is: its key, and the hash its fingerprint is kept
+/// in (see `ratewire_readmodel::redis`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewRef {
+    pub key: String,
+    pub etags: String,
+}
+
+impl ViewRef {
+    pub fn new(views: &Keys, key: String) -> Self {
+        Self {
+            key,
+            etags: views.view_etags(),
+        }
+    }
+}
+
+/// A stored view as read: its bytes and, when the writer recorded one, its
+/// fingerprint (the response's `ETag`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub body: axum::body::Bytes,
+    pub etag: Option<String>,
+}
+
 /// The stored view a public request is answered from, when its query is
 /// valid (an invalid one is refused by its handler, view or not).
-pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String> {
+pub fn view_ref(views: &Keys, path: &str, query: Option<&str>) -> Option<ViewRef> {
+    view_key(views, path, query).map(|key| ViewRef::new(views, key))
+}
+
+fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String> {
     match path {
         "/api/v1/rates" => RatesRequest::parse(query).ok().map(|r| r.view_key(views)),
         "/api/v1/rates/best-rates" => BestRatesRequest::parse(query)
@@ -93,6 +122,7 @@ pub fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String>
             .map(|r| r.view_key(views)),
         "/api/v1/banks" => BanksRequest::parse(query).ok().map(|r| r.view_key(views)),
         "/api/v1/currencies" => Some(views.currencies()),
+        "/api/v1/convert" => Some(views.rates_all(crate::routes::convert::BOARDS)),
         _ => None,
     }
 }

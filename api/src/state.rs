@@ -47,6 +47,8 @@ pub struct Shared {
     /// Views rendered from Postgres while Redis has none, shared and kept
     /// a second.
     pub fallbacks: Fallbacks,
+    /// The boards a conversion reads, read back from their stored list.
+    pub read_back: crate::routes::convert::ReadBack,
     pub style: Arc<ViewStyle>,
     pub key_store: KeyStore,
     /// The operators' token and who failed to present it.
@@ -60,8 +62,17 @@ pub struct Shared {
     pub plans: Arc<Plans>,
     pub limiter: Arc<Limiter>,
     pub anonymous_access: bool,
+    /// Origins whose pages may read from a browser.
+    pub cors_origins: crate::cors::Origins,
     pub rate_limits: bool,
     /// Prepared once migrations ran; until then every request but the
     /// probes gets 503.
     pub readiness: Readiness,
+    /// The live stream's fan-out of changes.
+    pub relay: crate::live::Relay,
+    /// Live streams held per caller, across instances.
+    pub stream_slots: Arc<crate::stream_slots::StreamSlots>,
+    /// Cancelled when the process stops: live streams end with it (a
+    /// graceful shutdown waits for open responses).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }

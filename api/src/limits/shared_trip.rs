@@ -35,6 +35,7 @@ use super::local::{LocalCounts, Sent};
 use super::{Verdict, Windows, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
 use crate::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
+use crate::requests::{Stored, ViewRef};
 
 /// The most requests one round trip carries: the pipeline stays a few
 /// kilobytes and no request waits behind an unbounded trip.
@@ -46,7 +47,7 @@ pub(super) struct Ask {
     pub month_key: String,
     pub limits: Limits,
     /// The view to read along when the request is allowed.
-    pub view: Option<String>,
+    pub view: Option<ViewRef>,
     /// Whether it counts toward the month, the counts its trip carries
     /// for its subject (admitted in this process while Redis could not be
     /// asked: added in the same `INCRBY`, not decided again), and where
@@ -63,7 +64,7 @@ pub(super) struct Counted {
     pub month_used: u64,
     /// The view's value when the request was allowed and asked for one
     /// (`Some(None)`: the key is missing).
-    pub view: Option<Option<Bytes>>,
+    pub view: Option<Option<Stored>>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -227,7 +228,8 @@ async fn count(
 ) -> redis::RedisResult<(Vec<Counted>, Option<redis::Pipeline>)> {
     let mut minutes = Distinct::<Counter>::new();
     let mut months = Distinct::<Counter>::new();
-    let mut views = Distinct::<Option<Bytes>>::new();
+    let mut views = Distinct::<Option<Stored>>::new();
+    let mut etags: HashMap<&str, &str> = HashMap::new();
     for ask in trip {
         let minute = minutes.entry(&ask.minute_key);
         minute.asked += 1;
@@ -236,7 +238,8 @@ async fn count(
         month.asked += u64::from(ask.sent.count_month);
         month.carried += ask.sent.carry.month;
         if let Some(view) = &ask.view {
-            views.entry(view);
+            views.entry(&view.key);
+            etags.insert(&view.key, &view.etags);
         }
     }
 
@@ -264,7 +267,7 @@ async fn count(
         }
     }
     for (key, _) in &views.items {
-        pipe.get(*key);
+        pipe.get(*key).hget(etags[*key], *key);
     }
     let replies: Vec<Value> = pipe.query_async(redis).await?;
     let mut replies = replies.into_iter();
@@ -277,9 +280,13 @@ async fn count(
         let total: Option<i64> = redis::from_redis_value(next())?;
         counter.before = (total.unwrap_or(0).max(0) as u64).saturating_sub(counter.asked);
     }
-    for (_, body) in &mut views.items {
-        let value: Option<Vec<u8>> = redis::from_redis_value(next())?;
-        *body = value.map(Bytes::from);
+    for (_, stored) in &mut views.items {
+        let body: Option<Vec<u8>> = redis::from_redis_value(next())?;
+        let etag: Option<String> = redis::from_redis_value(next())?;
+        *stored = body.map(|body| Stored {
+            body: Bytes::from(body),
+            etag,
+        });
     }
 
     let answers = trip
@@ -295,7 +302,7 @@ fn decide(
     ask: &Ask,
     minutes: &mut Distinct<Counter>,
     months: &mut Distinct<Counter>,
-    views: &Distinct<Option<Bytes>>,
+    views: &Distinct<Option<Stored>>,
 ) -> Counted {
     let minute = minutes.get_mut(&ask.minute_key);
     let month = months.get_mut(&ask.month_key);
@@ -322,7 +329,7 @@ fn decide(
         verdict,
         minute_used: minute_count,
         month_used: month_used + u64::from(ask.sent.count_month),
-        view: ask.view.as_deref().map(|key| views.get(key).clone()),
+        view: ask.view.as_ref().map(|view| views.get(&view.key).clone()),
     }
 }
 
@@ -357,7 +364,10 @@ mod tests {
             minute_key: format!("{prefix}minute"),
             month_key: format!("{prefix}month"),
             limits,
-            view: view.map(|v| format!("{prefix}{v}")),
+            view: view.map(|v| ViewRef {
+                key: format!("{prefix}{v}"),
+                etags: format!("{prefix}etags"),
+            }),
             sent: Sent::detached(count_month),
             reply: oneshot::channel().0,
         }
@@ -392,6 +402,7 @@ mod tests {
         let _: () = redis::pipe()
             .set(format!("{p}month"), 1)
             .set(format!("{p}view"), "{\"v\":1}")
+            .hset(format!("{p}etags"), format!("{p}view"), "0123456789abcdef")
             .query_async(&mut redis)
             .await
             .unwrap();
@@ -424,8 +435,10 @@ mod tests {
         let body = |a: &Counted| {
             a.view
                 .clone()
-                .map(|v| v.map(|b| String::from_utf8(b.to_vec()).unwrap()))
+                .map(|v| v.map(|s| String::from_utf8(s.body.to_vec()).unwrap()))
         };
+        let etag = answers[0].view.clone().flatten().and_then(|s| s.etag);
+        assert_eq!(etag.as_deref(), Some("0123456789abcdef"));
         assert_eq!(body(&answers[0]), Some(Some("{\"v\":1}".to_owned())));
         assert_eq!(body(&answers[1]), None, "no view asked");
         assert_eq!(body(&answers[3]), None, "refused requests read nothing");

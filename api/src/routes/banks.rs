@@ -1,6 +1,5 @@
 //! `GET /api/v1/banks`: the active banks, optionally with their current board.
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -8,12 +7,13 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::banks_element;
 
+use super::fallback::rendered;
 use super::view_body::json_list;
-use super::{cached_view, Cached};
+use super::{cached_view, with_etag, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::BanksRequest;
+use crate::requests::{BanksRequest, ViewRef};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -33,21 +33,27 @@ pub async fn banks(
     let request = BanksRequest::parse(query.as_deref())?;
     let with_recent = request.with_recent;
     let read = state.read.current();
-    let key = request.view_key(&read.views);
-    let cached = match cached_view(&state, prefetched, &key).await {
-        Cached::Found(elements) => return Ok(json_list(elements)),
+    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let key = &view.key;
+    let cached = match cached_view(&state, prefetched, &view).await {
+        Cached::Found(stored) => {
+            return Ok(with_etag(json_list(stored.body), stored.etag.as_deref()))
+        }
         cached => cached,
     };
     let elements = state
         .fallbacks
-        .render(cached.shared(&state), &key, || async {
+        .render(cached.shared(&state), key, || async {
             let elements: Vec<String> = store::active_bank_views(&read.pool)
                 .await?
                 .iter()
                 .map(|view| banks_element(view, with_recent, &state.style))
                 .collect();
-            Ok(Ok(Bytes::from(elements.join(","))))
+            Ok(Ok(rendered(elements.join(","))))
         })
         .await?;
-    Ok(json_list(elements))
+    Ok(with_etag(
+        json_list(elements.body),
+        elements.etag.as_deref(),
+    ))
 }

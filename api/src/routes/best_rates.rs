@@ -10,11 +10,11 @@ use chrono::Utc;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::best_rates_response;
 
-use super::{cached_view, json_body, Cached};
+use super::{cached_view, json_body, with_etag, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::BestRatesRequest;
+use crate::requests::{BestRatesRequest, Stored, ViewRef};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -38,20 +38,32 @@ pub async fn best_rates(
     let request = BestRatesRequest::parse(query.as_deref())?;
     let code = request.code;
     let read = state.read.current();
-    let key = request.view_key(&read.views);
-    let cached = match cached_view(&state, prefetched, &key).await {
-        Cached::Found(body) => return Ok(json_body(body)),
+    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let key = &view.key;
+    let cached = match cached_view(&state, prefetched, &view).await {
+        Cached::Found(stored) => {
+            return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
+        }
         cached => cached,
     };
     let body = state
         .fallbacks
-        .render(cached.shared(&state), &key, || async {
+        .render(cached.shared(&state), key, || async {
             let now = Utc::now();
             Ok(match store::best_rates(&read.pool, code, now).await? {
-                Some(entries) => Ok(Bytes::from(best_rates_response(&entries, now))),
+                // Fingerprinted as the projector does, without the
+                // render time: the same content keeps its tag wherever
+                // it was rendered.
+                Some(entries) => Ok(Stored {
+                    body: Bytes::from(best_rates_response(&entries, now)),
+                    etag: Some(ratewire_readmodel::views::digest(&best_rates_response(
+                        &entries,
+                        chrono::DateTime::UNIX_EPOCH,
+                    ))),
+                }),
                 None => Err("Currency not found"),
             })
         })
         .await?;
-    Ok(json_body(body))
+    Ok(with_etag(json_body(body.body), body.etag.as_deref()))
 }

@@ -1,6 +1,5 @@
 //! `GET /api/v1/currencies`: currencies active banks quote, most quoted first.
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
@@ -8,10 +7,12 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::currencies_response;
 
-use super::{cached_view, json_body, Cached};
+use super::fallback::rendered;
+use super::{cached_view, json_body, with_etag, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
+use crate::requests::ViewRef;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -27,17 +28,20 @@ pub async fn currencies(
     prefetched: Prefetched,
 ) -> Result<Response> {
     let read = state.read.current();
-    let key = read.views.currencies();
-    let cached = match cached_view(&state, prefetched, &key).await {
-        Cached::Found(body) => return Ok(json_body(body)),
+    let view = ViewRef::new(&read.views, read.views.currencies());
+    let key = &view.key;
+    let cached = match cached_view(&state, prefetched, &view).await {
+        Cached::Found(stored) => {
+            return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
+        }
         cached => cached,
     };
     let body = state
         .fallbacks
-        .render(cached.shared(&state), &key, || async {
+        .render(cached.shared(&state), key, || async {
             let counts = store::currency_counts(&read.pool).await?;
-            Ok(Ok(Bytes::from(currencies_response(&counts, &state.style))))
+            Ok(Ok(rendered(currencies_response(&counts, &state.style))))
         })
         .await?;
-    Ok(json_body(body))
+    Ok(with_etag(json_body(body.body), body.etag.as_deref()))
 }

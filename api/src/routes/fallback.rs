@@ -25,6 +25,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 
 use crate::error::{Error, Result};
+use crate::requests::Stored;
 
 /// How long a render is served before Postgres is asked again.
 pub const KEPT_FOR: Duration = Duration::from_secs(1);
@@ -33,19 +34,31 @@ pub const KEPT_FOR: Duration = Duration::from_secs(1);
 /// a few hundred kilobytes per variant).
 const MOST_BYTES: u64 = 32 * 1024 * 1024;
 
-/// A render, or the "not found" message the view's route answers.
-type Rendered = std::result::Result<Bytes, &'static str>;
+/// A render (its fingerprint computed from its bytes unless it brings
+/// one), or the "not found" message the view's route answers.
+type Rendered = std::result::Result<Stored, &'static str>;
+
+/// A render whose fingerprint is that of its bytes.
+pub fn rendered(body: impl Into<Bytes>) -> Stored {
+    Stored {
+        body: body.into(),
+        etag: None,
+    }
+}
+
+/// A render kept: its bytes and fingerprint, computed once when rendered.
+type Kept = std::result::Result<Stored, &'static str>;
 
 #[derive(Clone)]
-pub struct Fallbacks(moka::future::Cache<String, Rendered>);
+pub struct Fallbacks(moka::future::Cache<String, Kept>);
 
 impl Default for Fallbacks {
     fn default() -> Self {
         Self(
             moka::future::Cache::builder()
                 .max_capacity(MOST_BYTES)
-                .weigher(|key: &String, rendered: &Rendered| {
-                    let body = rendered.as_ref().map_or(0, Bytes::len);
+                .weigher(|key: &String, kept: &Kept| {
+                    let body = kept.as_ref().map_or(0, |s| s.body.len());
                     u32::try_from(key.len() + body).unwrap_or(u32::MAX)
                 })
                 .time_to_live(KEPT_FOR)
@@ -59,7 +72,7 @@ impl Fallbacks {
     /// `render` unless a render of it is being made or was made within
     /// [`KEPT_FOR`]. `render` answers `Err(message)` for a view that does
     /// not exist (a 404 with that message).
-    pub async fn get<F, Fut>(&self, key: &str, render: F) -> Result<Bytes>
+    pub async fn get<F, Fut>(&self, key: &str, render: F) -> Result<Stored>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Rendered>>,
@@ -69,21 +82,17 @@ impl Fallbacks {
 
     /// [`Fallbacks::get`] during outage number `outage` when `shared`,
     /// else `render` on its own.
-    pub async fn render<F, Fut>(&self, shared: Option<u64>, key: &str, render: F) -> Result<Bytes>
+    pub async fn render<F, Fut>(&self, shared: Option<u64>, key: &str, render: F) -> Result<Stored>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Rendered>>,
     {
         let Some(outage) = shared else {
-            metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
-            return render().await?.map_err(Error::NotFound);
+            return fingerprinted(render).await?.map_err(Error::NotFound);
         };
         let rendered = self
             .0
-            .try_get_with(format!("{outage}:{key}"), async move {
-                metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
-                render().await
-            })
+            .try_get_with(format!("{outage}:{key}"), fingerprinted(render))
             .await
             .map_err(|shared: Arc<Error>| {
                 Arc::try_unwrap(shared)
@@ -91,6 +100,23 @@ impl Fallbacks {
             })?;
         rendered.map_err(Error::NotFound)
     }
+}
+
+/// Renders, and fingerprints what was rendered (its `ETag`).
+async fn fingerprinted<F, Fut>(render: F) -> Result<Kept>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Rendered>>,
+{
+    metrics::counter!("ratewire_api_fallback_renders_total").increment(1);
+    Ok(render().await?.map(|mut stored| {
+        if stored.etag.is_none() {
+            stored.etag = std::str::from_utf8(&stored.body)
+                .map(ratewire_readmodel::views::digest)
+                .ok();
+        }
+        stored
+    }))
 }
 
 #[cfg(test)]
@@ -109,7 +135,7 @@ mod tests {
                 async move {
                     renders.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    Ok(Ok(Bytes::from_static(b"[]")))
+                    Ok(Ok(rendered(Bytes::from_static(b"[]"))))
                 }
             }
         };
@@ -119,7 +145,7 @@ mod tests {
             at_once.spawn(async move { fallbacks.get("view", render).await });
         }
         while let Some(answer) = at_once.join_next().await {
-            assert_eq!(answer.unwrap().unwrap(), Bytes::from_static(b"[]"));
+            assert_eq!(answer.unwrap().unwrap().body, Bytes::from_static(b"[]"));
         }
         assert_eq!(renders.load(Ordering::SeqCst), 1, "one render for twenty");
         fallbacks.get("view", render.clone()).await.unwrap();
@@ -136,7 +162,9 @@ mod tests {
             .await;
         assert!(matches!(missing, Err(Error::NotFound("Bank not found"))));
         let kept = fallbacks
-            .get("bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
+            .get("bank", || async {
+                Ok(Ok(rendered(Bytes::from_static(b"x"))))
+            })
             .await;
         assert!(matches!(kept, Err(Error::NotFound(_))), "kept");
         let failed = fallbacks
@@ -146,9 +174,11 @@ mod tests {
             .await;
         assert!(failed.is_err());
         let again = fallbacks
-            .get("other", || async { Ok(Ok(Bytes::from_static(b"y"))) })
+            .get("other", || async {
+                Ok(Ok(rendered(Bytes::from_static(b"y"))))
+            })
             .await;
-        assert_eq!(again.unwrap(), Bytes::from_static(b"y"), "not kept");
+        assert_eq!(again.unwrap().body, Bytes::from_static(b"y"), "not kept");
     }
 
     #[tokio::test]
@@ -159,8 +189,15 @@ mod tests {
             .await;
         assert!(matches!(missing, Err(Error::NotFound(_))));
         let found = fallbacks
-            .render(None, "bank", || async { Ok(Ok(Bytes::from_static(b"x"))) })
+            .render(None, "bank", || async {
+                Ok(Ok(rendered(Bytes::from_static(b"x"))))
+            })
             .await;
-        assert_eq!(found.unwrap(), Bytes::from_static(b"x"), "nothing kept");
+        let found = found.unwrap();
+        assert_eq!(found.body, Bytes::from_static(b"x"), "nothing kept");
+        assert_eq!(
+            found.etag.as_deref(),
+            Some(ratewire_readmodel::views::digest("x").as_str())
+        );
     }
 }

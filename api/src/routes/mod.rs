@@ -7,12 +7,15 @@
 pub mod admin;
 pub mod banks;
 pub mod best_rates;
+pub mod convert;
 pub mod currencies;
 pub mod fallback;
 pub mod health;
 pub mod history;
 pub mod me;
 pub mod rates;
+pub mod series;
+pub mod stream;
 pub mod view_body;
 
 use axum::body::{Body, Bytes};
@@ -24,6 +27,7 @@ use ratewire_service::metrics::render as render_metrics;
 
 use crate::error::Error;
 use crate::gate::{self, Prefetched};
+use crate::requests::{Stored, ViewRef};
 use crate::state::AppState;
 
 /// The public listener: the read API behind the gate, its OpenAPI
@@ -37,9 +41,14 @@ pub fn public(state: AppState) -> Router {
         .merge(rates::router())
         .merge(best_rates::router())
         .merge(history::router())
+        .merge(series::router())
+        .merge(convert::router())
+        .merge(stream::router())
         .merge(me::router())
         .fallback(|| async { Error::NotFound("Not Found") })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
+        // Inside the gate: a 304 is counted and carries the limit headers.
+        .layer(middleware::from_fn(crate::conditional::conditional))
         .layer(middleware::from_fn_with_state(state.clone(), gate::gate));
     let routes = Router::new()
         .route(
@@ -48,10 +57,13 @@ pub fn public(state: AppState) -> Router {
         )
         .merge(health::router())
         .merge(api);
+    // Outermost: a browser's preflight is answered before any gate.
+    let cors = crate::cors::layer(&state.cors_origins);
     state
         .readiness
         .guard(routes, still_starting)
         .with_state(state)
+        .layer(cors)
 }
 
 /// The operator listener: key management, metrics and the probes.
@@ -78,7 +90,7 @@ fn still_starting() -> Response {
 #[derive(Debug)]
 pub enum Cached {
     /// The ready-made view.
-    Found(Bytes),
+    Found(Stored),
     /// Redis answered: there is none (not built yet, flushed, or an
     /// unknown bank or currency).
     Missing,
@@ -99,21 +111,30 @@ impl Cached {
 /// A ready-made view from Redis (taken from `prefetched` when the gate
 /// already read that key); when it is missing or Redis is unavailable,
 /// the caller renders the same bytes from Postgres.
-pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) -> Cached {
+pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRef) -> Cached {
     let answer = match prefetched.0 {
-        Some((fetched, body)) if fetched == key => Ok(body),
+        Some((fetched, stored)) if fetched == view.key => Ok(stored),
         _ => state
             .redis
             .call("reading a view", |mut conn| async move {
-                redis::AsyncCommands::get::<_, Option<Vec<u8>>>(&mut conn, key).await
+                redis::pipe()
+                    .get(&view.key)
+                    .hget(&view.etags, &view.key)
+                    .query_async::<(Option<Vec<u8>>, Option<String>)>(&mut conn)
+                    .await
             })
             .await
-            .map(|body| body.map(Bytes::from)),
+            .map(|(body, etag)| {
+                body.map(|body| Stored {
+                    body: Bytes::from(body),
+                    etag,
+                })
+            }),
     };
     let (cached, source) = match answer {
-        Ok(Some(body)) => (Cached::Found(body), "redis"),
+        Ok(Some(stored)) => (Cached::Found(stored), "redis"),
         Ok(None) => {
-            tracing::debug!(key, "view missing; rendering from postgres");
+            tracing::debug!(key = view.key, "view missing; rendering from postgres");
             (Cached::Missing, "postgres")
         }
         Err(e) => {
@@ -125,6 +146,15 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, key: &str) ->
     };
     metrics::counter!("ratewire_api_views_served_total", "source" => source).increment(1);
     cached
+}
+
+/// `response` with the strong `ETag` of fingerprint `etag` (see
+/// [`conditional`] for what a client does with it).
+pub fn with_etag(mut response: Response, etag: Option<&str>) -> Response {
+    if let Some(value) = etag.and_then(|e| HeaderValue::from_str(&format!("\"{e}\"")).ok()) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
 }
 
 /// A ready-made JSON body, sent as it is (a string, a stored view, or the

@@ -1,6 +1,5 @@
 //! `GET /api/v1/rates`: the latest board of every active bank, or of one.
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
@@ -8,12 +7,13 @@ use axum::Router;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::rates_element;
 
+use super::fallback::rendered;
 use super::view_body::json_list;
-use super::{cached_view, Cached};
+use super::{cached_view, with_etag, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::RatesRequest;
+use crate::requests::{RatesRequest, ViewRef};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -41,9 +41,12 @@ pub async fn rates(
     let request = RatesRequest::parse(query.as_deref())?;
     let RatesRequest { bank_id, variant } = request;
     let read = state.read.current();
-    let key = request.view_key(&read.views);
-    let cached = match cached_view(&state, prefetched, &key).await {
-        Cached::Found(elements) => return Ok(json_list(elements)),
+    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let key = &view.key;
+    let cached = match cached_view(&state, prefetched, &view).await {
+        Cached::Found(stored) => {
+            return Ok(with_etag(json_list(stored.body), stored.etag.as_deref()))
+        }
         cached => cached,
     };
 
@@ -51,7 +54,7 @@ pub async fn rates(
     // Postgres has the same data and the same renderer makes the same bytes.
     let elements = state
         .fallbacks
-        .render(cached.shared(&state), &key, || async {
+        .render(cached.shared(&state), key, || async {
             let elements = match bank_id {
                 Some(id) => {
                     let view = store::bank_view(&read.pool, id)
@@ -69,8 +72,11 @@ pub async fn rates(
                     .collect::<Vec<_>>()
                     .join(","),
             };
-            Ok(Ok(Bytes::from(elements)))
+            Ok(Ok(rendered(elements)))
         })
         .await?;
-    Ok(json_list(elements))
+    Ok(with_etag(
+        json_list(elements.body),
+        elements.etag.as_deref(),
+    ))
 }

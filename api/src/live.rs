@@ -1,0 +1,542 @@
+//! The live stream's source: what changed, as the projector recorded it.
+//!
+//! The projector adds an entry to the active generation's changes stream
+//! (a Redis stream, see `ratewire_readmodel::redis`) in the same script
+//! that writes the views, so an entry exists only once the REST views show
+//! it. Each API instance follows that stream with one blocking read, reads
+//! the views an entry names once, encodes them as server-sent events once
+//! per variant, and fans the frames out to its subscribers in log order
+//! through a broadcast channel: the API stays stateless (any instance can
+//! serve any subscriber, a restarted one resumes from Redis), and the cost
+//! of an event does not grow with its subscribers beyond a pointer copy.
+//!
+//! Why Redis and not the topic: the views are in Redis, an entry is written
+//! atomically with them (a subscriber reacting with a GET sees at least
+//! that board), the stream keeps an hour for resuming, and the API needs
+//! no Kafka client (see the crate docs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::redis::Keys;
+use ratewire_readmodel::views::RatesVariant;
+use redis::aio::ConnectionManager;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::read_model::ReadModels;
+
+/// Entries read per blocking read.
+const READ_AT_MOST: usize = 512;
+
+/// A position in the changes stream (`ms-seq`), ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position(u64, u64);
+
+impl Position {
+    pub const START: Position = Position(0, 0);
+
+    pub fn parse(id: &str) -> Option<Position> {
+        let (ms, seq) = id.split_once('-')?;
+        Some(Position(ms.parse().ok()?, seq.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
+}
+
+/// One change, ready to send.
+#[derive(Debug)]
+pub enum Delivery {
+    /// A bank's /rates element changed; one frame per variant
+    /// ([`variant_index`]).
+    Board {
+        at: Position,
+        bank: BankId,
+        currencies: Vec<CurrencyCode>,
+        frames: [Bytes; 4],
+    },
+    /// A currency's best rates changed.
+    Best {
+        at: Position,
+        currency: CurrencyCode,
+        frame: Bytes,
+    },
+    /// The stream the positions refer to is another now (a replay switched
+    /// generations): subscribers start again from a snapshot.
+    Reset,
+}
+
+/// The index of `variant` among a board delivery's frames.
+pub fn variant_index(variant: RatesVariant) -> usize {
+    RatesVariant::ALL
+        .iter()
+        .position(|v| *v == variant)
+        .expect("every variant is listed")
+}
+
+/// A server-sent event's bytes.
+pub fn frame(event: &str, id: Option<Position>, data: &str) -> Bytes {
+    let id = id.map(|p| format!("id: {p}\n")).unwrap_or_default();
+    Bytes::from(format!("{id}event: {event}\ndata: {data}\n\n"))
+}
+
+/// What an entry of the changes stream names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Board {
+        bank: BankId,
+        currencies: Vec<CurrencyCode>,
+    },
+    Best {
+        currency: CurrencyCode,
+    },
+}
+
+impl Change {
+    /// `board:{id}:{codes}` or `best:{CODE}`.
+    pub fn parse(entry: &str) -> Option<Change> {
+        let mut parts = entry.splitn(3, ':');
+        match (parts.next()?, parts.next()?) {
+            ("board", id) => Some(Change::Board {
+                bank: id.parse().ok()?,
+                currencies: parts
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter_map(|c| CurrencyCode::parse(c).ok())
+                    .collect(),
+            }),
+            ("best", code) => Some(Change::Best {
+                currency: CurrencyCode::parse(code).ok()?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Reads views and the changes stream for deliveries.
+#[derive(Clone)]
+pub struct Reader {
+    conn: ConnectionManager,
+}
+
+impl Reader {
+    pub fn new(conn: ConnectionManager) -> Self {
+        Self { conn }
+    }
+
+    /// The position of the newest entry (the start if there is none).
+    pub async fn newest(&self, views: &Keys) -> redis::RedisResult<Position> {
+        let mut conn = self.conn.clone();
+        let newest: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
+            .arg(views.changes())
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        Ok(newest
+            .first()
+            .and_then(|(id, _)| Position::parse(id))
+            .unwrap_or(Position::START))
+    }
+
+    /// The changes after `after`, or `None` when the stream no longer holds
+    /// all of them (some were trimmed away).
+    pub async fn since(
+        &self,
+        views: &Keys,
+        after: Position,
+    ) -> redis::RedisResult<Option<Vec<(Position, Change)>>> {
+        let mut conn = self.conn.clone();
+        let key = views.changes();
+        let oldest: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        let oldest = oldest.first().and_then(|(id, _)| Position::parse(id));
+        let newest = self.newest(views).await?;
+        // Nothing kept from right after `after` on, or a position this
+        // stream never had.
+        let trimmed = oldest.is_some_and(|o| o > after && after != Position::START);
+        if trimmed || after > newest {
+            return Ok(None);
+        }
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg(format!("({after}"))
+            .arg("+")
+            .query_async(&mut conn)
+            .await?;
+        Ok(Some(parse_entries(entries)))
+    }
+
+    /// The deliveries of `changes`, their views read in one round trip.
+    pub async fn deliveries(
+        &self,
+        views: &Keys,
+        changes: &[(Position, Change)],
+    ) -> redis::RedisResult<Vec<Delivery>> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (_, change) in changes {
+            match change {
+                Change::Board { bank, .. } => {
+                    for variant in RatesVariant::ALL {
+                        pipe.get(views.rates_bank(*bank, variant));
+                    }
+                }
+                Change::Best { currency } => {
+                    pipe.get(views.best(*currency));
+                }
+            }
+        }
+        let mut conn = self.conn.clone();
+        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await?;
+        let mut values = values.into_iter();
+        let mut deliveries = Vec::with_capacity(changes.len());
+        for (at, change) in changes {
+            match change {
+                Change::Board { bank, currencies } => {
+                    let bodies: Vec<Option<Vec<u8>>> = values.by_ref().take(4).collect();
+                    // Gone since (deactivated): nothing to show.
+                    if bodies.iter().any(Option::is_none) {
+                        continue;
+                    }
+                    let frames = std::array::from_fn(|i| {
+                        let body = bodies[i].as_deref().unwrap_or_default();
+                        frame("board", Some(*at), &bank_of_element(body))
+                    });
+                    // A snapshot names banks only: their currencies are on
+                    // their boards.
+                    let currencies = if currencies.is_empty() {
+                        codes_of_element(bodies[0].as_deref().unwrap_or_default())
+                    } else {
+                        currencies.clone()
+                    };
+                    deliveries.push(Delivery::Board {
+                        at: *at,
+                        bank: *bank,
+                        currencies,
+                        frames,
+                    });
+                }
+                Change::Best { currency } => {
+                    let Some(body) = values.next().flatten() else {
+                        continue;
+                    };
+                    let Some(data) = data_of(&body) else {
+                        continue;
+                    };
+                    deliveries.push(Delivery::Best {
+                        at: *at,
+                        currency: *currency,
+                        frame: frame("best", Some(*at), data),
+                    });
+                }
+            }
+        }
+        Ok(deliveries)
+    }
+
+    /// The ids of the active banks and the currencies with best rates now.
+    pub async fn current(
+        &self,
+        views: &Keys,
+    ) -> redis::RedisResult<(Vec<BankId>, Vec<CurrencyCode>)> {
+        let mut conn = self.conn.clone();
+        let (ids, currencies): (Vec<i64>, Option<Vec<u8>>) = redis::pipe()
+            .zrange(views.active_banks(), 0, -1)
+            .get(views.currencies())
+            .query_async(&mut conn)
+            .await?;
+        let banks = ids
+            .into_iter()
+            .filter_map(|id| BankId::new(id).ok())
+            .collect();
+        Ok((banks, currencies.map(|c| codes_of(&c)).unwrap_or_default()))
+    }
+}
+
+fn parse_entries(entries: Vec<(String, Vec<(String, String)>)>) -> Vec<(Position, Change)> {
+    entries
+        .into_iter()
+        .filter_map(|(id, fields)| {
+            let at = Position::parse(&id)?;
+            let value = fields.into_iter().find(|(k, _)| k == "e")?.1;
+            Some((at, Change::parse(&value)?))
+        })
+        .collect()
+}
+
+/// The bank object of a /rates element (`{"message":..,"data":[bank]}`).
+fn bank_of_element(element: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Element<'a> {
+        #[serde(borrow)]
+        data: Vec<&'a RawValue>,
+    }
+    serde_json::from_slice::<Element<'_>>(element)
+        .ok()
+        .and_then(|e| e.data.first().map(|b| b.get().to_owned()))
+        .unwrap_or_else(|| String::from_utf8_lossy(element).into_owned())
+}
+
+/// The currencies on a /rates element's board.
+fn codes_of_element(element: &[u8]) -> Vec<CurrencyCode> {
+    #[derive(Deserialize)]
+    struct Currency {
+        symbol: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Rate {
+        currency: Currency,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Bank {
+        exchange_rates: Vec<Rate>,
+    }
+    #[derive(Deserialize)]
+    struct Element {
+        data: Vec<Bank>,
+    }
+    serde_json::from_slice::<Element>(element)
+        .map(|e| {
+            e.data
+                .iter()
+                .flat_map(|b| &b.exchange_rates)
+                .filter_map(|r| CurrencyCode::parse(&r.currency.symbol).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `data` of a stored response (the best rates' object).
+fn data_of(body: &[u8]) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct Response<'a> {
+        #[serde(borrow)]
+        data: &'a RawValue,
+    }
+    serde_json::from_slice::<Response<'_>>(body)
+        .ok()
+        .map(|r| r.data.get())
+}
+
+/// The currency codes of a stored /currencies body.
+fn codes_of(body: &[u8]) -> Vec<CurrencyCode> {
+    #[derive(Deserialize)]
+    struct Currency {
+        symbol: String,
+    }
+    #[derive(Deserialize)]
+    struct Currencies {
+        data: Vec<Currency>,
+    }
+    serde_json::from_slice::<Currencies>(body)
+        .map(|c| {
+            c.data
+                .iter()
+                .filter_map(|c| CurrencyCode::parse(&c.symbol).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The fan-out: one task follows the changes stream; subscribers receive
+/// its deliveries.
+#[derive(Clone)]
+pub struct Relay {
+    sender: broadcast::Sender<Arc<Delivery>>,
+    pub reader: Reader,
+}
+
+impl Relay {
+    /// A relay whose subscribers may fall `behind_at_most` deliveries
+    /// behind before they are dropped.
+    pub fn new(reader: Reader, behind_at_most: usize) -> Self {
+        let (sender, _) = broadcast::channel(behind_at_most);
+        Self { sender, reader }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Delivery>> {
+        self.sender.subscribe()
+    }
+
+    pub fn subscribers(&self) -> usize {
+        self.sender.receiver_count()
+    }
+
+    /// Follows the active generation's changes stream until shutdown, with
+    /// `blocking` (a connection of its own: a blocking read holds it).
+    pub async fn follow(
+        self,
+        blocking: ConnectionManager,
+        read: ReadModels,
+        shutdown: CancellationToken,
+    ) {
+        let mut following: Option<(String, Position)> = None;
+        let mut failing = false;
+        loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let views = read.current().views.clone();
+            let key = views.changes();
+            let from = match &following {
+                Some((followed, at)) if *followed == key => *at,
+                _ => match self.reader.newest(&views).await {
+                    Ok(newest) => {
+                        if following.is_some() {
+                            info!("the changes stream moved to another generation; subscribers start again");
+                            let _ = self.sender.send(Arc::new(Delivery::Reset));
+                        }
+                        following = Some((key.clone(), newest));
+                        newest
+                    }
+                    Err(e) => {
+                        failing = note_failure(failing, &e);
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        }
+                        continue;
+                    }
+                },
+            };
+            let read_entries = async {
+                let mut conn = blocking.clone();
+                redis::cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(READ_AT_MOST)
+                    .arg("BLOCK")
+                    .arg(1_000)
+                    .arg("STREAMS")
+                    .arg(&key)
+                    .arg(from.to_string())
+                    .query_async::<Option<Vec<(String, Vec<(String, Vec<(String, String)>)>)>>>(
+                        &mut conn,
+                    )
+                    .await
+            };
+            let entries = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                entries = read_entries => entries,
+            };
+            let changes = match entries {
+                Ok(streams) => parse_entries(
+                    streams
+                        .unwrap_or_default()
+                        .into_iter()
+                        .flat_map(|(_, entries)| entries)
+                        .collect(),
+                ),
+                Err(e) => {
+                    failing = note_failure(failing, &e);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                    continue;
+                }
+            };
+            let Some(last) = changes.last().map(|(at, _)| *at) else {
+                continue;
+            };
+            match self.reader.deliveries(&views, &changes).await {
+                Ok(deliveries) => {
+                    if failing {
+                        info!("following the changes stream again");
+                        failing = false;
+                    }
+                    metrics::counter!("ratewire_api_stream_changes_total")
+                        .increment(deliveries.len() as u64);
+                    for delivery in deliveries {
+                        // No subscriber: nothing to do.
+                        let _ = self.sender.send(Arc::new(delivery));
+                    }
+                    following = Some((key, last));
+                }
+                Err(e) => failing = note_failure(failing, &e),
+            }
+        }
+    }
+}
+
+fn note_failure(failing: bool, e: &redis::RedisError) -> bool {
+    if !failing {
+        warn!(error = %e, "following the changes stream failed; live subscribers wait until Redis answers");
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_order_as_the_stream_does() {
+        let a = Position::parse("1732512345678-0").unwrap();
+        let b = Position::parse("1732512345678-1").unwrap();
+        let c = Position::parse("1732512345679-0").unwrap();
+        assert!(a < b && b < c);
+        assert_eq!(b.to_string(), "1732512345678-1");
+        assert_eq!(Position::parse("garbage"), None);
+    }
+
+    #[test]
+    fn entries_name_a_board_or_a_currency() {
+        assert_eq!(
+            Change::parse("board:7:USD,EUR"),
+            Some(Change::Board {
+                bank: BankId::new(7).unwrap(),
+                currencies: vec![
+                    CurrencyCode::parse("USD").unwrap(),
+                    CurrencyCode::parse("EUR").unwrap()
+                ],
+            })
+        );
+        assert_eq!(
+            Change::parse("best:usd"),
+            Some(Change::Best {
+                currency: CurrencyCode::parse("USD").unwrap()
+            })
+        );
+        assert_eq!(Change::parse("other:1"), None);
+    }
+
+    #[test]
+    fn an_event_is_id_event_and_one_data_line() {
+        let at = Position::parse("5-1");
+        assert_eq!(
+            frame("best", at, r#"{"a":1}"#),
+            Bytes::from_static(b"id: 5-1\nevent: best\ndata: {\"a\":1}\n\n")
+        );
+        assert_eq!(
+            bank_of_element(br#"{"message":"x","status":200,"data":[{"id":3}]}"#),
+            r#"{"id":3}"#
+        );
+        assert_eq!(
+            data_of(br#"{"message":"s","status":200,"data":{"b":2}}"#),
+            Some(r#"{"b":2}"#)
+        );
+    }
+}

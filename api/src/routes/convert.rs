@@ -1,0 +1,433 @@
+//! `GET /api/v1/convert`: an amount converted at each active bank's
+//! current board, best first.
+//!
+//! The birr is the base: a customer selling a currency to a bank gets the
+//! bank's buying rate; one buying a currency pays its selling rate; a cross
+//! pair goes through the birr (sell the first at buying, buy the second at
+//! selling). The boards come from the stored list of every active bank
+//! (read once per change of it, by its fingerprint), or from Postgres.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{rates_elements, timestamp, BankView, Num, RatesVariant};
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde::Serialize;
+
+use super::{cached_view, json_body, Cached};
+use crate::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::gate::Prefetched;
+use crate::query::{Checker, Params};
+use crate::requests::ViewRef;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/convert", get(convert))
+}
+
+/// The stored list a conversion reads: every active bank, transactional.
+pub const BOARDS: RatesVariant = RatesVariant {
+    transactional: true,
+    social_links: false,
+};
+
+/// The largest amount converted.
+pub const MOST: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0);
+
+/// Fraction digits of a converted amount.
+const AMOUNT_DIGITS: u32 = 4;
+/// Fraction digits of an effective rate through the birr.
+const RATE_DIGITS: u32 = 8;
+
+/// The boards last read back from the stored list, by its fingerprint.
+#[derive(Default)]
+pub struct ReadBack(ArcSwapOption<(String, Arc<Vec<BankView>>)>);
+
+impl ReadBack {
+    fn boards(&self, etag: &str, body: &Bytes) -> Result<Arc<Vec<BankView>>> {
+        if let Some(kept) = self.0.load_full() {
+            if kept.0 == etag {
+                return Ok(Arc::clone(&kept.1));
+            }
+        }
+        let boards = Arc::new(rates_elements(body).map_err(|e| {
+            Error::Startup(format!("the stored list of boards does not read back: {e}"))
+        })?);
+        self.0
+            .store(Some(Arc::new((etag.to_owned(), Arc::clone(&boards)))));
+        Ok(boards)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Side {
+    /// The bank buys the currency from the customer.
+    Buying,
+    /// The bank sells the currency to the customer.
+    Selling,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leg {
+    pub currency: CurrencyCode,
+    pub side: Side,
+    pub rate: Decimal,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One bank's conversion.
+#[derive(Debug, Clone)]
+pub struct Converted<'a> {
+    pub bank: &'a BankView,
+    pub amount: Decimal,
+    pub rate: Decimal,
+    pub legs: Vec<Leg>,
+}
+
+impl Converted<'_> {
+    fn updated_at(&self) -> DateTime<Utc> {
+        self.legs
+            .iter()
+            .map(|l| l.updated_at)
+            .max()
+            .unwrap_or(DateTime::UNIX_EPOCH)
+    }
+}
+
+/// The birr: what every rate is quoted in.
+fn birr() -> CurrencyCode {
+    CurrencyCode::parse("ETB").expect("ETB is ISO 4217")
+}
+
+/// The leg of `bank` that turns `currency` into birr (`Buying`) or birr
+/// into it (`Selling`), when the bank quotes it.
+fn leg(bank: &BankView, currency: CurrencyCode, side: Side, transactional: bool) -> Option<Leg> {
+    let rate = bank.rates.iter().find(|r| r.currency == currency)?;
+    let value = match (side, transactional) {
+        (Side::Buying, false) => Some(rate.cash_buying),
+        (Side::Selling, false) => Some(rate.cash_selling),
+        (Side::Buying, true) => rate.transactional_buying,
+        (Side::Selling, true) => rate.transactional_selling,
+    }?;
+    Some(Leg {
+        currency,
+        side,
+        rate: value,
+        updated_at: rate.updated_at,
+    })
+}
+
+/// `amount` of `from` in `to` at each bank of `banks` that quotes what it
+/// takes, best first (most received; ties to the earlier quote, then the
+/// lower bank id).
+pub fn convert_at<'a>(
+    banks: &'a [BankView],
+    from: CurrencyCode,
+    to: CurrencyCode,
+    amount: Decimal,
+    transactional: bool,
+) -> Vec<Converted<'a>> {
+    let mut results: Vec<Converted<'a>> = banks
+        .iter()
+        .filter_map(|bank| {
+            let mut legs = Vec::new();
+            let mut value = amount;
+            if from != birr() {
+                let sold = leg(bank, from, Side::Buying, transactional)?;
+                value = value.checked_mul(sold.rate)?;
+                legs.push(sold);
+            }
+            if to != birr() {
+                let bought = leg(bank, to, Side::Selling, transactional)?;
+                value = value.checked_div(bought.rate)?;
+                legs.push(bought);
+            }
+            let rate = value
+                .checked_div(amount)?
+                .round_dp_with_strategy(RATE_DIGITS, RoundingStrategy::MidpointAwayFromZero)
+                .normalize();
+            Some(Converted {
+                bank,
+                amount: value
+                    .round_dp_with_strategy(AMOUNT_DIGITS, RoundingStrategy::MidpointAwayFromZero),
+                rate,
+                legs,
+            })
+        })
+        .collect();
+    results.sort_by(|a, b| {
+        b.amount
+            .cmp(&a.amount)
+            .then(a.updated_at().cmp(&b.updated_at()))
+            .then(a.bank.bank.id.cmp(&b.bank.bank.id))
+    });
+    results
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BankJson<'a> {
+    id: i64,
+    name: &'a str,
+    code: &'a str,
+    image_url: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LegJson {
+    currency: CurrencyCode,
+    side: Side,
+    rate: Num,
+    updated_at: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultJson<'a> {
+    bank: BankJson<'a>,
+    amount: Num,
+    rate: Num,
+    legs: Vec<LegJson>,
+    updated_at: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Data<'a> {
+    from: CurrencyCode,
+    to: CurrencyCode,
+    amount: Num,
+    transactional: bool,
+    results: Vec<ResultJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    message: &'static str,
+    status: u16,
+    data: Data<'a>,
+}
+
+/// `amount` of `from` converted to `to` at each active bank (or one),
+/// best first, with the rates and sides used.
+#[utoipa::path(get, path = "/api/v1/convert", tag = "rates",
+    params(
+        ("from" = String, Query, description = "The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400"),
+        ("to" = String, Query, description = "The currency wanted; not `from`"),
+        ("amount" = String, Query, pattern = "^([1-9][0-9]{0,11}(\\.[0-9]{1,15})?|0\\.[0-9]{0,14}[1-9])$", description = "A positive decimal, at most 1000000000000"),
+        ("bankId" = Option<i64>, Query, minimum = 1, description = "Only this bank (one not active: 404)"),
+        ("transactional" = Option<bool>, Query, description = "Use transactional rates: true, false, 1 or 0"),
+    ),
+    responses(
+        (status = 200, description = "success", body = crate::openapi::ConvertResponse),
+        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn convert(
+    _: ApiKey,
+    State(state): State<AppState>,
+    prefetched: Prefetched,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let from = check.known_currency("from");
+    let to = check.known_currency("to");
+    let amount = check.amount("amount", MOST);
+    let bank_id = check.bank_id("bankId", false);
+    let transactional = check.flag("transactional");
+    check.finish()?;
+    let (Some(from), Some(to), Some(amount)) = (from, to, amount) else {
+        unreachable!("finish() reports every bad parameter");
+    };
+    if from == to {
+        return Err(Error::validation("to", "to must differ from from"));
+    }
+
+    let boards = boards(&state, prefetched).await?;
+    let banks: Vec<BankView> = match bank_id {
+        Some(id) => {
+            let bank = boards.iter().find(|b| b.bank.id == id);
+            vec![bank.ok_or(Error::NotFound("Bank not found"))?.clone()]
+        }
+        None => boards.to_vec(),
+    };
+    let results = convert_at(&banks, from, to, amount, transactional);
+    if results.is_empty() {
+        return Err(unquoted(&banks, from, to, transactional, bank_id));
+    }
+    let body = Envelope {
+        message: "success",
+        status: 200,
+        data: Data {
+            from,
+            to,
+            amount: Num(amount),
+            transactional,
+            results: results
+                .iter()
+                .map(|c| ResultJson {
+                    bank: BankJson {
+                        id: c.bank.bank.id.get(),
+                        name: &c.bank.bank.name,
+                        code: &c.bank.bank.code,
+                        image_url: &c.bank.bank.image_url,
+                    },
+                    amount: Num(c.amount),
+                    rate: Num(c.rate),
+                    legs: c
+                        .legs
+                        .iter()
+                        .map(|l| LegJson {
+                            currency: l.currency,
+                            side: l.side,
+                            rate: Num(l.rate),
+                            updated_at: timestamp(l.updated_at),
+                        })
+                        .collect(),
+                    updated_at: timestamp(c.updated_at()),
+                })
+                .collect(),
+        },
+    };
+    Ok(json_body(
+        serde_json::to_string(&body).expect("the answer serializes"),
+    ))
+}
+
+/// Why nothing could be converted: the currency no bank (or not that
+/// bank) quotes, as a 400 naming the parameter.
+fn unquoted(
+    banks: &[BankView],
+    from: CurrencyCode,
+    to: CurrencyCode,
+    transactional: bool,
+    bank_id: Option<BankId>,
+) -> Error {
+    let kind = if transactional { "transactional " } else { "" };
+    let by = match bank_id {
+        Some(id) => format!("bank {id}"),
+        None => "any active bank".to_owned(),
+    };
+    let quoted = |code: CurrencyCode, side: Side| {
+        code == birr()
+            || banks
+                .iter()
+                .any(|b| leg(b, code, side, transactional).is_some())
+    };
+    // The first currency no bank quotes; else it is the pair.
+    let (name, code) = if quoted(from, Side::Buying) {
+        ("to", to)
+    } else {
+        ("from", from)
+    };
+    let message = if quoted(from, Side::Buying) && quoted(to, Side::Selling) {
+        format!("no single bank quotes both {from} and {to} ({kind}rates)")
+    } else {
+        format!("{code} has no {kind}rates from {by}")
+    };
+    Error::validation(name, message)
+}
+
+/// Every active bank's current board: from the stored list (read back once
+/// per change of it), else from Postgres.
+async fn boards(state: &AppState, prefetched: Prefetched) -> Result<Arc<Vec<BankView>>> {
+    let read = state.read.current();
+    let view = ViewRef::new(&read.views, read.views.rates_all(BOARDS));
+    match cached_view(state, prefetched, &view).await {
+        Cached::Found(stored) => match &stored.etag {
+            Some(etag) => state.read_back.boards(etag, &stored.body),
+            None => rates_elements(&stored.body)
+                .map(Arc::new)
+                .map_err(|e| Error::Startup(format!("the stored list does not read back: {e}"))),
+        },
+        _ => Ok(Arc::new(store::active_bank_views(&read.pool).await?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratewire_readmodel::views::{BankInfo, RateView};
+    use std::str::FromStr;
+
+    fn dec(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    fn bank(id: i64, rates: &[(&str, &str, &str)]) -> BankView {
+        BankView {
+            bank: BankInfo {
+                id: BankId::new(id).unwrap(),
+                code: format!("B{id}"),
+                name: format!("Bank {id}"),
+                image_url: "https://i.test/b.png".into(),
+                social_links: vec![],
+                active: true,
+            },
+            last_rates_updated_at: None,
+            rates: rates
+                .iter()
+                .map(|(code, buying, selling)| RateView {
+                    currency: CurrencyCode::parse(code).unwrap(),
+                    updated_at: "2026-11-23T08:00:00Z".parse().unwrap(),
+                    cash_buying: dec(buying),
+                    cash_selling: dec(selling),
+                    transactional_buying: None,
+                    transactional_selling: None,
+                    previous: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn code(s: &str) -> CurrencyCode {
+        CurrencyCode::parse(s).unwrap()
+    }
+
+    #[test]
+    fn selling_a_currency_gets_the_buying_rate_best_bank_first() {
+        let banks = [
+            bank(1, &[("USD", "155.10", "158.20")]),
+            bank(2, &[("USD", "156", "159")]),
+        ];
+        let results = convert_at(&banks, code("USD"), code("ETB"), dec("100"), false);
+        assert_eq!(results[0].bank.bank.id.get(), 2);
+        assert_eq!(results[0].amount, dec("15600"));
+        assert_eq!(results[0].legs[0].side, Side::Buying);
+        assert_eq!(results[1].amount.to_string(), "15510.00");
+    }
+
+    #[test]
+    fn buying_a_currency_pays_the_selling_rate() {
+        let banks = [bank(1, &[("USD", "155", "160")])];
+        let results = convert_at(&banks, code("ETB"), code("USD"), dec("16000"), false);
+        assert_eq!(results[0].amount, dec("100"));
+        assert_eq!(results[0].legs[0].side, Side::Selling);
+        assert_eq!(results[0].rate, dec("0.00625"));
+    }
+
+    #[test]
+    fn a_cross_pair_goes_through_the_birr_at_one_bank() {
+        let banks = [
+            bank(1, &[("USD", "150", "160"), ("EUR", "170", "180")]),
+            bank(2, &[("USD", "150", "160")]),
+        ];
+        let results = convert_at(&banks, code("USD"), code("EUR"), dec("180"), false);
+        assert_eq!(results.len(), 1, "bank 2 quotes no EUR");
+        assert_eq!(results[0].amount, dec("150"));
+        let sides: Vec<Side> = results[0].legs.iter().map(|l| l.side).collect();
+        assert_eq!(sides, [Side::Buying, Side::Selling]);
+    }
+}

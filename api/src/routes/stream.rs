@@ -1,0 +1,377 @@
+//! `GET /api/v1/stream`: the rates as they change, as server-sent events.
+//!
+//! Events: `board` (a bank's board landed; data: the bank object of one
+//! /rates element, in the asked variant), `best` (a currency's best rates
+//! changed; data: the best-rates `data` object), `reset` (resuming was not
+//! possible; a snapshot follows), `dropped` (the last one: the client fell
+//! too far behind, or the server is stopping). Every `board` and `best`
+//! has an `id`, a position in the changes stream: reconnecting with
+//! `Last-Event-ID` delivers what changed meanwhile, each bank and currency
+//! once, at its latest (within `RATEWIRE_STREAM_RETENTION_SECS`), else a
+//! `reset` and a snapshot. A comment line every 15 s keeps proxies from
+//! closing a quiet stream.
+//!
+//! The frames come pre-encoded from [`crate::live`] (one encoding per
+//! event and variant, shared by every subscriber), so the body is written
+//! here as plain bytes rather than with axum's `Sse`, which would encode
+//! each event again for each subscriber.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::redis::Keys;
+use ratewire_readmodel::views::RatesVariant;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::gate::Identified;
+use crate::live::{frame, variant_index, Change, Delivery, Position, Relay};
+use crate::query::{Checker, Params};
+use crate::read_model::ReadModels;
+use crate::state::AppState;
+use crate::stream_slots::Slot;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/stream", get(stream))
+}
+
+/// How often a comment keeps a quiet stream open.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The longest a connect-time read of Redis may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a subscriber wants.
+#[derive(Debug, Clone)]
+struct Filter {
+    banks: Vec<BankId>,
+    currencies: Vec<CurrencyCode>,
+    boards: bool,
+    best: bool,
+    variant: usize,
+}
+
+impl Filter {
+    fn parse(query: Option<&str>) -> Result<(Self, bool)> {
+        let params = Params::parse(query)?;
+        let mut check = Checker::new(&params);
+        let banks = check.bank_ids("bankId");
+        let currencies = check.currencies("currencyCode");
+        let variant = RatesVariant {
+            transactional: check.flag("transactional"),
+            social_links: check.flag("socialLinks"),
+        };
+        let snapshot = check.flag("snapshot");
+        let events = check.choice(
+            "events",
+            &["board,best", "board", "best", "best,board"],
+            "board,best",
+        );
+        check.finish()?;
+        let events = events.unwrap_or("board,best");
+        Ok((
+            Self {
+                banks,
+                currencies,
+                boards: events.contains("board"),
+                best: events.contains("best"),
+                variant: variant_index(variant),
+            },
+            snapshot,
+        ))
+    }
+
+    fn wants_board(&self, bank: BankId, currencies: &[CurrencyCode]) -> bool {
+        self.boards
+            && (self.banks.is_empty() || self.banks.contains(&bank))
+            && (self.currencies.is_empty()
+                || currencies.iter().any(|c| self.currencies.contains(c)))
+    }
+
+    fn wants_best(&self, currency: CurrencyCode) -> bool {
+        self.best && (self.currencies.is_empty() || self.currencies.contains(&currency))
+    }
+
+    /// The frame of `delivery` this subscriber gets, if any.
+    fn frame_of(&self, delivery: &Delivery) -> Option<(Position, Bytes)> {
+        match delivery {
+            Delivery::Board {
+                at,
+                bank,
+                currencies,
+                frames,
+            } if self.wants_board(*bank, currencies) => Some((*at, frames[self.variant].clone())),
+            Delivery::Best {
+                at,
+                currency,
+                frame,
+            } if self.wants_best(*currency) => Some((*at, frame.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// The rates as they change, as server-sent events (see the module docs).
+#[utoipa::path(get, path = "/api/v1/stream", tag = "live",
+    params(
+        ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards (repeat, or comma-separate)"),
+        ("currencyCode" = Option<String>, Query, description = "Only boards quoting, and best rates of, these currencies (repeat, or comma-separate)"),
+        ("events" = Option<String>, Query, pattern = "^(board|best|board,best|best,board)$", description = "Which events: board, best or both (default)"),
+        ("transactional" = Option<bool>, Query, description = "Boards with transactional rates: true, false, 1 or 0"),
+        ("socialLinks" = Option<bool>, Query, description = "Boards with the bank's social links: true, false, 1 or 0"),
+        ("snapshot" = Option<bool>, Query, description = "Start with every matching bank's board and currency's best rates"),
+        ("apiKey" = Option<String>, Query, description = "The API key, for clients that cannot send headers (browsers' EventSource); never logged"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event: what changed since, or a reset and a snapshot"),
+    ),
+    responses(
+        (status = 200, description = "text/event-stream: board, best, reset and dropped events", content_type = "text/event-stream", body = String),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn stream(
+    _: ApiKey,
+    State(state): State<AppState>,
+    Extension(identified): Extension<Identified>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let (filter, snapshot) = Filter::parse(query.as_deref())?;
+    let plan = identified
+        .caller
+        .as_ref()
+        .map_or(crate::plans::ANONYMOUS, |c| c.plan.as_str());
+    let slot = state
+        .stream_slots
+        .take(
+            &identified.subject,
+            state.plans.streams(plan),
+            state.limiter.instances(),
+        )
+        .await
+        .ok_or(Error::TooManyStreams)?;
+    let relay = state.relay.clone();
+    // Subscribed before anything is read, so nothing falls between the
+    // catching up and the live deliveries (duplicates are skipped by id).
+    let live = relay.subscribe();
+    let views = state.read.current().views.clone();
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    let (first, cursor) = tokio::time::timeout(
+        READ_TIMEOUT,
+        catch_up(&relay, &views, &filter, last_event_id, snapshot),
+    )
+    .await
+    .map_err(|_| Error::StreamUnavailable)?
+    .map_err(|e| {
+        tracing::warn!(error = %e, "a live stream could not start: redis");
+        Error::StreamUnavailable
+    })?;
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.reset();
+    let subscription = Subscription {
+        pending: first,
+        live,
+        filter,
+        cursor,
+        heartbeat,
+        relay,
+        views,
+        read: state.read.clone(),
+        ended: false,
+        shutdown: state.shutdown.clone(),
+        _slot: slot,
+    };
+    let body = futures_util::stream::unfold(subscription, |mut s| async move {
+        s.next().await.map(|b| (Ok::<_, Infallible>(b), s))
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies that buffer responses (nginx) would hold events back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// The frames a subscriber starts with, and the position they bring it to.
+async fn catch_up(
+    relay: &Relay,
+    views: &Keys,
+    filter: &Filter,
+    last_event_id: Option<&str>,
+    snapshot: bool,
+) -> redis::RedisResult<(VecDeque<Bytes>, Position)> {
+    let newest = relay.reader.newest(views).await?;
+    let Some(last) = last_event_id else {
+        return if snapshot {
+            snapshot_frames(relay, views, filter, newest, false).await
+        } else {
+            Ok((VecDeque::new(), newest))
+        };
+    };
+    let missed = match Position::parse(last) {
+        Some(after) => relay.reader.since(views, after).await?.map(|c| (after, c)),
+        None => None,
+    };
+    let Some((after, changes)) = missed else {
+        return snapshot_frames(relay, views, filter, newest, true).await;
+    };
+    // Each bank and currency once, at its latest change, in log order.
+    let mut latest: BTreeMap<String, (Position, Change)> = BTreeMap::new();
+    for (at, change) in changes {
+        let target = match &change {
+            Change::Board { bank, .. } => format!("board:{bank}"),
+            Change::Best { currency } => format!("best:{currency}"),
+        };
+        latest.insert(target, (at, change));
+    }
+    let mut collapsed: Vec<(Position, Change)> = latest.into_values().collect();
+    collapsed.sort_by_key(|(at, _)| *at);
+    let deliveries = relay.reader.deliveries(views, &collapsed).await?;
+    let frames = deliveries
+        .iter()
+        .filter_map(|d| filter.frame_of(d))
+        .map(|(_, frame)| frame)
+        .collect();
+    let cursor = collapsed.last().map_or(after, |(at, _)| *at).max(after);
+    Ok((frames, cursor))
+}
+
+/// Every matching bank's board and currency's best rates as they are now
+/// (at position `newest`), after a `reset` event when `reset`.
+async fn snapshot_frames(
+    relay: &Relay,
+    views: &Keys,
+    filter: &Filter,
+    newest: Position,
+    reset: bool,
+) -> redis::RedisResult<(VecDeque<Bytes>, Position)> {
+    let (banks, currencies) = relay.reader.current(views).await?;
+    let mut changes: Vec<(Position, Change)> = Vec::new();
+    if filter.boards {
+        for bank in banks
+            .into_iter()
+            .filter(|b| filter.banks.is_empty() || filter.banks.contains(b))
+        {
+            changes.push((
+                newest,
+                Change::Board {
+                    bank,
+                    currencies: Vec::new(),
+                },
+            ));
+        }
+    }
+    for currency in currencies.into_iter().filter(|c| filter.wants_best(*c)) {
+        changes.push((newest, Change::Best { currency }));
+    }
+    let mut frames = VecDeque::new();
+    if reset {
+        frames.push_back(frame(
+            "reset",
+            None,
+            r#"{"reason":"what changed since the last event is no longer kept; a snapshot follows"}"#,
+        ));
+    }
+    for delivery in relay.reader.deliveries(views, &changes).await? {
+        if let Some((_, frame)) = filter.frame_of(&delivery) {
+            frames.push_back(frame);
+        }
+    }
+    Ok((frames, newest))
+}
+
+/// One subscriber's stream.
+struct Subscription {
+    pending: VecDeque<Bytes>,
+    live: broadcast::Receiver<Arc<Delivery>>,
+    filter: Filter,
+    /// The position of the last event sent: deliveries at or before it
+    /// were sent already (or are older than what was).
+    cursor: Position,
+    heartbeat: tokio::time::Interval,
+    relay: Relay,
+    views: Keys,
+    read: ReadModels,
+    ended: bool,
+    shutdown: CancellationToken,
+    _slot: Slot,
+}
+
+impl Subscription {
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                return Some(frame);
+            }
+            if self.ended {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => {
+                    self.end(r#"{"reason":"the server is stopping; reconnect with Last-Event-ID to resume"}"#);
+                }
+                received = self.live.recv() => match received {
+                    Ok(delivery) => self.take(&delivery).await,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        metrics::counter!("ratewire_api_stream_dropped_total").increment(1);
+                        tracing::debug!(missed, "a live subscriber fell behind; dropping it");
+                        self.end(r#"{"reason":"the client did not keep up with the events; reconnect with Last-Event-ID to resume"}"#);
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.end(r#"{"reason":"the server is stopping; reconnect with Last-Event-ID to resume"}"#);
+                    }
+                },
+                _ = self.heartbeat.tick() => return Some(Bytes::from_static(b": heartbeat\n\n")),
+            }
+        }
+    }
+
+    fn end(&mut self, reason: &str) {
+        self.pending.push_back(frame("dropped", None, reason));
+        self.ended = true;
+    }
+
+    async fn take(&mut self, delivery: &Delivery) {
+        if let Delivery::Reset = delivery {
+            // Another generation: its positions start anew.
+            self.views = self.read.current().views.clone();
+            let restarted = async {
+                let newest = self.relay.reader.newest(&self.views).await?;
+                snapshot_frames(&self.relay, &self.views, &self.filter, newest, true).await
+            };
+            match restarted.await {
+                Ok((frames, newest)) => {
+                    self.pending.extend(frames);
+                    self.cursor = newest;
+                }
+                Err(_) => self
+                    .end(r#"{"reason":"the stream moved and could not be read again; reconnect"}"#),
+            }
+            return;
+        }
+        if let Some((at, frame)) = self.filter.frame_of(delivery) {
+            if at > self.cursor {
+                self.cursor = at;
+                self.pending.push_back(frame);
+            }
+        }
+    }
+}

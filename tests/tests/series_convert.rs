@@ -1,0 +1,314 @@
+//! Time series, conversion, conditional requests and cross-origin reads,
+//! each answer checked against the served OpenAPI document.
+
+use chrono::{Duration, Utc};
+use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use serde_json::Value;
+
+fn board(rates: &[(&str, &str, &str)], as_of: &str) -> String {
+    let rates: Vec<String> = rates
+        .iter()
+        .map(|(c, b, s)| {
+            format!(r#"{{"currency":"{c}","cashBuying":{b},"cashSelling":{s},"transactionalBuying":{b},"transactionalSelling":{s}}}"#)
+        })
+        .collect();
+    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
+}
+
+/// Two banks with USD over three days, and EUR at the first.
+async fn two_banks(stack: &Stack) -> anyhow::Result<(i64, i64, String)> {
+    let key = stack.api_key("series").await?;
+    let (a, token_a) = stack.bank_with_token("CBE", "CBE").await?;
+    let (b, token_b) = stack.bank_with_token("AWASH", "Awash").await?;
+    for (days, usd) in [(2, "150.5"), (1, "151.00"), (0, "152")] {
+        let as_of = ago(days, 1);
+        let body = board(&[("USD", usd, "160"), ("EUR", "170", "175")], &as_of);
+        assert_eq!(stack.publish_board(a, &token_a, &body).await?.0, 202);
+    }
+    let body = board(&[("USD", "149", "158")], &ago(1, 2));
+    assert_eq!(stack.publish_board(b, &token_b, &body).await?.0, 202);
+    stack.wait_served("the last board", a, &key, "152").await?;
+    stack.wait_served("bank b", b, &key, "149").await?;
+    Ok((a, b, key))
+}
+
+#[tokio::test]
+async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (a, _, key) = two_banks(&stack).await?;
+    let from = (Utc::now() - Duration::days(3)).date_naive();
+
+    let (status, raw) = stack
+        .get(
+            &format!("/api/v1/rates/series?bankId={a}&currencyCode=usd&interval=raw&from={from}"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 200, "{raw}");
+    let values: Vec<&Value> = raw["data"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["cashBuying"])
+        .collect();
+    assert_eq!(values, [150.5, 151.0, 152.0]);
+    assert_eq!(raw["data"]["interval"], "raw");
+
+    let (_, daily) = stack
+        .get(
+            &format!("/api/v1/rates/series?bankId={a}&from={from}"),
+            Some(&key),
+        )
+        .await?;
+    let points = daily["data"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "one a day from the first board: {daily}");
+    assert_eq!(points.last().unwrap()["cashBuying"], 152);
+
+    let (status, text) = stack
+        .get_raw(
+            &format!("/api/v1/rates/series?bankId={a}&interval=raw&from={from}&format=csv"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "timestamp,updatedAt,cashBuying,cashSelling,transactionalBuying,transactionalSelling"
+    );
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines[2].contains(",151.00,"),
+        "published digits: {}",
+        lines[2]
+    );
+    let by_accept = stack
+        .http()
+        .get(format!(
+            "{}/api/v1/rates/series?bankId={a}&from={from}",
+            stack.api_url
+        ))
+        .header("x-api-key", &key)
+        .header("accept", "text/csv")
+        .send()
+        .await?;
+    assert_eq!(
+        by_accept.headers()["content-type"],
+        "text/csv; charset=utf-8"
+    );
+
+    // Without a bank: the best across banks, per day.
+    let (_, best) = stack
+        .get(
+            &format!("/api/v1/rates/series?currencyCode=USD&field=cashSelling&from={from}"),
+            Some(&key),
+        )
+        .await?;
+    let sellers: Vec<(&Value, &Value)> = best["data"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (&p["value"], &p["bankId"]))
+        .collect();
+    assert!(
+        sellers.iter().skip(1).all(|(v, _)| **v == 158),
+        "bank b sells lower from its board on: {sellers:?}"
+    );
+
+    for bad in [
+        format!("bankId={a}&interval=raw&from=2020-01-01"),
+        "interval=raw".to_owned(),
+        format!("bankId={a}&from=2026-11-20&to=2026-11-01"),
+        format!("bankId={a}&interval=minute"),
+    ] {
+        let (status, body) = stack
+            .get(&format!("/api/v1/rates/series?{bad}"), Some(&key))
+            .await?;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, _) = stack
+        .get("/api/v1/rates/series?bankId=999", Some(&key))
+        .await?;
+    assert_eq!(status, 404);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (a, b, key) = two_banks(&stack).await?;
+    // Conversions read the list of every bank, composed a moment after
+    // each bank's board.
+    let sold = eventually("both banks in the list", VISIBLE_WITHIN, || async {
+        let (status, sold) = stack
+            .get("/api/v1/convert?from=USD&to=ETB&amount=100", Some(&key))
+            .await
+            .ok()?;
+        (status == 200 && sold["data"]["results"].as_array()?.len() == 2).then_some(sold)
+    })
+    .await?;
+    let results = sold["data"]["results"].as_array().unwrap();
+    assert_eq!(results[0]["bank"]["id"], a, "152 beats 149");
+    assert_eq!(results[0]["amount"], 15200);
+    assert_eq!(results[0]["legs"][0]["side"], "buying");
+    assert_eq!(results[1]["bank"]["id"], b);
+
+    let (_, bought) = stack
+        .get("/api/v1/convert?from=ETB&to=USD&amount=15800", Some(&key))
+        .await?;
+    let results = bought["data"]["results"].as_array().unwrap();
+    assert_eq!(results[0]["bank"]["id"], b, "158 is the lower selling rate");
+    assert_eq!(results[0]["amount"], 100);
+    assert_eq!(results[0]["legs"][0]["side"], "selling");
+
+    let (_, cross) = stack
+        .get("/api/v1/convert?from=USD&to=EUR&amount=175", Some(&key))
+        .await?;
+    let results = cross["data"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "only bank a quotes EUR");
+    assert_eq!(results[0]["amount"], 152);
+
+    let (_, one) = stack
+        .get(
+            &format!("/api/v1/convert?from=USD&to=ETB&amount=1&bankId={b}&transactional=true"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(one["data"]["results"].as_array().unwrap().len(), 1);
+
+    for (query, status) in [
+        ("from=USD&to=ETB&amount=0", 400),
+        ("from=USD&to=ETB&amount=-5", 400),
+        ("from=USD&to=ETB&amount=1e30", 400),
+        ("from=QQQ&to=ETB&amount=1", 400),
+        ("from=USD&to=USD&amount=1", 400),
+        ("from=JPY&to=ETB&amount=1", 400),
+        ("from=USD&to=ETB&amount=1&bankId=999", 404),
+    ] {
+        let (got, body) = stack
+            .get(&format!("/api/v1/convert?{query}"), Some(&key))
+            .await?;
+        assert_eq!(got, status, "{query}: {body}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_known_etag_is_answered_304_and_still_counted() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (a, _, key) = two_banks(&stack).await?;
+    let today = Utc::now().date_naive();
+    for path in [
+        format!("/api/v1/rates?bankId={a}"),
+        "/api/v1/rates".to_owned(),
+        "/api/v1/currencies".to_owned(),
+        "/api/v1/rates/best-rates?currencyCode=USD".to_owned(),
+        format!("/api/v1/history?bankId={a}&date={today}"),
+        format!("/api/v1/rates/series?bankId={a}"),
+    ] {
+        let url = format!("{}{path}", stack.api_url);
+        let first = eventually("an etag", VISIBLE_WITHIN, || async {
+            let response = stack
+                .http()
+                .get(&url)
+                .header("x-api-key", &key)
+                .send()
+                .await
+                .ok()?;
+            response.headers().contains_key("etag").then_some(response)
+        })
+        .await?;
+        assert_eq!(first.headers()["cache-control"], "no-cache", "{path}");
+        let etag = first.headers()["etag"].to_str()?.to_owned();
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"'),
+            "strong: {etag}"
+        );
+        let remaining: u64 = first.headers()["x-ratelimit-remaining"].to_str()?.parse()?;
+        let again = stack
+            .http()
+            .get(&url)
+            .header("x-api-key", &key)
+            .header("if-none-match", &etag)
+            .send()
+            .await?;
+        assert_eq!(again.status(), 304, "{path}");
+        assert_eq!(again.headers()["etag"].to_str()?, etag);
+        let after: u64 = again.headers()["x-ratelimit-remaining"].to_str()?.parse()?;
+        assert!(after < remaining, "a 304 is counted: {path}");
+        assert!(again.text().await?.is_empty());
+    }
+    // A new board, a new tag.
+    let url = format!("{}/api/v1/rates?bankId={a}", stack.api_url);
+    let before = stack
+        .http()
+        .get(&url)
+        .header("x-api-key", &key)
+        .send()
+        .await?;
+    let etag = before.headers()["etag"].to_str()?.to_owned();
+    let token = stack.publisher_token(a).await?;
+    let body = board(&[("USD", "153", "160")], &ago(0, 0));
+    assert_eq!(stack.publish_board(a, &token, &body).await?.0, 202);
+    stack.wait_served("the new board", a, &key, "153").await?;
+    let after = stack
+        .http()
+        .get(&url)
+        .header("x-api-key", &key)
+        .header("if-none-match", &etag)
+        .send()
+        .await?;
+    assert_eq!(after.status(), 200);
+    Ok(())
+}
+
+#[tokio::test]
+async fn pages_on_other_origins_may_read_and_operators_send_no_cors() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("cors").await?;
+    let preflight = stack
+        .http()
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/api/v1/rates", stack.api_url),
+        )
+        .header("origin", "https://rates.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "x-api-key")
+        .send()
+        .await?;
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let headers = preflight.headers();
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert!(headers["access-control-allow-headers"]
+        .to_str()?
+        .contains("x-api-key"));
+    assert_eq!(headers["access-control-max-age"], "600");
+
+    let read = stack
+        .http()
+        .get(format!("{}/api/v1/currencies", stack.api_url))
+        .header("origin", "https://rates.example")
+        .header("x-api-key", &key)
+        .send()
+        .await?;
+    let exposed = read.headers()["access-control-expose-headers"]
+        .to_str()?
+        .to_lowercase();
+    for header in ["x-ratelimit-remaining", "etag", "retry-after"] {
+        assert!(exposed.contains(header), "{exposed}");
+    }
+
+    let ingest = stack
+        .http()
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/banks/1/boards", stack.ingest_url),
+        )
+        .header("origin", "https://rates.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await?;
+    assert!(!ingest.headers().contains_key("access-control-allow-origin"));
+    Ok(())
+}
