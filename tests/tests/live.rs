@@ -33,6 +33,17 @@ async fn subscribe(stack: &Stack, key: &str, query: &str, last_id: Option<&str>)
     source
 }
 
+/// A bank with a publisher token, once /rates lists it: its registration
+/// is a `board` event of its own (its /rates element appeared), which must
+/// not be taken for the board a test pushes next.
+async fn listed_bank(stack: &Stack, key: &str, code: &str) -> anyhow::Result<(i64, String)> {
+    let (bank, token) = stack.bank_with_token(code, code).await?;
+    stack
+        .wait_served("the bank listed", bank, key, &format!("\"id\":{bank}"))
+        .await?;
+    Ok((bank, token))
+}
+
 /// The next event that is not `skip`ped, within `wait`.
 async fn next_event(
     source: &mut EventSource,
@@ -76,8 +87,8 @@ fn board(currency: &str, buying: &str, selling: &str, hours_ago: i64) -> String 
 async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let key = stack.api_key("live").await?;
-    let (cbe, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash").await?;
+    let (cbe, token) = listed_bank(&stack, &key, "CBE").await?;
+    let (awash, awash_token) = listed_bank(&stack, &key, "AWASH").await?;
     let mut everything = subscribe(&stack, &key, "transactional=true", None).await;
     let mut only_awash =
         subscribe(&stack, &key, &format!("bankId={awash}&events=board"), None).await;
@@ -139,7 +150,7 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
 async fn a_subscriber_resumes_after_the_api_restarts() -> anyhow::Result<()> {
     let mut stack = Stack::start().await?;
     let key = stack.api_key("resume").await?;
-    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let (bank, token) = listed_bank(&stack, &key, "CBE").await?;
     let mut source = subscribe(&stack, &key, "", None).await;
     assert_eq!(
         stack
@@ -262,7 +273,7 @@ async fn a_subscriber_that_does_not_keep_up_is_dropped_with_a_last_event() -> an
 
     let stack = Stack::start_with(&[("RATEWIRE_STREAM_BUFFER", "4")]).await?;
     let key = stack.api_key("slow").await?;
-    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let (bank, token) = listed_bank(&stack, &key, "CBE").await?;
     // A client with a tiny receive window that reads nothing for a while:
     // the API's writes to it stall, and the events pile up behind them.
     let socket = tokio::net::TcpSocket::new_v4()?;

@@ -1,6 +1,7 @@
 //! `GET /api/v1/stream`: the rates as they change, as server-sent events.
 //!
-//! Events: `board` (a bank's board landed; data: the bank object of one
+//! Events: `board` (a bank's /rates element changed: a board landed, or
+//! it was registered or its details changed; data: the bank object of one
 //! /rates element, in the asked variant), `best` (a currency's best rates
 //! changed; data: the best-rates `data` object), `reset` (resuming was not
 //! possible; a snapshot follows), `dropped` (the last one: the client fell
