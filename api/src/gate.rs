@@ -109,11 +109,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             // at most its anonymous allowance of those a minute, so a flood
             // of made-up keys costs no more, however concurrent.
             let may_ask_postgres = || match state.clients.client(peer, headers) {
-                Some(client) if state.key_lookups.blocked(client).is_some() => false,
-                Some(client) => {
-                    state.key_lookups.count(client);
-                    true
-                }
+                Some(client) => state.key_lookups.try_take(client),
                 None => true,
             };
             match state.key_store.lookup(key, may_ask_postgres).await {

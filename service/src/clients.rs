@@ -154,6 +154,24 @@ impl AttemptLimit {
         Some(left.as_secs().max(1))
     }
 
+    /// Takes one of `client`'s attempts in this window if any is left: the
+    /// check and the count in one step, so callers racing each other never
+    /// take more than the limit between them.
+    pub fn try_take(&self, client: IpAddr) -> bool {
+        self.seen
+            .get_with(client, || {
+                Arc::new(Failures {
+                    since: Instant::now(),
+                    count: AtomicU32::new(0),
+                })
+            })
+            .count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
     /// Counts an attempt of `client`.
     pub fn count(&self, client: IpAddr) {
         self.seen
@@ -304,6 +322,20 @@ mod tests {
         let wait = failed.blocked(client).expect("three failures");
         assert!((1..=60).contains(&wait), "{wait}");
         assert_eq!(failed.blocked("203.0.113.1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn racing_callers_never_take_more_than_the_limit() {
+        let lookups = AttemptLimit::new(10, Duration::from_secs(60));
+        let client: IpAddr = "198.51.100.4".parse().unwrap();
+        let taken: usize = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| (0..100).filter(|_| lookups.try_take(client)).count()))
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).sum()
+        });
+        assert_eq!(taken, 10);
+        assert!(lookups.blocked(client).is_some());
     }
 
     #[test]
