@@ -15,7 +15,8 @@
 //!   caller as extractors; [`conditional`] answers `If-None-Match`, and
 //!   [`cors`] lets browsers on other origins read;
 //! - [`routes`], one module per resource, merged in [`routes::router`];
-//!   [`openapi`] describes them;
+//!   [`openapi`] describes them; [`web`] serves the dashboard and the
+//!   reference built on them;
 //! - [`app`] is the process; [`usage_sync`] and [`retention`] are tasks
 //!   beside it.
 //!
@@ -48,6 +49,7 @@ pub mod routes;
 pub mod state;
 pub mod stream_slots;
 pub mod usage_sync;
+pub mod web;
 
 pub use app::Application;
 pub use config::Config;

@@ -31,7 +31,7 @@ use crate::requests::{Stored, ViewRef};
 use crate::state::AppState;
 
 /// The public listener: the read API behind the gate, its OpenAPI
-/// document, and the probes. Nothing operators use is reachable here.
+/// document, the dashboard and reference pages, and the probes. Nothing operators use is reachable here.
 pub fn public(state: AppState) -> Router {
     // Everything a consumer calls passes the gate (keys, limits, headers),
     // unknown paths included; the probes and the document do not.
@@ -50,7 +50,12 @@ pub fn public(state: AppState) -> Router {
         // Inside the gate: a 304 is counted and carries the limit headers.
         .layer(middleware::from_fn(crate::conditional::conditional))
         .layer(middleware::from_fn_with_state(state.clone(), gate::gate));
+    let web = std::sync::Arc::new(crate::web::Web::new(
+        state.timezone.name(),
+        state.anonymous_access,
+    ));
     let routes = Router::new()
+        .merge(crate::web::router(web))
         .route(
             "/api/v1/openapi.json",
             get(|| async { json_body(crate::openapi::DOCUMENT.clone()) }),

@@ -123,7 +123,9 @@ impl Filter {
     }
 }
 
-/// The rates as they change, as server-sent events (see the module docs).
+/// The rates as they change, as server-sent events: `board` when a bank's
+/// /rates element changes, `best` when a currency's best rates do; resume
+/// with `Last-Event-ID`.
 #[utoipa::path(get, path = "/api/v1/stream", tag = "live",
     params(
         ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards (repeat, or comma-separate)"),

@@ -1,0 +1,635 @@
+//! The dashboard and the API reference in a real browser (the system's
+//! chromium, headless, driven over the DevTools protocol): the page loads
+//! with no console errors, shows what the API says, follows a pushed board
+//! live, draws the series, converts like the convert endpoint, tells a
+//! refused key, and `/docs` lists every endpoint. Screenshots (desktop and
+//! 360 px) go to `target/test-artifacts/`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::cdp::browser_protocol::log::{EventEntryAdded, LogEntryLevel};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown,
+};
+use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::page::ScreenshotParams;
+use chromiumoxide::{Browser, BrowserConfig, Page};
+use futures_util::StreamExt;
+use ratewire_e2e::{ago, eventually, Stack};
+use serde_json::Value;
+
+/// What the issue promises a reader: a pushed board on the page within 2 s.
+const LIVE_WITHIN: Duration = Duration::from_secs(2);
+/// The page's whole payload, compressed.
+const PAYLOAD_BUDGET: usize = 150 * 1024;
+/// How long the page may take to show what it loads.
+const LOADED_WITHIN: Duration = Duration::from_secs(15);
+
+fn artifacts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("RATEWIRE_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+}
+
+/// A headless chromium of the test's own (its own profile, so its own
+/// localStorage), and every error its pages report.
+struct Chromium {
+    browser: Browser,
+    handler: tokio::task::JoinHandle<()>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Chromium {
+    async fn launch(stack: &Stack) -> Result<Self> {
+        let executable = chromium();
+        if !executable.exists() {
+            bail!(
+                "{} is missing: `deploy/stack test` installs chromium (apt-get install chromium chromium-driver)",
+                executable.display()
+            );
+        }
+        let config = BrowserConfig::builder()
+            .chrome_executable(executable)
+            .new_headless_mode()
+            .no_sandbox()
+            .user_data_dir(stack.logs.join("chromium-profile"))
+            .viewport(Viewport {
+                width: 1280,
+                height: 900,
+                device_scale_factor: Some(1.0),
+                ..Viewport::default()
+            })
+            .window_size(1280, 900)
+            .args(["--disable-gpu", "--disable-dev-shm-usage", "--lang=en-US"])
+            .launch_timeout(Duration::from_secs(60))
+            .request_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| anyhow::anyhow!("chromium settings: {e}"))?;
+        let (browser, mut handler) = Browser::launch(config).await?;
+        let handler = tokio::spawn(async move {
+            // Events chromiumoxide does not know come as errors: keep going.
+            while handler.next().await.is_some() {}
+        });
+        Ok(Self {
+            browser,
+            handler,
+            errors: Arc::default(),
+        })
+    }
+
+    /// A page at `url`, reporting console errors, uncaught exceptions and
+    /// browser-side errors (a refused resource, a CSP violation).
+    async fn open(&self, url: &str) -> Result<Page> {
+        let page = self.browser.new_page("about:blank").await?;
+        page.enable_log().await?;
+        page.enable_runtime().await?;
+        let mut console = page.event_listener::<EventConsoleApiCalled>().await?;
+        let mut exceptions = page.event_listener::<EventExceptionThrown>().await?;
+        let mut entries = page.event_listener::<EventEntryAdded>().await?;
+        let errors = Arc::clone(&self.errors);
+        tokio::spawn(async move {
+            loop {
+                let error = tokio::select! {
+                    Some(e) = console.next() => (e.r#type == ConsoleApiCalledType::Error)
+                        .then(|| format!("console.error: {:?}", e.args.iter().map(|a| a.value.clone()).collect::<Vec<_>>())),
+                    Some(e) = exceptions.next() => Some(format!("exception: {}", e.exception_details.text)),
+                    Some(e) = entries.next() => (e.entry.level == LogEntryLevel::Error)
+                        .then(|| format!("{:?}: {} {}", e.entry.source, e.entry.text, e.entry.url.clone().unwrap_or_default())),
+                    else => break,
+                };
+                if let Some(error) = error {
+                    errors.lock().unwrap().push(error);
+                }
+            }
+        });
+        page.goto(url).await?;
+        Ok(page)
+    }
+
+    fn errors(&self) -> Vec<String> {
+        self.errors.lock().unwrap().clone()
+    }
+
+    async fn close(mut self) {
+        let _ = self.browser.close().await;
+        let _ = self.browser.wait().await;
+        self.handler.abort();
+    }
+}
+
+/// The value of a JavaScript expression in the page.
+async fn js(page: &Page, expression: &str) -> Result<Value> {
+    Ok(page
+        .evaluate(expression)
+        .await?
+        .into_value::<Value>()
+        .unwrap_or(Value::Null))
+}
+
+/// Waits until `expression` is truthy in the page.
+async fn until(page: &Page, what: &str, expression: &str, within: Duration) -> Result<()> {
+    eventually(what, within, || async {
+        match js(page, expression).await {
+            Ok(Value::Bool(true)) => Some(()),
+            _ => None,
+        }
+    })
+    .await
+}
+
+fn board(rates: &[(&str, f64, f64)], as_of: &str) -> String {
+    let rates: Vec<String> = rates
+        .iter()
+        .map(|(currency, buying, selling)| {
+            format!(
+                r#"{{"currency":"{currency}","cashBuying":{buying},"cashSelling":{selling},"transactionalBuying":{},"transactionalSelling":{}}}"#,
+                buying + 0.5,
+                selling - 0.5
+            )
+        })
+        .collect();
+    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
+}
+
+/// Two banks quoting USD and EUR, CBE with a board on each of the last six
+/// days (for the chart).
+async fn seeded() -> Result<(Stack, i64, String, i64)> {
+    let stack = Stack::start().await?;
+    let (cbe, cbe_token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    for day in (1..=6).rev() {
+        let usd = 150.0 + day as f64;
+        let status = stack
+            .publish_board(
+                cbe,
+                &cbe_token,
+                &board(
+                    &[("USD", usd, usd + 4.0), ("EUR", 170.0, 176.0)],
+                    &ago(day, 0),
+                ),
+            )
+            .await?
+            .0;
+        assert_eq!(status, 202);
+    }
+    let status = stack
+        .publish_board(
+            cbe,
+            &cbe_token,
+            &board(&[("USD", 155.25, 159.0), ("EUR", 171.5, 177.0)], &ago(0, 1)),
+        )
+        .await?
+        .0;
+    assert_eq!(status, 202);
+    let status = stack
+        .publish_board(
+            awash,
+            &awash_token,
+            &board(
+                &[("USD", 154.75, 158.5), ("EUR", 172.25, 176.5)],
+                &ago(0, 1),
+            ),
+        )
+        .await?
+        .0;
+    assert_eq!(status, 202);
+    let key = stack.api_key("browser").await?;
+    stack
+        .wait_served("CBE's board", cbe, &key, "155.25")
+        .await?;
+    stack
+        .wait_served("Awash's board", awash, &key, "154.75")
+        .await?;
+    Ok((stack, cbe, cbe_token, awash))
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
+    let (stack, cbe, cbe_token, _) = seeded().await?;
+    let key = stack.api_key("reader").await?;
+    let chromium = Chromium::launch(&stack).await?;
+    let page = chromium
+        .open(&format!("{}/?currency=USD", stack.api_url))
+        .await?;
+
+    // No key yet: the page asks for one, once.
+    until(
+        &page,
+        "the key form",
+        "!document.querySelector('#key-form').hidden",
+        LOADED_WITHIN,
+    )
+    .await?;
+    page.find_element("#key")
+        .await?
+        .click()
+        .await?
+        .type_str(&key)
+        .await?
+        .press_key("Enter")
+        .await?;
+    until(
+        &page,
+        "the table filled",
+        "document.querySelectorAll('#banks tbody tr[data-bank]').length === 2",
+        LOADED_WITHIN,
+    )
+    .await?;
+    let form = js(
+        &page,
+        "getComputedStyle(document.querySelector('#key-form')).display",
+    )
+    .await?;
+    assert_eq!(form, "none", "the key form is put away once the key works");
+
+    // The best-rates cards show what best-rates says.
+    let (_, best) = stack
+        .get("/api/v1/rates/best-rates?currencyCode=USD", Some(&key))
+        .await?;
+    let cards = js(
+        &page,
+        "Object.fromEntries([...document.querySelectorAll('#best [data-field]')].map(c => [c.dataset.field, [Number(c.dataset.value), Number(c.dataset.bank)]]))",
+    )
+    .await?;
+    for field in [
+        "cashBuying",
+        "cashSelling",
+        "transactionalBuying",
+        "transactionalSelling",
+    ] {
+        assert_eq!(
+            cards[field][0], best["data"][field]["price"],
+            "{field} card"
+        );
+        assert_eq!(
+            cards[field][1], best["data"][field]["bank"]["id"],
+            "{field} card's bank"
+        );
+    }
+
+    // The table shows each bank's values as /rates has them.
+    let (_, rates) = stack
+        .get("/api/v1/rates?transactional=true", Some(&key))
+        .await?;
+    let shown = js(
+        &page,
+        "Object.fromEntries([...document.querySelectorAll('#banks tbody tr[data-bank]')].map(r => [r.dataset.bank, Object.fromEntries([...r.querySelectorAll('td[data-field]')].map(c => [c.dataset.field, Number(c.dataset.value)]))]))",
+    )
+    .await?;
+    for group in rates["data"].as_array().context("rates")? {
+        let bank = &group["data"][0];
+        let usd = bank["exchangeRates"]
+            .as_array()
+            .context("exchangeRates")?
+            .iter()
+            .find(|e| e["currency"]["id"] == "USD")
+            .context("a USD entry")?;
+        for field in [
+            "cashBuying",
+            "cashSelling",
+            "transactionalBuying",
+            "transactionalSelling",
+        ] {
+            assert_eq!(
+                shown[bank["id"].to_string()][field],
+                usd[field],
+                "bank {} {field}",
+                bank["id"]
+            );
+        }
+    }
+
+    // The chart draws the series' points (the best cash buying over 30 days).
+    let from = (chrono::Utc::now() - chrono::Duration::days(30)).format("%Y-%m-%d");
+    let (_, series) = stack
+        .get(
+            &format!(
+                "/api/v1/rates/series?currencyCode=USD&interval=day&field=cashBuying&from={from}"
+            ),
+            Some(&key),
+        )
+        .await?;
+    let points = series["data"]["points"]
+        .as_array()
+        .context("points")?
+        .iter()
+        .filter(|p| !p["value"].is_null())
+        .count();
+    assert!(points >= 7, "a week of days with rates, saw {points}");
+    until(
+        &page,
+        "the chart drawn",
+        &format!("document.querySelector('#chart').dataset.points === '{points}' && !!document.querySelector('#chart path.line')"),
+        LOADED_WITHIN,
+    )
+    .await?;
+
+    // The converter gives what the convert endpoint gives.
+    let (_, converted) = stack
+        .get("/api/v1/convert?from=USD&to=ETB&amount=250", Some(&key))
+        .await?;
+    js(
+        &page,
+        "(() => { document.querySelector('#amount').value = '250'; document.querySelector('#from').value = 'USD'; document.querySelector('#to').value = 'ETB'; document.querySelector('#convert').requestSubmit(); return true; })()",
+    )
+    .await?;
+    let expected = converted["data"]["results"][0]["amount"]
+        .as_f64()
+        .context("an amount")?;
+    until(
+        &page,
+        "the conversion shown",
+        &format!("Number(document.querySelector('#conversions tbody tr td[data-value]')?.dataset.value) === {expected}"),
+        LOADED_WITHIN,
+    )
+    .await?;
+    let first_bank = js(
+        &page,
+        "document.querySelector('#conversions tbody tr').dataset.bank",
+    )
+    .await?;
+    assert_eq!(
+        first_bank.as_str().map(str::to_owned),
+        Some(converted["data"]["results"][0]["bank"]["id"].to_string())
+    );
+
+    // A board pushed while the page is open shows without a reload.
+    until(
+        &page,
+        "the stream live",
+        "document.querySelector('#live').dataset.state === 'live'",
+        LOADED_WITHIN,
+    )
+    .await?;
+    let pushed = stack
+        .publish_board(
+            cbe,
+            &cbe_token,
+            &board(&[("USD", 161.5, 165.0), ("EUR", 171.5, 177.0)], &ago(0, 0)),
+        )
+        .await?;
+    let accepted = Instant::now();
+    assert_eq!(pushed.0, 202);
+    until(
+        &page,
+        "the pushed board in the table",
+        &format!("Number(document.querySelector('#banks tr[data-bank=\"{cbe}\"] td[data-field=cashBuying]')?.dataset.value) === 161.5"),
+        LIVE_WITHIN,
+    )
+    .await?;
+    let shown_after = accepted.elapsed();
+    assert!(
+        shown_after <= LIVE_WITHIN,
+        "shown {shown_after:?} after the 202"
+    );
+    // And it is the best buyer now.
+    until(
+        &page,
+        "the best card updated",
+        "Number(document.querySelector('#best [data-field=cashBuying]').dataset.value) === 161.5",
+        LIVE_WITHIN,
+    )
+    .await?;
+    // The view is in the URL, so a link shows the same.
+    let url = js(&page, "location.search").await?;
+    assert!(
+        url.as_str().unwrap_or_default().contains("currency=USD"),
+        "{url}"
+    );
+
+    let errors = chromium.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+
+    page.save_screenshot(
+        ScreenshotParams::builder().full_page(true).build(),
+        artifacts().join("dashboard-desktop.png"),
+    )
+    .await?;
+    // 360 px wide: nothing wider than the screen but what scrolls inside
+    // its own box (the tables).
+    page.execute(SetDeviceMetricsOverrideParams::new(360, 800, 2.0, true))
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let width = js(&page, "document.documentElement.scrollWidth").await?;
+    assert!(
+        width.as_u64().unwrap_or(u64::MAX) <= 360,
+        "the page is {width} px wide at 360"
+    );
+    page.save_screenshot(
+        ScreenshotParams::builder().full_page(true).build(),
+        artifacts().join("dashboard-360.png"),
+    )
+    .await?;
+
+    // Another tab with a refused key is told so.
+    let refused = chromium.open(&format!("{}/", stack.api_url)).await?;
+    js(&refused, "localStorage.setItem('ratewire.apiKey', 'rwk_notakey_00000000000000000000000000000000'); location.reload(); true").await?;
+    until(
+        &refused,
+        "the 401 message",
+        "!document.querySelector('#key-form').hidden && document.querySelector('#key-reason').textContent.includes('Invalid API key')",
+        LOADED_WITHIN,
+    )
+    .await?;
+    chromium.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint() -> Result<()> {
+    let stack = Stack::start_with(&[
+        ("RATEWIRE_ANONYMOUS_ACCESS", "true"),
+        (
+            "RATEWIRE_PLANS",
+            "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1,tiny=2/1000/1",
+        ),
+    ])
+    .await?;
+    let (bank, token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    assert_eq!(
+        stack
+            .publish_board(bank, &token, &board(&[("USD", 155.25, 159.0)], &ago(0, 1)))
+            .await?
+            .0,
+        202
+    );
+    let key = stack.api_key("waiting").await?;
+    stack.wait_served("the board", bank, &key, "155.25").await?;
+
+    let chromium = Chromium::launch(&stack).await?;
+    let page = chromium.open(&format!("{}/", stack.api_url)).await?;
+    until(
+        &page,
+        "the table filled without a key",
+        "document.querySelectorAll('#banks tbody tr[data-bank]').length === 1 && document.querySelector('#key-form').hidden",
+        LOADED_WITHIN,
+    )
+    .await?;
+    until(
+        &page,
+        "the stream live",
+        "document.querySelector('#live').dataset.state === 'live'",
+        LOADED_WITHIN,
+    )
+    .await?;
+
+    let docs = chromium.open(&format!("{}/docs", stack.api_url)).await?;
+    let spec: Value = stack
+        .http()
+        .get(format!("{}/api/v1/openapi.json", stack.api_url))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut paths: Vec<String> = spec["paths"]
+        .as_object()
+        .context("paths")?
+        .keys()
+        .cloned()
+        .collect();
+    paths.sort();
+    until(
+        &docs,
+        "the operations listed",
+        "document.querySelectorAll('section[data-path]').length > 0",
+        LOADED_WITHIN,
+    )
+    .await?;
+    let listed = js(&docs, "[...new Set([...document.querySelectorAll('section[data-path]')].map(s => s.dataset.path))].sort()").await?;
+    let listed: Vec<String> = serde_json::from_value(listed)?;
+    assert_eq!(
+        listed, paths,
+        "every endpoint of the OpenAPI document, and only those"
+    );
+    // Trying one from the page answers it.
+    js(&docs, "(() => { const s = document.querySelector('section[data-path=\"/api/v1/currencies\"]'); s.querySelector('details').open = true; s.querySelector('form').requestSubmit(); return true; })()").await?;
+    until(
+        &docs,
+        "the tried request answered",
+        "document.querySelector('section[data-path=\"/api/v1/currencies\"] .answer')?.textContent.includes('200')",
+        LOADED_WITHIN,
+    )
+    .await?;
+
+    docs.save_screenshot(
+        ScreenshotParams::builder().build(),
+        artifacts().join("docs-desktop.png"),
+    )
+    .await?;
+    let errors = chromium.errors();
+    assert!(errors.is_empty(), "the pages reported errors: {errors:#?}");
+
+    // A key over its plan's minute is told when to come back.
+    let tiny = stack.api_key_on("tiny", "tiny").await?;
+    let limited = chromium.open(&format!("{}/docs", stack.api_url)).await?;
+    js(
+        &limited,
+        &format!("localStorage.setItem('ratewire.apiKey', '{tiny}'); location.href = '/'; true"),
+    )
+    .await?;
+    until(
+        &limited,
+        "the 429 message",
+        "/Rate limit exceeded\\. Try again in \\d+ s\\./.test(document.querySelector('#notice').textContent) && !document.querySelector('#notice').hidden",
+        LOADED_WITHIN,
+    )
+    .await?;
+    chromium.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_pages_are_small_strict_and_cached() -> Result<()> {
+    let stack = Stack::start().await?;
+    let http = stack.http();
+    let get = |path: &str, accept_gzip: bool| {
+        let mut request = http.get(format!("{}{path}", stack.api_url));
+        if accept_gzip {
+            request = request.header("accept-encoding", "gzip");
+        }
+        request.send()
+    };
+    let index = get("/", true).await?;
+    assert_eq!(index.status(), 200);
+    let csp = index.headers()["content-security-policy"]
+        .to_str()?
+        .to_owned();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{csp}");
+    }
+    assert_eq!(index.headers()["content-encoding"], "gzip");
+    let html = String::from_utf8_lossy(&{
+        let plain = get("/", false).await?;
+        plain.bytes().await?
+    })
+    .into_owned();
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "the page loads nothing from elsewhere"
+    );
+
+    // Everything the dashboard loads, as a browser gets it.
+    let mut total = index.bytes().await?.len();
+    let mut files = vec![("/".to_owned(), total)];
+    for asset in [
+        "style.css",
+        "app.js",
+        "api.js",
+        "chart.js",
+        "format.js",
+        "stream.js",
+    ] {
+        let response = get(&format!("/assets/{asset}"), true).await?;
+        assert_eq!(response.status(), 200, "{asset}");
+        assert!(response.headers().contains_key("etag"), "{asset}");
+        let size = response.bytes().await?.len();
+        files.push((asset.to_owned(), size));
+        total += size;
+    }
+    std::fs::write(
+        artifacts().join("dashboard-payload.txt"),
+        format!("{files:?}\ntotal {total} bytes gzipped (budget {PAYLOAD_BUDGET})\n"),
+    )?;
+    assert!(
+        total < PAYLOAD_BUDGET,
+        "the dashboard weighs {total} bytes gzipped: {files:?}"
+    );
+
+    // Unchanged: 304. Unknown: 404 as JSON, with the same strict headers.
+    let first = get("/assets/app.js", true).await?;
+    let etag = first.headers()["etag"].clone();
+    let again = http
+        .get(format!("{}/assets/app.js", stack.api_url))
+        .header("accept-encoding", "gzip")
+        .header("if-none-match", etag)
+        .send()
+        .await?;
+    assert_eq!(again.status(), 304);
+    let missing = get("/assets/nothing.js", false).await?;
+    assert_eq!(missing.status(), 404);
+    assert!(missing.headers().contains_key("content-security-policy"));
+    assert_eq!(get("/assets/index.html", false).await?.status(), 404);
+    // The pages need no key; the data behind them still does.
+    assert_eq!(get("/docs", false).await?.status(), 200);
+    assert_eq!(get("/api/v1/currencies", false).await?.status(), 401);
+    Ok(())
+}
