@@ -36,11 +36,19 @@ pub struct Config {
         default_value = "ratewire-projector"
     )]
     pub group_id: String,
-    /// Which partitions this instance folds: `all`, `slice:I/N` (those whose
-    /// number modulo N is I), or a comma-separated list
-    /// such as `0,2` to split a topic between instances explicitly.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "all", value_parser = parse_partitions)]
+    /// Which partitions this instance folds: `auto` (live instances share
+    /// them through leases in Postgres, see `leases`), or by hand: `all`,
+    /// `slice:I/N` (those whose number modulo N is I) or a comma-separated
+    /// list such as `0,2`. Do not mix `auto` instances with fixed ones on
+    /// one topic.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "auto", value_parser = parse_partitions)]
     pub partitions: Partitions,
+    /// With `auto`: seconds a partition lease lasts without renewal, so how
+    /// long a killed instance's partitions wait before another takes them
+    /// (plus one heartbeat, a third of this). A graceful stop hands them
+    /// over at once.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_LEASE_SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(3..=300))]
+    pub lease_secs: u64,
     /// Most messages applied in one Postgres transaction.
     #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max: u32,
@@ -89,6 +97,10 @@ impl Config {
         }
     }
 
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs)
+    }
+
     pub fn batch_wait(&self) -> Duration {
         Duration::from_millis(self.batch_wait_ms)
     }
@@ -96,6 +108,8 @@ impl Config {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Partitions {
+    /// Shared with the other live instances through leases.
+    Auto,
     All,
     Only(Vec<i32>),
     /// Every partition whose number modulo `of` is `index`: replicas that
@@ -110,7 +124,7 @@ pub enum Partitions {
 impl Partitions {
     pub fn includes(&self, partition: i32) -> bool {
         match self {
-            Partitions::All => true,
+            Partitions::Auto | Partitions::All => true,
             Partitions::Only(list) => list.contains(&partition),
             Partitions::Slice { index, of } => {
                 u32::try_from(partition).is_ok_and(|p| p % of == *index)
@@ -120,8 +134,10 @@ impl Partitions {
 }
 
 fn parse_partitions(s: &str) -> Result<Partitions, String> {
-    if s.trim() == "all" {
-        return Ok(Partitions::All);
+    match s.trim() {
+        "auto" => return Ok(Partitions::Auto),
+        "all" => return Ok(Partitions::All),
+        _ => {}
     }
     if let Some(slice) = s.trim().strip_prefix("slice:") {
         let parsed = slice
@@ -141,7 +157,7 @@ fn parse_partitions(s: &str) -> Result<Partitions, String> {
         .filter(|l| !l.is_empty())
         .ok_or_else(|| {
             format!(
-                "expected `all`, `slice:I/N` or a list of partition numbers like `0,1`, got {s:?}"
+                "expected `auto`, `all`, `slice:I/N` or a list of partition numbers like `0,1`, got {s:?}"
             )
         })?;
     Ok(Partitions::Only(list))
@@ -154,6 +170,7 @@ mod tests {
     #[test]
     fn partitions_are_all_or_a_list() {
         assert_eq!(parse_partitions("all"), Ok(Partitions::All));
+        assert_eq!(parse_partitions("auto"), Ok(Partitions::Auto));
         assert_eq!(parse_partitions("0, 2"), Ok(Partitions::Only(vec![0, 2])));
         assert!(parse_partitions("").is_err());
         assert!(parse_partitions("-1").is_err());

@@ -4,9 +4,10 @@
 //! The projector assigns its partitions itself instead of subscribing to a
 //! consumer group: the authoritative positions are in Postgres, so there is
 //! nothing for a group coordinator to add, and explicit assignment works the
-//! same on every Kafka-compatible broker. Several instances split a topic with
+//! same on every Kafka-compatible broker. Several instances share a topic
+//! through leases ([`crate::leases`]), or split it by hand with
 //! `RATEWIRE_PROJECTOR_PARTITIONS`; the row lock on each partition's offset
-//! (see `fold`) keeps an accidental overlap from applying anything twice.
+//! (see `fold`) keeps an overlap from applying anything twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,22 @@ pub async fn owned_partitions(
     topic: &str,
     owned: &Partitions,
 ) -> Result<Vec<i32>> {
+    let partitions: Vec<i32> = topic_partitions(consumer, topic)
+        .await?
+        .into_iter()
+        .filter(|p| owned.includes(*p))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::Config(format!(
+            "topic {topic} has none of the configured partitions yet"
+        )));
+    }
+    Ok(partitions)
+}
+
+/// Every partition of the topic, as the broker lists them now; an error
+/// while the topic does not exist.
+pub async fn topic_partitions(consumer: &Arc<StreamConsumer>, topic: &str) -> Result<Vec<i32>> {
     let c = Arc::clone(consumer);
     let name = topic.to_owned();
     let metadata =
@@ -54,15 +71,11 @@ pub async fn owned_partitions(
     if let Some(err) = topic_md.error() {
         return Err(Error::Config(format!("topic {topic}: {err:?}")));
     }
-    let partitions: Vec<i32> = topic_md
-        .partitions()
-        .iter()
-        .map(|p| p.id())
-        .filter(|p| owned.includes(*p))
-        .collect();
+    let mut partitions: Vec<i32> = topic_md.partitions().iter().map(|p| p.id()).collect();
+    partitions.sort_unstable();
     if partitions.is_empty() {
         return Err(Error::Config(format!(
-            "topic {topic} has none of the configured partitions yet"
+            "topic {topic} has no partitions yet"
         )));
     }
     Ok(partitions)

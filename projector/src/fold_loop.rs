@@ -23,6 +23,7 @@ use crate::consumer;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
 use crate::http::Status;
+use crate::leases::Ownership;
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
 use crate::{aggregates, retention};
@@ -69,6 +70,10 @@ pub struct FoldLoop {
     continuity: Continuity,
     /// When the unresolved dead letters were last counted.
     dead_letters_counted: Option<Instant>,
+    /// The partitions the consumer is assigned.
+    partitions: Vec<i32>,
+    /// With `auto`: what the leases allow, and where to say what is read.
+    ownership: Option<Ownership>,
 }
 
 impl FoldLoop {
@@ -80,6 +85,7 @@ impl FoldLoop {
         redis: ::redis::aio::ConnectionManager,
         consumer: Arc<StreamConsumer>,
         status: Arc<Status>,
+        ownership: Option<Ownership>,
         shutdown: &CancellationToken,
     ) -> Result<Self> {
         let schema = config.read_model.read_schema.clone();
@@ -107,6 +113,8 @@ impl FoldLoop {
             retention: None,
             continuity,
             dead_letters_counted: None,
+            partitions: Vec::new(),
+            ownership,
         })
     }
 
@@ -152,13 +160,30 @@ impl FoldLoop {
         // also starts without it and writes the views when it comes).
         let _ = ratewire_readmodel::redis::require_version(self.redis.clone()).await;
         let topic = self.config.topic.clone();
-        let Some(partitions) = retry("finding the topic's partitions", shutdown, || {
-            consumer::owned_partitions(&self.consumer, &topic, &self.config.partitions)
-        })
-        .await
-        else {
-            return Ok(());
+        // With leases the partitions come and go (from none at start); by
+        // hand they are found once.
+        let mut desired = self.ownership.as_ref().map(|o| o.desired.clone());
+        self.partitions = match desired.as_mut() {
+            Some(desired) => {
+                // Not consuming (nor ready) before the first lease round.
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    changed = desired.changed() => if changed.is_err() { return Ok(()) },
+                }
+                desired.borrow_and_update().iter().copied().collect()
+            }
+            None => {
+                let Some(partitions) = retry("finding the topic's partitions", shutdown, || {
+                    consumer::owned_partitions(&self.consumer, &topic, &self.config.partitions)
+                })
+                .await
+                else {
+                    return Ok(());
+                };
+                partitions
+            }
         };
+        let partitions = self.partitions.clone();
         let Some(positions) = retry("reading stored offsets", shutdown, || {
             fold::positions(&pool, &topic, &partitions)
         })
@@ -172,7 +197,7 @@ impl FoldLoop {
             ?positions,
             "assigned partitions at their stored offsets"
         );
-        self.progress.lock().expect("progress lock").positions = positions;
+        self.assigned(positions);
         self.maintain_views().await;
         self.status.consuming.store(true, Ordering::Relaxed);
         let reporter = tokio::spawn(report_progress(
@@ -198,12 +223,22 @@ impl FoldLoop {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                changed = lease_change(&mut desired) => {
+                    match changed {
+                        Some(wanted) => {
+                            self.partitions = wanted;
+                            reassign = !self.reassign().await;
+                        }
+                        // The lease task is gone (shutting down).
+                        None => desired = None,
+                    }
+                }
                 _ = tick.tick() => {
                     if self.follow_switch().await {
                         reassign = true;
                     }
                     if reassign {
-                        reassign = !self.reassign(&partitions).await;
+                        reassign = !self.reassign().await;
                     }
                     self.maintain_views().await;
                     self.schedule_retention();
@@ -308,10 +343,11 @@ impl FoldLoop {
 
     /// Starts the owned partitions again at their stored offsets; false
     /// when that failed (tried again on the next tick).
-    async fn reassign(&mut self, partitions: &[i32]) -> bool {
+    async fn reassign(&mut self) -> bool {
         let topic = self.config.topic.clone();
+        let partitions = self.partitions.clone();
         let assigned = async {
-            let positions = fold::positions(&self.pool, &topic, partitions).await?;
+            let positions = fold::positions(&self.pool, &topic, &partitions).await?;
             let positions = self.skip_deleted(positions).await?;
             consumer::assign(&self.consumer, &topic, &positions)?;
             Ok::<_, crate::Error>(positions)
@@ -320,13 +356,33 @@ impl FoldLoop {
         match assigned {
             Ok(positions) => {
                 info!(?positions, "partitions re-assigned at their stored offsets");
-                self.progress.lock().expect("progress lock").positions = positions;
+                self.assigned(positions);
                 true
             }
             Err(e) => {
                 warn!(error = %e, "re-assigning partitions failed; will retry");
                 false
             }
+        }
+    }
+
+    /// Records what the consumer now reads: for the lag report, /readyz,
+    /// and the lease task (which releases a partition only once it is no
+    /// longer read here).
+    fn assigned(&mut self, positions: std::collections::BTreeMap<i32, i64>) {
+        let now: std::collections::BTreeSet<i32> = positions.keys().copied().collect();
+        {
+            let mut progress = self.progress.lock().expect("progress lock");
+            for gone in progress.positions.keys().filter(|p| !now.contains(p)) {
+                // Its new owner reports its lag.
+                metrics::gauge!("ratewire_projector_consumer_lag", "partition" => gone.to_string())
+                    .set(0.0);
+            }
+            progress.positions = positions;
+        }
+        *self.status.partitions.lock().expect("status lock") = now.iter().copied().collect();
+        if let Some(ownership) = &self.ownership {
+            ownership.assigned.send_replace(now);
         }
     }
 
@@ -360,7 +416,22 @@ impl FoldLoop {
     /// pauses meanwhile). False if shutdown came first: the batch is then
     /// unapplied and its offsets unmoved, so the next start reads it again.
     async fn apply(&mut self, batch: &[Incoming], shutdown: &CancellationToken) -> Applied {
-        let first = &batch[0];
+        // Messages taken before a partition was given up are its new
+        // owner's to apply.
+        let kept: Vec<Incoming>;
+        let batch = if batch.iter().all(|m| self.partitions.contains(&m.partition)) {
+            batch
+        } else {
+            kept = batch
+                .iter()
+                .filter(|m| self.partitions.contains(&m.partition))
+                .cloned()
+                .collect();
+            &kept[..]
+        };
+        let Some(first) = batch.first() else {
+            return Applied::Done;
+        };
         let span = info_span!(
             "batch",
             size = batch.len(),
@@ -501,6 +572,20 @@ impl FoldLoop {
             }
         }
         self.schedule_aggregates();
+    }
+}
+
+/// The next set of partitions the leases allow (`None` once the lease task
+/// is gone); never resolves without leases.
+async fn lease_change(
+    desired: &mut Option<tokio::sync::watch::Receiver<std::collections::BTreeSet<i32>>>,
+) -> Option<Vec<i32>> {
+    match desired {
+        Some(desired) => match desired.changed().await {
+            Ok(()) => Some(desired.borrow_and_update().iter().copied().collect()),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
     }
 }
 

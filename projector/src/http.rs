@@ -11,7 +11,7 @@ use ratewire_service::readiness::healthz;
 use serde_json::json;
 use sqlx::PgPool;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What /readyz reports besides the live dependency checks.
 #[derive(Debug)]
@@ -23,6 +23,10 @@ pub struct Status {
     pub lag: AtomicI64,
     /// The most lag that still counts as ready.
     pub ready_lag: u64,
+    /// The partitions this instance reads now.
+    pub partitions: Mutex<Vec<i32>>,
+    /// Its member id, when it shares partitions through leases.
+    pub member: OnceLock<String>,
 }
 
 impl Status {
@@ -31,6 +35,8 @@ impl Status {
             consuming: AtomicBool::new(false),
             lag: AtomicI64::new(-1),
             ready_lag,
+            partitions: Mutex::default(),
+            member: OnceLock::new(),
         }
     }
 }
@@ -70,6 +76,8 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, Json<serde_jso
             "status": if ready { "ready" } else { "not ready" },
             "postgres": postgres, "redis": redis, "consuming": consuming,
             "lag": (lag >= 0).then_some(lag), "caughtUp": caught_up,
+            "partitions": *state.status.partitions.lock().expect("status lock"),
+            "member": state.status.member.get(),
         })),
     )
 }

@@ -5,7 +5,8 @@
 //! - [`app`] is the process: the health listener and the [`fold_loop`]
 //!   beside it;
 //! - [`consumer`] takes messages from the topic in per-partition order and
-//!   hands them over in bounded batches;
+//!   hands them over in bounded batches; [`leases`] shares the partitions
+//!   among the live instances;
 //! - [`fold`] applies a batch to Postgres in one transaction, together with
 //!   the consumed offsets (exactly-once in effect: a crash before commit
 //!   re-reads the batch, a crash after it finds the offsets already moved);
@@ -35,6 +36,7 @@ pub mod error;
 pub mod fold;
 pub mod fold_loop;
 pub mod http;
+pub mod leases;
 pub mod metrics;
 pub mod rebuild;
 pub mod redis_views;

@@ -175,32 +175,6 @@ fn text(value: &Value) -> String {
     }
 }
 
-/// The partitions of `slice:I/N` values must be exactly 0..N-1, once each.
-fn assert_slices_cover(slices: &[String], context: &str) {
-    let parsed: Vec<(u32, u32)> = slices
-        .iter()
-        .map(|s| {
-            let (i, n) = s
-                .strip_prefix("slice:")
-                .and_then(|r| r.split_once('/'))
-                .unwrap_or_else(|| panic!("{context}: {s} is not slice:I/N"));
-            (i.parse().unwrap(), n.parse().unwrap())
-        })
-        .collect();
-    let count = parsed[0].1;
-    assert!(
-        parsed.iter().all(|(_, n)| *n == count),
-        "{context}: one N for all slices"
-    );
-    let indexes: BTreeSet<u32> = parsed.iter().map(|(i, _)| *i).collect();
-    assert_eq!(
-        indexes,
-        (0..count).collect::<BTreeSet<_>>(),
-        "{context}: every slice folded once"
-    );
-    assert_eq!(parsed.len() as u32, count, "{context}: no slice twice");
-}
-
 #[test]
 fn the_code_defaults_to_the_ports_the_files_use() {
     for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
@@ -289,7 +263,6 @@ fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
         .starts_with("apache/kafka"));
     let known = binaries();
     let mut started = BTreeMap::<String, usize>::new();
-    let mut slices = Vec::new();
     for (name, service) in services {
         let name = text(name);
         let Some(command) = service["command"].as_sequence() else {
@@ -326,13 +299,18 @@ fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
             }
         }
         if binary == "ratewire-projector" {
-            slices.push(text(&env["RATEWIRE_PROJECTOR_PARTITIONS"]));
+            assert_eq!(
+                env.get("RATEWIRE_PROJECTOR_PARTITIONS")
+                    .map(text)
+                    .as_deref(),
+                Some("auto"),
+                "{name}: projectors share the partitions by themselves"
+            );
         }
     }
     assert_eq!(started.get("ratewire-ingest"), Some(&1));
     assert!(started["ratewire-api"] >= 2, "several api replicas");
-    assert!(started["ratewire-projector"] >= 2, "several projectors");
-    assert_slices_cover(&slices, "compose projectors");
+    assert!(started["ratewire-projector"] >= 3, "three projectors");
 }
 
 #[test]
@@ -376,7 +354,6 @@ fn the_kubernetes_manifests_match_the_processes() {
         assert!(every_setting.contains(key), "shared setting {key} is read");
     }
 
-    let mut slices = Vec::new();
     let mut per_binary = BTreeMap::<String, Vec<String>>::new();
     for (name, deployment) in &deployments {
         let pod = &deployment["spec"]["template"];
@@ -453,16 +430,20 @@ fn the_kubernetes_manifests_match_the_processes() {
             }
         }
         if binary == "ratewire-projector" {
-            slices.push(env["RATEWIRE_PROJECTOR_PARTITIONS"].clone());
+            assert_eq!(
+                env.get("RATEWIRE_PROJECTOR_PARTITIONS").map(String::as_str),
+                Some("auto"),
+                "{name}: projectors share the partitions by themselves"
+            );
         }
     }
     for binary in ["ratewire-api", "ratewire-ingest", "ratewire-projector"] {
-        assert!(
-            per_binary.contains_key(binary),
-            "a Deployment runs {binary}"
+        assert_eq!(
+            per_binary.get(binary).map(Vec::len),
+            Some(1),
+            "one Deployment runs {binary}, scaled by its replicas"
         );
     }
-    assert_slices_cover(&slices, "kubernetes projectors");
 
     let mut exposed = BTreeSet::new();
     for service in &services {
@@ -523,13 +504,41 @@ fn the_kubernetes_manifests_match_the_processes() {
         );
     }
 
-    assert_eq!(autoscalers.len(), 1);
-    let target = &autoscalers[0]["spec"]["scaleTargetRef"];
-    assert_eq!(target["kind"].as_str(), Some("Deployment"));
-    let scaled = &deployments[&text(&target["name"])];
+    let mut scaled = BTreeMap::new();
+    for autoscaler in &autoscalers {
+        let target = &autoscaler["spec"]["scaleTargetRef"];
+        assert_eq!(target["kind"].as_str(), Some("Deployment"));
+        let deployment = &deployments[&text(&target["name"])];
+        let binary = text(&deployment["spec"]["template"]["spec"]["containers"][0]["command"][0]);
+        scaled.insert(binary, autoscaler);
+    }
     assert_eq!(
-        text(&scaled["spec"]["template"]["spec"]["containers"][0]["command"][0]),
-        "ratewire-api",
-        "the autoscaler scales the api"
+        scaled.keys().cloned().collect::<Vec<_>>(),
+        ["ratewire-api", "ratewire-projector"],
+        "autoscalers for the api and the projectors"
+    );
+    // The projectors scale on lag, never past one per partition.
+    let projectors = &scaled["ratewire-projector"]["spec"];
+    let metric = &projectors["metrics"][0];
+    assert!(
+        text(&metric[metric["type"].as_str().unwrap().to_lowercase().as_str()]["metric"]["name"])
+            .contains("lag"),
+        "the projector autoscaler follows the consumer lag"
+    );
+    let partitions: u64 = documents("deploy/k8s/ingest.yaml")
+        .iter()
+        .filter(|d| d["kind"].as_str() == Some("Deployment"))
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_sequence()
+                .unwrap()
+                .clone()
+        })
+        .find(|e| e["name"].as_str() == Some("RATEWIRE_TOPIC_PARTITIONS"))
+        .map(|e| text(&e["value"]).parse().unwrap())
+        .expect("ingest creates the topic with a partition count");
+    assert!(
+        projectors["maxReplicas"].as_u64().unwrap() <= partitions,
+        "no more projectors than partitions"
     );
 }
