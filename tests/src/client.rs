@@ -32,21 +32,7 @@ impl Stack {
                 let (http, ingest) = (http.clone(), ingest.clone());
                 async move {
                     for i in 0..boards {
-                        let as_of = (base + chrono::Duration::seconds(i as i64))
-                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-                        let rates: Vec<String> = STREAM_CURRENCIES
-                            .iter()
-                            .take(currencies)
-                            .enumerate()
-                            .map(|(c, code)| {
-                                let buying = 100 + (bank as usize * 7 + i * 3 + c) % 50;
-                                format!(
-                                    r#"{{"currency":"{code}","cashBuying":{buying}.25,"cashSelling":{}.75}}"#,
-                                    buying + 2
-                                )
-                            })
-                            .collect();
-                        let body = format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","));
+                        let body = stream_board(base, bank, i, currencies);
                         push_until_accepted(&http, &ingest, bank, &token, &format!("s-{i}"), body)
                             .await?;
                     }
@@ -55,6 +41,71 @@ impl Stack {
             });
             let done = futures_util::future::try_join_all(pushes).await?;
             Ok(done.into_iter().sum())
+        })
+    }
+
+    /// Publishes boards for `banks` in turn at a steady `per_second` (the
+    /// pushes run concurrently, so a slow answer does not slow the pace)
+    /// until `stop` is cancelled; the task yields the number accepted.
+    /// Pushes are retried as [`Stack::spawn_stream`] does.
+    pub fn spawn_paced_stream(
+        &self,
+        banks: Vec<(i64, String)>,
+        per_second: u32,
+        currencies: usize,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<usize>> {
+        let http = self.http.clone();
+        let ingest = self.ingest_url.clone();
+        tokio::spawn(async move {
+            let base = chrono::Utc::now() - chrono::Duration::days(2);
+            let mut tick = tokio::time::interval(Duration::from_secs(1) / per_second);
+            // A bank's boards go one at a time, in order: each bank has its
+            // own queue of pushes.
+            let (queues, workers): (Vec<_>, Vec<_>) = banks
+                .into_iter()
+                .map(|(bank, token)| {
+                    let (tx, mut rx) = tokio::sync::mpsc::channel::<usize>(10_000);
+                    let (http, ingest) = (http.clone(), ingest.clone());
+                    let worker = tokio::spawn(async move {
+                        let mut accepted = 0usize;
+                        while let Some(i) = rx.recv().await {
+                            let body = stream_board(base, bank, i, currencies);
+                            push_until_accepted(
+                                &http,
+                                &ingest,
+                                bank,
+                                &token,
+                                &format!("p-{i}"),
+                                body,
+                            )
+                            .await?;
+                            accepted += 1;
+                        }
+                        anyhow::Ok(accepted)
+                    });
+                    (tx, worker)
+                })
+                .unzip();
+            let mut sent = 0usize;
+            while !stop.is_cancelled() {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let queue = &queues[sent % queues.len()];
+                queue
+                    .send(sent / queues.len())
+                    .await
+                    .context("a bank's pusher stopped")?;
+                sent += 1;
+            }
+            drop(queues);
+            let mut accepted = 0;
+            for worker in workers {
+                accepted += worker.await??;
+            }
+            Ok(accepted)
         })
     }
 
@@ -262,6 +313,31 @@ impl Stack {
 const STREAM_CURRENCIES: [&str; 10] = [
     "USD", "EUR", "GBP", "SAR", "AED", "CNY", "CHF", "JPY", "CAD", "KES",
 ];
+
+/// The stream's `i`th board of `bank`: as of `i` seconds after `base`,
+/// quoting the first `currencies` of the stream's currencies.
+fn stream_board(
+    base: chrono::DateTime<chrono::Utc>,
+    bank: i64,
+    i: usize,
+    currencies: usize,
+) -> String {
+    let as_of = (base + chrono::Duration::seconds(i as i64))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let rates: Vec<String> = STREAM_CURRENCIES
+        .iter()
+        .take(currencies)
+        .enumerate()
+        .map(|(c, code)| {
+            let buying = 100 + (bank as usize * 7 + i * 3 + c) % 50;
+            format!(
+                r#"{{"currency":"{code}","cashBuying":{buying}.25,"cashSelling":{}.75}}"#,
+                buying + 2
+            )
+        })
+        .collect();
+    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
+}
 
 /// Pushes a board until ingest accepts it (retrying 503s and lost
 /// connections with the same Idempotency-Key, for up to two minutes).
