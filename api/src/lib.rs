@@ -34,6 +34,7 @@ pub mod config;
 pub mod cors;
 pub mod db;
 pub mod error;
+pub mod fanout;
 pub mod gate;
 pub mod keys;
 pub mod limits;

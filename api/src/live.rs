@@ -5,10 +5,11 @@
 //! that writes the views, so an entry exists only once the REST views show
 //! it. Each API instance follows that stream with one blocking read, reads
 //! the views an entry names once, encodes them as server-sent events once
-//! per variant, and fans the frames out to its subscribers in log order
-//! through a broadcast channel: the API stays stateless (any instance can
-//! serve any subscriber, a restarted one resumes from Redis), and the cost
-//! of an event does not grow with its subscribers beyond a pointer copy.
+//! per variant, and offers the frames in log order to the subscribers that
+//! follow its bank or currency ([`crate::fanout`]): the API stays stateless
+//! (any instance can serve any subscriber, a restarted one resumes from
+//! Redis), and an event costs a pointer copy per interested subscriber,
+//! nothing for the others.
 //!
 //! Why Redis and not the topic: the views are in Redis, an entry is written
 //! atomically with them (a subscriber reacting with a GET sees at least
@@ -25,10 +26,10 @@ use ratewire_readmodel::views::RatesVariant;
 use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::fanout::{Fanout, Interest, Subscriber};
 use crate::read_model::ReadModels;
 
 /// Entries read per blocking read.
@@ -362,10 +363,10 @@ fn codes_of(body: &[u8]) -> Vec<CurrencyCode> {
 }
 
 /// The fan-out: one task follows the changes stream; subscribers receive
-/// its deliveries.
+/// the deliveries they follow.
 #[derive(Clone)]
 pub struct Relay {
-    sender: broadcast::Sender<Arc<Delivery>>,
+    fanout: Arc<Fanout>,
     pub reader: Reader,
 }
 
@@ -373,16 +374,18 @@ impl Relay {
     /// A relay whose subscribers may fall `behind_at_most` deliveries
     /// behind before they are dropped.
     pub fn new(reader: Reader, behind_at_most: usize) -> Self {
-        let (sender, _) = broadcast::channel(behind_at_most);
-        Self { sender, reader }
+        Self {
+            fanout: Fanout::new(behind_at_most),
+            reader,
+        }
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Delivery>> {
-        self.sender.subscribe()
+    pub fn subscribe(&self, interest: Interest) -> Subscriber {
+        self.fanout.subscribe(interest)
     }
 
     pub fn subscribers(&self) -> usize {
-        self.sender.receiver_count()
+        self.fanout.subscribers()
     }
 
     /// Follows the active generation's changes stream until shutdown, with
@@ -407,7 +410,7 @@ impl Relay {
                     Ok(newest) => {
                         if following.is_some() {
                             info!("the changes stream moved to another generation; subscribers start again");
-                            let _ = self.sender.send(Arc::new(Delivery::Reset));
+                            self.fanout.send(Delivery::Reset);
                         }
                         following = Some((key.clone(), newest));
                         newest
@@ -470,8 +473,7 @@ impl Relay {
                     metrics::counter!("ratewire_api_stream_changes_total")
                         .increment(deliveries.len() as u64);
                     for delivery in deliveries {
-                        // No subscriber: nothing to do.
-                        let _ = self.sender.send(Arc::new(delivery));
+                        self.fanout.send(delivery);
                     }
                     following = Some((key, last));
                 }

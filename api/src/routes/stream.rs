@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -31,11 +30,11 @@ use axum::{Extension, Router};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
+use crate::fanout::{Ended, Interest, Subscriber};
 use crate::gate::Identified;
 use crate::live::{frame, variant_index, Change, Delivery, Position, Relay};
 use crate::query::{Checker, Params};
@@ -104,6 +103,16 @@ impl Filter {
         self.best && (self.currencies.is_empty() || self.currencies.contains(&currency))
     }
 
+    /// What the fan-out lists this subscriber under.
+    fn interest(&self) -> Interest {
+        Interest {
+            boards: self.boards,
+            banks: self.banks.clone(),
+            best: self.best,
+            currencies: self.currencies.clone(),
+        }
+    }
+
     /// The frame of `delivery` this subscriber gets, if any.
     fn frame_of(&self, delivery: &Delivery) -> Option<(Position, Bytes)> {
         match delivery {
@@ -165,7 +174,7 @@ pub async fn stream(
     let relay = state.relay.clone();
     // Subscribed before anything is read, so nothing falls between the
     // catching up and the live deliveries (duplicates are skipped by id).
-    let live = relay.subscribe();
+    let live = relay.subscribe(filter.interest());
     let views = state.read.current().views.clone();
     let last_event_id = headers
         .get("last-event-id")
@@ -303,7 +312,7 @@ async fn snapshot_frames(
 /// One subscriber's stream.
 struct Subscription {
     pending: VecDeque<Bytes>,
-    live: broadcast::Receiver<Arc<Delivery>>,
+    live: Subscriber,
     filter: Filter,
     /// The position of the last event sent: deliveries at or before it
     /// were sent already (or are older than what was).
@@ -333,12 +342,12 @@ impl Subscription {
                 }
                 received = self.live.recv() => match received {
                     Ok(delivery) => self.take(&delivery).await,
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    Err(Ended::Behind) => {
                         metrics::counter!("ratewire_api_stream_dropped_total").increment(1);
-                        tracing::debug!(missed, "a live subscriber fell behind; dropping it");
+                        tracing::debug!("a live subscriber fell behind; dropping it");
                         self.end(r#"{"reason":"the client did not keep up with the events; reconnect with Last-Event-ID to resume"}"#);
                     }
-                    Err(broadcast::error::RecvError::Closed) => {
+                    Err(Ended::Closed) => {
                         self.end(r#"{"reason":"the server is stopping; reconnect with Last-Event-ID to resume"}"#);
                     }
                 },
