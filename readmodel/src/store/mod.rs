@@ -16,7 +16,7 @@ pub use banks::{
 pub use best::{best_entry, best_picks, best_rates, best_rates_from};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
-pub use range::{best_at, records_at, records_between};
+pub use range::{best_at, records_at, records_between, Best};
 pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,
