@@ -92,7 +92,10 @@ async fn members_split_evenly_hand_over_and_pick_up_new_partitions() -> anyhow::
     assert_eq!(giving.keep.len(), 3);
     assert_eq!(giving.revoking.len(), 3, "still read, so not yet released");
     assert!(giving.released.is_empty());
-    assert!(b.beat(&six).await?.keep.is_empty(), "revoked but not released");
+    assert!(
+        b.beat(&six).await?.keep.is_empty(),
+        "revoked but not released"
+    );
     // The fold lets go; the next round releases them.
     a.held = giving.keep.clone();
     let released = a.beat(&six).await?;
