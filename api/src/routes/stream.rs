@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -30,7 +31,7 @@ use axum::{Extension, Router};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::auth::ApiKey;
 use crate::error::{Error, Result};
@@ -203,7 +204,7 @@ pub async fn stream(
         views,
         read: state.read.clone(),
         ended: false,
-        shutdown: state.shutdown.clone(),
+        shutdown: Box::pin(state.shutdown.clone().cancelled_owned()),
         _slot: slot,
     };
     let body = futures_util::stream::unfold(subscription, |mut s| async move {
@@ -322,7 +323,9 @@ struct Subscription {
     views: Keys,
     read: ReadModels,
     ended: bool,
-    shutdown: CancellationToken,
+    /// Kept across polls: a fresh wait each poll would register with the
+    /// token anew, under a lock every subscriber shares.
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     _slot: Slot,
 }
 
@@ -337,7 +340,7 @@ impl Subscription {
             }
             tokio::select! {
                 biased;
-                _ = self.shutdown.cancelled() => {
+                _ = &mut self.shutdown => {
                     self.end(r#"{"reason":"the server is stopping; reconnect with Last-Event-ID to resume"}"#);
                 }
                 received = self.live.recv() => match received {
