@@ -96,6 +96,11 @@ async fn subscribe(address: String, key: String, bank: u64, seen: mpsc::Unbounde
             .await?;
         let mut buffer = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 16 * 1024];
+        let frame_end = memchr::memmem::Finder::new(b"\n\n");
+        let value = memchr::memmem::Finder::new(b"\"cashBuying\":");
+        // Where the search for a frame's end goes on from: what was
+        // searched already holds none.
+        let mut searched = 0;
         loop {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
@@ -104,17 +109,18 @@ async fn subscribe(address: String, key: String, bank: u64, seen: mpsc::Unbounde
             buffer.extend_from_slice(&chunk[..n]);
             // Each frame ends with a blank line; the number follows the
             // first "cashBuying":.
-            while let Some(end) = find(&buffer, b"\n\n") {
-                let frame = &buffer[..end];
-                if let Some(at) = find(frame, b"\"cashBuying\":") {
-                    let digits: Vec<u8> = frame[at + 13..]
+            let mut start = 0;
+            while let Some(end) = frame_end.find(&buffer[searched..]).map(|e| searched + e) {
+                let frame = &buffer[start..end];
+                if let Some(at) = value.find(frame) {
+                    let digits = &frame[at + 13..];
+                    let digits = &digits[..digits
                         .iter()
-                        .take_while(|b| b.is_ascii_digit())
-                        .copied()
-                        .collect();
+                        .position(|b| !b.is_ascii_digit())
+                        .unwrap_or(digits.len())];
                     // A snapshot's board from before the run reads as
                     // no push of ours.
-                    if let Some(n) = std::str::from_utf8(&digits)
+                    if let Some(n) = std::str::from_utf8(digits)
                         .ok()
                         .and_then(|d| d.parse::<u64>().ok())
                         .and_then(|value| value.checked_sub(1000))
@@ -122,16 +128,16 @@ async fn subscribe(address: String, key: String, bank: u64, seen: mpsc::Unbounde
                         let _ = seen.send(Seen::Received(n, Instant::now()));
                     }
                 }
-                buffer.drain(..end + 2);
+                start = end + 2;
+                searched = start;
             }
+            buffer.drain(..start);
+            // The last byte may be the first half of a frame's end.
+            searched = buffer.len().saturating_sub(1);
         }
     };
     let _ = run.await;
     let _ = seen.send(Seen::Lost);
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 fn board(n: u64, currencies: usize) -> String {

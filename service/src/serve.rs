@@ -287,6 +287,11 @@ async fn accept(
                 }
             },
         };
+        // Responses are written whole per flush; a stream's events must
+        // not wait for the client's delayed ACK of the previous one.
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(listener = name, %peer, error = %e, "could not set TCP_NODELAY");
+        }
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
