@@ -279,9 +279,14 @@ function renderConverterCurrencies() {
 async function convert(event) {
   event?.preventDefault();
   const amount = $('#amount').value;
+  const table = $('#conversions');
+  // Before any board quotes a currency there is nothing to convert from.
+  if (!$('#from').value || !$('#to').value) {
+    table.hidden = true;
+    return;
+  }
   const query = new URLSearchParams({ from: $('#from').value, to: $('#to').value, amount });
   if ($('#transactional').checked) query.set('transactional', 'true');
-  const table = $('#conversions');
   let body;
   try {
     body = await get(`/api/v1/convert?${query}`);
