@@ -135,15 +135,20 @@ pub async fn bank_views_at(
     Ok((Some(version), views))
 }
 
-/// Views of every active bank, in id order.
-pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
+/// The ids of every active bank, in id order.
+pub async fn active_bank_ids(pool: &sqlx::PgPool) -> Result<Vec<BankId>> {
     let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
         .fetch_all(pool)
         .await?;
-    let ids: Vec<BankId> = ids
+    Ok(ids
         .into_iter()
         .filter_map(|id| BankId::new(id).ok())
-        .collect();
+        .collect())
+}
+
+/// Views of every active bank, in id order.
+pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
+    let ids = active_bank_ids(pool).await?;
     Ok(bank_views(pool, &ids)
         .await?
         .into_iter()

@@ -88,13 +88,7 @@ pub async fn best_at(
     field: Field,
     instants: &[DateTime<Utc>],
 ) -> Result<Vec<(DateTime<Utc>, Best)>> {
-    let active: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
-        .fetch_all(pool)
-        .await?;
-    let banks: Vec<BankId> = active
-        .into_iter()
-        .filter_map(|id| BankId::new(id).ok())
-        .collect();
+    let banks = super::banks::active_bank_ids(pool).await?;
     let in_force = in_force_at(pool, &banks, code, instants).await?;
     let mut best: Vec<Best> = vec![None; instants.len()];
     for bank in &banks {
