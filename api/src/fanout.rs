@@ -13,6 +13,7 @@
 //! then learns it was dropped ([`Ended::Behind`]).
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -64,29 +65,51 @@ impl Lists {
             return;
         };
         if interest.boards {
-            if interest.banks.is_empty() {
-                self.boards_any.remove(&id);
-            }
-            for bank in &interest.banks {
-                remove_from(&mut self.boards_of, bank, id);
-            }
+            delist(
+                &mut self.boards_any,
+                &mut self.boards_of,
+                &interest.banks,
+                id,
+            );
         }
         if interest.best {
-            if interest.currencies.is_empty() {
-                self.best_any.remove(&id);
-            }
-            for currency in &interest.currencies {
-                remove_from(&mut self.best_of, currency, id);
-            }
+            delist(
+                &mut self.best_any,
+                &mut self.best_of,
+                &interest.currencies,
+                id,
+            );
         }
     }
 }
 
-fn remove_from<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Listed>, key: &K, id: u64) {
-    if let Some(listed) = map.get_mut(key) {
-        listed.remove(&id);
-        if listed.is_empty() {
-            map.remove(key);
+/// Lists `route` under each of `keys`, or under any when there are none.
+fn enlist<K: Hash + Eq + Copy>(
+    any: &mut Listed,
+    of: &mut HashMap<K, Listed>,
+    keys: &[K],
+    id: u64,
+    route: &Arc<Route>,
+) {
+    if keys.is_empty() {
+        any.insert(id, Arc::clone(route));
+    }
+    for key in keys {
+        of.entry(*key).or_default().insert(id, Arc::clone(route));
+    }
+}
+
+/// Undoes [`enlist`], dropping lists left empty.
+fn delist<K: Hash + Eq>(any: &mut Listed, of: &mut HashMap<K, Listed>, keys: &[K], id: u64) {
+    if keys.is_empty() {
+        any.remove(&id);
+    }
+    for key in keys {
+        if let Some(listed) = of.get_mut(key) {
+            listed.remove(&id);
+            if listed.is_empty() {
+                of.remove(key);
+            }
         }
     }
 }
@@ -118,30 +141,25 @@ impl Fanout {
             behind: Arc::clone(&behind),
         });
         {
-            let mut lists = self.lists.lock().expect("fanout lock");
+            let mut guard = self.lists.lock().expect("fanout lock");
+            let lists = &mut *guard;
             if interest.boards {
-                if interest.banks.is_empty() {
-                    lists.boards_any.insert(id, Arc::clone(&route));
-                }
-                for bank in &interest.banks {
-                    lists
-                        .boards_of
-                        .entry(*bank)
-                        .or_default()
-                        .insert(id, Arc::clone(&route));
-                }
+                enlist(
+                    &mut lists.boards_any,
+                    &mut lists.boards_of,
+                    &interest.banks,
+                    id,
+                    &route,
+                );
             }
             if interest.best {
-                if interest.currencies.is_empty() {
-                    lists.best_any.insert(id, Arc::clone(&route));
-                }
-                for currency in &interest.currencies {
-                    lists
-                        .best_of
-                        .entry(*currency)
-                        .or_default()
-                        .insert(id, Arc::clone(&route));
-                }
+                enlist(
+                    &mut lists.best_any,
+                    &mut lists.best_of,
+                    &interest.currencies,
+                    id,
+                    &route,
+                );
             }
             lists.every.insert(id, (route, interest));
         }
