@@ -153,6 +153,17 @@ impl Stack {
         &self.http
     }
 
+    /// GET `url` (any process's endpoint) as JSON; `None` while it does not
+    /// answer with JSON, for polling.
+    pub async fn json_at(&self, url: &str) -> Option<Value> {
+        self.http.get(url).send().await.ok()?.json().await.ok()
+    }
+
+    /// GET `url` as text; `None` while it does not answer, for polling.
+    pub async fn text_at(&self, url: &str) -> Option<String> {
+        self.http.get(url).send().await.ok()?.text().await.ok()
+    }
+
     /// Registers a bank through the operator endpoint; returns its id.
     pub async fn register_bank(&self, code: &str, name: &str) -> Result<i64> {
         let response = self

@@ -50,14 +50,8 @@ async fn bad_messages_are_dead_lettered_counted_and_never_stop_the_partition() -
 
     let metrics = eventually("the gauges reported", Duration::from_secs(5), || async {
         let text = stack
-            .http()
-            .get(format!("{}/metrics", stack.projector_url))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
+            .text_at(&format!("{}/metrics", stack.projector_url))
+            .await?;
         (text.contains("ratewire_projector_consumer_lag{partition=")
             && text.contains("ratewire_projector_newest_event_age_seconds")
             && text.contains("ratewire_projector_dead_letters_unresolved 2"))

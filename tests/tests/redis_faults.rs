@@ -106,15 +106,7 @@ async fn a_hung_redis_neither_stalls_the_api_nor_lets_more_through() -> anyhow::
         "counting in redis again",
         Duration::from_secs(10),
         || async {
-            let ready: Value = stack
-                .http()
-                .get(format!("{}/readyz", stack.api_url))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let ready: Value = stack.json_at(&format!("{}/readyz", stack.api_url)).await?;
             (ready["status"] == "ready").then_some(())
         },
     )
@@ -207,15 +199,7 @@ async fn a_key_at_its_monthly_quota_stays_refused_through_a_redis_restart() -> a
     }
     stack.start_redis()?;
     eventually("redis counting again", VISIBLE_WITHIN, || async {
-        let ready: Value = stack
-            .http()
-            .get(format!("{}/readyz", stack.api_url))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let ready: Value = stack.json_at(&format!("{}/readyz", stack.api_url)).await?;
         (ready["status"] == "ready").then_some(())
     })
     .await?;

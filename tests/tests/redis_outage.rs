@@ -106,14 +106,8 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
             .ok()?
             .to_owned();
         let metrics = stack
-            .http()
-            .get(format!("{}/metrics", stack.api_operator_url))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
+            .text_at(&format!("{}/metrics", stack.api_operator_url))
+            .await?;
         let refused_by_redis = metrics.lines().any(|l| {
             l.starts_with("ratewire_api_limiter_decisions_total{")
                 && l.contains(r#"decision="rate_limited""#)

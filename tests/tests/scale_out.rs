@@ -40,15 +40,7 @@ impl Projector {
 
 /// What a projector's /readyz says it is and reads.
 async fn reads(stack: &Stack, projector: &Projector) -> Option<(String, BTreeSet<i32>)> {
-    let body: Value = stack
-        .http()
-        .get(format!("{}/readyz", projector.url))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let body: Value = stack.json_at(&format!("{}/readyz", projector.url)).await?;
     let member = body["member"].as_str()?.to_owned();
     let partitions = body["partitions"]
         .as_array()?
