@@ -34,6 +34,12 @@ pub struct Config {
     pub operators: Operators,
     #[command(flatten)]
     pub read_model: ReadModelSettings,
+    /// A Postgres replica (a hot standby of the primary) for /history and
+    /// the series; unset, they read the primary. Answers there may lag the
+    /// primary by the replica's replication delay; keys, usage and views
+    /// rendered while Redis is away stay on the primary.
+    #[arg(long, env = "RATEWIRE_READ_DATABASE_URL")]
+    pub read_database_url: Option<String>,
     /// Postgres schema for the API's own tables (keys).
     #[arg(long, env = "RATEWIRE_API_SCHEMA", default_value = "api", value_parser = parse_schema)]
     pub schema: String,

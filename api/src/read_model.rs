@@ -2,6 +2,7 @@
 //! and fallback) and its Redis views, swapped without a restart when a
 //! replay switches generations (see `ratewire_readmodel::generation`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +10,10 @@ use arc_swap::ArcSwap;
 use ratewire_readmodel::generation;
 use ratewire_readmodel::redis::Keys;
 use ratewire_service::periodic::every;
+use ratewire_service::postgres;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::error::Result;
@@ -21,13 +23,31 @@ pub struct ReadModel {
     pub schema: String,
     /// A pool whose `search_path` is the generation's schema.
     pub pool: PgPool,
+    /// A replica's pool on the same schema, when one is configured.
+    replica: Option<PgPool>,
+    replica_up: Arc<AtomicBool>,
     pub views: Keys,
+}
+
+impl ReadModel {
+    /// Where history and series are read: the replica while it answers its
+    /// probe, else the primary (a replica outage costs the primary some
+    /// reads, not the endpoints).
+    pub fn history(&self) -> &PgPool {
+        match &self.replica {
+            Some(replica) if self.replica_up.load(Ordering::Relaxed) => replica,
+            _ => &self.pool,
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct ReadModels {
     current: Arc<ArcSwap<ReadModel>>,
     database_url: String,
+    replica_url: Option<String>,
+    /// The replica answered its last probe (false until it first does).
+    replica_up: Arc<AtomicBool>,
     redis_prefix: String,
     control: String,
     default: String,
@@ -41,14 +61,19 @@ impl ReadModels {
     /// active generation.
     pub fn new(config: &Config) -> Result<Self> {
         let settings = &config.read_model;
+        let replica_up = Arc::new(AtomicBool::new(false));
         let initial = model(
             &config.common.database_url,
+            config.read_database_url.as_deref(),
+            &replica_up,
             &settings.redis_prefix,
             &settings.read_schema,
         )?;
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(initial)),
             database_url: config.common.database_url.clone(),
+            replica_url: config.read_database_url.clone(),
+            replica_up,
             redis_prefix: settings.redis_prefix.clone(),
             control: settings.control_schema.clone(),
             default: settings.read_schema.clone(),
@@ -69,10 +94,39 @@ impl ReadModels {
                 to = active,
                 "serving another read-model generation"
             );
-            let next = model(&self.database_url, &self.redis_prefix, &active)?;
+            let next = model(
+                &self.database_url,
+                self.replica_url.as_deref(),
+                &self.replica_up,
+                &self.redis_prefix,
+                &active,
+            )?;
             self.current.store(Arc::new(next));
         }
+        self.probe_replica().await;
         Ok(())
+    }
+
+    /// Whether a replica is configured, and if so whether it answers.
+    pub fn replica_up(&self) -> Option<bool> {
+        self.replica_url
+            .as_ref()
+            .map(|_| self.replica_up.load(Ordering::Relaxed))
+    }
+
+    async fn probe_replica(&self) {
+        let current = self.current();
+        let Some(replica) = &current.replica else {
+            return;
+        };
+        let up = postgres::ping(replica).await;
+        if self.replica_up.swap(up, Ordering::Relaxed) != up {
+            if up {
+                info!("the read replica answers; history and series read it");
+            } else {
+                warn!("the read replica does not answer; history and series read the primary");
+            }
+        }
     }
 
     /// Follows switches until shutdown.
@@ -87,10 +141,21 @@ impl ReadModels {
     }
 }
 
-fn model(database_url: &str, redis_prefix: &str, schema: &str) -> Result<ReadModel> {
+fn model(
+    database_url: &str,
+    replica_url: Option<&str>,
+    replica_up: &Arc<AtomicBool>,
+    redis_prefix: &str,
+    schema: &str,
+) -> Result<ReadModel> {
+    let replica = replica_url
+        .map(|url| ratewire_readmodel::db::pool(url, schema, 16))
+        .transpose()?;
     Ok(ReadModel {
         schema: schema.to_owned(),
         pool: ratewire_readmodel::db::pool(database_url, schema, 16)?,
+        replica,
+        replica_up: Arc::clone(replica_up),
         views: Keys::new(&generation::views_prefix(redis_prefix, schema)),
     })
 }

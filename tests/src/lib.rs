@@ -42,6 +42,11 @@ pub const DURABLE_BROKER: &str = "durable broker";
 /// A setting for [`Stack::start_with`]: the processes reach Postgres through
 /// a proxy the test may cut ([`Stack::postgres_down`]) and restore.
 pub const POSTGRES_PROXY: &str = "postgres through a proxy";
+/// A setting for [`Stack::start_with`]: the API reads history and series
+/// through `RATEWIRE_READ_DATABASE_URL`, a second way to the same database
+/// (standing in for a replica) that the test may cut
+/// ([`Stack::replica_down`]) and restore.
+pub const READ_REPLICA: &str = "history from a read replica";
 /// The three processes of a stack, in start order.
 pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
 pub(crate) const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";

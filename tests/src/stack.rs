@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::{eventually, free_port};
 use crate::{
     contract, proxy, ADMIN_TOKEN, DURABLE_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY, PROCESSES,
-    REDIS,
+    READ_REPLICA, REDIS,
 };
 
 pub struct Stack {
@@ -42,6 +42,7 @@ pub struct Stack {
     /// The environment every ratewire process of this stack gets.
     pub(crate) env: Vec<(String, String)>,
     postgres_proxy: Option<proxy::Proxy>,
+    replica_proxy: Option<proxy::Proxy>,
 }
 
 /// Where cargo put this test's sibling binaries (`target/<profile>/`).
@@ -131,6 +132,7 @@ impl Stack {
             durable_broker: false,
             env: Vec::new(),
             postgres_proxy: None,
+            replica_proxy: None,
         };
         let postgres = match settings.iter().find(|(name, _)| *name == POSTGRES_PROXY) {
             Some(_) => {
@@ -142,6 +144,19 @@ impl Stack {
             }
             None => POSTGRES.to_owned(),
         };
+        let mut replica = Vec::new();
+        if settings.iter().any(|(name, _)| *name == READ_REPLICA) {
+            let mut proxy = proxy::Proxy::new(free_port(), "127.0.0.1:5432");
+            proxy.up().await?;
+            replica.push((
+                "RATEWIRE_READ_DATABASE_URL",
+                format!(
+                    "postgres://postgres@127.0.0.1:{}/{}",
+                    proxy.port, stack.database
+                ),
+            ));
+            stack.replica_proxy = Some(proxy);
+        }
         let redis_url = match settings.iter().find(|(name, _)| *name == OWN_REDIS) {
             Some(_) => {
                 let port = free_port();
@@ -200,12 +215,15 @@ impl Stack {
         ];
         stack.env = env
             .into_iter()
+            .chain(replica)
             .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
             .map(|(n, v)| (n.to_owned(), v))
             .chain(
                 settings
                     .iter()
-                    .filter(|(n, _)| ![OWN_REDIS, DURABLE_BROKER, POSTGRES_PROXY].contains(n))
+                    .filter(|(n, _)| {
+                        ![OWN_REDIS, DURABLE_BROKER, POSTGRES_PROXY, READ_REPLICA].contains(n)
+                    })
                     .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
             )
             .collect();
@@ -538,6 +556,24 @@ impl Stack {
         self.postgres_proxy
             .as_mut()
             .context("start the stack with POSTGRES_PROXY")?
+            .up()
+            .await
+    }
+
+    /// Cuts the API off its read replica (see [`READ_REPLICA`]).
+    pub fn replica_down(&mut self) -> Result<()> {
+        self.replica_proxy
+            .as_mut()
+            .context("start the stack with READ_REPLICA")?
+            .down();
+        Ok(())
+    }
+
+    /// Gives the API its read replica back.
+    pub async fn replica_up(&mut self) -> Result<()> {
+        self.replica_proxy
+            .as_mut()
+            .context("start the stack with READ_REPLICA")?
             .up()
             .await
     }

@@ -26,7 +26,9 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     // a Redis outage failing every replica's readiness would take the
     // whole API out of service.
     let ready = started && postgres;
-    let status = match (ready, redis) {
+    // A replica down sends history and series to the primary: degraded.
+    let replica = state.read.replica_up();
+    let status = match (ready, redis && replica != Some(false)) {
         (false, _) => "not ready",
         (true, false) => "degraded",
         (true, true) => "ready",
@@ -37,6 +39,13 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         } else {
             StatusCode::SERVICE_UNAVAILABLE
         },
-        Json(json!({"status": status, "started": started, "postgres": postgres, "redis": redis})),
+        Json(match replica {
+            Some(replica) => {
+                json!({"status": status, "started": started, "postgres": postgres, "redis": redis, "replica": replica})
+            }
+            None => {
+                json!({"status": status, "started": started, "postgres": postgres, "redis": redis})
+            }
+        }),
     )
 }

@@ -67,18 +67,23 @@ pub async fn history(
 
     // History stays readable after a bank is deactivated.
     let read = state.read.current();
-    if store::bank(&read.pool, bank_id).await?.is_none() {
+    if store::bank(read.history(), bank_id).await?.is_none() {
         return Err(Error::NotFound("Bank not found"));
     }
     let CurrencyArg::Known(code) = code else {
         return Err(Error::NotFound("Currency not found"));
     };
-    if !store::currency_known(&read.pool, code).await? {
+    if !store::currency_known(read.history(), code).await? {
         return Err(Error::NotFound("Currency not found"));
     }
-    let record = store::history(&read.pool, bank_id, code, end_of_day(date, state.timezone))
-        .await?
-        .ok_or(Error::NotFound("No history found"))?;
+    let record = store::history(
+        read.history(),
+        bank_id,
+        code,
+        end_of_day(date, state.timezone),
+    )
+    .await?
+    .ok_or(Error::NotFound("No history found"))?;
     Ok(json_body(history_response(date, &record, &state.style)))
 }
 

@@ -244,11 +244,18 @@ pub async fn series(
     };
     let body = match request.bank {
         Some(bank) => {
-            if store::bank(&read.pool, bank).await?.is_none() {
+            if store::bank(read.history(), bank).await?.is_none() {
                 return Err(Error::NotFound("Bank not found"));
             }
-            let points =
-                bank_points(&read.pool, bank, currency, &request, state.timezone, now).await?;
+            let points = bank_points(
+                read.history(),
+                bank,
+                currency,
+                &request,
+                state.timezone,
+                now,
+            )
+            .await?;
             if request.csv {
                 bank_series_csv(&points)
             } else {
@@ -264,7 +271,7 @@ pub async fn series(
                 now,
             );
             let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
-            let best = store::best_at(&read.pool, currency, request.field, &ends).await?;
+            let best = store::best_at(read.history(), currency, request.field, &ends).await?;
             let points: Vec<_> = spans
                 .iter()
                 .zip(best)

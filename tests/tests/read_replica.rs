@@ -1,0 +1,78 @@
+//! `RATEWIRE_READ_DATABASE_URL`: the API reads history and series from a
+//! replica, and from the primary while the replica does not answer.
+
+use chrono::{Duration, Utc};
+use ratewire_e2e::{at, day, eventually, Stack, POSTGRES_PROXY, READ_REPLICA, VISIBLE_WITHIN};
+use serde_json::Value;
+
+async fn readiness(stack: &Stack) -> Option<Value> {
+    stack.json_at(&format!("{}/readyz", stack.api_url)).await
+}
+
+#[tokio::test]
+async fn history_and_series_read_the_replica_and_the_primary_while_it_is_away() -> anyhow::Result<()>
+{
+    let mut stack = Stack::start_with(&[(POSTGRES_PROXY, ""), (READ_REPLICA, "")]).await?;
+    let key = stack.api_key("replica").await?;
+    let (cbe, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let board = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":151,"cashSelling":160}}]}}"#,
+        at(2, 9)
+    );
+    assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
+    let history = format!("/api/v1/history?bankId={cbe}&date={}", day(2));
+    let from = (Utc::now() - Duration::days(3)).date_naive();
+    let series = format!("/api/v1/rates/series?bankId={cbe}&from={from}");
+    eventually("the board in history", VISIBLE_WITHIN, || async {
+        let (status, body) = stack.get(&history, Some(&key)).await.ok()?;
+        (status == 200 && body["data"]["cashBuying"] == 151).then_some(())
+    })
+    .await?;
+    eventually("the replica reported", VISIBLE_WITHIN, || async {
+        let ready = readiness(&stack).await?;
+        (ready["replica"] == true && ready["status"] == "ready").then_some(())
+    })
+    .await?;
+
+    // The primary cut off: history and series still answer, from the replica.
+    stack.postgres_down()?;
+    let (status, body) = stack.get(&history, Some(&key)).await?;
+    assert_eq!(
+        (status, &body["data"]["cashBuying"]),
+        (200, &151.into()),
+        "{body}"
+    );
+    let (status, body) = stack.get(&series, Some(&key)).await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["points"].as_array().unwrap().len(), 3);
+    stack.postgres_up().await?;
+
+    // The replica cut off: readiness says so, and the primary answers.
+    stack.replica_down()?;
+    eventually("the replica reported down", VISIBLE_WITHIN, || async {
+        let ready = readiness(&stack).await?;
+        (ready["replica"] == false && ready["status"] == "degraded").then_some(())
+    })
+    .await?;
+    let (status, body) = stack.get(&history, Some(&key)).await?;
+    assert_eq!(
+        (status, &body["data"]["cashBuying"]),
+        (200, &151.into()),
+        "{body}"
+    );
+    let (status, _) = stack.get(&series, Some(&key)).await?;
+    assert_eq!(status, 200);
+
+    // And it is read again once it answers.
+    stack.replica_up().await?;
+    eventually("the replica reported back", VISIBLE_WITHIN, || async {
+        let ready = readiness(&stack).await?;
+        (ready["replica"] == true && ready["status"] == "ready").then_some(())
+    })
+    .await?;
+    stack.postgres_down()?;
+    let (status, _) = stack.get(&history, Some(&key)).await?;
+    assert_eq!(status, 200);
+    stack.postgres_up().await?;
+    Ok(())
+}
