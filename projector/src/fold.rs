@@ -21,6 +21,7 @@ use sqlx::{Acquire, PgConnection, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
 use crate::error::Result;
+use crate::holes::Hole;
 use event::{apply_event, Applied, Rejection};
 use positions::lock_positions;
 
@@ -85,6 +86,8 @@ pub struct BatchOutcome {
     pub occurred: Vec<DateTime<Utc>>,
     /// Partitions whose messages skipped past the stored position.
     pub gaps: Vec<Gap>,
+    /// Proven holes the stored positions stepped over.
+    pub crossed: Vec<Hole>,
 }
 
 impl BatchOutcome {
@@ -104,7 +107,15 @@ pub struct Gap {
     pub found: i64,
 }
 
-pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Result<BatchOutcome> {
+/// Folds `batch` in one transaction with the partitions' positions. A
+/// message past its partition's position is applied only across one of
+/// `holes` (offsets the read proved empty, see [`crate::holes`]).
+pub async fn apply_batch(
+    pool: &PgPool,
+    topic: &str,
+    batch: &[Incoming],
+    holes: &[Hole],
+) -> Result<BatchOutcome> {
     let mut outcome = BatchOutcome::default();
     let partitions: Vec<i32> = batch
         .iter()
@@ -159,12 +170,23 @@ pub async fn apply_batch(pool: &PgPool, topic: &str, batch: &[Incoming]) -> Resu
             continue;
         }
         if message.offset > *next {
-            outcome.gaps.push(Gap {
+            let hole = Hole {
                 partition: message.partition,
-                expected: *next,
-                found: message.offset,
-            });
-            continue;
+                from: *next,
+                to: message.offset,
+            };
+            let proven = holes
+                .iter()
+                .any(|h| h.partition == hole.partition && h.from <= hole.from && h.to == hole.to);
+            if !proven {
+                outcome.gaps.push(Gap {
+                    partition: message.partition,
+                    expected: *next,
+                    found: message.offset,
+                });
+                continue;
+            }
+            outcome.crossed.push(hole);
         }
         *next = message.offset + 1;
         // Consecutive boards go together through the set-based path.

@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::consumer;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
+use crate::holes::{Reads, Rewind, Start};
 use crate::http::Status;
 use crate::leases::Ownership;
 use crate::metrics::{self as report, Progress};
@@ -74,6 +75,10 @@ pub struct FoldLoop {
     partitions: Vec<i32>,
     /// With `auto`: what the leases allow, and where to say what is read.
     ownership: Option<Ownership>,
+    /// What each partition's read delivered since the last assignment.
+    reads: Reads,
+    /// Partitions to start further back than their stored positions.
+    rewind: Rewind,
 }
 
 impl FoldLoop {
@@ -115,6 +120,8 @@ impl FoldLoop {
             dead_letters_counted: None,
             partitions: Vec::new(),
             ownership,
+            reads: Reads::default(),
+            rewind: Rewind::default(),
         })
     }
 
@@ -183,21 +190,12 @@ impl FoldLoop {
                 partitions
             }
         };
-        let partitions = self.partitions.clone();
-        let Some(positions) = retry("reading stored offsets", shutdown, || {
-            fold::positions(&pool, &topic, &partitions)
-        })
-        .await
-        else {
-            return Ok(());
-        };
-        consumer::assign(&self.consumer, &topic, &positions)?;
-        info!(
-            topic,
-            ?positions,
-            "assigned partitions at their stored offsets"
-        );
-        self.assigned(positions);
+        while !self.reassign().await {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
         self.maintain_views().await;
         self.status.consuming.store(true, Ordering::Relaxed);
         let reporter = tokio::spawn(report_progress(
@@ -216,6 +214,9 @@ impl FoldLoop {
         let mut reassign = false;
         // One receive in progress at a time, kept across ticks: dropping it
         // half-filled would drop messages already taken from the consumer.
+        // After a re-assignment it is dropped on purpose: every partition is
+        // read again from its stored position, and a hole is proven only by
+        // messages of one read (see `holes`).
         let receive = |consumer: Arc<StreamConsumer>| async move {
             consumer::next_batch(&consumer, max, wait).await
         };
@@ -228,6 +229,9 @@ impl FoldLoop {
                         Some(wanted) => {
                             self.partitions = wanted;
                             reassign = !self.reassign().await;
+                            if !reassign {
+                                next.set(receive(Arc::clone(&self.consumer)));
+                            }
                         }
                         // The lease task is gone (shutting down).
                         None => desired = None,
@@ -239,6 +243,9 @@ impl FoldLoop {
                     }
                     if reassign {
                         reassign = !self.reassign().await;
+                        if !reassign {
+                            next.set(receive(Arc::clone(&self.consumer)));
+                        }
                     }
                     self.maintain_views().await;
                     self.schedule_retention();
@@ -249,7 +256,14 @@ impl FoldLoop {
                     match batch {
                         Ok(batch) => match self.apply(&batch, shutdown).await {
                             Applied::Stopped => break,
-                            Applied::Gap => reassign = true,
+                            // Read again at once (further back where a read
+                            // began past its position).
+                            Applied::Gap => {
+                                reassign = !self.reassign().await;
+                                if !reassign {
+                                    next.set(receive(Arc::clone(&self.consumer)));
+                                }
+                            }
                             Applied::Done => {}
                         },
                         Err(e) => {
@@ -341,26 +355,44 @@ impl FoldLoop {
         true
     }
 
-    /// Starts the owned partitions again at their stored offsets; false
-    /// when that failed (tried again on the next tick).
+    /// Starts the owned partitions again at their stored offsets (further
+    /// back for those whose reads began past them); false when that failed
+    /// (tried again on the next tick).
     async fn reassign(&mut self) -> bool {
         let topic = self.config.topic.clone();
         let partitions = self.partitions.clone();
         let assigned = async {
             let positions = fold::positions(&self.pool, &topic, &partitions).await?;
-            let positions = self.skip_deleted(positions).await?;
-            consumer::assign(&self.consumer, &topic, &positions)?;
-            Ok::<_, crate::Error>(positions)
+            let (positions, lows) = self.skip_deleted(positions).await?;
+            let starts: std::collections::BTreeMap<i32, Start> = positions
+                .iter()
+                .map(|(p, position)| {
+                    let low = lows.get(p).copied().unwrap_or(0);
+                    (*p, self.rewind.start(*p, *position, low))
+                })
+                .collect();
+            let offsets = starts.iter().map(|(p, s)| (*p, s.offset)).collect();
+            consumer::assign(&self.consumer, &topic, &offsets)?;
+            self.reads.started(&starts);
+            Ok::<_, crate::Error>((positions, offsets))
         }
         .await;
         match assigned {
-            Ok(positions) => {
-                info!(?positions, "partitions re-assigned at their stored offsets");
+            Ok((positions, starts)) => {
+                if starts == positions {
+                    info!(?positions, "partitions assigned at their stored offsets");
+                } else {
+                    info!(
+                        ?positions,
+                        ?starts,
+                        "partitions assigned, some started before their stored offsets"
+                    );
+                }
                 self.assigned(positions);
                 true
             }
             Err(e) => {
-                warn!(error = %e, "re-assigning partitions failed; will retry");
+                warn!(error = %e, "assigning partitions failed; will retry");
                 false
             }
         }
@@ -389,10 +421,14 @@ impl FoldLoop {
     /// Positions the broker no longer holds (deleted by retention before they
     /// were applied) cannot be read again: move them to the log's start, loudly,
     /// instead of re-reading from a gap forever.
+    /// Also answers where the log now begins in each partition.
     async fn skip_deleted(
         &self,
         mut positions: std::collections::BTreeMap<i32, i64>,
-    ) -> Result<std::collections::BTreeMap<i32, i64>> {
+    ) -> Result<(
+        std::collections::BTreeMap<i32, i64>,
+        std::collections::BTreeMap<i32, i64>,
+    )> {
         let topic = &self.config.topic;
         let partitions: Vec<i32> = positions.keys().copied().collect();
         let marks =
@@ -409,7 +445,8 @@ impl FoldLoop {
                 *position = *low;
             }
         }
-        Ok(positions)
+        let lows = marks.iter().map(|(p, (low, _))| (*p, *low)).collect();
+        Ok((positions, lows))
     }
 
     /// Applies one batch, retrying while Postgres is unavailable (consumption
@@ -432,6 +469,7 @@ impl FoldLoop {
         let Some(first) = batch.first() else {
             return Applied::Done;
         };
+        let holes = self.reads.holes(batch);
         let span = info_span!(
             "batch",
             size = batch.len(),
@@ -442,7 +480,7 @@ impl FoldLoop {
         let topic = self.config.topic.clone();
         let started = std::time::Instant::now();
         let applied = retry("applying a batch", shutdown, || async {
-            let applied = fold::apply_batch(&pool, &topic, batch).await;
+            let applied = fold::apply_batch(&pool, &topic, batch, &holes).await;
             if applied.is_err() {
                 report::postgres_error();
             }
@@ -471,11 +509,20 @@ impl FoldLoop {
             self.dead_letters_counted = None;
         }
         for gap in &outcome.gaps {
+            self.rewind.missed(gap.partition, gap.expected);
             warn!(
                 partition = gap.partition,
                 expected = gap.expected,
                 found = gap.found,
-                "a message arrived past the stored position; re-reading from there"
+                "a read began past the stored position; reading again from further back"
+            );
+        }
+        for hole in &outcome.crossed {
+            info!(
+                partition = hole.partition,
+                from = hole.from,
+                to = hole.to,
+                "the log holds no message at these offsets; the position steps over them"
             );
         }
         drop(_entered);

@@ -35,6 +35,7 @@ pub mod dead_letters;
 pub mod error;
 pub mod fold;
 pub mod fold_loop;
+pub mod holes;
 pub mod http;
 pub mod leases;
 pub mod metrics;

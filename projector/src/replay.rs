@@ -18,6 +18,7 @@ use ratewire_readmodel::{db, generation, redis};
 
 use crate::config::{Config, Partitions};
 use crate::error::{Error, Result};
+use crate::holes::{Reads, Start};
 use crate::rebuild::rebuild_views;
 use crate::redis_views::RedisViews;
 use crate::{consumer, fold};
@@ -94,6 +95,21 @@ pub async fn replay(
         )));
     }
     consumer::assign(&kafka, &config.topic, &positions)?;
+    // A fresh schema reads every partition from its first offset (checked
+    // above), so every offset the read passes over is proven empty.
+    let mut reads = Reads::default();
+    reads.started(
+        &positions
+            .iter()
+            .map(|(p, offset)| {
+                let start = Start {
+                    offset: *offset,
+                    at_log_start: marks.get(p).is_some_and(|(low, _)| *offset <= *low),
+                };
+                (*p, start)
+            })
+            .collect(),
+    );
 
     let mut report = ReplayReport::default();
     let (max, wait) = (config.batch_max as usize, config.batch_wait());
@@ -139,12 +155,13 @@ pub async fn replay(
                 batch = &mut next => batch?,
             };
             next.set(receive(Arc::clone(&kafka)));
-            let outcome = fold::apply_batch(&pool, &config.topic, &batch).await?;
+            let holes = reads.holes(&batch);
+            let outcome = fold::apply_batch(&pool, &config.topic, &batch, &holes).await?;
             report.events += outcome.applied as u64;
             report.dead_lettered += outcome.dead_lettered as u64;
             positions.extend(outcome.positions);
             if !outcome.gaps.is_empty() {
-                // Only a broker that lost data does this to a fresh assignment.
+                // One read from the log's start cannot pass over a message.
                 return Err(Error::Config(format!(
                     "the log skipped offsets during the replay: {:?}",
                     outcome.gaps
