@@ -29,7 +29,7 @@ pub struct Application {
     listeners: Listeners,
     /// The live stream's blocking reads of the changes stream hold a
     /// connection of their own.
-    live_connection: ::redis::aio::ConnectionManager,
+    live_connection: ratewire_readmodel::redis::Connection,
     limits: ListenerLimits,
     state: AppState,
     /// The API's own schema (keys, usage), migrated before the first request.

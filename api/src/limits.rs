@@ -108,9 +108,11 @@ pub fn month_window(now: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
 /// counters with the same lifetime).
 pub const MONTH_TTL_SECONDS: u64 = 40 * 86_400;
 
-/// The Redis key of `subject`'s count in the minute window `minute`.
+/// The Redis key of `subject`'s count in the minute window `minute`. The
+/// subject is a hash tag: in a Redis Cluster a subject's counters share a
+/// slot, and the subjects spread over the cluster.
 pub fn minute_key(prefix: &str, subject: &str, minute: &str) -> String {
-    format!("{prefix}rl:minute:{subject}:{minute}")
+    format!("{prefix}rl:minute:{{{subject}}}:{minute}")
 }
 
 /// How long a minute's counter is kept (two windows: a request near the
@@ -120,7 +122,13 @@ pub const MINUTE_TTL_SECONDS: u64 = 120;
 /// The Redis key of `subject`'s count in `month` (`*` as subject makes a
 /// scan pattern); the usage sync saves and restores these same keys.
 pub fn month_key(prefix: &str, subject: &str, month: &str) -> String {
-    format!("{prefix}rl:month:{subject}:{month}")
+    format!("{prefix}rl:month:{{{subject}}}:{month}")
+}
+
+/// The marker that `subject`'s saved monthly count was restored into Redis
+/// (in the subject's slot, beside its counter).
+pub fn restored_key(prefix: &str, subject: &str, month: &str) -> String {
+    format!("{prefix}rl:restored:{{{subject}}}:{month}")
 }
 
 /// Seconds from `now` to the next minute boundary (1..=60).

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::redis::Connection;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
-use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -127,11 +127,11 @@ impl Change {
 /// Reads views and the changes stream for deliveries.
 #[derive(Clone)]
 pub struct Reader {
-    conn: ConnectionManager,
+    conn: Connection,
 }
 
 impl Reader {
-    pub fn new(conn: ConnectionManager) -> Self {
+    pub fn new(conn: Connection) -> Self {
         Self { conn }
     }
 
@@ -390,12 +390,7 @@ impl Relay {
 
     /// Follows the active generation's changes stream until shutdown, with
     /// `blocking` (a connection of its own: a blocking read holds it).
-    pub async fn follow(
-        self,
-        blocking: ConnectionManager,
-        read: ReadModels,
-        shutdown: CancellationToken,
-    ) {
+    pub async fn follow(self, blocking: Connection, read: ReadModels, shutdown: CancellationToken) {
         let mut following: Option<(String, Position)> = None;
         let mut failing = false;
         loop {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use ratewire_readmodel::redis::Connection;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -35,7 +35,7 @@ const PROBE_CLOSED: Duration = Duration::from_secs(1);
 pub struct RedisGuard(Arc<Inner>);
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Connection,
     budget: Duration,
     open: AtomicBool,
     /// How many times the breaker opened since start.
@@ -58,7 +58,7 @@ pub enum Unavailable {
 }
 
 impl RedisGuard {
-    pub fn new(conn: ConnectionManager, budget: Duration) -> Self {
+    pub fn new(conn: Connection, budget: Duration) -> Self {
         metrics::gauge!("ratewire_api_redis_breaker_open").set(0.0);
         Self(Arc::new(Inner {
             conn,
@@ -71,7 +71,7 @@ impl RedisGuard {
     }
 
     /// A connection for calls off the request path (background tasks).
-    pub fn conn(&self) -> ConnectionManager {
+    pub fn conn(&self) -> Connection {
         self.0.conn.clone()
     }
 
@@ -92,7 +92,7 @@ impl RedisGuard {
     /// unless the breaker is open; a failure or an overrun opens it.
     pub async fn call<T, F, Fut>(&self, what: &'static str, call: F) -> Result<T, Unavailable>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if self.is_open() {

@@ -3,8 +3,10 @@
 //! Every `RATEWIRE_USAGE_SYNC_SECS` each API instance:
 //! 1. restores: when this month's marker key is missing from Redis (a flush,
 //!    a restart without persistence, a new Redis), it adds the counts saved
-//!    in Postgres back onto Redis's counters and sets the marker, in one
-//!    script, so exactly one instance restores;
+//!    in Postgres back onto Redis's counters, each with a marker of its own
+//!    set in the same script (one key slot: a Redis Cluster runs it), so
+//!    each count is restored once whichever instances try and however often,
+//!    and then sets the month's marker;
 //! 2. saves: copies this month's counters into Postgres, keeping the larger
 //!    value, so instances may save in any order.
 //!
@@ -17,7 +19,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use redis::aio::ConnectionManager;
+use ratewire_readmodel::redis::Connection;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -25,36 +27,35 @@ use ratewire_service::periodic::every;
 
 use ratewire_readmodel::continuity::Continuity;
 
-use crate::limits::{month_key, month_window, MONTH_TTL_SECONDS};
+use crate::limits::{month_key, month_window, restored_key, MONTH_TTL_SECONDS};
 
+/// Adds a saved count (`ARGV[2]`) onto its counter (`KEYS[2]`) unless its
+/// marker (`KEYS[1]`) says it was added already; `ARGV[1]` the lifetime.
 const RESTORE: &str = r#"
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-for i = 2, #KEYS do
-  redis.call('INCRBY', KEYS[i], ARGV[i])
-  redis.call('EXPIRE', KEYS[i], ARGV[1])
-end
-return #KEYS - 1
+redis.call('INCRBY', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
 "#;
 
-/// Raises each counter (`KEYS`) to at least its saved count (`ARGV[i + 1]`,
+/// Raises a counter (`KEYS[1]`) to at least its saved count (`ARGV[2]`,
 /// `ARGV[1]` the lifetime): after Redis went back in time its counters are
 /// old, and adding the saved counts to them would count twice.
 const RAISE: &str = r#"
-local raised = 0
-for i = 1, #KEYS do
-  local current = tonumber(redis.call('GET', KEYS[i]) or '0')
-  local saved = tonumber(ARGV[i + 1])
-  if current < saved then
-    redis.call('SET', KEYS[i], saved, 'EX', ARGV[1])
-    raised = raised + 1
-  end
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[1])
+  return 1
 end
-return raised
+return 0
 "#;
+
+/// Keys read with one `MGET` at most (a cluster splits it by slot).
+const MGET_CHUNK: usize = 1_000;
 
 pub struct UsageSync {
     pub pool: PgPool,
-    pub redis: ConnectionManager,
+    pub redis: Connection,
     pub prefix: String,
     pub timezone: chrono_tz::Tz,
     pub interval: Duration,
@@ -82,30 +83,41 @@ impl UsageSync {
                 .bind(&month)
                 .fetch_all(&self.pool)
                 .await?;
-        let script = redis::Script::new(RESTORE);
-        let mut restore = script.prepare_invoke();
-        restore
-            .key(format!("{}rl:restored:{month}", self.prefix))
-            .arg(MONTH_TTL_SECONDS);
-        for (subject, used) in &saved {
-            restore.key(self.counter(subject, &month)).arg(*used);
-        }
-        let restored: i64 = restore.invoke_async(&mut redis).await?;
-        if restored > 0 {
-            tracing::warn!(
-                subjects = restored,
-                month,
-                "monthly counts restored from postgres into redis"
-            );
+        let marker = format!("{}rl:restored:{month}", self.prefix);
+        let done: bool = redis::cmd("EXISTS")
+            .arg(&marker)
+            .query_async(&mut redis)
+            .await?;
+        if !done {
+            let restored = self
+                .per_counter(&mut redis, RESTORE, &saved, |subject| {
+                    vec![
+                        restored_key(&self.prefix, subject, &month),
+                        self.counter(subject, &month),
+                    ]
+                })
+                .await?;
+            let _: () = redis::cmd("SET")
+                .arg(&marker)
+                .arg(1)
+                .arg("EX")
+                .arg(MONTH_TTL_SECONDS)
+                .query_async(&mut redis)
+                .await?;
+            if restored > 0 {
+                tracing::warn!(
+                    subjects = restored,
+                    month,
+                    "monthly counts restored from postgres into redis"
+                );
+            }
         }
         if !self.continuity.check(&self.pool, redis.clone()).await? {
-            let script = redis::Script::new(RAISE);
-            let mut raise = script.prepare_invoke();
-            raise.arg(MONTH_TTL_SECONDS);
-            for (subject, used) in &saved {
-                raise.key(self.counter(subject, &month)).arg(*used);
-            }
-            let raised: i64 = raise.invoke_async(&mut redis).await?;
+            let raised = self
+                .per_counter(&mut redis, RAISE, &saved, |subject| {
+                    vec![self.counter(subject, &month)]
+                })
+                .await?;
             tracing::warn!(
                 subjects = raised,
                 month,
@@ -113,33 +125,20 @@ impl UsageSync {
             );
         }
 
-        let pattern = self.counter("*", &month);
-        let mut keys: Vec<String> = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut redis)
-                .await?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let keys = redis.scan_match(&self.counter("*", &month)).await?;
         if keys.is_empty() {
             return Ok(());
         }
-        let values: Vec<Option<i64>> = redis::cmd("MGET")
-            .arg(&keys)
-            .query_async(&mut redis)
-            .await?;
-        let head = format!("{}rl:month:", self.prefix);
-        let tail = format!(":{month}");
+        let mut values: Vec<Option<i64>> = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MGET_CHUNK) {
+            let part: Vec<Option<i64>> = redis::cmd("MGET")
+                .arg(chunk)
+                .query_async(&mut redis)
+                .await?;
+            values.extend(part);
+        }
+        let head = format!("{}rl:month:{{", self.prefix);
+        let tail = format!("}}:{month}");
         let (subjects, counts): (Vec<String>, Vec<i64>) = keys
             .iter()
             .zip(values)
@@ -160,6 +159,33 @@ impl UsageSync {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Runs `script` once per saved count, with the keys `keys_of` names
+    /// for its subject and the arguments (lifetime, count), in one pipeline
+    /// (split by slot in a cluster); how many returned 1.
+    async fn per_counter(
+        &self,
+        redis: &mut Connection,
+        script: &str,
+        saved: &[(String, i64)],
+        keys_of: impl Fn(&str) -> Vec<String>,
+    ) -> anyhow::Result<i64> {
+        if saved.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for (subject, used) in saved {
+            let keys = keys_of(subject);
+            pipe.cmd("EVAL")
+                .arg(script)
+                .arg(keys.len())
+                .arg(keys)
+                .arg(MONTH_TTL_SECONDS)
+                .arg(*used);
+        }
+        let done: Vec<i64> = pipe.query_async(redis).await?;
+        Ok(done.iter().sum())
     }
 
     /// Runs until `shutdown`, then saves once more.

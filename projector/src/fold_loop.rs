@@ -49,7 +49,7 @@ pub struct FoldLoop {
     pool: PgPool,
     views: RedisViews,
     control: PgPool,
-    redis: redis::aio::ConnectionManager,
+    redis: ratewire_readmodel::redis::Connection,
     consumer: Arc<StreamConsumer>,
     status: Arc<Status>,
     /// Writes the views of banks whose boards changed.
@@ -87,7 +87,7 @@ impl FoldLoop {
     pub fn new(
         config: Config,
         control: PgPool,
-        redis: ::redis::aio::ConnectionManager,
+        redis: ratewire_readmodel::redis::Connection,
         consumer: Arc<StreamConsumer>,
         status: Arc<Status>,
         ownership: Option<Ownership>,

@@ -1,11 +1,11 @@
 //! The projector's small HTTP surface: liveness, readiness and metrics.
 
-use ::redis::aio::ConnectionManager;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use ratewire_readmodel::redis;
+use ratewire_readmodel::redis::Connection;
 use ratewire_service::postgres;
 use ratewire_service::readiness::healthz;
 use serde_json::json;
@@ -44,7 +44,7 @@ impl Status {
 #[derive(Clone)]
 pub struct HealthState {
     pub pool: PgPool,
-    pub redis: ConnectionManager,
+    pub redis: Connection,
     pub status: Arc<Status>,
 }
 

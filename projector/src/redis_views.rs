@@ -3,13 +3,13 @@
 
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::generation;
+use ratewire_readmodel::redis::Connection;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::store::Version;
 use ratewire_readmodel::views::{
     self, banks_element, rates_element, BankView, RatesVariant, ViewStyle,
 };
 use ratewire_readmodel::ReadModelSettings;
-use redis::aio::ConnectionManager;
 
 use crate::error::Result;
 
@@ -145,7 +145,7 @@ impl ViewUpdate {
 
 #[derive(Clone)]
 pub struct RedisViews {
-    conn: ConnectionManager,
+    conn: Connection,
     keys: Keys,
     style: ViewStyle,
     compose: redis::Script,
@@ -156,16 +156,12 @@ pub struct RedisViews {
 
 impl RedisViews {
     /// The views of generation `schema`, as `settings` place and style them.
-    pub fn for_generation(
-        conn: ConnectionManager,
-        settings: &ReadModelSettings,
-        schema: &str,
-    ) -> Self {
+    pub fn for_generation(conn: Connection, settings: &ReadModelSettings, schema: &str) -> Self {
         let prefix = generation::views_prefix(&settings.redis_prefix, schema);
         Self::new(conn, &prefix, settings.view_style()).keeping_changes(settings.stream_retention())
     }
 
-    pub fn new(conn: ConnectionManager, prefix: &str, style: ViewStyle) -> Self {
+    pub fn new(conn: Connection, prefix: &str, style: ViewStyle) -> Self {
         Self {
             conn,
             keys: Keys::new(prefix),
@@ -189,7 +185,10 @@ impl RedisViews {
         let oldest = chrono::Utc::now().timestamp_millis()
             - i64::try_from(self.changes_kept.as_millis()).unwrap_or(i64::MAX);
         let mut script = self.write_if_newer.prepare_invoke();
+        // Every key it writes shares the generation's hash slot; naming one
+        // routes the script to that slot's node in a cluster.
         script
+            .key(self.keys.view_versions())
             .arg(self.keys.view_versions())
             .arg(update.version.xmax)
             .arg(update.version.settled)
@@ -297,29 +296,14 @@ impl RedisViews {
     /// Whether the views exist at all (false after a flush or on a new Redis).
     /// Deletes every view under this prefix (a replay starts from nothing).
     pub async fn clear(&mut self) -> Result<usize> {
-        let mut cursor: u64 = 0;
-        let mut deleted = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(self.keys.all_views())
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut self.conn)
+        let keys = self.conn.scan_match(&self.keys.all_views()).await?;
+        for chunk in keys.chunks(1000) {
+            redis::cmd("UNLINK")
+                .arg(chunk)
+                .query_async::<()>(&mut self.conn)
                 .await?;
-            if !keys.is_empty() {
-                deleted += keys.len();
-                redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query_async::<()>(&mut self.conn)
-                    .await?;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
         }
+        Ok(keys.len())
     }
 
     pub async fn present(&mut self) -> Result<bool> {

@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis::aio::ConnectionManager;
+use crate::redis::Connection;
 use sqlx::PgPool;
 
 use crate::error::Result;
@@ -61,7 +61,7 @@ impl Continuity {
 
     /// Writes a new mark; false when Redis no longer held the last one this
     /// process wrote (it lost data or went back in time since).
-    pub async fn check(&self, pool: &PgPool, mut redis: ConnectionManager) -> Result<bool> {
+    pub async fn check(&self, pool: &PgPool, mut redis: Connection) -> Result<bool> {
         let mark: i64 = sqlx::query_scalar(&format!("SELECT nextval('{}')", self.sequence))
             .fetch_one(pool)
             .await?;

@@ -2,7 +2,7 @@
 //! views) readers use.
 //!
 //! A generation is named by its schema; its Redis views live under
-//! `{RATEWIRE_REDIS_PREFIX}{schema}:`. The active one is recorded in one row
+//! `{RATEWIRE_REDIS_PREFIX}{{schema}}:` (the schema in braces: a hash tag). The active one is recorded in one row
 //! of `{RATEWIRE_CONTROL_SCHEMA}.read_model`; until a replay switches it,
 //! there is no row and `RATEWIRE_READ_SCHEMA` is active.
 //!
@@ -16,9 +16,12 @@ use sqlx::PgPool;
 
 use crate::error::Result;
 
-/// The Redis key prefix of a generation's views.
+/// The Redis key prefix of a generation's views. The schema is a hash tag:
+/// in a Redis Cluster every view of a generation is in one slot, so the
+/// scripts that write views and compose the all-banks lists can touch them
+/// together; the prefix stays in front, so a scan of it finds them.
 pub fn views_prefix(redis_prefix: &str, schema: &str) -> String {
-    format!("{redis_prefix}{schema}:")
+    format!("{redis_prefix}{{{schema}}}:")
 }
 
 /// Creates the control table if needed; `control` is a checked identifier.

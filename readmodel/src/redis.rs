@@ -2,7 +2,9 @@
 //! keys the views live under.
 //!
 //! Key layout, under the prefix `P` of a read-model generation
-//! (`{RATEWIRE_REDIS_PREFIX}{schema}:`, see [`crate::generation`]):
+//! (`{RATEWIRE_REDIS_PREFIX}{{schema}}:`, see [`crate::generation`]; the
+//! braces make the schema a hash tag, so in a Redis Cluster all of a
+//! generation's views share one slot and one script may touch any of them):
 //! - `P view:rates:bank:{id}:{variant}`: one bank's /rates element (variant
 //!   `00`..`11`: transactional, social links);
 //! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
@@ -25,30 +27,334 @@
 //!
 //! The API wraps these bodies in the outer envelope and sends them unparsed.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ratewire_proto::{BankId, CurrencyCode};
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::error::Result;
 use crate::views::RatesVariant;
 
+/// How a `RATEWIRE_REDIS_URL` names a Redis Cluster: this scheme, then its
+/// seed nodes' `host:port` separated by commas.
+pub const CLUSTER_SCHEME: &str = "redis-cluster://";
+
 /// A Redis connection that reconnects by itself and never waits long: a
-/// Redis outage turns into fast errors, never a hang.
-pub fn connect(url: &str) -> Result<ConnectionManager> {
+/// Redis outage turns into fast errors, never a hang. `url` is one Redis
+/// (`redis://host:port/db`) or a cluster (`redis-cluster://host:port,...`).
+pub fn connect(url: &str) -> Result<Connection> {
+    if let Some(nodes) = url.strip_prefix(CLUSTER_SCHEME) {
+        let nodes: Vec<String> = nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("redis://{n}"))
+            .collect();
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(2))
+            .retries(1)
+            .max_retry_wait(500)
+            .build()?;
+        return Ok(Connection::Cluster(Cluster(Arc::new(ClusterState {
+            client,
+            connection: Mutex::default(),
+        }))));
+    }
     let client = redis::Client::open(url)?;
     let config = redis::aio::ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(1)))
         .set_response_timeout(Some(Duration::from_secs(2)))
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_millis(500));
-    Ok(ConnectionManager::new_lazy_with_config(client, config)?)
+    Ok(Connection::Single(ConnectionManager::new_lazy_with_config(
+        client, config,
+    )?))
+}
+
+/// One Redis, or a Redis Cluster. Every key one command or script touches
+/// shares a hash slot (the key layout above tags them); a pipeline whose
+/// commands fall in several slots is sent as one pipeline per slot, in
+/// parallel, its replies put back in order. Pipelines are never atomic
+/// (`MULTI`) here, so splitting them changes nothing a caller relies on.
+#[derive(Clone)]
+pub enum Connection {
+    Single(ConnectionManager),
+    Cluster(Cluster),
+}
+
+/// A cluster connection made on first use, so the process starts while
+/// the cluster is down (as a single Redis's connection manager does).
+#[derive(Clone)]
+pub struct Cluster(Arc<ClusterState>);
+
+struct ClusterState {
+    client: ClusterClient,
+    connection: Mutex<Option<ClusterConnection>>,
+}
+
+impl Cluster {
+    async fn get(&self) -> RedisResult<ClusterConnection> {
+        if let Some(connection) = self.0.connection.lock().expect("cluster lock").clone() {
+            return Ok(connection);
+        }
+        let connection = self.0.client.get_async_connection().await?;
+        *self.0.connection.lock().expect("cluster lock") = Some(connection.clone());
+        Ok(connection)
+    }
+}
+
+impl Connection {
+    /// Every key matching `pattern` (a `SCAN` of each primary of a cluster).
+    pub async fn scan_match(&mut self, pattern: &str) -> RedisResult<Vec<String>> {
+        let mut keys = Vec::new();
+        match self {
+            Connection::Single(connection) => {
+                scan_node(connection, pattern, None, &mut keys).await?;
+            }
+            Connection::Cluster(cluster) => {
+                let mut connection = cluster.get().await?;
+                for (host, port) in primaries(&mut connection).await? {
+                    scan_node(&mut connection, pattern, Some((host, port)), &mut keys).await?;
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// `INFO server` of one node (every node of a cluster runs the same
+    /// version in a supported deployment).
+    pub async fn info_server(&mut self) -> RedisResult<String> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        match self {
+            Connection::Single(connection) => cmd.query_async(connection).await,
+            Connection::Cluster(cluster) => {
+                let value = cluster
+                    .get()
+                    .await?
+                    .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
+                    .await?;
+                Ok(redis::from_redis_value(value)?)
+            }
+        }
+    }
+
+    /// Runs `cmd` on every primary (e.g. `FLUSHDB` in tests).
+    pub async fn on_every_primary(&mut self, cmd: Cmd) -> RedisResult<()> {
+        match self {
+            Connection::Single(connection) => cmd.query_async(connection).await,
+            Connection::Cluster(cluster) => {
+                cluster
+                    .get()
+                    .await?
+                    .route_command(
+                        cmd,
+                        RoutingInfo::MultiNode((
+                            MultipleNodeRoutingInfo::AllMasters,
+                            Some(ResponsePolicy::AllSucceeded),
+                        )),
+                    )
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `(host, port)` of each primary, from `CLUSTER SLOTS`.
+async fn primaries(connection: &mut ClusterConnection) -> RedisResult<Vec<(String, u16)>> {
+    let slots: Vec<Vec<Value>> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(connection)
+        .await?;
+    let mut nodes: Vec<(String, u16)> = slots
+        .into_iter()
+        .filter_map(|range| {
+            let primary: Vec<Value> = redis::from_redis_value(range.get(2)?.clone()).ok()?;
+            let host: String = redis::from_redis_value(primary.first()?.clone()).ok()?;
+            let port: u16 = redis::from_redis_value(primary.get(1)?.clone()).ok()?;
+            Some((host, port))
+        })
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    Ok(nodes)
+}
+
+async fn scan_node(
+    connection: &mut impl AsClusterRoute,
+    pattern: &str,
+    node: Option<(String, u16)>,
+    keys: &mut Vec<String>,
+) -> RedisResult<()> {
+    let mut cursor: u64 = 0;
+    loop {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let (next, batch): (u64, Vec<String>) = connection.query_on(cmd, node.clone()).await?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends a command to one named node of a cluster, or as usual.
+trait AsClusterRoute {
+    async fn query_on<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: Cmd,
+        node: Option<(String, u16)>,
+    ) -> RedisResult<T>;
+}
+
+impl AsClusterRoute for ConnectionManager {
+    async fn query_on<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: Cmd,
+        _node: Option<(String, u16)>,
+    ) -> RedisResult<T> {
+        cmd.query_async(self).await
+    }
+}
+
+impl AsClusterRoute for ClusterConnection {
+    async fn query_on<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: Cmd,
+        node: Option<(String, u16)>,
+    ) -> RedisResult<T> {
+        let routing = match node {
+            Some((host, port)) => {
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
+            }
+            None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        };
+        Ok(redis::from_redis_value(
+            self.route_command(cmd, routing).await?,
+        )?)
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(cluster) => Box::pin(async move {
+                let mut connection = cluster.get().await?;
+                connection.req_packed_command(cmd).await
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Cluster(cluster) => Box::pin(async move {
+                let connection = cluster.get().await?;
+                per_slot(connection, pipeline, offset, count).await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(_) => 0,
+        }
+    }
+}
+
+/// The slot of the key a command addresses; `None` for commands without a
+/// key (they go with the first slot of their pipeline).
+fn slot_route(cmd: &Cmd) -> Option<Route> {
+    let mut args = cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    });
+    let name = args.next()?.to_ascii_uppercase();
+    let key = match name.as_slice() {
+        b"EVAL" | b"EVALSHA" => {
+            let _script = args.next()?;
+            let keys: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+            if keys == 0 {
+                return None;
+            }
+            args.next()?
+        }
+        b"PING" | b"INFO" | b"SCAN" | b"CLUSTER" | b"SCRIPT" | b"XREAD" => return None,
+        _ => args.next()?,
+    };
+    Some(Route::with_key(key, SlotAddr::Master))
+}
+
+/// Sends `pipeline` as one pipeline per slot, in parallel, and puts the
+/// replies back in the order of its commands.
+async fn per_slot(
+    mut connection: ClusterConnection,
+    pipeline: &Pipeline,
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    let routes: Vec<Option<Route>> = pipeline.cmd_iter().map(slot_route).collect();
+    let first = routes.iter().flatten().next().copied();
+    let mut groups: HashMap<Option<Route>, Vec<usize>> = HashMap::new();
+    for (at, route) in routes.iter().enumerate() {
+        groups.entry(route.or(first)).or_default().push(at);
+    }
+    if groups.len() <= 1 {
+        return connection
+            .req_packed_commands(pipeline, offset, count)
+            .await;
+    }
+    let commands: Vec<&Cmd> = pipeline.cmd_iter().collect();
+    let sends = groups.into_values().map(|indices| {
+        let mut part = redis::pipe();
+        for at in &indices {
+            part.add_command(commands[*at].clone());
+        }
+        let mut connection = connection.clone();
+        async move {
+            let replies = connection
+                .req_packed_commands(&part, 0, indices.len())
+                .await?;
+            Ok::<_, redis::RedisError>((indices, replies))
+        }
+    });
+    let mut replies = vec![Value::Nil; commands.len()];
+    for (indices, values) in futures_util::future::try_join_all(sends).await? {
+        for (at, value) in indices.into_iter().zip(values) {
+            replies[at] = value;
+        }
+    }
+    Ok(replies.into_iter().skip(offset).take(count).collect())
 }
 
 /// Whether Redis answers within a second (for /readyz).
-pub async fn ping(mut conn: ConnectionManager) -> bool {
+pub async fn ping(mut conn: Connection) -> bool {
     let cmd = redis::cmd("PING");
-    let ping = cmd.query_async::<String>(&mut conn);
+    let ping = cmd.query_async::<Value>(&mut conn);
     matches!(
         tokio::time::timeout(Duration::from_secs(1), ping).await,
         Ok(Ok(_))
@@ -57,11 +363,8 @@ pub async fn ping(mut conn: ConnectionManager) -> bool {
 
 /// Stops the process when Redis answers and is older than this build
 /// supports; `Err` when it does not answer (nothing to check yet).
-pub async fn require_version(mut conn: ConnectionManager) -> Result<()> {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await?;
+pub async fn require_version(mut conn: Connection) -> Result<()> {
+    let info = conn.info_server().await?;
     if let Err(message) = ratewire_service::compatibility::redis_version_ok(&info) {
         ratewire_service::compatibility::stop(&message);
     }

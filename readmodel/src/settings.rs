@@ -18,7 +18,8 @@ pub struct ReadModelSettings {
     #[arg(long, env = "RATEWIRE_CONTROL_SCHEMA", default_value = "ratewire", value_parser = parse_schema)]
     pub control_schema: String,
     /// Redis URL of the read views (and, for the API, its key cache and
-    /// counters).
+    /// counters): `redis://host:port/db`, or for a Redis Cluster
+    /// `redis-cluster://host:port,host:port,...` (seed nodes).
     #[arg(
         long,
         env = "RATEWIRE_REDIS_URL",

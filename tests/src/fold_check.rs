@@ -128,7 +128,7 @@ impl Stack {
     async fn views_of(&self, schema: &str) -> Result<BTreeMap<String, String>> {
         let client = redis::Client::open(self.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let prefix = format!("{}{schema}:", self.redis_prefix);
+        let prefix = format!("{}{{{schema}}}:", self.redis_prefix);
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}view:*"))
             .query_async(&mut conn)

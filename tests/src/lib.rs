@@ -26,6 +26,8 @@ mod client;
 pub mod contract;
 pub mod fold_check;
 pub mod proxy;
+pub mod redis_cluster;
+pub mod sse;
 mod stack;
 mod support;
 

@@ -483,7 +483,7 @@ impl Stack {
     pub async fn stored_views(&self) -> Result<std::collections::BTreeMap<String, Value>> {
         let client = redis::Client::open(self.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let prefix = format!("{}readmodel:view:", self.redis_prefix);
+        let prefix = format!("{}{{readmodel}}:view:", self.redis_prefix);
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}*"))
             .query_async(&mut conn)

@@ -6,32 +6,9 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use ratewire_e2e::sse::{next_board, next_event, subscribe};
 use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
-use reqwest_eventsource::{Event, EventSource, RequestBuilderExt};
 use serde_json::Value;
-
-/// A subscriber's stream of `(event, id, data)`.
-async fn subscribe(stack: &Stack, key: &str, query: &str, last_id: Option<&str>) -> EventSource {
-    let mut request = stack
-        .http()
-        .get(format!("{}/api/v1/stream?{query}", stack.api_url))
-        .header("x-api-key", key)
-        // The harness's client times a whole request out; a stream is not one.
-        .timeout(Duration::from_secs(3600));
-    if let Some(id) = last_id {
-        request = request.header("last-event-id", id);
-    }
-    let mut source = request.eventsource().expect("a request that can be cloned");
-    source.set_retry_policy(Box::new(reqwest_eventsource::retry::Never));
-    // The request goes out on the first poll: wait until it is open, so
-    // what happens next is on the stream.
-    match tokio::time::timeout(VISIBLE_WITHIN, source.next()).await {
-        Ok(Some(Ok(Event::Open))) => {}
-        other => panic!("the stream did not open: {other:?}"),
-    }
-    source
-}
 
 /// A bank with a publisher token, once /rates lists it: its registration
 /// is a `board` event of its own (its /rates element appeared), which must
@@ -42,38 +19,6 @@ async fn listed_bank(stack: &Stack, key: &str, code: &str) -> anyhow::Result<(i6
         .wait_served("the bank listed", bank, key, &format!("\"id\":{bank}"))
         .await?;
     Ok((bank, token))
-}
-
-/// The next event that is not `skip`ped, within `wait`.
-async fn next_event(
-    source: &mut EventSource,
-    wait: Duration,
-) -> anyhow::Result<(String, String, Value)> {
-    let found = tokio::time::timeout(wait, async {
-        while let Some(event) = source.next().await {
-            match event {
-                Ok(Event::Open) => continue,
-                Ok(Event::Message(m)) => {
-                    let data = serde_json::from_str(&m.data).unwrap_or(Value::Null);
-                    return Ok((m.event, m.id, data));
-                }
-                Err(e) => return Err(anyhow::anyhow!("the stream failed: {e}")),
-            }
-        }
-        Err(anyhow::anyhow!("the stream ended"))
-    })
-    .await;
-    found.map_err(|_| anyhow::anyhow!("no event within {wait:?}"))?
-}
-
-/// The next `board` event.
-async fn next_board(source: &mut EventSource) -> anyhow::Result<(String, Value)> {
-    loop {
-        let (event, id, data) = next_event(source, VISIBLE_WITHIN).await?;
-        if event == "board" {
-            return Ok((id, data));
-        }
-    }
 }
 
 fn board(currency: &str, buying: &str, selling: &str, hours_ago: i64) -> String {

@@ -180,7 +180,7 @@ async fn views_come_back_after_redis_loses_them() -> anyhow::Result<()> {
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let exists: bool = redis::cmd("EXISTS")
             .arg(format!(
-                "{}readmodel:view:rates:bank:{bank}:00",
+                "{}{{readmodel}}:view:rates:bank:{bank}:00",
                 stack.redis_prefix
             ))
             .query_async(&mut conn)

@@ -28,7 +28,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use ratewire_readmodel::redis::Connection;
 
 use super::{minute_key, month_key, Verdict, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
 use crate::plans::Limits;
@@ -270,7 +270,7 @@ impl LocalCounts {
     /// only, between trips. Returns how many subjects had counts.
     pub(crate) async fn add_unsent(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Connection,
         this_minute: &str,
     ) -> redis::RedisResult<usize> {
         let pending: Vec<Pending> = self

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use chrono::Utc;
-use redis::aio::ConnectionManager;
+use ratewire_readmodel::redis::Connection;
 use redis::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -223,7 +223,7 @@ impl<'a, T: Default> Distinct<'a, T> {
 }
 
 async fn count(
-    redis: &mut ConnectionManager,
+    redis: &mut Connection,
     trip: &[Ask],
 ) -> redis::RedisResult<(Vec<Counted>, Option<redis::Pipeline>)> {
     let mut minutes = Distinct::<Counter>::new();
@@ -352,7 +352,7 @@ mod tests {
     use super::*;
 
     /// A Redis of this machine, under a prefix of the test's own.
-    fn redis() -> (ConnectionManager, String) {
+    fn redis() -> (Connection, String) {
         let url = std::env::var("RATEWIRE_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned());
         let prefix = format!("rwtest:{}:", uuid::Uuid::new_v4().simple());
@@ -373,7 +373,7 @@ mod tests {
         }
     }
 
-    async fn forget(redis: &mut ConnectionManager, prefix: &str) {
+    async fn forget(redis: &mut Connection, prefix: &str) {
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}*"))
             .query_async(redis)
@@ -388,7 +388,7 @@ mod tests {
         }
     }
 
-    async fn value(redis: &mut ConnectionManager, key: String) -> Option<i64> {
+    async fn value(redis: &mut Connection, key: String) -> Option<i64> {
         redis::cmd("GET").arg(key).query_async(redis).await.unwrap()
     }
 
@@ -489,7 +489,7 @@ mod tests {
         admitted.sort_unstable();
         assert_eq!(admitted, (1..=60).collect::<Vec<_>>(), "distinct counts");
         // The refusals' counts come back just after their answers.
-        let minute = format!("{p}rl:minute:key:a:{}", now.format("%Y%m%d%H%M"));
+        let minute = super::super::minute_key(&p, "key:a", &now.format("%Y%m%d%H%M").to_string());
         let month = super::super::month_key(
             &p,
             "key:a",
