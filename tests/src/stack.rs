@@ -476,6 +476,19 @@ impl Stack {
         self.spawn(name, &binary(binary_name)?, &[], &env)
     }
 
+    /// Whether the projector has written `bank`'s /rates element to Redis
+    /// (the API may render it from Postgres before): the change it made is
+    /// then on the live stream's log too.
+    pub async fn bank_view_written(&self, bank: i64) -> Result<bool> {
+        let client = redis::Client::open(self.redis_url.as_str())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let key = format!(
+            "{}{{readmodel}}:view:rates:bank:{bank}:00",
+            self.redis_prefix
+        );
+        Ok(redis::cmd("EXISTS").arg(key).query_async(&mut conn).await?)
+    }
+
     /// Every stored view of the active generation, by key, its JSON parsed
     /// and with what a rendering stamps with its own time (the best rates'
     /// `timestamp`) removed, so two renderings of the same data compare

@@ -10,14 +10,21 @@ use ratewire_e2e::sse::{next_board, next_event, subscribe};
 use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
 
-/// A bank with a publisher token, once /rates lists it: its registration
-/// is a `board` event of its own (its /rates element appeared), which must
-/// not be taken for the board a test pushes next.
+/// A bank with a publisher token, once /rates lists it from Redis: its
+/// registration is a `board` event of its own (its /rates element
+/// appeared), which must not be taken for the board a test pushes next.
+/// /rates alone is not enough: it renders from Postgres while the view is
+/// not written yet, and the registration's event would then come after a
+/// subscription that followed.
 async fn listed_bank(stack: &Stack, key: &str, code: &str) -> anyhow::Result<(i64, String)> {
     let (bank, token) = stack.bank_with_token(code, code).await?;
     stack
         .wait_served("the bank listed", bank, key, &format!("\"id\":{bank}"))
         .await?;
+    eventually("the bank's view written", VISIBLE_WITHIN, || async {
+        stack.bank_view_written(bank).await.ok()?.then_some(())
+    })
+    .await?;
     Ok((bank, token))
 }
 
