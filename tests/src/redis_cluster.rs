@@ -13,42 +13,72 @@ use crate::support::{eventually, free_port};
 pub struct RedisCluster {
     pub ports: Vec<u16>,
     servers: Vec<Child>,
+    dir: std::path::PathBuf,
+}
+
+/// One node in cluster mode, on a free port and a free cluster-bus port.
+/// A port picked free can be taken by another test before the server binds
+/// it; the server then exits, and the node is started again on others.
+async fn start_node(dir: &Path) -> Result<(u16, Child)> {
+    let mut last = None;
+    for _ in 0..5 {
+        let (port, bus) = (free_port(), free_port());
+        let log = std::fs::File::create(dir.join(format!("redis-{port}.log")))?;
+        let mut child = Command::new("redis-server")
+            .current_dir(dir)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-port", &bus.to_string()])
+            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+            .args(["--cluster-node-timeout", "5000"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting redis-server in cluster mode")?;
+        let listening = eventually("a cluster node", Duration::from_secs(10), || {
+            let exited = matches!(child.try_wait(), Ok(Some(_)));
+            async move {
+                if exited {
+                    // Ends the wait at once; told apart below.
+                    return Some(false);
+                }
+                std::net::TcpStream::connect(("127.0.0.1", port))
+                    .ok()
+                    .map(|_| true)
+            }
+        })
+        .await;
+        match listening {
+            Ok(true) => return Ok((port, child)),
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                last = Some(format!("{other:?}"));
+            }
+        }
+    }
+    anyhow::bail!("no cluster node would start (last: {last:?})")
 }
 
 impl RedisCluster {
     /// Starts three primaries (no persistence) with their files in `dir`
-    /// and waits until the cluster serves every slot.
+    /// (removed when the cluster is dropped) and waits until the cluster
+    /// serves every slot.
     pub async fn start(dir: &Path) -> Result<RedisCluster> {
         std::fs::create_dir_all(dir)?;
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let mut cluster = RedisCluster {
-            ports: ports.clone(),
+            ports: Vec::new(),
             servers: Vec::new(),
+            dir: dir.to_owned(),
         };
-        for port in &ports {
-            let log = std::fs::File::create(dir.join(format!("redis-{port}.log")))?;
-            let child = Command::new("redis-server")
-                .current_dir(dir)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .context("starting redis-server in cluster mode")?;
-            cluster.servers.push(child);
+        for _ in 0..3 {
+            let (port, server) = start_node(dir).await?;
+            cluster.ports.push(port);
+            cluster.servers.push(server);
         }
-        for port in &ports {
-            eventually("a cluster node", Duration::from_secs(10), || async {
-                std::net::TcpStream::connect(("127.0.0.1", *port))
-                    .ok()
-                    .map(|_| ())
-            })
-            .await?;
-        }
+        let ports = cluster.ports.clone();
         let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let created = Command::new("redis-cli")
             .args(["--cluster", "create"])
@@ -115,5 +145,6 @@ impl Drop for RedisCluster {
             let _ = server.kill();
             let _ = server.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

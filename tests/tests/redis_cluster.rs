@@ -136,7 +136,5 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
             .any(|(_, k)| k.contains(&format!("rl:minute:{{{subject}}}:"))),
         "the minute counter, tagged by its subject: {keys:?}"
     );
-    drop(stack);
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
