@@ -35,9 +35,7 @@ use ratewire_proto::{BankId, CurrencyCode};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::error::Result;
@@ -45,7 +43,7 @@ use crate::views::RatesVariant;
 
 /// How a `RATEWIRE_REDIS_URL` names a Redis Cluster: this scheme, then its
 /// seed nodes' `host:port` separated by commas.
-pub const CLUSTER_SCHEME: &str = "redis-cluster://";
+const CLUSTER_SCHEME: &str = "redis-cluster://";
 
 /// A Redis connection that reconnects by itself and never waits long: a
 /// Redis outage turns into fast errors, never a hang. `url` is one Redis
@@ -115,15 +113,29 @@ impl Cluster {
 impl Connection {
     /// Every key matching `pattern` (a `SCAN` of each primary of a cluster).
     pub async fn scan_match(&mut self, pattern: &str) -> RedisResult<Vec<String>> {
+        let nodes = match self {
+            Connection::Single(_) => vec![None],
+            Connection::Cluster(cluster) => primaries(&mut cluster.get().await?)
+                .await?
+                .into_iter()
+                .map(Some)
+                .collect(),
+        };
         let mut keys = Vec::new();
-        match self {
-            Connection::Single(connection) => {
-                scan_node(connection, pattern, None, &mut keys).await?;
-            }
-            Connection::Cluster(cluster) => {
-                let mut connection = cluster.get().await?;
-                for (host, port) in primaries(&mut connection).await? {
-                    scan_node(&mut connection, pattern, Some((host, port)), &mut keys).await?;
+        for node in &nodes {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let (next, batch): (u64, Vec<String>) = self.query_at(cmd, node).await?;
+                keys.extend(batch);
+                cursor = next;
+                if cursor == 0 {
+                    break;
                 }
             }
         }
@@ -135,36 +147,27 @@ impl Connection {
     pub async fn info_server(&mut self) -> RedisResult<String> {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("server");
-        match self {
-            Connection::Single(connection) => cmd.query_async(connection).await,
-            Connection::Cluster(cluster) => {
-                let value = cluster
-                    .get()
-                    .await?
-                    .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
-                    .await?;
-                Ok(redis::from_redis_value(value)?)
-            }
-        }
+        self.query_at(cmd, &None).await
     }
 
-    /// Runs `cmd` on every primary (e.g. `FLUSHDB` in tests).
-    pub async fn on_every_primary(&mut self, cmd: Cmd) -> RedisResult<()> {
+    /// Sends `cmd` to the cluster node at `node` (`host`, `port`), or to
+    /// any node when `None`; to the one Redis when there is no cluster.
+    async fn query_at<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: Cmd,
+        node: &Option<(String, u16)>,
+    ) -> RedisResult<T> {
         match self {
             Connection::Single(connection) => cmd.query_async(connection).await,
             Connection::Cluster(cluster) => {
-                cluster
-                    .get()
-                    .await?
-                    .route_command(
-                        cmd,
-                        RoutingInfo::MultiNode((
-                            MultipleNodeRoutingInfo::AllMasters,
-                            Some(ResponsePolicy::AllSucceeded),
-                        )),
-                    )
-                    .await?;
-                Ok(())
+                let routing = match node.clone() {
+                    Some((host, port)) => {
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
+                    }
+                    None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                };
+                let value = cluster.get().await?.route_command(cmd, routing).await?;
+                Ok(redis::from_redis_value(value)?)
             }
         }
     }
@@ -188,66 +191,6 @@ async fn primaries(connection: &mut ClusterConnection) -> RedisResult<Vec<(Strin
     nodes.sort();
     nodes.dedup();
     Ok(nodes)
-}
-
-async fn scan_node(
-    connection: &mut impl AsClusterRoute,
-    pattern: &str,
-    node: Option<(String, u16)>,
-    keys: &mut Vec<String>,
-) -> RedisResult<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let mut cmd = redis::cmd("SCAN");
-        cmd.arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000);
-        let (next, batch): (u64, Vec<String>) = connection.query_on(cmd, node.clone()).await?;
-        keys.extend(batch);
-        cursor = next;
-        if cursor == 0 {
-            return Ok(());
-        }
-    }
-}
-
-/// Sends a command to one named node of a cluster, or as usual.
-trait AsClusterRoute {
-    async fn query_on<T: redis::FromRedisValue>(
-        &mut self,
-        cmd: Cmd,
-        node: Option<(String, u16)>,
-    ) -> RedisResult<T>;
-}
-
-impl AsClusterRoute for ConnectionManager {
-    async fn query_on<T: redis::FromRedisValue>(
-        &mut self,
-        cmd: Cmd,
-        _node: Option<(String, u16)>,
-    ) -> RedisResult<T> {
-        cmd.query_async(self).await
-    }
-}
-
-impl AsClusterRoute for ClusterConnection {
-    async fn query_on<T: redis::FromRedisValue>(
-        &mut self,
-        cmd: Cmd,
-        node: Option<(String, u16)>,
-    ) -> RedisResult<T> {
-        let routing = match node {
-            Some((host, port)) => {
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
-            }
-            None => RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-        };
-        Ok(redis::from_redis_value(
-            self.route_command(cmd, routing).await?,
-        )?)
-    }
 }
 
 impl ConnectionLike for Connection {
