@@ -228,10 +228,7 @@ impl FoldLoop {
                     match changed {
                         Some(wanted) => {
                             self.partitions = wanted;
-                            reassign = !self.reassign().await;
-                            if !reassign {
-                                next.set(receive(Arc::clone(&self.consumer)));
-                            }
+                            reassign = !self.read_again(&mut next, receive).await;
                         }
                         // The lease task is gone (shutting down).
                         None => desired = None,
@@ -242,10 +239,7 @@ impl FoldLoop {
                         reassign = true;
                     }
                     if reassign {
-                        reassign = !self.reassign().await;
-                        if !reassign {
-                            next.set(receive(Arc::clone(&self.consumer)));
-                        }
+                        reassign = !self.read_again(&mut next, receive).await;
                     }
                     self.maintain_views().await;
                     self.schedule_retention();
@@ -259,10 +253,7 @@ impl FoldLoop {
                             // Read again at once (further back where a read
                             // began past its position).
                             Applied::Gap => {
-                                reassign = !self.reassign().await;
-                                if !reassign {
-                                    next.set(receive(Arc::clone(&self.consumer)));
-                                }
+                                reassign = !self.read_again(&mut next, receive).await;
                             }
                             Applied::Done => {}
                         },
@@ -353,6 +344,20 @@ impl FoldLoop {
             return false;
         }
         true
+    }
+
+    /// [`FoldLoop::reassign`], and on success drops the receive in flight
+    /// for a new one: what it took was read before the assignment.
+    async fn read_again<F>(
+        &mut self,
+        next: &mut std::pin::Pin<Box<F>>,
+        receive: impl Fn(Arc<StreamConsumer>) -> F,
+    ) -> bool {
+        let assigned = self.reassign().await;
+        if assigned {
+            next.set(receive(Arc::clone(&self.consumer)));
+        }
+        assigned
     }
 
     /// Starts the owned partitions again at their stored offsets (further
