@@ -5,8 +5,18 @@ use chrono::{Duration, Utc};
 use ratewire_e2e::{at, day, eventually, Stack, POSTGRES_PROXY, READ_REPLICA, VISIBLE_WITHIN};
 use serde_json::Value;
 
-async fn readiness(stack: &Stack) -> Option<Value> {
-    stack.json_at(&format!("{}/readyz", stack.api_url)).await
+/// Waits until the API's /readyz reports the replica `up` (or not) and the
+/// `status` that goes with it.
+async fn replica_reported(stack: &Stack, up: bool, status: &str) -> anyhow::Result<()> {
+    eventually(
+        &format!("readiness: replica {up}, {status}"),
+        VISIBLE_WITHIN,
+        || async {
+            let ready: Value = stack.json_at(&format!("{}/readyz", stack.api_url)).await?;
+            (ready["replica"] == up && ready["status"] == status).then_some(())
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -28,11 +38,7 @@ async fn history_and_series_read_the_replica_and_the_primary_while_it_is_away() 
         (status == 200 && body["data"]["cashBuying"] == 151).then_some(())
     })
     .await?;
-    eventually("the replica reported", VISIBLE_WITHIN, || async {
-        let ready = readiness(&stack).await?;
-        (ready["replica"] == true && ready["status"] == "ready").then_some(())
-    })
-    .await?;
+    replica_reported(&stack, true, "ready").await?;
 
     // The primary cut off: history and series still answer, from the replica.
     stack.postgres_down()?;
@@ -49,11 +55,7 @@ async fn history_and_series_read_the_replica_and_the_primary_while_it_is_away() 
 
     // The replica cut off: readiness says so, and the primary answers.
     stack.replica_down()?;
-    eventually("the replica reported down", VISIBLE_WITHIN, || async {
-        let ready = readiness(&stack).await?;
-        (ready["replica"] == false && ready["status"] == "degraded").then_some(())
-    })
-    .await?;
+    replica_reported(&stack, false, "degraded").await?;
     let (status, body) = stack.get(&history, Some(&key)).await?;
     assert_eq!(
         (status, &body["data"]["cashBuying"]),
@@ -65,11 +67,7 @@ async fn history_and_series_read_the_replica_and_the_primary_while_it_is_away() 
 
     // And it is read again once it answers.
     stack.replica_up().await?;
-    eventually("the replica reported back", VISIBLE_WITHIN, || async {
-        let ready = readiness(&stack).await?;
-        (ready["replica"] == true && ready["status"] == "ready").then_some(())
-    })
-    .await?;
+    replica_reported(&stack, true, "ready").await?;
     stack.postgres_down()?;
     let (status, _) = stack.get(&history, Some(&key)).await?;
     assert_eq!(status, 200);
