@@ -67,9 +67,14 @@ impl Application {
             interval: Duration::from_secs(config.usage_sync_secs),
             continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
+        let views = Arc::new(crate::view_cache::ViewCache::new(
+            Duration::from_millis(config.view_cache_ms),
+            usize::try_from(config.view_cache_mb << 20).unwrap_or(usize::MAX),
+        ));
         let relay = crate::live::Relay::new(
             crate::live::Reader::new(redis.conn()),
             config.stream_buffer as usize,
+            Arc::clone(&views),
         );
         let stream_slots = Arc::new(crate::stream_slots::StreamSlots::new(redis.clone(), prefix));
         let state = AppState::new(Shared {
@@ -94,6 +99,7 @@ impl Application {
             rate_limits: config.rate_limits,
             readiness: Readiness::default(),
             relay,
+            views,
             stream_slots,
             shutdown: CancellationToken::new(),
         });
@@ -144,6 +150,7 @@ impl Application {
         tokio::spawn(state.redis.clone().watch(shutdown.clone()));
         tokio::spawn(Arc::clone(&state.limiter).track_instances(shutdown.clone()));
         tokio::spawn(Arc::clone(&state.limiter).reconcile_after_outages(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.limiter).return_idle_leases(shutdown.clone()));
         tokio::spawn(Arc::clone(&state.stream_slots).renew(shutdown.clone()));
         // Live streams end when the process stops, so the graceful
         // shutdown does not wait for them.
@@ -203,6 +210,7 @@ impl Application {
             tokio::spawn(usage_sync.run(shutdown.clone()))
         });
         let served = servers.stopped().await;
+        state.limiter.give_back_leases(Duration::ZERO).await;
         if let Some(sync) = sync {
             let _ = sync.await;
         }

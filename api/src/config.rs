@@ -82,4 +82,13 @@ pub struct Config {
     /// dropped (with a last `dropped` event).
     #[arg(long, env = "RATEWIRE_STREAM_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(2..=65_536))]
     pub stream_buffer: u64,
+    /// Milliseconds a view read from Redis is served from this process at
+    /// most (it is dropped at once when the projector changes it; this
+    /// bounds a change that came without notice). 0 reads Redis for every
+    /// request.
+    #[arg(long, env = "RATEWIRE_VIEW_CACHE_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub view_cache_ms: u64,
+    /// Megabytes of views kept in this process at most.
+    #[arg(long, env = "RATEWIRE_VIEW_CACHE_MB", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4_096))]
+    pub view_cache_mb: u64,
 }

@@ -150,6 +150,16 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             request.uri().path(),
             request.uri().query(),
         );
+        // A view kept in this process needs no read; any other is read in
+        // the limiter's round trip, and kept if nothing changed meanwhile.
+        let (view, kept) = match view {
+            Some(view) => match state.views.get(&view.key) {
+                Some(stored) => (None, Some((view.key, Some(stored)))),
+                None => (Some(view), None),
+            },
+            None => (None, None),
+        };
+        let ticket = view.as_ref().and_then(|_| state.views.ticket());
         let (decision, stored) = state
             .limiter
             .check_and_read(
@@ -160,7 +170,11 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
                 view.as_ref(),
             )
             .await;
-        (decision, view.map(|v| v.key).zip(stored))
+        let read = view.map(|v| v.key).zip(stored);
+        if let Some((key, Some(stored))) = &read {
+            state.views.keep(ticket, key, stored);
+        }
+        (decision, kept.or(read))
     } else {
         (Decision::uncounted(limits, now), None)
     };

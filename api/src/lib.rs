@@ -50,6 +50,7 @@ pub mod routes;
 pub mod state;
 pub mod stream_slots;
 pub mod usage_sync;
+pub mod view_cache;
 pub mod web;
 
 pub use app::Application;

@@ -16,6 +16,7 @@
 //! before Redis decides again ([`local`]). Nothing waits on Redis longer
 //! than twice the budget.
 
+pub mod lease;
 pub(crate) mod local;
 mod shared_trip;
 
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
 use crate::requests::{Stored, ViewRef};
+use lease::Leases;
 use local::LocalCounts;
 use shared_trip::{Ask, Counted, Failed};
 
@@ -233,6 +235,8 @@ pub struct Limiter {
     instance: String,
     /// Decisions taken without Redis since start.
     pub local_decisions: AtomicU64,
+    /// Slices of busy callers' allowances held here.
+    leases: Leases,
 }
 
 /// A request's counters: the windows and their Redis keys.
@@ -264,6 +268,7 @@ impl Limiter {
             instances: AtomicU64::new(1),
             instance: uuid::Uuid::new_v4().simple().to_string(),
             local_decisions: AtomicU64::new(0),
+            leases: Leases::default(),
         }
     }
 
@@ -308,14 +313,53 @@ impl Limiter {
         view: Option<&ViewRef>,
     ) -> (Decision, Option<Option<Stored>>) {
         let counters = self.counters(subject, now);
-        let result = self
-            .count_in_redis(subject, &counters, limits, count_month, view)
-            .await;
+        let lease = self.leases.take(
+            subject,
+            &counters.minute_window,
+            &counters.month_window,
+            limits,
+            count_month,
+            self.instances(),
+        );
+        let result = match lease {
+            Ok(from_lease) => Ok(shared_trip::Counted {
+                verdict: Verdict::Allowed,
+                minute_used: from_lease.minute_used,
+                month_used: from_lease.month_used,
+                view: None,
+                leased: 0,
+            }),
+            Err(slice) => {
+                let result = self
+                    .count_in_redis(subject, &counters, limits, count_month, view, slice)
+                    .await;
+                if slice > 0 {
+                    let (granted, minute, month) = match &result {
+                        Ok(c) => (c.leased, c.minute_used + c.leased, c.month_used + c.leased),
+                        Err(_) => (0, 0, 0),
+                    };
+                    self.leases.granted(
+                        subject,
+                        &counters.minute_window,
+                        &counters.month_window,
+                        granted,
+                        minute,
+                        month,
+                    );
+                }
+                result
+            }
+        };
+        let counted = if lease.is_ok() { "lease" } else { "redis" };
         let ((verdict, minute_used, month_used), read, counted) = match result {
-            Ok(counted) => (
-                (counted.verdict, counted.minute_used, counted.month_used),
-                counted.view,
-                "redis",
+            Ok(counted_here) => (
+                (
+                    counted_here.verdict,
+                    counted_here.minute_used,
+                    counted_here.month_used,
+                ),
+                counted_here.view,
+                counted,
             ),
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
@@ -361,6 +405,7 @@ impl Limiter {
         limits: Limits,
         count_month: bool,
         view: Option<&ViewRef>,
+        lease: u64,
     ) -> Result<Counted, Failed> {
         if self.redis.is_open() {
             return Err(Failed::Redis(Unavailable::Open));
@@ -378,6 +423,7 @@ impl Limiter {
                 month_key: counters.month_key.clone(),
                 limits,
                 view: view.cloned(),
+                lease,
                 sent,
                 reply,
             })
@@ -394,6 +440,45 @@ impl Limiter {
         match tokio::time::timeout(self.redis.budget() * 2, answer).await {
             Ok(answer) => answer.map_err(|_| Failed::Stopped)?,
             Err(_) => Err(Failed::TimedOut),
+        }
+    }
+
+    /// Gives back to Redis the unused month slices of callers quiet for
+    /// `idle` (all of them with zero, at shutdown): they would otherwise
+    /// count as used.
+    pub async fn give_back_leases(&self, idle: std::time::Duration) {
+        let unused = self.leases.take_unused(idle);
+        if unused.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for (subject, month, count) in &unused {
+            pipe.decr(month_key(&self.prefix, subject, month), *count)
+                .ignore();
+        }
+        let given = self
+            .redis
+            .call("giving leased counts back", |mut conn| async move {
+                pipe.query_async::<()>(&mut conn).await
+            })
+            .await;
+        match given {
+            Ok(()) => tracing::debug!(callers = unused.len(), "unused leased counts given back"),
+            Err(e) => {
+                tracing::warn!(error = %e, callers = unused.len(), "giving unused leased counts back failed; they count as used")
+            }
+        }
+    }
+
+    /// Gives quiet callers' unused month slices back every second, until
+    /// shutdown.
+    pub async fn return_idle_leases(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => self.give_back_leases(lease::IDLE).await,
+            }
         }
     }
 

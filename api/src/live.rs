@@ -31,6 +31,7 @@ use tracing::{info, warn};
 
 use crate::fanout::{Fanout, Interest, Subscriber};
 use crate::read_model::ReadModels;
+use crate::view_cache::ViewCache;
 
 /// Entries read per blocking read.
 const READ_AT_MOST: usize = 512;
@@ -100,11 +101,21 @@ pub enum Change {
     Best {
         currency: CurrencyCode,
     },
+    /// The all-banks lists were composed again (nothing to deliver: a
+    /// subscriber follows banks and currencies).
+    Lists,
+    /// The /currencies view changed (nothing to deliver).
+    Currencies,
 }
 
 impl Change {
-    /// `board:{id}:{codes}` or `best:{CODE}`.
+    /// `board:{id}:{codes}`, `best:{CODE}`, `lists` or `currencies`.
     pub fn parse(entry: &str) -> Option<Change> {
+        match entry {
+            "lists" => return Some(Change::Lists),
+            "currencies" => return Some(Change::Currencies),
+            _ => {}
+        }
         let mut parts = entry.splitn(3, ':');
         match (parts.next()?, parts.next()?) {
             ("board", id) => Some(Change::Board {
@@ -120,6 +131,25 @@ impl Change {
                 currency: CurrencyCode::parse(code).ok()?,
             }),
             _ => None,
+        }
+    }
+
+    /// The views this change replaced (what an instance keeping views
+    /// must drop: see [`crate::view_cache`]).
+    pub fn views(&self, views: &Keys) -> Vec<String> {
+        match self {
+            Change::Board { bank, .. } => RatesVariant::ALL
+                .iter()
+                .map(|variant| views.rates_bank(*bank, *variant))
+                .chain([false, true].map(|recent| views.banks_bank(*bank, recent)))
+                .collect(),
+            Change::Best { currency } => vec![views.best(*currency)],
+            Change::Lists => RatesVariant::ALL
+                .iter()
+                .map(|variant| views.rates_all(*variant))
+                .chain([false, true].map(|recent| views.banks_all(recent)))
+                .collect(),
+            Change::Currencies => vec![views.currencies()],
         }
     }
 }
@@ -206,6 +236,7 @@ impl Reader {
                 Change::Best { currency } => {
                     pipe.get(views.best(*currency));
                 }
+                Change::Lists | Change::Currencies => {}
             }
         }
         let mut conn = self.conn.clone();
@@ -251,6 +282,7 @@ impl Reader {
                         frame: frame("best", Some(*at), data),
                     });
                 }
+                Change::Lists | Change::Currencies => {}
             }
         }
         Ok(deliveries)
@@ -368,15 +400,19 @@ fn codes_of(body: &[u8]) -> Vec<CurrencyCode> {
 pub struct Relay {
     fanout: Arc<Fanout>,
     pub reader: Reader,
+    /// The views kept in this process, dropped here as their entries are
+    /// read (and suspended while the stream cannot be followed).
+    cache: Arc<ViewCache>,
 }
 
 impl Relay {
     /// A relay whose subscribers may fall `behind_at_most` deliveries
     /// behind before they are dropped.
-    pub fn new(reader: Reader, behind_at_most: usize) -> Self {
+    pub fn new(reader: Reader, behind_at_most: usize, cache: Arc<ViewCache>) -> Self {
         Self {
             fanout: Fanout::new(behind_at_most),
             reader,
+            cache,
         }
     }
 
@@ -408,9 +444,14 @@ impl Relay {
                             self.fanout.send(Delivery::Reset);
                         }
                         following = Some((key.clone(), newest));
+                        // Every entry from here on is read: views kept from
+                        // now are dropped when they change.
+                        self.cache.suspend();
+                        self.cache.resume();
                         newest
                     }
                     Err(e) => {
+                        self.cache.suspend();
                         failing = note_failure(failing, &e);
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
@@ -448,6 +489,7 @@ impl Relay {
                         .collect(),
                 ),
                 Err(e) => {
+                    self.cache.suspend();
                     failing = note_failure(failing, &e);
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
@@ -456,6 +498,13 @@ impl Relay {
                     continue;
                 }
             };
+            // Before anything else hears of them; the position kept is
+            // before these, so no entry after it goes unread.
+            for (_, change) in &changes {
+                self.cache
+                    .drop_views(change.views(&views).iter().map(String::as_str));
+            }
+            self.cache.resume();
             let Some(last) = changes.last().map(|(at, _)| *at) else {
                 continue;
             };

@@ -70,6 +70,8 @@ pub struct Shared {
     pub readiness: Readiness,
     /// The live stream's fan-out of changes.
     pub relay: crate::live::Relay,
+    /// Views kept in this process until the projector changes them.
+    pub views: Arc<crate::view_cache::ViewCache>,
     /// Live streams held per caller, across instances.
     pub stream_slots: Arc<crate::stream_slots::StreamSlots>,
     /// Cancelled when the process stops: live streams end with it (a

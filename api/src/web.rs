@@ -131,7 +131,7 @@ impl Asset {
 }
 
 /// Whether the client takes gzip (`Accept-Encoding: gzip`, not `gzip;q=0`).
-fn accepts_gzip(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()

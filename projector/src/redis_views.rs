@@ -14,9 +14,13 @@ use ratewire_readmodel::ReadModelSettings;
 use crate::error::Result;
 
 /// Rebuilds every `view:{family}:all:*` from the per-bank elements,
-/// atomically, with each list's fingerprint (`ARGV[2]`: the etags hash).
+/// atomically, with each list's fingerprint (`ARGV[2]`: the etags hash);
+/// when any list changed, adds `lists` to the changes stream (`ARGV[3]`,
+/// keeping entries from `ARGV[4]` on), so API instances keeping the lists
+/// drop them.
 const COMPOSE_ALL: &str = r#"
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local changed = false
 local families = {rates = {'00', '01', '10', '11'}, banks = {'0', '1'}}
 for family, variants in pairs(families) do
   for _, variant in ipairs(variants) do
@@ -32,9 +36,16 @@ for family, variants in pairs(families) do
     end
     local key = ARGV[1] .. 'view:' .. family .. ':all:' .. variant
     local body = table.concat(parts, ',')
-    redis.call('SET', key, body)
-    redis.call('HSET', ARGV[2], key, string.sub(redis.sha1hex(body), 1, 16))
+    local fingerprint = string.sub(redis.sha1hex(body), 1, 16)
+    if redis.call('HGET', ARGV[2], key) ~= fingerprint or redis.call('EXISTS', key) == 0 then
+      redis.call('SET', key, body)
+      redis.call('HSET', ARGV[2], key, fingerprint)
+      changed = true
+    end
   end
+end
+if changed then
+  redis.call('XADD', ARGV[3], 'MINID', '~', ARGV[4], '*', 'e', 'lists')
 end
 return #ids
 "#;
@@ -48,7 +59,10 @@ return #ids
 /// stored fingerprint is the same: nothing changed), `D` deletes, `A`/`R`
 /// add or remove a bank id in the active set (the key is then only the
 /// name its version is kept under), `E` adds `value` to the changes stream
-/// if a view since the previous `E` changed. Returns how many were written.
+/// if a view since the previous `E` changed (written or removed). Every
+/// view the API serves as stored is followed by an `E` naming it: API
+/// instances that keep views drop them on it. Returns how many were
+/// written.
 const WRITE_IF_NEWER: &str = r#"
 local versions, xmax, settled, active = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local etags, stream, oldest = ARGV[5], ARGV[6], ARGV[7]
@@ -77,7 +91,7 @@ for i = 8, #ARGV, 4 do
           changed = true
         end
       elseif op == 'D' then
-        redis.call('DEL', key)
+        if redis.call('DEL', key) == 1 then changed = true end
         redis.call('HDEL', etags, key)
       elseif op == 'A' then redis.call('ZADD', active, value, value)
       elseif op == 'R' then redis.call('ZREM', active, value) end
@@ -172,6 +186,13 @@ impl RedisViews {
         }
     }
 
+    /// The oldest id the changes stream keeps now.
+    fn oldest_change(&self) -> String {
+        let oldest = chrono::Utc::now().timestamp_millis()
+            - i64::try_from(self.changes_kept.as_millis()).unwrap_or(i64::MAX);
+        format!("{}-0", oldest.max(0))
+    }
+
     /// Keeps change entries this long.
     pub fn keeping_changes(mut self, kept: std::time::Duration) -> Self {
         self.changes_kept = kept;
@@ -182,8 +203,6 @@ impl RedisViews {
     /// is already there (one script: atomic), then recomposes the all-banks
     /// lists when asked.
     pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
-        let oldest = chrono::Utc::now().timestamp_millis()
-            - i64::try_from(self.changes_kept.as_millis()).unwrap_or(i64::MAX);
         let mut script = self.write_if_newer.prepare_invoke();
         // Every key it writes shares the generation's hash slot; naming one
         // routes the script to that slot's node in a cluster.
@@ -195,7 +214,7 @@ impl RedisViews {
             .arg(self.keys.active_banks())
             .arg(self.keys.view_etags())
             .arg(self.keys.changes())
-            .arg(format!("{}-0", oldest.max(0)));
+            .arg(self.oldest_change());
         let mut write = |op: &str, key: String, value: &str, digest: &str| {
             script.arg(op).arg(key).arg(value).arg(digest);
         };
@@ -238,6 +257,8 @@ impl RedisViews {
                         write("D", self.keys.banks_bank(*id, with_recent), "", "");
                     }
                     write("R", active, &id.to_string(), "");
+                    // No currencies: the live stream has nothing to show.
+                    write("E", String::new(), &format!("board:{id}:"), "");
                 }
             }
         }
@@ -248,6 +269,7 @@ impl RedisViews {
                 &rendered.body,
                 &rendered.digest,
             );
+            write("E", String::new(), "currencies", "");
         }
         for (code, rendered) in &update.best {
             match rendered {
@@ -255,7 +277,10 @@ impl RedisViews {
                     write("S", self.keys.best(*code), &rendered.body, &rendered.digest);
                     write("E", String::new(), &format!("best:{code}"), "");
                 }
-                None => write("D", self.keys.best(*code), "", ""),
+                None => {
+                    write("D", self.keys.best(*code), "", "");
+                    write("E", String::new(), &format!("best:{code}"), "");
+                }
             };
         }
         let written: i64 = script.invoke_async(&mut self.conn).await?;
@@ -288,6 +313,8 @@ impl RedisViews {
             .key(self.keys.active_banks())
             .arg(self.keys.prefix())
             .arg(self.keys.view_etags())
+            .arg(self.keys.changes())
+            .arg(self.oldest_change())
             .invoke_async::<i64>(&mut self.conn)
             .await?;
         Ok(())

@@ -48,6 +48,9 @@ pub(super) struct Ask {
     pub limits: Limits,
     /// The view to read along when the request is allowed.
     pub view: Option<ViewRef>,
+    /// Counts to lease besides the request's own when it is allowed (see
+    /// `lease`): granted as far as both windows allow.
+    pub lease: u64,
     /// Whether it counts toward the month, the counts its trip carries
     /// for its subject (admitted in this process while Redis could not be
     /// asked: added in the same `INCRBY`, not decided again), and where
@@ -65,6 +68,9 @@ pub(super) struct Counted {
     /// The view's value when the request was allowed and asked for one
     /// (`Some(None)`: the key is missing).
     pub view: Option<Option<Stored>>,
+    /// Counts leased besides the request's own (included in Redis's counts,
+    /// not in `minute_used` and `month_used`).
+    pub leased: u64,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -152,7 +158,10 @@ async fn one_trip(redis: &RedisGuard, trip: &mut Vec<Ask>) {
             for (ask, answer) in trip.drain(..).zip(answers) {
                 // Known to this process before any request hears of
                 // it: a request decided here next must count it.
-                ask.sent.answered(answer.minute_used, answer.month_used);
+                ask.sent.answered(
+                    answer.minute_used + answer.leased,
+                    answer.month_used + answer.leased,
+                );
                 // The caller may have gone; its count stands, as it
                 // would have had it waited.
                 let _ = ask.reply.send(Ok(answer));
@@ -232,10 +241,10 @@ async fn count(
     let mut etags: HashMap<&str, &str> = HashMap::new();
     for ask in trip {
         let minute = minutes.entry(&ask.minute_key);
-        minute.asked += 1;
+        minute.asked += 1 + ask.lease;
         minute.carried += ask.sent.carry.minute;
         let month = months.entry(&ask.month_key);
-        month.asked += u64::from(ask.sent.count_month);
+        month.asked += u64::from(ask.sent.count_month) * (1 + ask.lease);
         month.carried += ask.sent.carry.month;
         if let Some(view) = &ask.view {
             views.entry(&view.key);
@@ -321,15 +330,26 @@ fn decide(
             minute_used: minute_count - 1,
             month_used,
             view: None,
+            leased: 0,
         };
     }
-    minute.admitted += 1;
-    month.admitted += u64::from(ask.sent.count_month);
+    let month_count = month_used + u64::from(ask.sent.count_month);
+    // A slice is leased only with a request counted toward the month.
+    let leased = if ask.sent.count_month {
+        ask.lease
+            .min(ask.limits.per_minute.saturating_sub(minute_count))
+            .min(ask.limits.per_month.saturating_sub(month_count))
+    } else {
+        0
+    };
+    minute.admitted += 1 + leased;
+    month.admitted += u64::from(ask.sent.count_month) * (1 + leased);
     Counted {
         verdict,
         minute_used: minute_count,
-        month_used: month_used + u64::from(ask.sent.count_month),
+        month_used: month_count,
         view: ask.view.as_ref().map(|view| views.get(&view.key).clone()),
+        leased,
     }
 }
 
@@ -368,6 +388,7 @@ mod tests {
                 key: format!("{prefix}{v}"),
                 etags: format!("{prefix}etags"),
             }),
+            lease: 0,
             sent: Sent::detached(count_month),
             reply: oneshot::channel().0,
         }

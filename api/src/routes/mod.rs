@@ -119,22 +119,10 @@ impl Cached {
 pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRef) -> Cached {
     let answer = match prefetched.0 {
         Some((fetched, stored)) if fetched == view.key => Ok(stored),
-        _ => state
-            .redis
-            .call("reading a view", |mut conn| async move {
-                redis::pipe()
-                    .get(&view.key)
-                    .hget(&view.etags, &view.key)
-                    .query_async::<(Option<Vec<u8>>, Option<String>)>(&mut conn)
-                    .await
-            })
-            .await
-            .map(|(body, etag)| {
-                body.map(|body| Stored {
-                    body: Bytes::from(body),
-                    etag,
-                })
-            }),
+        _ => match state.views.get(&view.key) {
+            Some(kept) => Ok(Some(kept)),
+            None => read_view(state, view).await,
+        },
     };
     let (cached, source) = match answer {
         Ok(Some(stored)) => (Cached::Found(stored), "redis"),
@@ -151,6 +139,81 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRe
     };
     metrics::counter!("ratewire_api_views_served_total", "source" => source).increment(1);
     cached
+}
+
+/// `view` read from Redis, kept in this process when nothing changed
+/// meanwhile (see [`crate::view_cache`]).
+async fn read_view(
+    state: &AppState,
+    view: &ViewRef,
+) -> std::result::Result<Option<Stored>, crate::redis_guard::Unavailable> {
+    let ticket = state.views.ticket();
+    let stored = state
+        .redis
+        .call("reading a view", |mut conn| async move {
+            redis::pipe()
+                .get(&view.key)
+                .hget(&view.etags, &view.key)
+                .query_async::<(Option<Vec<u8>>, Option<String>)>(&mut conn)
+                .await
+        })
+        .await
+        .map(|(body, etag)| {
+            body.map(|body| Stored {
+                body: Bytes::from(body),
+                etag,
+            })
+        })?;
+    if let Some(stored) = &stored {
+        state.views.keep(ticket, &view.key, stored);
+    }
+    Ok(stored)
+}
+
+/// Whether the client takes gzip (read from `Accept-Encoding` alone,
+/// without copying the request's headers).
+#[derive(Debug, Clone, Copy)]
+pub struct AcceptsGzip(pub bool);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for AcceptsGzip {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> std::result::Result<Self, Self::Rejection> {
+        Ok(Self(crate::web::accepts_gzip(&parts.headers)))
+    }
+}
+
+/// A list answer made of a stored view (`/rates`, `/banks`): gzip-encoded,
+/// made once per kept view, when the client takes gzip and the view is kept
+/// in this process; as it is otherwise. The gzip encoding is another
+/// representation, so its `ETag` is the view's with `-gz`.
+pub fn stored_list(state: &AppState, gzip: AcceptsGzip, key: &str, stored: Stored) -> Response {
+    use ratewire_readmodel::views::{LIST_HEAD, LIST_TAIL};
+    let gzip = (gzip.0 && stored.body.len() >= crate::view_cache::SMALLEST_COMPRESSED)
+        .then(|| {
+            state
+                .views
+                .gzip(key, &stored, LIST_HEAD.as_bytes(), LIST_TAIL.as_bytes())
+        })
+        .flatten();
+    let mut response = match gzip {
+        Some(gzip) => {
+            let etag = stored.etag.as_deref().map(|e| format!("{e}-gz"));
+            let mut response = with_etag(json_body(gzip), etag.as_deref());
+            response
+                .headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            response
+        }
+        None => with_etag(view_body::json_list(stored.body), stored.etag.as_deref()),
+    };
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    response
 }
 
 /// `response` with the strong `ETag` of fingerprint `etag` (see

@@ -9,7 +9,7 @@ use ratewire_readmodel::views::rates_element;
 
 use super::fallback::rendered;
 use super::view_body::json_list;
-use super::{cached_view, with_etag, Cached};
+use super::{cached_view, stored_list, with_etag, AcceptsGzip, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
@@ -36,6 +36,7 @@ pub async fn rates(
     _: ApiKey,
     State(state): State<AppState>,
     prefetched: Prefetched,
+    gzip: AcceptsGzip,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let request = RatesRequest::parse(query.as_deref())?;
@@ -44,9 +45,7 @@ pub async fn rates(
     let view = ViewRef::new(&read.views, request.view_key(&read.views));
     let key = &view.key;
     let cached = match cached_view(&state, prefetched, &view).await {
-        Cached::Found(stored) => {
-            return Ok(with_etag(json_list(stored.body), stored.etag.as_deref()))
-        }
+        Cached::Found(stored) => return Ok(stored_list(&state, gzip, key, stored)),
         cached => cached,
     };
 

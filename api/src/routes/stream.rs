@@ -251,6 +251,8 @@ async fn catch_up(
         let target = match &change {
             Change::Board { bank, .. } => format!("board:{bank}"),
             Change::Best { currency } => format!("best:{currency}"),
+            // What subscribers follow is on boards and best rates.
+            Change::Lists | Change::Currencies => continue,
         };
         latest.insert(target, (at, change));
     }
