@@ -239,6 +239,10 @@ impl Reader {
                 Change::Lists | Change::Currencies => {}
             }
         }
+        // Only entries that deliver nothing (lists, /currencies).
+        if pipe.cmd_iter().next().is_none() {
+            return Ok(Vec::new());
+        }
         let mut conn = self.conn.clone();
         let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await?;
         let mut values = values.into_iter();
