@@ -91,7 +91,11 @@ impl ViewCache {
         }
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
         let kept = entries.views.get(key)?;
-        (kept.at.elapsed() < self.max_age).then(|| kept.stored.clone())
+        let current = kept.at.elapsed() < self.max_age;
+        if current {
+            metrics::counter!("ratewire_api_views_kept_served_total").increment(1);
+        }
+        current.then(|| kept.stored.clone())
     }
 
     /// Taken before reading a view from Redis, to keep what it reads.
