@@ -1,131 +1,435 @@
-//! The views over all banks (/currencies, best rates, the all-banks lists)
-//! are recomputed by a task of their own, off the fold's path. Reading every
-//! bank's quotes and four 30-day series per currency takes tens of
-//! milliseconds per currency; done in line, once a second, it held up the
-//! fold (and so every board's freshness) for most of each second. The task
-//! keeps the series it read ([`SeriesCache`]), so a recompute reads only
-//! what changed since the last.
+//! The views over all banks (/currencies, best rates, the all-banks lists),
+//! kept up to date board by board.
+//!
+//! A task of their own keeps every active bank's current board in memory
+//! ([`Boards`]). The bank-views task hands it each bank view it has just
+//! written to Redis, with the currencies whose history the fold changed
+//! behind the latest boards (backfills, retractions); the task then
+//! recomputes only what those touch: the best rates of the currencies on
+//! the bank's old and new board, picked from memory, with the best quotes'
+//! series (the [`SeriesCache`] reads only rows written since it last read),
+//! and the /currencies counts, also from memory. The all-banks lists are
+//! composed again in Redis from the bank views just written.
+//!
+//! It used to recompute every changed currency from Postgres on the fold's
+//! one-second tick (the quotes of every bank, tens of milliseconds per
+//! currency), paced to a third of its time: best rates and /currencies
+//! followed a board by up to about a second.
+//!
+//! Other projectors fold other partitions, so other banks: before each
+//! recomputation the task compares the version each active bank's views
+//! were last written at in Redis, by anyone, with the version of the board
+//! it holds, and reads the banks that differ again (one Redis round trip
+//! for the comparison). Everything is read in full again on a rebuild, on a
+//! generation switch, after a failure, and every [`RESYNC_EVERY`].
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use ratewire_proto::CurrencyCode;
-use sqlx::PgPool;
+use ratewire_proto::{BankId, CurrencyCode};
+use sqlx::{PgConnection, PgPool};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use crate::bank_views::Target;
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{RedisViews, Rendered, ViewUpdate};
+use crate::redis_views::{Rendered, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
-use ratewire_readmodel::store;
-use ratewire_readmodel::views::{self, BestEntry, Field, ViewStyle};
+use ratewire_readmodel::store::{self, Version};
+use ratewire_readmodel::views::{self, BankInfo, BankView, BestEntry, Field, RateView, ViewStyle};
 
-/// One recomputation, against the generation that was active when asked.
-pub struct Job {
-    /// The generation's read schema, `pool`'s search path.
-    pub generation: String,
-    pub pool: PgPool,
-    pub views: RedisViews,
-    /// Currencies whose best rates may have changed.
-    pub currencies: Vec<CurrencyCode>,
+/// How often the boards in memory are read again in full from Postgres.
+pub const RESYNC_EVERY: Duration = Duration::from_secs(60);
+
+/// How soon failed work is tried again when nothing new arrives.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Work for the task.
+pub enum Work {
+    /// Bank views written to Redis, read at `version` (`None`: the bank is
+    /// gone), and currencies whose history changed.
+    Banks {
+        target: Target,
+        version: Version,
+        banks: Vec<(BankId, Option<BankView>)>,
+        currencies: Vec<CurrencyCode>,
+    },
+    /// Currencies whose history changed with no bank view to write (a
+    /// backfill behind the latest boards).
+    Currencies {
+        target: Target,
+        currencies: Vec<CurrencyCode>,
+    },
+    /// Read every board again and recompute everything.
+    Resync { target: Target },
 }
 
-/// What a failed job leaves to be done again.
-#[derive(Debug, Default)]
-pub struct Failed {
-    pub any: bool,
-    pub currencies: BTreeSet<CurrencyCode>,
+impl Work {
+    fn target(&self) -> &Target {
+        match self {
+            Work::Banks { target, .. }
+            | Work::Currencies { target, .. }
+            | Work::Resync { target } => target,
+        }
+    }
 }
 
-/// Starts the task; a send fails while a job waits, and the caller keeps
-/// its work for the next chance.
-pub fn spawn(failed: Arc<Mutex<Failed>>, shutdown: CancellationToken) -> mpsc::Sender<Job> {
-    let (sender, mut jobs) = mpsc::channel::<Job>(1);
-    tokio::spawn(async move {
-        let mut cache = SeriesCache::default();
-        loop {
-            let job = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                job = jobs.recv() => match job {
-                    Some(job) => job,
-                    None => return,
-                },
-            };
-            let started = Instant::now();
-            let Job {
-                generation,
-                pool,
-                mut views,
-                currencies,
-            } = job;
-            let mut read_ms = 0;
-            let done = async {
-                let update =
-                    load(&pool, &generation, &currencies, views.style(), &mut cache).await?;
-                read_ms = started.elapsed().as_millis() as u64;
-                views.apply(&update).await
-            }
-            .await;
-            let took = started.elapsed();
-            match done {
-                Ok(()) => debug!(
-                    currencies = currencies.len(),
-                    series_carried = cache.stats().carried,
-                    series_read = cache.stats().read,
-                    read_ms,
-                    ms = took.as_millis() as u64,
-                    "views over all banks recomputed"
-                ),
-                Err(e) => {
-                    report::view_error(&e);
-                    warn!(error = %e, "views over all banks not recomputed; will retry");
-                    let mut failed = failed.lock().expect("failed aggregates lock");
-                    failed.any = true;
-                    failed.currencies.extend(currencies);
-                }
-            }
-            // At most a third of the time recomputing, however busy the log:
-            // these views may lag a little; Postgres is shared with the fold.
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(took * 2) => {}
+/// The task's handle: sending never waits.
+#[derive(Clone)]
+pub struct Aggregates {
+    work: mpsc::UnboundedSender<Work>,
+}
+
+impl Aggregates {
+    pub fn spawn(shutdown: CancellationToken) -> Self {
+        let (work, inbox) = mpsc::unbounded_channel();
+        tokio::spawn(run(inbox, shutdown));
+        Self { work }
+    }
+
+    pub fn send(&self, work: Work) {
+        let _ = self.work.send(work);
+    }
+}
+
+/// Every active bank's current board, as of the newest snapshot read.
+#[derive(Default)]
+struct Boards {
+    generation: String,
+    banks: BTreeMap<BankId, (Version, BankView)>,
+    /// The newest snapshot any of them was read in: what an update made
+    /// of them is written as. Each bank view is read after the commit that
+    /// changed it, so a later change always comes with a later version and
+    /// lands over an update that missed it.
+    newest: Option<Version>,
+}
+
+impl Boards {
+    /// Takes in `view` of `id` unless what is held was read later; returns
+    /// the currencies on the board it replaced and on the new one.
+    fn take(
+        &mut self,
+        id: BankId,
+        version: Version,
+        view: Option<BankView>,
+    ) -> BTreeSet<CurrencyCode> {
+        self.newest = self.newest.max(Some(version));
+        if self.banks.get(&id).is_some_and(|(held, _)| *held > version) {
+            return BTreeSet::new();
+        }
+        let mut touched: BTreeSet<CurrencyCode> = BTreeSet::new();
+        if let Some((_, old)) = self.banks.remove(&id) {
+            touched.extend(old.rates.iter().map(|r| r.currency));
+        }
+        if let Some(view) = view.filter(|v| v.bank.active) {
+            touched.extend(view.rates.iter().map(|r| r.currency));
+            self.banks.insert(id, (version, view));
+        }
+        touched
+    }
+
+    /// Each of `codes`' quotes by the active banks, in bank id order (as
+    /// [`store::quotes_of`] reads them).
+    fn quotes(&self, codes: &BTreeSet<CurrencyCode>) -> HashMap<CurrencyCode, Quotes> {
+        let mut quotes: HashMap<CurrencyCode, Quotes> = HashMap::new();
+        for (_, view) in self.banks.values() {
+            for rate in view.rates.iter().filter(|r| codes.contains(&r.currency)) {
+                quotes
+                    .entry(rate.currency)
+                    .or_default()
+                    .push((view.bank.clone(), rate.clone()));
             }
         }
-    });
-    sender
+        quotes
+    }
+
+    /// How many active banks quote each currency (as
+    /// [`store::currency_counts`] counts them).
+    fn counts(&self) -> Vec<(CurrencyCode, i64)> {
+        let mut counts: BTreeMap<CurrencyCode, i64> = BTreeMap::new();
+        for (_, view) in self.banks.values() {
+            for rate in &view.rates {
+                *counts.entry(rate.currency).or_default() += 1;
+            }
+        }
+        counts.into_iter().collect()
+    }
+
+    fn currencies(&self) -> BTreeSet<CurrencyCode> {
+        self.banks
+            .values()
+            .flat_map(|(_, v)| v.rates.iter().map(|r| r.currency))
+            .collect()
+    }
 }
 
-/// Reads and renders /currencies and the best rates of `currencies`, in one
-/// snapshot (the series cache relies on it), carrying forward the series
-/// `cache` keeps.
-pub async fn load(
-    pool: &PgPool,
-    generation: &str,
-    currencies: &[CurrencyCode],
-    style: &ViewStyle,
+type Quotes = Vec<(BankInfo, RateView)>;
+
+/// What waits to be done, for one generation.
+struct Pending {
+    target: Target,
+    banks: Vec<(BankId, Version, Option<BankView>)>,
+    currencies: BTreeSet<CurrencyCode>,
+    resync: bool,
+}
+
+impl Pending {
+    fn new(target: Target) -> Self {
+        Self {
+            target,
+            banks: Vec::new(),
+            currencies: BTreeSet::new(),
+            resync: false,
+        }
+    }
+
+    fn add(&mut self, work: Work) {
+        match work {
+            Work::Banks {
+                version,
+                banks,
+                currencies,
+                ..
+            } => {
+                self.banks
+                    .extend(banks.into_iter().map(|(id, view)| (id, version, view)));
+                self.currencies.extend(currencies);
+            }
+            Work::Currencies { currencies, .. } => self.currencies.extend(currencies),
+            Work::Resync { .. } => self.resync = true,
+        }
+    }
+}
+
+async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationToken) {
+    let mut boards = Boards::default();
+    let mut cache = SeriesCache::default();
+    let mut pending: Option<Pending> = None;
+    let mut resynced = Instant::now();
+    loop {
+        let failed = pending.is_some();
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            work = inbox.recv() => match work {
+                Some(work) => Some(work),
+                None => return,
+            },
+            _ = tokio::time::sleep(RETRY_AFTER), if failed => None,
+        };
+        // Everything that waited is done at once.
+        for work in next
+            .into_iter()
+            .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
+        {
+            let same = pending
+                .as_ref()
+                .is_some_and(|p| p.target.generation == work.target().generation);
+            if !same {
+                // Another generation's work replaces the old one's.
+                pending = Some(Pending::new(work.target().clone()));
+            }
+            if let Some(pending) = pending.as_mut() {
+                pending.add(work);
+            }
+        }
+        let Some(mut work) = pending.take() else {
+            continue;
+        };
+        if resynced.elapsed() >= RESYNC_EVERY {
+            work.resync = true;
+        }
+        let started = Instant::now();
+        match recompute(&mut boards, &mut cache, &mut work).await {
+            Ok(resync) => {
+                if resync {
+                    resynced = Instant::now();
+                }
+                debug!(
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    resync, "views over all banks recomputed"
+                );
+            }
+            Err(e) => {
+                report::view_error(&e);
+                warn!(error = %e, "views over all banks not recomputed; will retry");
+                // What was taken in may not have reached Redis: read all.
+                work.resync = true;
+                pending = Some(work);
+            }
+        }
+    }
+}
+
+/// Brings `boards` up to date with `work` and writes what changed; true
+/// when everything was read again.
+///
+/// Best rates and /currencies are written whatever version Redis holds
+/// (the last writer wins), and each writer checks afterwards for bank
+/// views written meanwhile, by anyone, and writes again if there were:
+/// every bank view is written before its projector recomputes, so the last
+/// write is always made from every board. Gating these writes by snapshot
+/// version, as the bank views are, let a projector's write that missed a
+/// board another projector had just folded stand over that projector's
+/// correct one.
+async fn recompute(
+    boards: &mut Boards,
     cache: &mut SeriesCache,
-) -> Result<ViewUpdate> {
-    let started = Instant::now();
+    work: &mut Pending,
+) -> Result<bool> {
+    let target = &work.target;
+    let resync = work.resync || boards.generation != target.generation || boards.newest.is_none();
+    let mut touched: BTreeSet<CurrencyCode> = work.currencies.clone();
+    if resync {
+        let (version, read) = read_all(&target.pool).await?;
+        // Every currency quoted before or now, and any ever known: the
+        // best rates of one nobody quotes any more are removed.
+        touched.extend(boards.currencies());
+        touched.extend(store::known_currencies(&target.pool).await?);
+        if boards.generation != target.generation {
+            boards.generation.clone_from(&target.generation);
+            boards.newest = None;
+        }
+        boards.banks = read;
+        boards.newest = boards.newest.max(Some(version));
+        for (id, version, view) in std::mem::take(&mut work.banks) {
+            boards.take(id, version, view);
+        }
+    } else {
+        for (id, version, view) in std::mem::take(&mut work.banks) {
+            touched.extend(boards.take(id, version, view));
+        }
+    }
+    if !resync {
+        touched.extend(written_elsewhere(boards, target).await?.1);
+    }
+    for _ in 0..CATCH_UP_ROUNDS {
+        write(boards, cache, target, std::mem::take(&mut touched)).await?;
+        let (stale, more) = written_elsewhere(boards, target).await?;
+        if stale == 0 {
+            break;
+        }
+        touched.extend(more);
+    }
+    Ok(resync)
+}
+
+/// Recomputations after one write at most, while other projectors keep
+/// writing bank views (the next work catches up with the rest).
+const CATCH_UP_ROUNDS: usize = 3;
+
+/// Reads again the banks whose views were written since `boards` read
+/// them, by another projector or an operator command (their partitions
+/// are folded elsewhere), comparing each active bank's version in Redis
+/// with the one held: one Redis round trip. Returns how many were stale
+/// and the currencies they touched.
+async fn written_elsewhere(
+    boards: &mut Boards,
+    target: &Target,
+) -> Result<(usize, BTreeSet<CurrencyCode>)> {
+    let mut views = target.views.clone();
+    let written = views.bank_versions().await?;
+    let listed: BTreeSet<BankId> = written.iter().map(|(id, _)| *id).collect();
+    let mut stale: Vec<BankId> = written
+        .into_iter()
+        .filter(|(id, version)| {
+            boards
+                .banks
+                .get(id)
+                .is_none_or(|(held, _)| version.is_some_and(|v| v > *held))
+        })
+        .map(|(id, _)| id)
+        .collect();
+    stale.extend(boards.banks.keys().filter(|id| !listed.contains(id)));
+    let mut touched = BTreeSet::new();
+    for update in crate::rebuild::load_updates(&target.pool, &stale).await? {
+        for (id, view) in update.banks {
+            touched.extend(boards.take(id, update.version, view));
+        }
+    }
+    Ok((stale.len(), touched))
+}
+
+/// Writes /currencies and the best rates of `touched` from `boards`, and
+/// recomposes the all-banks lists.
+async fn write(
+    boards: &Boards,
+    cache: &mut SeriesCache,
+    target: &Target,
+    touched: BTreeSet<CurrencyCode>,
+) -> Result<()> {
+    let Some(version) = boards.newest else {
+        return Ok(());
+    };
+    let style = target.views.style();
+    let mut update = ViewUpdate::at(version);
+    update.compose = true;
+    update.forced = true;
+    update.currencies = Some(Rendered::new(views::currencies_response(
+        &boards.counts(),
+        style,
+    )));
+    let quotes = boards.quotes(&touched);
+    let codes: Vec<CurrencyCode> = touched.into_iter().collect();
+    let mut tx = snapshot(&target.pool).await?;
+    render_best(
+        &mut tx,
+        &target.generation,
+        &codes,
+        &quotes,
+        cache,
+        &mut update,
+    )
+    .await?;
+    tx.commit().await?;
+    let mut views = target.views.clone();
+    views.apply(&update).await
+}
+
+/// Every active bank's view, in one snapshot, and its version.
+async fn read_all(pool: &PgPool) -> Result<(Version, BTreeMap<BankId, (Version, BankView)>)> {
+    let ids = store::active_bank_ids(pool).await?;
+    let mut banks = BTreeMap::new();
+    let mut newest = None;
+    for update in crate::rebuild::load_updates(pool, &ids).await? {
+        newest = newest.max(Some(update.version));
+        for (id, view) in update.banks {
+            if let Some(view) = view.filter(|v| v.bank.active) {
+                banks.insert(id, (update.version, view));
+            }
+        }
+    }
+    let version = match newest {
+        Some(version) => version,
+        None => Version::of(&mut *snapshot(pool).await?).await?,
+    };
+    Ok((version, banks))
+}
+
+/// A read-only transaction reading one snapshot (the series cache relies
+/// on it).
+async fn snapshot(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let mut update = ViewUpdate::at(store::Version::of(&mut tx).await?);
-    update.compose = true;
-    // Any bank change can move a currency's count (new board, deactivation).
-    update.currencies = Some(Rendered::new(views::currencies_response(
-        &store::currency_counts(&mut *tx).await?,
-        style,
-    )));
-    let counted = started.elapsed();
+    Ok(tx)
+}
+
+/// Renders the best rates of `codes` from their `quotes` into `update`
+/// (removing those nobody quotes), reading the best quotes' series in `db`.
+async fn render_best(
+    db: &mut PgConnection,
+    generation: &str,
+    codes: &[CurrencyCode],
+    quotes: &HashMap<CurrencyCode, Quotes>,
+    cache: &mut SeriesCache,
+    update: &mut ViewUpdate,
+) -> Result<()> {
     let now = Utc::now();
-    let quotes = store::quotes_of(&mut *tx, currencies).await?;
-    let quoted = started.elapsed();
-    let picks: Vec<(CurrencyCode, [Option<usize>; 4])> = currencies
+    let picks: Vec<(CurrencyCode, [Option<usize>; 4])> = codes
         .iter()
         .map(|code| {
             let picks = quotes.get(code).map(|q| store::best_picks(q));
@@ -140,15 +444,7 @@ pub async fn load(
             }
         }
     }
-    let mut series = cache.series(&mut tx, generation, &wanted, now).await?;
-    tx.commit().await?;
-    debug!(
-        counts_ms = counted.as_millis() as u64,
-        quotes_ms = (quoted - counted).as_millis() as u64,
-        series_ms = (started.elapsed() - quoted).as_millis() as u64,
-        "views over all banks read"
-    );
-
+    let mut series = cache.series(db, generation, &wanted, now).await?;
     for (code, picks) in picks {
         let Some(quotes) = quotes.get(&code).filter(|q| !q.is_empty()) else {
             update.best.push((code, None));
@@ -173,5 +469,28 @@ pub async fn load(
         let body = views::best_rates_response(&entries, now);
         update.best.push((code, Some(Rendered { body, digest })));
     }
+    Ok(())
+}
+
+/// Reads and renders /currencies and the best rates of `currencies` from
+/// Postgres, in one snapshot (a rebuild, a re-driven dead letter),
+/// carrying forward the series `cache` keeps.
+pub async fn load(
+    pool: &PgPool,
+    generation: &str,
+    currencies: &[CurrencyCode],
+    style: &ViewStyle,
+    cache: &mut SeriesCache,
+) -> Result<ViewUpdate> {
+    let mut tx = snapshot(pool).await?;
+    let mut update = ViewUpdate::at(Version::of(&mut tx).await?);
+    update.compose = true;
+    update.currencies = Some(Rendered::new(views::currencies_response(
+        &store::currency_counts(&mut *tx).await?,
+        style,
+    )));
+    let quotes = store::quotes_of(&mut *tx, currencies).await?;
+    render_best(&mut tx, generation, currencies, &quotes, cache, &mut update).await?;
+    tx.commit().await?;
     Ok(update)
 }

@@ -11,22 +11,22 @@
 //!
 //! One task writes every bank view, rebuilds included, one write at a time:
 //! each write reads Postgres after the one before it reached Redis, so an
-//! older rendering never lands over a newer one. The all-banks lists are
-//! composed from these views in Redis, so the fold asks for them only
-//! after a write landed ([`BankViews::take_written`]).
+//! older rendering never lands over a newer one. Each written view then
+//! goes to the task of the views over all banks ([`crate::aggregates`]),
+//! with the currencies whose history the fold changed, so best rates,
+//! /currencies and the all-banks lists follow it at once.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::BankId;
+use ratewire_proto::{BankId, CurrencyCode};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
 use crate::redis_views::RedisViews;
@@ -48,11 +48,12 @@ pub struct Target {
 }
 
 enum Message {
-    /// Banks whose boards changed in a committed batch, and the
-    /// `occurredAt` of its events.
+    /// Banks whose boards changed in a committed batch, the currencies
+    /// whose history it changed, and the `occurredAt` of its events.
     Changed {
         target: Target,
         banks: BTreeSet<BankId>,
+        currencies: BTreeSet<CurrencyCode>,
         occurred: Vec<DateTime<Utc>>,
     },
     /// Every view from Postgres; answers with the number of banks.
@@ -66,33 +67,34 @@ enum Message {
 pub struct BankViews {
     messages: mpsc::UnboundedSender<Message>,
     task: JoinHandle<()>,
-    written: Arc<AtomicBool>,
 }
 
 impl BankViews {
-    pub fn spawn() -> Self {
+    /// Starts the task; what it writes goes on to `aggregates`.
+    pub fn spawn(aggregates: Aggregates) -> Self {
         let (messages, inbox) = mpsc::unbounded_channel();
-        let written = Arc::new(AtomicBool::new(false));
         Self {
             messages,
-            task: tokio::spawn(run(inbox, Arc::clone(&written))),
-            written,
+            task: tokio::spawn(run(inbox, aggregates)),
         }
     }
 
-    /// Whether bank views were written since the last call.
-    pub fn take_written(&self) -> bool {
-        self.written.swap(false, Ordering::AcqRel)
-    }
-
-    /// Queues the views of `banks` for writing; returns at once.
-    pub fn changed(&self, target: &Target, banks: BTreeSet<BankId>, occurred: Vec<DateTime<Utc>>) {
-        if banks.is_empty() {
+    /// Queues the views of `banks` for writing, and the best rates of
+    /// `currencies` for recomputing after them; returns at once.
+    pub fn changed(
+        &self,
+        target: &Target,
+        banks: BTreeSet<BankId>,
+        currencies: BTreeSet<CurrencyCode>,
+        occurred: Vec<DateTime<Utc>>,
+    ) {
+        if banks.is_empty() && currencies.is_empty() {
             return;
         }
         let _ = self.messages.send(Message::Changed {
             target: target.clone(),
             banks,
+            currencies,
             occurred,
         });
     }
@@ -121,18 +123,25 @@ impl BankViews {
 struct Pending {
     target: Target,
     banks: BTreeSet<BankId>,
+    currencies: BTreeSet<CurrencyCode>,
     unseen: Vec<DateTime<Utc>>,
 }
 
 impl Pending {
-    fn add(&mut self, banks: BTreeSet<BankId>, occurred: Vec<DateTime<Utc>>) {
+    fn add(
+        &mut self,
+        banks: BTreeSet<BankId>,
+        currencies: BTreeSet<CurrencyCode>,
+        occurred: Vec<DateTime<Utc>>,
+    ) {
         self.banks.extend(banks);
+        self.currencies.extend(currencies);
         let room = UNSEEN_KEPT.saturating_sub(self.unseen.len());
         self.unseen.extend(occurred.into_iter().take(room));
     }
 }
 
-async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, written: Arc<AtomicBool>) {
+async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, aggregates: Aggregates) {
     let mut pending: Option<Pending> = None;
     let mut failed = false;
     loop {
@@ -150,7 +159,7 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, written: Arc<AtomicBoo
         let mut open = true;
         loop {
             if let Some(message) = next.take() {
-                take(&mut pending, &written, message).await;
+                take(&mut pending, &aggregates, message).await;
             }
             match inbox.try_recv() {
                 Ok(message) => next = Some(message),
@@ -161,21 +170,22 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Message>, written: Arc<AtomicBoo
                 }
             }
         }
-        failed = !write_pending(&mut pending, &written).await;
+        failed = !write_pending(&mut pending, &aggregates).await;
         if !open {
             break;
         }
     }
-    if failed && !write_pending(&mut pending, &written).await {
+    if failed && !write_pending(&mut pending, &aggregates).await {
         info!("stopping with bank views unwritten; the next start rebuilds them");
     }
 }
 
-async fn take(pending: &mut Option<Pending>, written: &AtomicBool, message: Message) {
+async fn take(pending: &mut Option<Pending>, aggregates: &Aggregates, message: Message) {
     match message {
         Message::Changed {
             target,
             banks,
+            currencies,
             occurred,
         } => {
             // A switch to another generation leaves the old one's views
@@ -187,26 +197,23 @@ async fn take(pending: &mut Option<Pending>, written: &AtomicBool, message: Mess
                 *pending = Some(Pending {
                     target,
                     banks: BTreeSet::new(),
+                    currencies: BTreeSet::new(),
                     unseen: Vec::new(),
                 });
             }
             if let Some(pending) = pending {
-                pending.add(banks, occurred);
+                pending.add(banks, currencies, occurred);
             }
         }
-        Message::Rebuild {
-            target: Target {
-                pool, mut views, ..
-            },
-            done,
-        } => {
-            let rebuilt = crate::rebuild::rebuild_views(&pool, &mut views).await;
+        Message::Rebuild { target, done } => {
+            let mut views = target.views.clone();
+            let rebuilt = crate::rebuild::rebuild_views(&target.pool, &mut views).await;
             if rebuilt.is_ok() {
                 // It read every bank after the changes queued before it.
                 if let Some(p) = pending.take() {
                     report::visible(&p.unseen, Utc::now());
                 }
-                written.store(true, Ordering::Release);
+                aggregates.send(Work::Resync { target });
             }
             let _ = done.send(rebuilt);
         }
@@ -214,14 +221,13 @@ async fn take(pending: &mut Option<Pending>, written: &AtomicBool, message: Mess
 }
 
 /// Writes the pending views; false when that failed (they stay pending).
-async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> bool {
+async fn write_pending(pending: &mut Option<Pending>, aggregates: &Aggregates) -> bool {
     let Some(waiting) = pending.as_mut() else {
         return true;
     };
-    match write(waiting).await {
+    match write(waiting, aggregates).await {
         Ok(()) => {
             report::visible(&waiting.unseen, Utc::now());
-            written.store(true, Ordering::Release);
             *pending = None;
             true
         }
@@ -233,13 +239,31 @@ async fn write_pending(pending: &mut Option<Pending>, written: &AtomicBool) -> b
     }
 }
 
-async fn write(pending: &mut Pending) -> Result<()> {
+async fn write(pending: &mut Pending, aggregates: &Aggregates) -> Result<()> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
     let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
     for update in &updates {
         pending.target.views.apply(update).await?;
+    }
+    let mut currencies: Vec<CurrencyCode> = std::mem::take(&mut pending.currencies)
+        .into_iter()
+        .collect();
+    for update in updates {
+        aggregates.send(Work::Banks {
+            target: pending.target.clone(),
+            version: update.version,
+            banks: update.banks,
+            currencies: std::mem::take(&mut currencies),
+        });
+    }
+    if !currencies.is_empty() {
+        // No bank view to write (a backfill behind the latest boards).
+        aggregates.send(Work::Currencies {
+            target: pending.target.clone(),
+            currencies,
+        });
     }
     debug!(
         banks = banks.len(),

@@ -3,12 +3,10 @@
 //! to the view tasks; and once a second, follow a generation switch,
 //! re-assign partitions when needed and keep the views complete.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ratewire_proto::CurrencyCode;
 use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::{db, generation};
 use ratewire_service::{compatibility, retry};
@@ -17,6 +15,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
 
+use crate::aggregates::Aggregates;
 use crate::bank_views::{BankViews, Target};
 use crate::config::Config;
 use crate::consumer;
@@ -27,7 +26,7 @@ use crate::http::Status;
 use crate::leases::Ownership;
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
-use crate::{aggregates, retention};
+use crate::retention;
 
 /// How often the unresolved dead letters are counted.
 const DEAD_LETTERS_EVERY: Duration = Duration::from_secs(10);
@@ -52,17 +51,11 @@ pub struct FoldLoop {
     redis: ratewire_readmodel::redis::Connection,
     consumer: Arc<StreamConsumer>,
     status: Arc<Status>,
-    /// Writes the views of banks whose boards changed.
+    /// Writes the views of banks whose boards changed, and hands them on
+    /// to the views over all banks.
     bank_views: BankViews,
-    /// Currencies whose best rates failed to reach Redis or await refresh.
-    dirty_currencies: BTreeSet<CurrencyCode>,
     /// Rebuild every view from Postgres at the next chance (start, flush).
     rebuild: bool,
-    /// A bank changed since /currencies was last rendered.
-    aggregates_dirty: bool,
-    /// The task recomputing the views over all banks, and what it failed.
-    aggregates: tokio::sync::mpsc::Sender<aggregates::Job>,
-    aggregates_failed: Arc<std::sync::Mutex<aggregates::Failed>>,
     /// Shared with the reporter task beside the fold.
     progress: Arc<std::sync::Mutex<Progress>>,
     /// The last retention purge: when it started, and its task.
@@ -94,7 +87,6 @@ impl FoldLoop {
         shutdown: &CancellationToken,
     ) -> Result<Self> {
         let schema = config.read_model.read_schema.clone();
-        let aggregates_failed = Arc::default();
         let continuity = Continuity::new(
             &config.read_model.redis_prefix,
             &config.read_model.control_schema,
@@ -108,12 +100,8 @@ impl FoldLoop {
             redis,
             consumer,
             status,
-            bank_views: BankViews::spawn(),
-            dirty_currencies: BTreeSet::new(),
+            bank_views: BankViews::spawn(Aggregates::spawn(shutdown.clone())),
             rebuild: true,
-            aggregates_dirty: false,
-            aggregates: aggregates::spawn(Arc::clone(&aggregates_failed), shutdown.clone()),
-            aggregates_failed,
             progress: Arc::default(),
             retention: None,
             continuity,
@@ -313,7 +301,6 @@ impl FoldLoop {
         self.views =
             RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &schema);
         self.schema = schema;
-        self.dirty_currencies.clear();
         Ok(())
     }
 
@@ -531,11 +518,14 @@ impl FoldLoop {
             );
         }
         drop(_entered);
-        self.dirty_currencies.extend(outcome.currencies);
-        // Bank views at once (they carry a board's freshness), the views
-        // over all banks from the next tick; each by a task of its own.
-        self.bank_views
-            .changed(&self.target(), outcome.banks, outcome.occurred);
+        // Bank views at once, then the views over all banks; each by a
+        // task of its own.
+        self.bank_views.changed(
+            &self.target(),
+            outcome.banks,
+            outcome.currencies,
+            outcome.occurred,
+        );
         if outcome.gaps.is_empty() {
             Applied::Done
         } else {
@@ -549,35 +539,6 @@ impl FoldLoop {
             generation: self.schema.clone(),
             pool: self.pool.clone(),
             views: self.views.clone(),
-        }
-    }
-
-    /// Hands the views over all banks to their task when something changed
-    /// (and what failed there before); when the task is busy, the work
-    /// waits for the next tick.
-    fn schedule_aggregates(&mut self) {
-        {
-            let mut failed = self
-                .aggregates_failed
-                .lock()
-                .expect("failed aggregates lock");
-            self.aggregates_dirty |= std::mem::take(&mut failed.any);
-            // The all-banks lists are composed from the bank views.
-            self.aggregates_dirty |= self.bank_views.take_written();
-            self.dirty_currencies.append(&mut failed.currencies);
-        }
-        if !self.aggregates_dirty && self.dirty_currencies.is_empty() {
-            return;
-        }
-        let job = aggregates::Job {
-            generation: self.schema.clone(),
-            pool: self.pool.clone(),
-            views: self.views.clone(),
-            currencies: self.dirty_currencies.iter().copied().collect(),
-        };
-        if self.aggregates.try_send(job).is_ok() {
-            self.dirty_currencies.clear();
-            self.aggregates_dirty = false;
         }
     }
 
@@ -623,7 +584,6 @@ impl FoldLoop {
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
             }
         }
-        self.schedule_aggregates();
     }
 }
 

@@ -14,31 +14,49 @@ use ratewire_readmodel::ReadModelSettings;
 use crate::error::Result;
 
 /// Rebuilds every `view:{family}:all:*` from the per-bank elements,
-/// atomically, with each list's fingerprint (`ARGV[2]`: the etags hash);
-/// when any list changed, adds `lists` to the changes stream (`ARGV[3]`,
-/// keeping entries from `ARGV[4]` on), so API instances keeping the lists
-/// drop them.
+/// atomically, where it changed. A list's fingerprint is made of its
+/// elements' fingerprints (`ARGV[2]`: the etags hash), so an unchanged list
+/// costs a hash lookup per bank, not the hundreds of kilobytes of string
+/// work of composing and hashing it again: the lists are recomposed after
+/// every write of bank views. When any list changed, adds `lists` to the
+/// changes stream (`ARGV[3]`, keeping entries from `ARGV[4]` on), so API
+/// instances keeping the lists drop them.
 const COMPOSE_ALL: &str = r#"
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local changed = false
+-- A command over many keys, in chunks (unpack has a stack limit).
+local function over(command, first, keys)
+  local out = {}
+  for i = 1, #keys, 1000 do
+    local chunk = {}
+    for j = i, math.min(i + 999, #keys) do chunk[#chunk + 1] = keys[j] end
+    local got
+    if first then
+      got = redis.call(command, first, unpack(chunk))
+    else
+      got = redis.call(command, unpack(chunk))
+    end
+    for k = 1, #chunk do out[#out + 1] = got[k] end
+  end
+  return out
+end
 local families = {rates = {'00', '01', '10', '11'}, banks = {'0', '1'}}
 for family, variants in pairs(families) do
   for _, variant in ipairs(variants) do
-    local parts = {}
-    if #ids > 0 then
-      local keys = {}
-      for i, id in ipairs(ids) do
-        keys[i] = ARGV[1] .. 'view:' .. family .. ':bank:' .. id .. ':' .. variant
-      end
-      for _, value in ipairs(redis.call('MGET', unpack(keys))) do
+    local keys = {}
+    for i, id in ipairs(ids) do
+      keys[i] = ARGV[1] .. 'view:' .. family .. ':bank:' .. id .. ':' .. variant
+    end
+    local marks = {}
+    for i, tag in ipairs(over('HMGET', ARGV[2], keys)) do marks[i] = tag or '-' end
+    local fingerprint = string.sub(redis.sha1hex(table.concat(marks, ',')), 1, 16)
+    local key = ARGV[1] .. 'view:' .. family .. ':all:' .. variant
+    if redis.call('HGET', ARGV[2], key) ~= fingerprint or redis.call('EXISTS', key) == 0 then
+      local parts = {}
+      for _, value in ipairs(over('MGET', nil, keys)) do
         if value then parts[#parts + 1] = value end
       end
-    end
-    local key = ARGV[1] .. 'view:' .. family .. ':all:' .. variant
-    local body = table.concat(parts, ',')
-    local fingerprint = string.sub(redis.sha1hex(body), 1, 16)
-    if redis.call('HGET', ARGV[2], key) ~= fingerprint or redis.call('EXISTS', key) == 0 then
-      redis.call('SET', key, body)
+      redis.call('SET', key, table.concat(parts, ','))
       redis.call('HSET', ARGV[2], key, fingerprint)
       changed = true
     end
@@ -58,7 +76,8 @@ return #ids
 /// then `op, key, value, fingerprint` quadruples: `S` sets (unless the
 /// stored fingerprint is the same: nothing changed), `D` deletes, `A`/`R`
 /// add or remove a bank id in the active set (the key is then only the
-/// name its version is kept under), `E` adds `value` to the changes stream
+/// name its version is kept under), `F` and `G` set and delete whatever
+/// version is stored, `E` adds `value` to the changes stream
 /// if a view since the previous `E` changed (written or removed). Every
 /// view the API serves as stored is followed by an `E` naming it: API
 /// instances that keep views drop them on it. Returns how many were
@@ -78,6 +97,8 @@ for i = 8, #ARGV, 4 do
   else
     local stored = redis.call('HGET', versions, key)
     local newer = true
+    if op == 'F' then op, stored = 'S', false end
+    if op == 'G' then op, stored = 'D', false end
     if stored then
       local sx, ss = string.match(stored, '^(%-?%d+):(%-?%d+)$')
       sx, ss = tonumber(sx), tonumber(ss)
@@ -102,6 +123,15 @@ for i = 8, #ARGV, 4 do
 end
 return written
 "#;
+
+/// A version as the views' versions hash keeps it (`xmax:settled`).
+fn parse_stamp(stamp: &str) -> Option<Version> {
+    let (xmax, settled) = stamp.split_once(':')?;
+    Some(Version {
+        xmax: xmax.parse().ok()?,
+        settled: settled.parse().ok()?,
+    })
+}
 
 /// How long the changes stream keeps an entry unless configured otherwise
 /// (a client of the live stream can resume within it).
@@ -138,6 +168,9 @@ pub struct ViewUpdate {
     /// hundred kilobytes of string work inside Redis: done on the tick, not
     /// after every batch).
     pub compose: bool,
+    /// Write the views whatever version Redis holds (the views over all
+    /// banks: see `aggregates`); the bank views never are.
+    pub forced: bool,
 }
 
 impl ViewUpdate {
@@ -149,6 +182,7 @@ impl ViewUpdate {
             currencies: None,
             best: Vec::new(),
             compose: false,
+            forced: false,
         }
     }
 
@@ -262,9 +296,14 @@ impl RedisViews {
                 }
             }
         }
+        let (set, delete) = if update.forced {
+            ("F", "G")
+        } else {
+            ("S", "D")
+        };
         if let Some(rendered) = &update.currencies {
             write(
-                "S",
+                set,
                 self.keys.currencies(),
                 &rendered.body,
                 &rendered.digest,
@@ -274,11 +313,11 @@ impl RedisViews {
         for (code, rendered) in &update.best {
             match rendered {
                 Some(rendered) => {
-                    write("S", self.keys.best(*code), &rendered.body, &rendered.digest);
+                    write(set, self.keys.best(*code), &rendered.body, &rendered.digest);
                     write("E", String::new(), &format!("best:{code}"), "");
                 }
                 None => {
-                    write("D", self.keys.best(*code), "", "");
+                    write(delete, self.keys.best(*code), "", "");
                     write("E", String::new(), &format!("best:{code}"), "");
                 }
             };
@@ -302,6 +341,38 @@ impl RedisViews {
             .query_async::<()>(&mut self.conn)
             .await?;
         Ok(())
+    }
+
+    /// Every bank in the active set and the version its views were last
+    /// written at, by any projector (`None`: none recorded).
+    pub async fn bank_versions(&mut self) -> Result<Vec<(BankId, Option<Version>)>> {
+        let ids: Vec<i64> = redis::cmd("ZRANGE")
+            .arg(self.keys.active_banks())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn)
+            .await?;
+        let ids: Vec<BankId> = ids
+            .into_iter()
+            .filter_map(|id| BankId::new(id).ok())
+            .collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fields: Vec<String> = ids
+            .iter()
+            .map(|id| self.keys.rates_bank(*id, RatesVariant::ALL[0]))
+            .collect();
+        let stamps: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.keys.view_versions())
+            .arg(&fields)
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(ids
+            .into_iter()
+            .zip(stamps)
+            .map(|(id, stamp)| (id, stamp.as_deref().and_then(parse_stamp)))
+            .collect())
     }
 
     pub fn style(&self) -> &ViewStyle {

@@ -11,7 +11,8 @@ mod series;
 mod snapshot;
 
 pub use banks::{
-    active_bank_views, bank, bank_ids, bank_view, bank_views, bank_views_at, latest_board,
+    active_bank_ids, active_bank_views, bank, bank_ids, bank_view, bank_views, bank_views_at,
+    latest_board,
 };
 pub use best::{best_entry, best_picks, best_rates, best_rates_from};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
