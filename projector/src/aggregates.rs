@@ -56,6 +56,9 @@ pub enum Work {
         version: Version,
         banks: Vec<(BankId, Option<BankView>)>,
         currencies: Vec<CurrencyCode>,
+        /// The `occurredAt` of the events behind them (for
+        /// `ratewire_projector_aggregates_delay_seconds`).
+        occurred: Vec<chrono::DateTime<Utc>>,
     },
     /// Currencies whose history changed with no bank view to write (a
     /// backfill behind the latest boards).
@@ -174,7 +177,12 @@ struct Pending {
     banks: Vec<(BankId, Version, Option<BankView>)>,
     currencies: BTreeSet<CurrencyCode>,
     resync: bool,
+    occurred: Vec<chrono::DateTime<Utc>>,
 }
+
+/// Most events remembered for the delay while the work waits; beyond it
+/// the delay is known well enough from the ones kept.
+const OCCURRED_KEPT: usize = 100_000;
 
 impl Pending {
     fn new(target: Target) -> Self {
@@ -183,6 +191,7 @@ impl Pending {
             banks: Vec::new(),
             currencies: BTreeSet::new(),
             resync: false,
+            occurred: Vec::new(),
         }
     }
 
@@ -192,8 +201,11 @@ impl Pending {
                 version,
                 banks,
                 currencies,
+                occurred,
                 ..
             } => {
+                let room = OCCURRED_KEPT.saturating_sub(self.occurred.len());
+                self.occurred.extend(occurred.into_iter().take(room));
                 self.banks
                     .extend(banks.into_iter().map(|(id, view)| (id, version, view)));
                 self.currencies.extend(currencies);
@@ -244,6 +256,7 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
         let started = Instant::now();
         match recompute(&mut boards, &mut cache, &mut work).await {
             Ok(resync) => {
+                report::aggregated(&work.occurred, Utc::now());
                 if resync {
                     resynced = Instant::now();
                 }

@@ -250,12 +250,14 @@ async fn write(pending: &mut Pending, aggregates: &Aggregates) -> Result<()> {
     let mut currencies: Vec<CurrencyCode> = std::mem::take(&mut pending.currencies)
         .into_iter()
         .collect();
+    let mut occurred = pending.unseen.clone();
     for update in updates {
         aggregates.send(Work::Banks {
             target: pending.target.clone(),
             version: update.version,
             banks: update.banks,
             currencies: std::mem::take(&mut currencies),
+            occurred: std::mem::take(&mut occurred),
         });
     }
     if !currencies.is_empty() {

@@ -15,6 +15,9 @@
 //!   `occurredAt` (its acceptance by ingest) to its bank's views written to
 //!   Redis, i.e. the freshness readers get; it includes time spent in the
 //!   log, so it grows during a backlog or a replay
+//! - `ratewire_projector_aggregates_delay_seconds` (histogram): the same,
+//!   to the views over all banks (best rates, /currencies, the all-banks
+//!   lists) written after the event's bank views
 //! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
 //!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
 //! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`
@@ -44,6 +47,14 @@ pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
 /// Events whose bank views reached Redis at `now`.
 pub fn visible(occurred: &[DateTime<Utc>], now: DateTime<Utc>) {
     let delay = histogram!("ratewire_projector_visible_delay_seconds");
+    for at in occurred {
+        delay.record((now - *at).num_microseconds().unwrap_or(i64::MAX).max(0) as f64 / 1e6);
+    }
+}
+
+/// Events whose views over all banks reached Redis at `now`.
+pub fn aggregated(occurred: &[DateTime<Utc>], now: DateTime<Utc>) {
+    let delay = histogram!("ratewire_projector_aggregates_delay_seconds");
     for at in occurred {
         delay.record((now - *at).num_microseconds().unwrap_or(i64::MAX).max(0) as f64 / 1e6);
     }
