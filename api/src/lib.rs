@@ -36,6 +36,7 @@ pub mod db;
 pub mod error;
 pub mod fanout;
 pub mod gate;
+pub mod hot_metrics;
 pub mod keys;
 pub mod limits;
 pub mod live;

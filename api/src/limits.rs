@@ -312,54 +312,62 @@ impl Limiter {
         now: DateTime<Utc>,
         view: Option<&ViewRef>,
     ) -> (Decision, Option<Option<Stored>>) {
-        let counters = self.counters(subject, now);
-        let lease = self.leases.take(
-            subject,
-            &counters.minute_window,
-            &counters.month_window,
-            limits,
-            count_month,
-            self.instances(),
-        );
-        let result = match lease {
-            Ok(from_lease) => Ok(shared_trip::Counted {
-                verdict: Verdict::Allowed,
-                minute_used: from_lease.minute_used,
-                month_used: from_lease.month_used,
-                view: None,
-                leased: 0,
-            }),
-            Err(slice) => {
-                let result = self
-                    .count_in_redis(subject, &counters, limits, count_month, view, slice)
-                    .await;
-                if slice > 0 {
-                    let (granted, minute, month) = match &result {
-                        Ok(c) => (c.leased, c.minute_used + c.leased, c.month_used + c.leased),
-                        Err(_) => (0, 0, 0),
-                    };
-                    self.leases.granted(
-                        subject,
-                        &counters.minute_window,
-                        &counters.month_window,
-                        granted,
-                        minute,
-                        month,
-                    );
-                }
-                result
+        let instances = self.instances();
+        // Most requests of a busy caller end here, so its counters' key
+        // names are made only when Redis is asked.
+        let lease = Windows::with(now, self.timezone, |windows| {
+            self.leases.take(
+                subject,
+                &windows.minute,
+                &windows.month,
+                limits,
+                count_month,
+                instances,
+            )
+        });
+        let slice = match lease {
+            Ok(from_lease) => {
+                crate::hot_metrics::increment(
+                    "ratewire_api_limiter_decisions_total",
+                    [("decision", Verdict::Allowed.label()), ("counted", "lease")],
+                );
+                let decision = Decision {
+                    verdict: Verdict::Allowed,
+                    limits,
+                    minute_used: from_lease.minute_used,
+                    month_used: from_lease.month_used,
+                    minute_reset: seconds_to_next_minute(now),
+                    month_reset: Windows::with(now, self.timezone, |windows| {
+                        seconds_until(windows.next_month, now)
+                    }),
+                };
+                return (decision, None);
             }
+            Err(slice) => slice,
         };
-        let counted = if lease.is_ok() { "lease" } else { "redis" };
+        let counters = self.counters(subject, now);
+        let result = self
+            .count_in_redis(subject, &counters, limits, count_month, view, slice)
+            .await;
+        if slice > 0 {
+            let (granted, minute, month) = match &result {
+                Ok(c) => (c.leased, c.minute_used + c.leased, c.month_used + c.leased),
+                Err(_) => (0, 0, 0),
+            };
+            self.leases.granted(
+                subject,
+                &counters.minute_window,
+                &counters.month_window,
+                granted,
+                minute,
+                month,
+            );
+        }
         let ((verdict, minute_used, month_used), read, counted) = match result {
-            Ok(counted_here) => (
-                (
-                    counted_here.verdict,
-                    counted_here.minute_used,
-                    counted_here.month_used,
-                ),
-                counted_here.view,
-                counted,
+            Ok(counted) => (
+                (counted.verdict, counted.minute_used, counted.month_used),
+                counted.view,
+                "redis",
             ),
             Err(e) => {
                 self.local_decisions.fetch_add(1, Ordering::Relaxed);
@@ -377,9 +385,10 @@ impl Limiter {
                 (decided, None, "local")
             }
         };
-        metrics::counter!("ratewire_api_limiter_decisions_total",
-            "decision" => verdict.label(), "counted" => counted)
-        .increment(1);
+        crate::hot_metrics::increment(
+            "ratewire_api_limiter_decisions_total",
+            [("decision", verdict.label()), ("counted", counted)],
+        );
         let decision = Decision {
             verdict,
             limits,

@@ -93,7 +93,10 @@ impl ViewCache {
         let kept = entries.views.get(key)?;
         let current = kept.at.elapsed() < self.max_age;
         if current {
-            metrics::counter!("ratewire_api_views_kept_served_total").increment(1);
+            crate::hot_metrics::increment(
+                "ratewire_api_views_kept_served_total",
+                [crate::hot_metrics::NONE; 2],
+            );
         }
         current.then(|| kept.stored.clone())
     }

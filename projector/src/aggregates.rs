@@ -177,6 +177,8 @@ struct Pending {
     banks: Vec<(BankId, Version, Option<BankView>)>,
     currencies: BTreeSet<CurrencyCode>,
     resync: bool,
+    /// The last try failed: the next waits [`RETRY_AFTER`] for new work.
+    failed: bool,
     occurred: Vec<chrono::DateTime<Utc>>,
 }
 
@@ -191,6 +193,7 @@ impl Pending {
             banks: Vec::new(),
             currencies: BTreeSet::new(),
             resync: false,
+            failed: false,
             occurred: Vec::new(),
         }
     }
@@ -222,20 +225,28 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
     let mut pending: Option<Pending> = None;
     let mut resynced = Instant::now();
     loop {
-        let failed = pending.is_some();
-        let next = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            work = inbox.recv() => match work {
-                Some(work) => Some(work),
-                None => return,
+        // Nothing waits: wait for work. Failed work: wait for more, or try
+        // again after a while. Anything else is done at once.
+        let next = match pending.as_ref().map(|p| p.failed) {
+            None => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                work = inbox.recv() => match work {
+                    Some(work) => Some(work),
+                    None => return,
+                },
             },
-            _ = tokio::time::sleep(RETRY_AFTER), if failed => None,
+            Some(true) => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                work = inbox.recv() => match work {
+                    Some(work) => Some(work),
+                    None => return,
+                },
+                _ = tokio::time::sleep(RETRY_AFTER) => None,
+            },
+            Some(false) => None,
         };
         // Everything that waited is done at once.
-        for work in next
-            .into_iter()
-            .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
-        {
+        for work in next.into_iter().chain(std::iter::from_fn(|| inbox.try_recv().ok())) {
             let same = pending
                 .as_ref()
                 .is_some_and(|p| p.target.generation == work.target().generation);
@@ -255,14 +266,19 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
         }
         let started = Instant::now();
         match recompute(&mut boards, &mut cache, &mut work).await {
-            Ok(resync) => {
+            Ok((resync, behind)) => {
                 report::aggregated(&work.occurred, Utc::now());
                 if resync {
                     resynced = Instant::now();
                 }
+                if behind {
+                    // Bank views were written while this round ran: another
+                    // round, after taking in what this projector queued.
+                    pending = Some(Pending::new(work.target));
+                }
                 debug!(
                     ms = started.elapsed().as_secs_f64() * 1e3,
-                    resync, "views over all banks recomputed"
+                    resync, behind, "views over all banks recomputed"
                 );
             }
             Err(e) => {
@@ -270,20 +286,24 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
                 warn!(error = %e, "views over all banks not recomputed; will retry");
                 // What was taken in may not have reached Redis: read all.
                 work.resync = true;
+                work.failed = true;
                 pending = Some(work);
             }
         }
     }
 }
 
-/// Brings `boards` up to date with `work` and writes what changed; true
-/// when everything was read again.
+/// Brings `boards` up to date with `work` and writes what changed; says
+/// whether everything was read again, and whether bank views were written
+/// meanwhile (another round is due).
 ///
 /// Best rates and /currencies are written whatever version Redis holds
 /// (the last writer wins), and each writer checks afterwards for bank
 /// views written meanwhile, by anyone, and writes again if there were:
 /// every bank view is written before its projector recomputes, so the last
-/// write is always made from every board. Gating these writes by snapshot
+/// write is always made from every board (this projector's own views
+/// written meanwhile come through its inbox before the next round reads
+/// anything). Gating these writes by snapshot
 /// version, as the bank views are, let a projector's write that missed a
 /// board another projector had just folded stand over that projector's
 /// correct one.
@@ -291,7 +311,7 @@ async fn recompute(
     boards: &mut Boards,
     cache: &mut SeriesCache,
     work: &mut Pending,
-) -> Result<bool> {
+) -> Result<(bool, bool)> {
     let target = &work.target;
     let resync = work.resync || boards.generation != target.generation || boards.newest.is_none();
     let mut touched: BTreeSet<CurrencyCode> = work.currencies.clone();
@@ -316,36 +336,24 @@ async fn recompute(
         }
     }
     if !resync {
-        touched.extend(written_elsewhere(boards, target).await?.1);
+        let stale = stale_banks(boards, target).await?;
+        touched.extend(read_again(boards, target, &stale).await?);
     }
-    for _ in 0..CATCH_UP_ROUNDS {
-        write(boards, cache, target, std::mem::take(&mut touched)).await?;
-        let (stale, more) = written_elsewhere(boards, target).await?;
-        if stale == 0 {
-            break;
-        }
-        touched.extend(more);
-    }
-    Ok(resync)
+    write(boards, cache, target, touched).await?;
+    // Checked after the write: a bank view written before this write and
+    // missed by it is seen here, and written by the next round.
+    let behind = !stale_banks(boards, target).await?.is_empty();
+    Ok((resync, behind))
 }
 
-/// Recomputations after one write at most, while other projectors keep
-/// writing bank views (the next work catches up with the rest).
-const CATCH_UP_ROUNDS: usize = 3;
-
-/// Reads again the banks whose views were written since `boards` read
-/// them, by another projector or an operator command (their partitions
-/// are folded elsewhere), comparing each active bank's version in Redis
-/// with the one held: one Redis round trip. Returns how many were stale
-/// and the currencies they touched.
-async fn written_elsewhere(
-    boards: &mut Boards,
-    target: &Target,
-) -> Result<(usize, BTreeSet<CurrencyCode>)> {
+/// The banks whose views were written since `boards` read them, by
+/// anyone, compared by each active bank's version in Redis (one round
+/// trip), with the version written.
+async fn stale_banks(boards: &Boards, target: &Target) -> Result<Vec<(BankId, Option<Version>)>> {
     let mut views = target.views.clone();
     let written = views.bank_versions().await?;
     let listed: BTreeSet<BankId> = written.iter().map(|(id, _)| *id).collect();
-    let mut stale: Vec<BankId> = written
+    let mut stale: Vec<(BankId, Option<Version>)> = written
         .into_iter()
         .filter(|(id, version)| {
             boards
@@ -353,16 +361,37 @@ async fn written_elsewhere(
                 .get(id)
                 .is_none_or(|(held, _)| version.is_some_and(|v| v > *held))
         })
-        .map(|(id, _)| id)
         .collect();
-    stale.extend(boards.banks.keys().filter(|id| !listed.contains(id)));
+    stale.extend(
+        boards
+            .banks
+            .keys()
+            .filter(|id| !listed.contains(id))
+            .map(|id| (*id, None)),
+    );
+    Ok(stale)
+}
+
+/// Reads `stale` banks again (their partitions are folded elsewhere, or an
+/// operator command wrote them); returns the currencies they touched. Each
+/// is then held at least at the version Redis showed, so a version that no
+/// read can reach (a Postgres restored from a backup) is not read forever.
+async fn read_again(
+    boards: &mut Boards,
+    target: &Target,
+    stale: &[(BankId, Option<Version>)],
+) -> Result<BTreeSet<CurrencyCode>> {
+    let ids: Vec<BankId> = stale.iter().map(|(id, _)| *id).collect();
+    let shown: HashMap<BankId, Version> =
+        stale.iter().filter_map(|(id, v)| v.map(|v| (*id, v))).collect();
     let mut touched = BTreeSet::new();
-    for update in crate::rebuild::load_updates(&target.pool, &stale).await? {
+    for update in crate::rebuild::load_updates(&target.pool, &ids).await? {
         for (id, view) in update.banks {
-            touched.extend(boards.take(id, update.version, view));
+            let version = shown.get(&id).map_or(update.version, |v| (*v).max(update.version));
+            touched.extend(boards.take(id, version, view));
         }
     }
-    Ok((stale.len(), touched))
+    Ok(touched)
 }
 
 /// Writes /currencies and the best rates of `touched` from `boards`, and

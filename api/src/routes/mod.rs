@@ -137,7 +137,10 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRe
             (Cached::Unavailable, "postgres")
         }
     };
-    metrics::counter!("ratewire_api_views_served_total", "source" => source).increment(1);
+    crate::hot_metrics::increment(
+        "ratewire_api_views_served_total",
+        [("source", source), crate::hot_metrics::NONE],
+    );
     cached
 }
 
