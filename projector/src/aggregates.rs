@@ -246,7 +246,10 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
             Some(false) => None,
         };
         // Everything that waited is done at once.
-        for work in next.into_iter().chain(std::iter::from_fn(|| inbox.try_recv().ok())) {
+        for work in next
+            .into_iter()
+            .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
+        {
             let same = pending
                 .as_ref()
                 .is_some_and(|p| p.target.generation == work.target().generation);
@@ -382,12 +385,16 @@ async fn read_again(
     stale: &[(BankId, Option<Version>)],
 ) -> Result<BTreeSet<CurrencyCode>> {
     let ids: Vec<BankId> = stale.iter().map(|(id, _)| *id).collect();
-    let shown: HashMap<BankId, Version> =
-        stale.iter().filter_map(|(id, v)| v.map(|v| (*id, v))).collect();
+    let shown: HashMap<BankId, Version> = stale
+        .iter()
+        .filter_map(|(id, v)| v.map(|v| (*id, v)))
+        .collect();
     let mut touched = BTreeSet::new();
     for update in crate::rebuild::load_updates(&target.pool, &ids).await? {
         for (id, view) in update.banks {
-            let version = shown.get(&id).map_or(update.version, |v| (*v).max(update.version));
+            let version = shown
+                .get(&id)
+                .map_or(update.version, |v| (*v).max(update.version));
             touched.extend(boards.take(id, version, view));
         }
     }
