@@ -58,15 +58,19 @@ async fn what_ingest_would_refuse_never_reaches_the_read_models() -> anyhow::Res
     let usd = |buying: &str, selling: &str| {
         format!(r#"{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}"#)
     };
+    // One as-of for both: the banks are on different partitions, whose
+    // order a replay need not repeat, and a currency's first quote is the
+    // first board of the log that names it.
+    let two_minutes_ago = ago(0, 2);
     let pushed = format!(
         r#"{{"asOf":"{}","rates":[{}]}}"#,
-        ago(0, 2),
+        two_minutes_ago,
         usd("155.1", "158")
     );
     assert_eq!(stack.publish_board(a, &token_a, &pushed).await?.0, 202);
     let pushed = format!(
         r#"{{"asOf":"{}","rates":[{}]}}"#,
-        ago(0, 2),
+        two_minutes_ago,
         usd("150", "152")
     );
     assert_eq!(stack.publish_board(b, &token_b, &pushed).await?.0, 202);
