@@ -32,6 +32,18 @@ use axum::body::Bytes;
 
 use crate::requests::Stored;
 
+/// `head + body + tail`, gzip-encoded.
+fn encode(head: &[u8], body: &[u8], tail: &[u8]) -> Bytes {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let gzip = encoder
+        .write_all(head)
+        .and_then(|()| encoder.write_all(body))
+        .and_then(|()| encoder.write_all(tail))
+        .and_then(|()| encoder.finish())
+        .expect("gzip into memory");
+    Bytes::from(gzip)
+}
+
 /// Smaller bodies are never compressed: the encoding costs more than the
 /// bytes it saves.
 pub const SMALLEST_COMPRESSED: usize = 1024;
@@ -42,7 +54,14 @@ pub const SMALLEST_COMPRESSED: usize = 1024;
 struct Kept {
     stored: Stored,
     at: Instant,
-    gzip: Arc<OnceLock<Bytes>>,
+    gzip: Arc<Encoding>,
+}
+
+/// The gzip encoding of a kept view: made once, off the request path.
+#[derive(Default)]
+struct Encoding {
+    made: OnceLock<Bytes>,
+    started: AtomicBool,
 }
 
 #[derive(Default)]
@@ -128,10 +147,16 @@ impl ViewCache {
                 entries.bytes = 0;
             }
         }
+        // The same view read again (its age ran out) keeps its encoding.
+        let gzip = entries
+            .views
+            .get(key)
+            .filter(|kept| kept.stored == *stored)
+            .map_or_else(Arc::default, |kept| Arc::clone(&kept.gzip));
         let kept = Kept {
             stored: stored.clone(),
             at: Instant::now(),
-            gzip: Arc::default(),
+            gzip,
         };
         if let Some(old) = entries.views.insert(key.to_owned(), kept) {
             entries.bytes -= old.stored.body.len();
@@ -140,13 +165,23 @@ impl ViewCache {
     }
 
     /// The gzip encoding of `key`'s kept view as the response body
-    /// `head + body + tail`, made once per kept view; `None` when the view
-    /// is not kept as `stored` (it changed meanwhile) or too small to gain.
-    pub fn gzip(&self, key: &str, stored: &Stored, head: &[u8], tail: &[u8]) -> Option<Bytes> {
+    /// `head + body + tail`, once it is made: the first request that asks
+    /// has it made on a blocking thread and is answered plain, as are the
+    /// requests until it is done (a list of 400 KB takes milliseconds to
+    /// encode, and a request path waiting on it held up every request
+    /// behind it). `None` too when the view is not kept as `stored` (it
+    /// changed meanwhile) or too small to gain.
+    pub fn gzip(
+        &self,
+        key: &str,
+        stored: &Stored,
+        head: &'static [u8],
+        tail: &'static [u8],
+    ) -> Option<Bytes> {
         if stored.body.len() < SMALLEST_COMPRESSED || !self.enabled() {
             return None;
         }
-        let once = {
+        let encoding = {
             let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
             let kept = entries.views.get(key)?;
             if kept.stored != *stored {
@@ -154,23 +189,29 @@ impl ViewCache {
             }
             Arc::clone(&kept.gzip)
         };
-        Some(
-            once.get_or_init(|| {
-                let started = Instant::now();
-                let mut encoder =
-                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-                let gzip = encoder
-                    .write_all(head)
-                    .and_then(|()| encoder.write_all(&stored.body))
-                    .and_then(|()| encoder.write_all(tail))
-                    .and_then(|()| encoder.finish())
-                    .expect("gzip into memory");
-                metrics::histogram!("ratewire_api_view_gzip_seconds")
-                    .record(started.elapsed().as_secs_f64());
-                Bytes::from(gzip)
-            })
-            .clone(),
-        )
+        if let Some(made) = encoding.made.get() {
+            return Some(made.clone());
+        }
+        if encoding.started.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let body = stored.body.clone();
+        let encode = move || {
+            let started = Instant::now();
+            let made = encode(head, &body, tail);
+            metrics::histogram!("ratewire_api_view_gzip_seconds")
+                .record(started.elapsed().as_secs_f64());
+            let _ = encoding.made.set(made.clone());
+            made
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(encode);
+                None
+            }
+            // Outside a runtime (tests): made here.
+            Err(_) => Some(encode()),
+        }
     }
 
     /// Drops the kept views of `keys` (they changed).
@@ -306,10 +347,36 @@ mod tests {
         assert!(gzip.len() * 10 < plain.len());
         let again = cache.gzip("k", &view, b"[", b"]").unwrap();
         assert_eq!(again.as_ptr(), gzip.as_ptr(), "made once");
+        cache.keep(cache.ticket(), "k", &view);
+        let reread = cache.gzip("k", &view, b"[", b"]").unwrap();
+        assert_eq!(
+            reread.as_ptr(),
+            gzip.as_ptr(),
+            "kept when the same view is read again"
+        );
         assert_eq!(
             cache.gzip("k", &stored(&body.replace('1', "2")), b"[", b"]"),
             None
         );
         assert_eq!(cache.gzip("small", &stored("{}"), b"", b""), None);
+    }
+
+    #[tokio::test]
+    async fn on_the_request_path_the_encoding_is_made_aside_and_served_once_made() {
+        let cache = live_cache();
+        let view = stored(&"{\"rate\":1},".repeat(200));
+        cache.keep(cache.ticket(), "k", &view);
+        assert_eq!(
+            cache.gzip("k", &view, b"[", b"]"),
+            None,
+            "answered plain while it is made"
+        );
+        for _ in 0..200 {
+            if cache.gzip("k", &view, b"[", b"]").is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the encoding was never made");
     }
 }
