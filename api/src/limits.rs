@@ -327,20 +327,16 @@ impl Limiter {
         });
         let slice = match lease {
             Ok(from_lease) => {
-                crate::hot_metrics::increment(
-                    "ratewire_api_limiter_decisions_total",
-                    [("decision", Verdict::Allowed.label()), ("counted", "lease")],
-                );
-                let decision = Decision {
-                    verdict: Verdict::Allowed,
+                let decision = self.decided(
+                    (
+                        Verdict::Allowed,
+                        from_lease.minute_used,
+                        from_lease.month_used,
+                    ),
+                    "lease",
                     limits,
-                    minute_used: from_lease.minute_used,
-                    month_used: from_lease.month_used,
-                    minute_reset: seconds_to_next_minute(now),
-                    month_reset: Windows::with(now, self.timezone, |windows| {
-                        seconds_until(windows.next_month, now)
-                    }),
-                };
+                    now,
+                );
                 return (decision, None);
             }
             Err(slice) => slice,
@@ -385,11 +381,24 @@ impl Limiter {
                 (decided, None, "local")
             }
         };
+        let decision = self.decided((verdict, minute_used, month_used), counted, limits, now);
+        (decision, read)
+    }
+
+    /// The decision on `(verdict, minute used, month used)`, counted in
+    /// `ratewire_api_limiter_decisions_total` as decided by `counted`.
+    fn decided(
+        &self,
+        (verdict, minute_used, month_used): (Verdict, u64, u64),
+        counted: &'static str,
+        limits: Limits,
+        now: DateTime<Utc>,
+    ) -> Decision {
         crate::hot_metrics::increment(
             "ratewire_api_limiter_decisions_total",
             [("decision", verdict.label()), ("counted", counted)],
         );
-        let decision = Decision {
+        Decision {
             verdict,
             limits,
             minute_used,
@@ -398,8 +407,7 @@ impl Limiter {
             month_reset: Windows::with(now, self.timezone, |windows| {
                 seconds_until(windows.next_month, now)
             }),
-        };
-        (decision, read)
+        }
     }
 
     /// Counts the request in the next shared round trip (see

@@ -46,7 +46,7 @@ fn encode(head: &[u8], body: &[u8], tail: &[u8]) -> Bytes {
 
 /// Smaller bodies are never compressed: the encoding costs more than the
 /// bytes it saves.
-pub const SMALLEST_COMPRESSED: usize = 1024;
+const SMALLEST_COMPRESSED: usize = 1024;
 
 /// A view as kept: what Redis held and, once a client asked for it, the
 /// gzip encoding of the whole response body.

@@ -227,23 +227,18 @@ async fn run(mut inbox: mpsc::UnboundedReceiver<Work>, shutdown: CancellationTok
     loop {
         // Nothing waits: wait for work. Failed work: wait for more, or try
         // again after a while. Anything else is done at once.
-        let next = match pending.as_ref().map(|p| p.failed) {
-            None => tokio::select! {
+        let next = if pending.as_ref().is_some_and(|p| !p.failed) {
+            None
+        } else {
+            let failed = pending.is_some();
+            tokio::select! {
                 _ = shutdown.cancelled() => return,
                 work = inbox.recv() => match work {
                     Some(work) => Some(work),
                     None => return,
                 },
-            },
-            Some(true) => tokio::select! {
-                _ = shutdown.cancelled() => return,
-                work = inbox.recv() => match work {
-                    Some(work) => Some(work),
-                    None => return,
-                },
-                _ = tokio::time::sleep(RETRY_AFTER) => None,
-            },
-            Some(false) => None,
+                _ = tokio::time::sleep(RETRY_AFTER), if failed => None,
+            }
         };
         // Everything that waited is done at once.
         for work in next

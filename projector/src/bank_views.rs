@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::RedisViews;
+use crate::redis_views::{RedisViews, ViewUpdate};
 
 /// Most events remembered for the visibility delay while Redis is away;
 /// beyond it the delay is known well enough from the ones kept.
@@ -220,15 +220,18 @@ async fn take(pending: &mut Option<Pending>, aggregates: &Aggregates, message: M
     }
 }
 
-/// Writes the pending views; false when that failed (they stay pending).
+/// Writes the pending views, then hands them on to the views over all
+/// banks; false when that failed (they stay pending).
 async fn write_pending(pending: &mut Option<Pending>, aggregates: &Aggregates) -> bool {
     let Some(waiting) = pending.as_mut() else {
         return true;
     };
-    match write(waiting, aggregates).await {
-        Ok(()) => {
+    match write(waiting).await {
+        Ok(updates) => {
             report::visible(&waiting.unseen, Utc::now());
-            *pending = None;
+            if let Some(written) = pending.take() {
+                hand_on(aggregates, written, updates);
+            }
             true
         }
         Err(e) => {
@@ -239,21 +242,20 @@ async fn write_pending(pending: &mut Option<Pending>, aggregates: &Aggregates) -
     }
 }
 
-async fn write(pending: &mut Pending, aggregates: &Aggregates) -> Result<()> {
-    let banks: Vec<BankId> = pending.banks.iter().copied().collect();
-    let started = Instant::now();
-    let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
-    let read = started.elapsed();
-    for update in &updates {
-        pending.target.views.apply(update).await?;
-    }
-    let mut currencies: Vec<CurrencyCode> = std::mem::take(&mut pending.currencies)
-        .into_iter()
-        .collect();
-    let mut occurred = pending.unseen.clone();
+/// The views just written, with the currencies whose history changed and
+/// the events behind them, to the task of the views over all banks.
+fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) {
+    let Pending {
+        target,
+        currencies,
+        unseen,
+        ..
+    } = written;
+    let mut currencies: Vec<CurrencyCode> = currencies.into_iter().collect();
+    let mut occurred = unseen;
     for update in updates {
         aggregates.send(Work::Banks {
-            target: pending.target.clone(),
+            target: target.clone(),
             version: update.version,
             banks: update.banks,
             currencies: std::mem::take(&mut currencies),
@@ -262,10 +264,17 @@ async fn write(pending: &mut Pending, aggregates: &Aggregates) -> Result<()> {
     }
     if !currencies.is_empty() {
         // No bank view to write (a backfill behind the latest boards).
-        aggregates.send(Work::Currencies {
-            target: pending.target.clone(),
-            currencies,
-        });
+        aggregates.send(Work::Currencies { target, currencies });
+    }
+}
+
+async fn write(pending: &mut Pending) -> Result<Vec<ViewUpdate>> {
+    let banks: Vec<BankId> = pending.banks.iter().copied().collect();
+    let started = Instant::now();
+    let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
+    let read = started.elapsed();
+    for update in &updates {
+        pending.target.views.apply(update).await?;
     }
     debug!(
         banks = banks.len(),
@@ -273,5 +282,5 @@ async fn write(pending: &mut Pending, aggregates: &Aggregates) -> Result<()> {
         write_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
         "bank views refreshed"
     );
-    Ok(())
+    Ok(updates)
 }

@@ -195,7 +195,9 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for AcceptsGzip {
 /// representation, so its `ETag` is the view's with `-gz`.
 pub fn stored_list(state: &AppState, gzip: AcceptsGzip, key: &str, stored: Stored) -> Response {
     use ratewire_readmodel::views::{LIST_HEAD, LIST_TAIL};
-    let gzip = (gzip.0 && stored.body.len() >= crate::view_cache::SMALLEST_COMPRESSED)
+    // The cache decides whether the body is large enough to gain.
+    let gzip = gzip
+        .0
         .then(|| {
             state
                 .views
