@@ -37,6 +37,7 @@ pub struct Application {
     /// Started once the API is prepared.
     usage_sync: UsageSync,
     retention: Retention,
+    shortcut: bool,
 }
 
 /// The retention job's settings (see [`crate::retention`]).
@@ -115,6 +116,7 @@ impl Application {
                 keep_months: config.usage_retention_months,
                 timezone: config.timezone,
             },
+            shortcut: config.shortcut,
         })
     }
 
@@ -138,6 +140,7 @@ impl Application {
             schema,
             usage_sync,
             retention,
+            shortcut,
         } = self;
         info!(
             public = ?listeners.public.addr(),
@@ -160,8 +163,9 @@ impl Application {
             stopping.cancelled().await;
             streams.cancel();
         });
-        let servers = listeners.serve(
+        let servers = listeners.serve_with(
             routes::public(state.clone()),
+            crate::shortcut::Reads::new(state.clone(), shortcut).await,
             routes::operator(state.clone()),
             limits,
             &shutdown,

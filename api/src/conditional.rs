@@ -27,17 +27,23 @@ pub async fn conditional(request: Request, next: Next) -> Response {
     if !readable || response.status() != StatusCode::OK || is_stream(response.headers()) {
         return response;
     }
-    let mut response = if response.headers().contains_key(header::ETAG) {
+    let response = if response.headers().contains_key(header::ETAG) {
         response
     } else {
         fingerprint(response).await
     };
+    tagged(if_none_match.as_ref(), response)
+}
+
+/// A successful read answer that has its `ETag`: kept with `no-cache`, or
+/// 304 when `if_none_match` names it.
+pub fn tagged(if_none_match: Option<&HeaderValue>, mut response: Response) -> Response {
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     let current = response.headers().get(header::ETAG);
     match (if_none_match, current) {
-        (Some(wanted), Some(current)) if names(&wanted, current) => not_modified(response),
+        (Some(wanted), Some(current)) if names(wanted, current) => not_modified(response),
         _ => response,
     }
 }

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -57,18 +57,21 @@ impl FromRequestParts<AppState> for Prefetched {
 }
 
 /// Paths that count per minute but not toward the monthly allowance.
-fn counts_monthly(path: &str) -> bool {
+pub fn counts_monthly(path: &str) -> bool {
     !matches!(path, "/me" | "/usage" | "/api/v1/me" | "/api/v1/usage")
 }
 
-fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
-    let number =
-        |n: u64| HeaderValue::from_str(&n.to_string()).expect("digits are a valid header value");
-    headers.insert("x-ratelimit-limit", number(decision.limits.per_minute));
-    headers.insert("x-ratelimit-remaining", number(decision.minute_remaining()));
-    headers.insert("x-ratelimit-reset", number(decision.minute_reset));
+pub fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
+    // Names made at compile time, numbers without the formatting machinery:
+    // every answer carries these.
+    const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+    const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+    const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+    headers.insert(LIMIT, HeaderValue::from(decision.limits.per_minute));
+    headers.insert(REMAINING, HeaderValue::from(decision.minute_remaining()));
+    headers.insert(RESET, HeaderValue::from(decision.minute_reset));
     if let Some(retry_after) = decision.retry_after() {
-        headers.insert("retry-after", number(retry_after));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
     }
 }
 
@@ -121,17 +124,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         None => None,
     };
     let (subject, limits) = match &caller {
-        Some(caller) => {
-            let limits = state.plans.get(&caller.plan).unwrap_or_else(|| {
-                tracing::warn!(
-                    plan = caller.plan,
-                    key = caller.prefix,
-                    "key on an unconfigured plan; using anonymous limits"
-                );
-                state.plans.anonymous()
-            });
-            (format!("key:{}", caller.prefix), limits)
-        }
+        Some(caller) => (caller.subject(), limits_of(&state, caller)),
         None => {
             let client = state.clients.client(peer, request.headers());
             (
@@ -153,7 +146,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         // A view kept in this process needs no read; any other is read in
         // the limiter's round trip, and kept if nothing changed meanwhile.
         let (view, kept) = match view {
-            Some(view) => match state.views.get(&view.key) {
+            Some(view) => match crate::routes::kept_view(&state, &view) {
                 Some(stored) => (None, Some((view.key, Some(stored)))),
                 None => (Some(view), None),
             },
@@ -194,6 +187,19 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
     };
     set_headers(response.headers_mut(), &decision);
     response
+}
+
+/// The limits of `caller`'s plan (the anonymous plan's, with a warning,
+/// for a plan no longer configured).
+pub fn limits_of(state: &AppState, caller: &Caller) -> crate::plans::Limits {
+    state.plans.get(&caller.plan).unwrap_or_else(|| {
+        tracing::warn!(
+            plan = caller.plan,
+            key = caller.prefix,
+            "key on an unconfigured plan; using anonymous limits"
+        );
+        state.plans.anonymous()
+    })
 }
 
 /// The caller to show on /me for keyless access, when that is switched on.

@@ -7,12 +7,17 @@
 //! answers for a second (no round trip for a busy key): a revoked key stops
 //! working at once on the instance that revoked it, within a second elsewhere.
 
-use std::time::Duration;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use ratewire_service::secret;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{postgres_unavailable, Error, FieldErrors, Result};
@@ -35,6 +40,13 @@ pub struct Caller {
     /// `None` for the anonymous caller.
     #[serde(rename = "createdAt")]
     pub created_at: Option<DateTime<Utc>>,
+}
+
+impl Caller {
+    /// Who is counted for the key's requests.
+    pub fn subject(&self) -> String {
+        format!("key:{}", self.prefix)
+    }
 }
 
 /// A key as operators see it: never the secret.
@@ -125,10 +137,18 @@ pub struct KeyStore {
     /// real key keeps working while the shared cache is unavailable.
     seen_valid: moka::sync::Cache<String, ()>,
     cache_unless_revoked: redis::Script,
+    /// This store among others in the process (see [`Recent`]).
+    id: u64,
+    /// Revocations made through this instance (see [`Recent`]).
+    revocations: Arc<AtomicU64>,
 }
 
-/// How long this process trusts that a key is valid.
-pub const LOCAL_TTL: Duration = Duration::from_secs(1);
+/// How long the shared cache's word that a key is valid is taken without
+/// asking Postgres.
+const SHARED_FRESH: Duration = Duration::from_secs(1);
+/// How long this process trusts that a key is valid (with [`RECENT_FOR`],
+/// a second).
+pub const LOCAL_TTL: Duration = Duration::from_millis(750);
 /// How long this process remembers a key as unknown (a key is created
 /// before it is ever used, so this delays nothing real).
 const INVALID_TTL: Duration = Duration::from_secs(60);
@@ -152,6 +172,67 @@ impl moka::Expiry<String, Option<Caller>> for AnswerLifetime {
         })
     }
 }
+
+/// A key known valid here, with who its requests are counted as.
+#[derive(Debug)]
+pub struct Known {
+    pub caller: Caller,
+    /// [`Caller::subject`], made once.
+    pub subject: String,
+}
+
+type Digest = [u8; 32];
+
+/// Valid answers a worker thread has just used, by the key's SHA-256 (not
+/// the key), so the busiest keys cost neither the hex form nor the shared
+/// answer cache. Each holds [`RECENT_FOR`], taken from an answer that
+/// holds [`LOCAL_TTL`], so no answer is trusted longer than a second in
+/// all; a revocation on this instance voids them at once.
+#[derive(Default)]
+struct Recent {
+    /// By store and digest: when taken, the revocations seen then, and the
+    /// answer.
+    answers: HashMap<(u64, Digest), (Instant, u64, Arc<Known>)>,
+}
+
+const RECENT_FOR: Duration = Duration::from_millis(250);
+/// Answers a thread holds at most (then it forgets them all).
+const RECENT_MAX: usize = 1_024;
+
+impl Recent {
+    fn get(
+        &self,
+        store: u64,
+        digest: &Digest,
+        revocations: u64,
+        now: Instant,
+    ) -> Option<Arc<Known>> {
+        let (taken, seen, known) = self.answers.get(&(store, *digest))?;
+        (*seen == revocations && now.duration_since(*taken) < RECENT_FOR).then(|| Arc::clone(known))
+    }
+
+    fn put(
+        &mut self,
+        store: u64,
+        digest: Digest,
+        revocations: u64,
+        now: Instant,
+        known: Arc<Known>,
+    ) {
+        if self.answers.len() >= RECENT_MAX {
+            self.answers.clear();
+        }
+        self.answers
+            .insert((store, digest), (now, revocations, known));
+    }
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = RefCell::new(Recent::default());
+}
+
+/// Tells key stores apart in [`RECENT`] (tests run several in a process).
+static STORES: AtomicU64 = AtomicU64::new(0);
 
 /// What a key lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +314,8 @@ impl KeyStore {
                 .time_to_live(Duration::from_secs(CACHE_TTL_SECS))
                 .build(),
             cache_unless_revoked: redis::Script::new(CACHE_UNLESS_REVOKED),
+            id: STORES.fetch_add(1, Ordering::Relaxed),
+            revocations: Arc::default(),
         }
     }
 
@@ -285,6 +368,28 @@ impl KeyStore {
         }
     }
 
+    /// Who `key` belongs to when this process's own answer says it is
+    /// valid (no round trip, never Postgres); `None` when that takes one.
+    pub async fn known_valid(&self, key: &str) -> Option<Arc<Known>> {
+        secret::prefix_of(KEY_KIND, key)?;
+        let digest: Digest = Sha256::digest(key.as_bytes()).into();
+        let revocations = self.revocations.load(Ordering::Acquire);
+        let now = Instant::now();
+        let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations, now));
+        if recent.is_some() {
+            return recent;
+        }
+        let caller = self.answers.get(&hex::encode(digest)).await.flatten()?;
+        let known = Arc::new(Known {
+            subject: caller.subject(),
+            caller,
+        });
+        RECENT.with_borrow_mut(|recent| {
+            recent.put(self.id, digest, revocations, now, Arc::clone(&known));
+        });
+        Some(known)
+    }
+
     /// What the shared cache says of a key.
     async fn lookup_shared(&self, hash: &str) -> Shared {
         let cache_key = format!("{}{hash}", self.cache_prefix);
@@ -305,7 +410,7 @@ impl KeyStore {
             return Shared::Revoked;
         }
         match serde_json::from_str::<CachedKey>(&cached) {
-            Ok(entry) if entry.checked_at + LOCAL_TTL.as_millis() as i64 >= now_millis() => {
+            Ok(entry) if entry.checked_at + SHARED_FRESH.as_millis() as i64 >= now_millis() => {
                 Shared::Fresh(entry.caller)
             }
             // Checked too long ago (or written by an older build): a
@@ -371,6 +476,7 @@ impl KeyStore {
         };
         self.answers.invalidate(&hash).await;
         self.seen_valid.invalidate(&hash);
+        self.revocations.fetch_add(1, Ordering::AcqRel);
         // The marker lets other instances stop at once instead of within a
         // second; it outlives any cached entry.
         // Off the request path: the usual response timeout, not the budget.

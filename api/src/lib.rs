@@ -48,6 +48,7 @@ pub mod redis_guard;
 pub mod requests;
 pub mod retention;
 pub mod routes;
+pub mod shortcut;
 pub mod state;
 pub mod stream_slots;
 pub mod usage_sync;

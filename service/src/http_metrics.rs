@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
@@ -22,18 +22,29 @@ use metrics::{counter, histogram, Counter, Histogram};
 /// every request.
 pub async fn track(request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().cloned();
-    let method = known_method(request.method());
+    let method = request.method().clone();
     let started = Instant::now();
     let response = next.run(request).await;
-    let seconds = started.elapsed().as_secs_f64();
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let status = response.status().as_u16();
+    record(
+        route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// Counts one request of `method` to `route` answered `status` after
+/// `latency` (for answers made outside the router, see
+/// [`crate::serve::Shortcut`]).
+pub fn record(route: &str, method: &Method, status: u16, latency: Duration) {
+    let method = known_method(method);
     HANDLES.with_borrow_mut(|handles| {
         let (requests, duration) = handles.get(route, &method, status);
         requests.increment(1);
-        duration.record(seconds);
+        duration.record(latency.as_secs_f64());
     });
-    response
 }
 
 /// The request's method, or `OTHER` for an extension method: any token is

@@ -20,15 +20,23 @@
 //!
 //! HTTP/1.1 only: TLS and HTTP/2 end at the ingress in front of us, and
 //! HTTP/1.1 is the protocol these limits are proven for.
+//!
+//! A listener may also have a [`Shortcut`]: a way around the router for the
+//! few requests a process answers most, tried first. The router's layers
+//! (each a clone of the service below it and a boxed future, per request)
+//! cost more than answering a kept view; a shortcut's answer gets the same
+//! request id, span, metrics and timeout here, without them.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::ConnectInfo;
+use axum::extract::Request;
 use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{BoxError, Json, Router};
 use hyper::body::Incoming;
@@ -41,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceBuilder};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::error::{Error, Result};
 use crate::http_metrics;
@@ -152,8 +160,28 @@ impl Listeners {
         limits: ListenerLimits,
         shutdown: &CancellationToken,
     ) -> Servers {
+        self.serve_with(public, NoShortcut, operator, limits, shutdown)
+    }
+
+    /// [`Listeners::serve`], the public listener trying `shortcut` before
+    /// its router.
+    pub fn serve_with<S: Shortcut>(
+        self,
+        public: Router,
+        shortcut: S,
+        operator: Router,
+        limits: ListenerLimits,
+        shutdown: &CancellationToken,
+    ) -> Servers {
         Servers([
-            serve(self.public, "public", public, limits, shutdown.clone()),
+            serve_with(
+                self.public,
+                "public",
+                public,
+                shortcut,
+                limits,
+                shutdown.clone(),
+            ),
             serve(
                 self.operator,
                 "operator",
@@ -190,6 +218,46 @@ impl Server {
     }
 }
 
+/// A way around a listener's router: the requests it can answer are
+/// answered without the router's layers, the others handed back to the
+/// router untouched (but for the `x-request-id` the listener gives every
+/// request). Its answers must be the router's for the same request; the
+/// listener adds what its layers would: the request id on the response,
+/// the `request` span, the request metrics, the request timeout.
+pub trait Shortcut: Clone + Send + Sync + 'static {
+    /// Whether `request` may be one [`Shortcut::answer`] answers (a cheap
+    /// look at its method and path): the others go to the router at once.
+    fn may_answer(&self, request: &Request) -> bool;
+
+    /// The answer to `request` with its route pattern (the metrics' `route`
+    /// label), or the request back for the router.
+    fn answer(
+        &self,
+        request: Request,
+    ) -> impl Future<Output = std::result::Result<Answered, Request>> + Send;
+}
+
+/// A [`Shortcut`]'s answer.
+pub struct Answered {
+    /// The route pattern the router would have matched.
+    pub route: &'static str,
+    pub response: Response,
+}
+
+/// No way around the router.
+#[derive(Debug, Clone, Copy)]
+pub struct NoShortcut;
+
+impl Shortcut for NoShortcut {
+    fn may_answer(&self, _: &Request) -> bool {
+        false
+    }
+
+    async fn answer(&self, request: Request) -> std::result::Result<Answered, Request> {
+        Err(request)
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown`, then finishes the
 /// requests in flight. `name` labels the listener in logs and metrics
 /// (`public`, `operator`, `health`). Handlers may take
@@ -207,6 +275,18 @@ pub fn serve(
     limits: ListenerLimits,
     shutdown: CancellationToken,
 ) -> Server {
+    serve_with(listener, name, router, NoShortcut, limits, shutdown)
+}
+
+/// [`serve`], trying `shortcut` before the router.
+pub fn serve_with<S: Shortcut>(
+    listener: Listener,
+    name: &'static str,
+    router: Router,
+    shortcut: S,
+    limits: ListenerLimits,
+    shutdown: CancellationToken,
+) -> Server {
     let app = router
         .layer(
             ServiceBuilder::new()
@@ -215,19 +295,64 @@ pub fn serve(
         )
         .layer(axum::middleware::from_fn(http_metrics::track))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
-                let request_id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty)
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
-    let task = tokio::spawn(accept(listener.0, name, app, limits, shutdown));
+    let task = tokio::spawn(accept(listener.0, name, app, shortcut, limits, shutdown));
     Server { task }
+}
+
+/// The span every request is handled in.
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty)
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// `request` through `shortcut`, with what the router's layers give every
+/// request (see [`Shortcut`]); the request back when it is not answered.
+async fn through<S: Shortcut>(
+    shortcut: &S,
+    mut request: Request,
+    timeout: Duration,
+) -> std::result::Result<Response, Request> {
+    if !shortcut.may_answer(&request) {
+        return Err(request);
+    }
+    // As the request-id layers: the client's id, or a new one, kept for the
+    // router when the shortcut hands the request on.
+    let id = match request.headers().get(REQUEST_ID) {
+        Some(id) => id.clone(),
+        None => {
+            let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+            let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+            let id = HeaderValue::from_str(text).expect("a UUID is a valid header value");
+            request.headers_mut().insert(REQUEST_ID, id.clone());
+            id
+        }
+    };
+    let span = request_span(&request);
+    let method = request.method().clone();
+    let started = Instant::now();
+    let answered = tokio::time::timeout(timeout, shortcut.answer(request))
+        .instrument(span.clone())
+        .await;
+    let (route, mut response) = match answered {
+        Ok(Ok(answered)) => (answered.route, answered.response),
+        Ok(Err(request)) => return Err(request),
+        Err(_) => ("unmatched", not_in_time()),
+    };
+    let latency = started.elapsed();
+    http_metrics::record(route, &method, response.status().as_u16(), latency);
+    span.in_scope(|| {
+        debug!(latency = ?latency, status = response.status().as_u16(), "finished processing request (shortcut)")
+    });
+    response.headers_mut().insert(REQUEST_ID, id);
+    Ok(response)
 }
 
 /// The answer to a request whose response was not ready in time.
@@ -242,13 +367,15 @@ fn not_in_time() -> Response {
 
 /// Accepts connections until shutdown, at most `max_connections` at once,
 /// then waits for those open to finish their requests.
-async fn accept(
+async fn accept<S: Shortcut>(
     listener: TcpListener,
     name: &'static str,
     app: Router,
+    shortcut: S,
     limits: ListenerLimits,
     shutdown: CancellationToken,
 ) {
+    let timeout = Duration::from_secs(limits.request_timeout_secs);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(limits.header_timeout_secs))
@@ -293,10 +420,19 @@ async fn accept(
             debug!(listener = name, %peer, error = %e, "could not set TCP_NODELAY");
         }
         let app = app.clone();
+        let shortcut = shortcut.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            let request = request.map(axum::body::Body::new);
             // A router is always ready and cheap to clone (one Arc).
-            app.clone().call(request.map(axum::body::Body::new))
+            let mut app = app.clone();
+            let shortcut = shortcut.clone();
+            async move {
+                match through(&shortcut, request, timeout).await {
+                    Ok(response) => Ok(response),
+                    Err(request) => app.call(request).await,
+                }
+            }
         });
         let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
         stream.set_write_timeout(Some(Duration::from_secs(limits.write_timeout_secs)));

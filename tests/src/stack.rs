@@ -433,18 +433,28 @@ impl Stack {
     /// Postgres and Redis, on ports of its own; returns its public and
     /// operator URLs.
     pub async fn start_api_as(&mut self, name: &str) -> Result<(String, String)> {
+        self.start_api_with(name, &[]).await
+    }
+
+    /// [`Stack::start_api_as`], with `overrides` of the stack's settings.
+    pub async fn start_api_with(
+        &mut self,
+        name: &str,
+        overrides: &[(&str, String)],
+    ) -> Result<(String, String)> {
         let (public, operator) = (free_port(), free_port());
-        self.start_another(
-            name,
-            "ratewire-api",
-            &[
-                ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{public}")),
-                (
-                    "RATEWIRE_API_OPERATOR_LISTEN",
-                    format!("127.0.0.1:{operator}"),
-                ),
-            ],
-        )?;
+        let listen = [
+            ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{public}")),
+            (
+                "RATEWIRE_API_OPERATOR_LISTEN",
+                format!("127.0.0.1:{operator}"),
+            ),
+        ];
+        let overrides: Vec<(&str, String)> = listen
+            .into_iter()
+            .chain(overrides.iter().cloned())
+            .collect();
+        self.start_another(name, "ratewire-api", &overrides)?;
         let urls = (
             format!("http://127.0.0.1:{public}"),
             format!("http://127.0.0.1:{operator}"),

@@ -119,7 +119,7 @@ impl Cached {
 pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRef) -> Cached {
     let answer = match prefetched.0 {
         Some((fetched, stored)) if fetched == view.key => Ok(stored),
-        _ => match state.views.get(&view.key) {
+        _ => match kept_view(state, view) {
             Some(kept) => Ok(Some(kept)),
             None => read_view(state, view).await,
         },
@@ -142,6 +142,20 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRe
         [("source", source), crate::hot_metrics::NONE],
     );
     cached
+}
+
+/// `view` as kept in this process, if it is; one late in its age is read
+/// again in the background (see [`crate::view_cache`]).
+pub fn kept_view(state: &AppState, view: &ViewRef) -> Option<Stored> {
+    let served = state.views.get(&view.key)?;
+    if served.read_again {
+        let (state, view) = (state.clone(), view.clone());
+        tokio::spawn(async move {
+            // Unavailable: the guard reports it, and the view runs out.
+            let _ = read_view(&state, &view).await;
+        });
+    }
+    Some(served.stored)
 }
 
 /// `view` read from Redis, kept in this process when nothing changed
@@ -224,8 +238,14 @@ pub fn stored_list(state: &AppState, gzip: AcceptsGzip, key: &str, stored: Store
 /// `response` with the strong `ETag` of fingerprint `etag` (see
 /// [`conditional`] for what a client does with it).
 pub fn with_etag(mut response: Response, etag: Option<&str>) -> Response {
-    if let Some(value) = etag.and_then(|e| HeaderValue::from_str(&format!("\"{e}\"")).ok()) {
-        response.headers_mut().insert(header::ETAG, value);
+    if let Some(etag) = etag {
+        let mut quoted = Vec::with_capacity(etag.len() + 2);
+        quoted.push(b'"');
+        quoted.extend_from_slice(etag.as_bytes());
+        quoted.push(b'"');
+        if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(quoted)) {
+            response.headers_mut().insert(header::ETAG, value);
+        }
     }
     response
 }
