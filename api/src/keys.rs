@@ -131,7 +131,7 @@ pub struct KeyStore {
     /// when their entry expires), an unknown key's for a minute (a
     /// repeated bad key costs no query). Bounded, so a flood of made-up
     /// keys cannot grow it. Concurrent lookups of one key share one answer.
-    answers: moka::future::Cache<String, Option<Caller>>,
+    answers: moka::future::Cache<String, Option<Arc<Known>>>,
     /// Keys Postgres said were valid in the last few minutes: they are
     /// checked again whenever needed, outside any client's allowance, so a
     /// real key keeps working while the shared cache is unavailable.
@@ -143,12 +143,8 @@ pub struct KeyStore {
     revocations: Arc<AtomicU64>,
 }
 
-/// How long the shared cache's word that a key is valid is taken without
-/// asking Postgres.
-const SHARED_FRESH: Duration = Duration::from_secs(1);
-/// How long this process trusts that a key is valid (with [`RECENT_FOR`],
-/// a second).
-pub const LOCAL_TTL: Duration = Duration::from_millis(750);
+/// How long this process trusts that a key is valid.
+pub const LOCAL_TTL: Duration = Duration::from_secs(1);
 /// How long this process remembers a key as unknown (a key is created
 /// before it is ever used, so this delays nothing real).
 const INVALID_TTL: Duration = Duration::from_secs(60);
@@ -158,11 +154,11 @@ const LOCAL_MAX: u64 = 100_000;
 /// Valid answers live [`LOCAL_TTL`], invalid ones [`INVALID_TTL`].
 struct AnswerLifetime;
 
-impl moka::Expiry<String, Option<Caller>> for AnswerLifetime {
+impl moka::Expiry<String, Option<Arc<Known>>> for AnswerLifetime {
     fn expire_after_create(
         &self,
         _: &String,
-        answer: &Option<Caller>,
+        answer: &Option<Arc<Known>>,
         _: std::time::Instant,
     ) -> Option<Duration> {
         Some(if answer.is_some() {
@@ -179,51 +175,51 @@ pub struct Known {
     pub caller: Caller,
     /// [`Caller::subject`], made once.
     pub subject: String,
+    /// When this process learnt it: it is trusted [`LOCAL_TTL`] from then.
+    learnt: Instant,
+}
+
+impl Known {
+    fn new(caller: Caller) -> Arc<Self> {
+        Arc::new(Self {
+            subject: caller.subject(),
+            caller,
+            learnt: Instant::now(),
+        })
+    }
+
+    fn current(&self) -> bool {
+        self.learnt.elapsed() < LOCAL_TTL
+    }
 }
 
 type Digest = [u8; 32];
 
 /// Valid answers a worker thread has just used, by the key's SHA-256 (not
 /// the key), so the busiest keys cost neither the hex form nor the shared
-/// answer cache. Each holds [`RECENT_FOR`], taken from an answer that
-/// holds [`LOCAL_TTL`], so no answer is trusted longer than a second in
-/// all; a revocation on this instance voids them at once.
+/// answer cache. Each is the process's own answer, trusted no longer than
+/// it ([`Known::current`]); a revocation on this instance voids them at
+/// once.
 #[derive(Default)]
 struct Recent {
-    /// By store and digest: when taken, the revocations seen then, and the
-    /// answer.
-    answers: HashMap<(u64, Digest), (Instant, u64, Arc<Known>)>,
+    /// By store and digest: the revocations seen when taken, and the answer.
+    answers: HashMap<(u64, Digest), (u64, Arc<Known>)>,
 }
 
-const RECENT_FOR: Duration = Duration::from_millis(250);
 /// Answers a thread holds at most (then it forgets them all).
 const RECENT_MAX: usize = 1_024;
 
 impl Recent {
-    fn get(
-        &self,
-        store: u64,
-        digest: &Digest,
-        revocations: u64,
-        now: Instant,
-    ) -> Option<Arc<Known>> {
-        let (taken, seen, known) = self.answers.get(&(store, *digest))?;
-        (*seen == revocations && now.duration_since(*taken) < RECENT_FOR).then(|| Arc::clone(known))
+    fn get(&self, store: u64, digest: &Digest, revocations: u64) -> Option<Arc<Known>> {
+        let (seen, known) = self.answers.get(&(store, *digest))?;
+        (*seen == revocations && known.current()).then(|| Arc::clone(known))
     }
 
-    fn put(
-        &mut self,
-        store: u64,
-        digest: Digest,
-        revocations: u64,
-        now: Instant,
-        known: Arc<Known>,
-    ) {
+    fn put(&mut self, store: u64, digest: Digest, revocations: u64, known: Arc<Known>) {
         if self.answers.len() >= RECENT_MAX {
             self.answers.clear();
         }
-        self.answers
-            .insert((store, digest), (now, revocations, known));
+        self.answers.insert((store, digest), (revocations, known));
     }
 }
 
@@ -338,7 +334,7 @@ impl KeyStore {
             .answers
             .try_get_with_by_ref(&hash, async {
                 let known = |store: &Self| store.seen_valid.contains_key(&hash);
-                match self.lookup_shared(&hash).await {
+                let found = match self.lookup_shared(&hash).await {
                     Shared::Revoked => Ok(None),
                     Shared::Fresh(caller) => Ok(Some(caller)),
                     // A key the shared cache or this process knew valid is
@@ -348,11 +344,12 @@ impl KeyStore {
                         self.lookup_postgres(&hash).await.map_err(Unanswered::from)
                     }
                     Shared::Missing => Err(Unanswered::NotChecked),
-                }
+                };
+                found.map(|caller| caller.map(Known::new))
             })
             .await;
         match answer {
-            Ok(Some(caller)) => Ok(Lookup::Valid(caller)),
+            Ok(Some(known)) => Ok(Lookup::Valid(known.caller.clone())),
             Ok(None) => Ok(Lookup::Invalid),
             Err(unanswered) => match &*unanswered {
                 Unanswered::NotChecked => Ok(Lookup::NotChecked),
@@ -374,18 +371,13 @@ impl KeyStore {
         secret::prefix_of(KEY_KIND, key)?;
         let digest: Digest = Sha256::digest(key.as_bytes()).into();
         let revocations = self.revocations.load(Ordering::Acquire);
-        let now = Instant::now();
-        let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations, now));
+        let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations));
         if recent.is_some() {
             return recent;
         }
-        let caller = self.answers.get(&hex::encode(digest)).await.flatten()?;
-        let known = Arc::new(Known {
-            subject: caller.subject(),
-            caller,
-        });
+        let known = self.answers.get(&hex::encode(digest)).await.flatten()?;
         RECENT.with_borrow_mut(|recent| {
-            recent.put(self.id, digest, revocations, now, Arc::clone(&known));
+            recent.put(self.id, digest, revocations, Arc::clone(&known));
         });
         Some(known)
     }
@@ -410,7 +402,7 @@ impl KeyStore {
             return Shared::Revoked;
         }
         match serde_json::from_str::<CachedKey>(&cached) {
-            Ok(entry) if entry.checked_at + SHARED_FRESH.as_millis() as i64 >= now_millis() => {
+            Ok(entry) if entry.checked_at + LOCAL_TTL.as_millis() as i64 >= now_millis() => {
                 Shared::Fresh(entry.caller)
             }
             // Checked too long ago (or written by an older build): a
