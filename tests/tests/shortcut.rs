@@ -70,13 +70,37 @@ async fn shortcut_answers(stack: &Stack, operator: &str) -> Result<u64> {
         .map_or(0, |v| v.trim().parse().unwrap_or(0)))
 }
 
-#[tokio::test]
-async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
+/// A stack's API (the shortcut on) and a second one with it off.
+struct Instances {
+    main: String,
+    main_operator: String,
+    router: String,
+    router_operator: String,
+}
+
+async fn two_instances() -> Result<(Stack, Instances)> {
     let mut stack = Stack::start().await?;
     let (router, router_operator) = stack
         .start_api_with("api-router", &[("RATEWIRE_SHORTCUT", "false".into())])
         .await?;
-    let (main, main_operator) = (stack.api_url.clone(), stack.api_operator_url.clone());
+    let instances = Instances {
+        main: stack.api_url.clone(),
+        main_operator: stack.api_operator_url.clone(),
+        router,
+        router_operator,
+    };
+    Ok((stack, instances))
+}
+
+#[tokio::test]
+async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
+    let (stack, instances) = two_instances().await?;
+    let Instances {
+        main,
+        main_operator,
+        router,
+        router_operator,
+    } = &instances;
     let key = stack.api_key_on("shortcut", "pro").await?;
     let (bank, token) = stack.bank_with_token("SHC", "Shortcut Bank").await?;
     // Enough currencies for the lists to be sent gzip-encoded (1 KB).
@@ -119,7 +143,7 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
     let with_key = [("x-api-key", key.as_str())];
     for path in &paths {
         let etag = {
-            let (_, headers) = answer(&stack, &main, path, &with_key).await?;
+            let (_, headers) = answer(&stack, main, path, &with_key).await?;
             headers.get("etag").context("an etag")?.to_str()?.to_owned()
         };
         let variants: [Vec<(&str, &str)>; 4] = [
@@ -132,7 +156,7 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
             let headers: Vec<(&str, &str)> = with_key.iter().chain(extra).copied().collect();
             // Kept and known on both instances after a first request; a
             // list's gzip encoding is made aside, so asked for until made.
-            for base in [&main, &router] {
+            for base in [main, router] {
                 eventually("a gzip encoding", Duration::from_secs(10), || async {
                     let (answer, _) = answer(&stack, base, path, &headers).await.ok()?;
                     let gzip = answer.headers.contains_key("content-encoding");
@@ -146,14 +170,14 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
                 })
                 .await?;
             }
-            let before = shortcut_answers(&stack, &main_operator).await?;
-            let (shortcut, all) = answer(&stack, &main, path, &headers).await?;
+            let before = shortcut_answers(&stack, main_operator).await?;
+            let (shortcut, all) = answer(&stack, main, path, &headers).await?;
             assert_eq!(
-                shortcut_answers(&stack, &main_operator).await?,
+                shortcut_answers(&stack, main_operator).await?,
                 before + 1,
                 "{path} {extra:?} took the shortcut"
             );
-            let (routed, _) = answer(&stack, &router, path, &headers).await?;
+            let (routed, _) = answer(&stack, router, path, &headers).await?;
             assert_eq!(shortcut, routed, "{path} with {extra:?}");
             assert!(all.contains_key("x-ratelimit-remaining"));
             let id = all.get("x-request-id").context("a request id")?.to_str()?;
@@ -173,7 +197,7 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
             }
         }
     }
-    assert_eq!(shortcut_answers(&stack, &router_operator).await?, 0);
+    assert_eq!(shortcut_answers(&stack, router_operator).await?, 0);
 
     // What the shortcut leaves to the router: a browser page, a query the
     // handler refuses, a key nobody knows, no key, another method.
@@ -192,11 +216,11 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
         (one.as_str(), vec![]),
     ];
     for (path, headers) in &others {
-        let before = shortcut_answers(&stack, &main_operator).await?;
-        let (routed_here, _) = answer(&stack, &main, path, headers).await?;
-        let (routed, _) = answer(&stack, &router, path, headers).await?;
+        let before = shortcut_answers(&stack, main_operator).await?;
+        let (routed_here, _) = answer(&stack, main, path, headers).await?;
+        let (routed, _) = answer(&stack, router, path, headers).await?;
         assert_eq!(routed_here, routed, "{path} with {headers:?}");
-        assert_eq!(shortcut_answers(&stack, &main_operator).await?, before);
+        assert_eq!(shortcut_answers(&stack, main_operator).await?, before);
     }
     let head = stack
         .http()
@@ -210,11 +234,13 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
 
 #[tokio::test]
 async fn a_caller_over_its_limit_is_refused_on_the_shortcut_as_on_the_router() -> Result<()> {
-    let mut stack = Stack::start().await?;
-    let (router, _) = stack
-        .start_api_with("api-router", &[("RATEWIRE_SHORTCUT", "false".into())])
-        .await?;
-    let (main, main_operator) = (stack.api_url.clone(), stack.api_operator_url.clone());
+    let (stack, instances) = two_instances().await?;
+    let Instances {
+        main,
+        main_operator,
+        router,
+        ..
+    } = &instances;
     let key = stack.api_key_on("limited", "free").await?;
     let (bank, token) = stack.bank_with_token("LIM", "Limited Bank").await?;
     let board = r#"{"rates":[{"currency":"USD","cashBuying":101.25,"cashSelling":104}]}"#;
@@ -226,16 +252,16 @@ async fn a_caller_over_its_limit_is_refused_on_the_shortcut_as_on_the_router() -
     room_in_this_minute(20).await;
     let mut statuses = Vec::new();
     for _ in 0..70 {
-        statuses.push(answer(&stack, &main, &path, &with_key).await?.0.status);
+        statuses.push(answer(&stack, main, &path, &with_key).await?.0.status);
     }
     let admitted = statuses.iter().filter(|s| **s == 200).count();
     assert!(admitted <= 60, "{admitted}");
     assert_eq!(statuses.last(), Some(&429));
-    assert!(shortcut_answers(&stack, &main_operator).await? > 0);
-    let before = shortcut_answers(&stack, &main_operator).await?;
-    let (refused, all) = answer(&stack, &main, &path, &with_key).await?;
-    assert_eq!(shortcut_answers(&stack, &main_operator).await?, before + 1);
-    let (routed, _) = answer(&stack, &router, &path, &with_key).await?;
+    assert!(shortcut_answers(&stack, main_operator).await? > 0);
+    let before = shortcut_answers(&stack, main_operator).await?;
+    let (refused, all) = answer(&stack, main, &path, &with_key).await?;
+    assert_eq!(shortcut_answers(&stack, main_operator).await?, before + 1);
+    let (routed, _) = answer(&stack, router, &path, &with_key).await?;
     assert_eq!(refused.status, 429);
     assert_eq!(refused, routed);
     assert!(all.contains_key("retry-after"));
