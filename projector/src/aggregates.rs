@@ -311,6 +311,7 @@ async fn recompute(
     work: &mut Pending,
 ) -> Result<(bool, bool)> {
     let target = &work.target;
+    let mut stage = Stage::start();
     let resync = work.resync || boards.generation != target.generation || boards.newest.is_none();
     let mut touched: BTreeSet<CurrencyCode> = work.currencies.clone();
     if resync {
@@ -337,10 +338,12 @@ async fn recompute(
         let stale = stale_banks(boards, target).await?;
         touched.extend(read_again(boards, target, &stale).await?);
     }
-    write(boards, cache, target, touched).await?;
+    stage.done(if resync { "resync" } else { "catch_up" });
+    write(boards, cache, target, touched, &mut stage).await?;
     // Checked after the write: a bank view written before this write and
     // missed by it is seen here, and written by the next round.
     let behind = !stale_banks(boards, target).await?.is_empty();
+    stage.done("check");
     Ok((resync, behind))
 }
 
@@ -403,13 +406,13 @@ async fn write(
     cache: &mut SeriesCache,
     target: &Target,
     touched: BTreeSet<CurrencyCode>,
+    stage: &mut Stage,
 ) -> Result<()> {
     let Some(version) = boards.newest else {
         return Ok(());
     };
     let style = target.views.style();
     let mut update = ViewUpdate::at(version);
-    update.compose = true;
     update.forced = true;
     update.currencies = Some(Rendered::new(views::currencies_response(
         &boards.counts(),
@@ -428,8 +431,32 @@ async fn write(
     )
     .await?;
     tx.commit().await?;
+    stage.done("render");
     let mut views = target.views.clone();
-    views.apply(&update).await
+    views.apply(&update).await?;
+    stage.done("write");
+    // What `update.compose` does after the write, timed apart.
+    views.compose_all().await?;
+    stage.done("compose");
+    Ok(())
+}
+
+/// Times the stages of a round, into
+/// `ratewire_projector_aggregates_stage_seconds{stage}`: `catch_up` (or
+/// `resync`: boards read again), `render` (series read, best rates and
+/// /currencies rendered), `write` (to Redis), `compose` (the all-banks lists
+/// recomposed in Redis), `check` (for bank views written meanwhile).
+struct Stage(Instant);
+
+impl Stage {
+    fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    fn done(&mut self, stage: &'static str) {
+        report::aggregates_stage(stage, self.0.elapsed());
+        self.0 = Instant::now();
+    }
 }
 
 /// Every active bank's view, in one snapshot, and its version.

@@ -60,6 +60,13 @@ pub fn aggregated(occurred: &[DateTime<Utc>], now: DateTime<Utc>) {
     }
 }
 
+/// How long a stage of a round of the views over all banks took (see
+/// `aggregates::recompute`).
+pub fn aggregates_stage(stage: &'static str, took: Duration) {
+    histogram!("ratewire_projector_aggregates_stage_seconds", "stage" => stage)
+        .record(took.as_secs_f64());
+}
+
 pub fn postgres_error() {
     counter!("ratewire_projector_postgres_errors_total").increment(1);
 }
