@@ -17,7 +17,6 @@ use chrono::{DateTime, Utc};
 use ratewire_service::secret;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{postgres_unavailable, Error, FieldErrors, Result};
@@ -369,12 +368,13 @@ impl KeyStore {
     /// valid (no round trip, never Postgres); `None` when that takes one.
     pub async fn known_valid(&self, key: &str) -> Option<Arc<Known>> {
         secret::prefix_of(KEY_KIND, key)?;
-        let digest: Digest = Sha256::digest(key.as_bytes()).into();
+        let digest = secret::digest(key);
         let revocations = self.revocations.load(Ordering::Acquire);
         let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations));
         if recent.is_some() {
             return recent;
         }
+        // The answers are kept by `secret::hash`, the digest in hex.
         let known = self.answers.get(&hex::encode(digest)).await.flatten()?;
         RECENT.with_borrow_mut(|recent| {
             recent.put(self.id, digest, revocations, Arc::clone(&known));

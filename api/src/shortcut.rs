@@ -133,10 +133,7 @@ impl Shortcut for Reads {
         };
         let mut response = match decision.verdict {
             Verdict::Allowed => {
-                crate::hot_metrics::increment(
-                    "ratewire_api_views_served_total",
-                    [("source", "redis"), crate::hot_metrics::NONE],
-                );
+                routes::served_from("redis");
                 let headers = request.headers();
                 let answer = if list {
                     let gzip = AcceptsGzip(crate::web::accepts_gzip(headers));

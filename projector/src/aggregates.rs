@@ -444,8 +444,9 @@ async fn write(
 /// Times the stages of a round, into
 /// `ratewire_projector_aggregates_stage_seconds{stage}`: `catch_up` (or
 /// `resync`: boards read again), `render` (series read, best rates and
-/// /currencies rendered), `write` (to Redis), `compose` (the all-banks lists
-/// recomposed in Redis), `check` (for bank views written meanwhile).
+/// /currencies rendered), `write` (to Redis), `compose` (the changed
+/// all-banks lists read, joined and put in place), `check` (for bank views
+/// written meanwhile).
 struct Stage(Instant);
 
 impl Stage {

@@ -40,8 +40,14 @@ pub fn generate(kind: &str) -> NewSecret {
     }
 }
 
+/// The stored form of `secret`: its [`digest`] in hex.
 pub fn hash(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+    hex::encode(digest(secret))
+}
+
+/// The SHA-256 of `secret`, raw (what [`hash`] writes in hex).
+pub fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
 }
 
 /// The prefix of a well-formed secret of `kind`, if it is one.

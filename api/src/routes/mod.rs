@@ -137,11 +137,17 @@ pub async fn cached_view(state: &AppState, prefetched: Prefetched, view: &ViewRe
             (Cached::Unavailable, "postgres")
         }
     };
+    served_from(source);
+    cached
+}
+
+/// Counts a view served from `source` (`redis`: kept here or read there;
+/// `postgres`: rendered).
+pub fn served_from(source: &'static str) {
     crate::hot_metrics::increment(
         "ratewire_api_views_served_total",
         [("source", source), crate::hot_metrics::NONE],
     );
-    cached
 }
 
 /// `view` as kept in this process, if it is; one late in its age is read
