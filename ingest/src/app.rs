@@ -29,7 +29,7 @@ impl Application {
         ratewire_service::metrics::recorder();
         let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let pool = db::pool(&config.common.database_url, &config.schema)?;
-        let publisher = Publisher::new(&config)?;
+        let publisher = Publisher::new(&config)?.announcing(pool.clone());
         let state = AppState {
             pool,
             publisher,

@@ -20,6 +20,7 @@
 //! what readers see.
 
 pub mod app;
+pub mod appended;
 pub mod banks;
 pub mod board;
 pub mod cli;

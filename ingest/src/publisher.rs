@@ -13,6 +13,7 @@ use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use tracing::{info, instrument};
 
+use crate::appended::Appended;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -23,6 +24,8 @@ pub struct Publisher {
     producer: Arc<RwLock<FutureProducer>>,
     topic: Arc<str>,
     timeout: Duration,
+    /// Told of every acknowledged event (see [`Publisher::announcing`]).
+    appended: Option<Appended>,
 }
 
 /// Where an acknowledged event landed.
@@ -52,7 +55,15 @@ impl Publisher {
             producer: Arc::new(RwLock::new(producer)),
             topic: config.topic.as_str().into(),
             timeout,
+            appended: None,
         })
+    }
+
+    /// Says on `pool`'s database after each acknowledged event that the log
+    /// has new events (see [`crate::appended`]).
+    pub fn announcing(mut self, pool: sqlx::PgPool) -> Self {
+        self.appended = Some(Appended::spawn(pool, &self.topic));
+        self
     }
 
     fn current(&self) -> FutureProducer {
@@ -135,6 +146,9 @@ impl Publisher {
         }
         match outcome {
             Ok(Ok(delivery)) => {
+                if let Some(appended) = &self.appended {
+                    appended.ring();
+                }
                 tracing::debug!(
                     partition = delivery.partition,
                     offset = delivery.offset,

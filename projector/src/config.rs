@@ -64,6 +64,16 @@ pub struct Config {
     /// this much to publish-to-visible latency.
     #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub fetch_wait_ms: u64,
+    /// Milliseconds without a new message after which the partitions are
+    /// no longer read (no fetches at all) until ingest says the log has new
+    /// events, or the lag report (every second) shows that it has; 0 never
+    /// pauses. For brokers that hold every fetch for its full wait, where
+    /// reading with a short wait to stay fresh keeps the broker busy while
+    /// the log is quiet. Ingest's notices come by Postgres NOTIFY, so only
+    /// to projectors on its database; events without one wait a second or
+    /// two.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_IDLE_AFTER_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub idle_after_ms: u64,
     /// Most messages this instance may be behind the log and still report
     /// ready on /readyz.
     #[arg(long, env = "RATEWIRE_PROJECTOR_READY_LAG", default_value_t = 1000)]
@@ -103,6 +113,11 @@ impl Config {
 
     pub fn batch_wait(&self) -> Duration {
         Duration::from_millis(self.batch_wait_ms)
+    }
+
+    /// How long the log may be quiet before reads pause; `None`: never.
+    pub fn idle_after(&self) -> Option<Duration> {
+        (self.idle_after_ms > 0).then(|| Duration::from_millis(self.idle_after_ms))
     }
 }
 

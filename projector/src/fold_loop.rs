@@ -23,6 +23,7 @@ use crate::error::Result;
 use crate::fold::{self, Incoming};
 use crate::holes::{Reads, Rewind, Start};
 use crate::http::Status;
+use crate::idle::{self, Doorbell, Pacing};
 use crate::leases::Ownership;
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
@@ -72,6 +73,9 @@ pub struct FoldLoop {
     reads: Reads,
     /// Partitions to start further back than their stored positions.
     rewind: Rewind,
+    /// Ingest's notices of new events, and when reads pause for a quiet log.
+    doorbell: Doorbell,
+    pacing: Pacing,
 }
 
 impl FoldLoop {
@@ -91,6 +95,15 @@ impl FoldLoop {
             &config.read_model.redis_prefix,
             &config.read_model.control_schema,
         );
+        let doorbell = match config.idle_after() {
+            Some(_) => Doorbell::spawn(
+                config.common.database_url.clone(),
+                config.topic.clone(),
+                shutdown.clone(),
+            ),
+            None => Doorbell::default(),
+        };
+        let pacing = Pacing::new(config.idle_after());
         Ok(Self {
             pool: db::pool(&config.common.database_url, &schema, 8)?,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &schema),
@@ -110,6 +123,8 @@ impl FoldLoop {
             ownership,
             reads: Reads::default(),
             rewind: Rewind::default(),
+            doorbell,
+            pacing,
         })
     }
 
@@ -209,8 +224,12 @@ impl FoldLoop {
             consumer::next_batch(&consumer, max, wait).await
         };
         let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
+        let doorbell = self.doorbell.clone();
         loop {
             tokio::select! {
+                // In this order: a batch already received must win over
+                // pausing reads, or librdkafka would drop and fetch it again.
+                biased;
                 _ = shutdown.cancelled() => break,
                 changed = lease_change(&mut desired) => {
                     match changed {
@@ -224,6 +243,12 @@ impl FoldLoop {
                 }
                 _ = tick.tick() => {
                     if self.follow_switch().await {
+                        reassign = true;
+                    }
+                    // Paused, yet the log moved on without a notice (or its
+                    // watermarks are unknown): read again.
+                    if self.pacing.paused() && self.status.lag.load(Ordering::Relaxed) != 0 {
+                        self.pacing.resume_for("lag");
                         reassign = true;
                     }
                     if reassign {
@@ -253,6 +278,22 @@ impl FoldLoop {
                             warn!(error = %e, "kafka receive failed; partitions will be re-assigned");
                             tokio::time::sleep(Duration::from_millis(200)).await;
                         }
+                    }
+                    // Quiet is counted from the end of the work, not its start.
+                    self.pacing.received();
+                }
+                _ = idle::until(self.pacing.due()) => {
+                    if self.pacing.quiet(&doorbell) {
+                        self.stop_reading();
+                    }
+                }
+                _ = doorbell.rung() => {
+                    if self.pacing.paused() {
+                        self.pacing.resume_for("notice");
+                        reassign = !self.read_again(&mut next, receive).await;
+                    } else {
+                        // Its events may not be fetched yet: not quiet now.
+                        self.pacing.received();
                     }
                 }
             }
@@ -371,7 +412,11 @@ impl FoldLoop {
         .await;
         match assigned {
             Ok((positions, starts)) => {
-                if starts == positions {
+                if self.pacing.paused() {
+                    // Reading again after a quiet spell: as often as once a
+                    // second, not news.
+                    tracing::debug!(?positions, "reading the log again");
+                } else if starts == positions {
                     info!(?positions, "partitions assigned at their stored offsets");
                 } else {
                     info!(
@@ -386,6 +431,24 @@ impl FoldLoop {
             Err(e) => {
                 warn!(error = %e, "assigning partitions failed; will retry");
                 false
+            }
+        }
+    }
+
+    /// Unassigns the partitions while the log is quiet (see [`idle`]); the
+    /// leases, lag report and readiness still count them as this instance's.
+    fn stop_reading(&mut self) {
+        use rdkafka::consumer::Consumer;
+        match self.consumer.unassign() {
+            Ok(()) => {
+                tracing::debug!("the log is quiet; reads paused");
+                report::reads_paused(true);
+                self.pacing.stopped();
+            }
+            // Reading on; asked again after the next quiet spell.
+            Err(e) => {
+                warn!(error = %e, "could not pause reads");
+                self.pacing.received();
             }
         }
     }
@@ -405,6 +468,10 @@ impl FoldLoop {
             progress.positions = positions;
         }
         *self.status.partitions.lock().expect("status lock") = now.iter().copied().collect();
+        if let Some(cause) = self.pacing.assigned() {
+            report::reads_paused(false);
+            report::reads_resumed(cause);
+        }
         if let Some(ownership) = &self.ownership {
             ownership.assigned.send_replace(now);
         }

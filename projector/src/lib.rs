@@ -37,6 +37,7 @@ pub mod fold;
 pub mod fold_loop;
 pub mod holes;
 pub mod http;
+pub mod idle;
 pub mod leases;
 pub mod metrics;
 pub mod rebuild;

@@ -21,6 +21,11 @@
 //! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
 //!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
 //! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`
+//! - `ratewire_projector_reads_paused`: 1 while the partitions are not
+//!   fetched for a quiet log (see `idle`), and
+//!   `ratewire_projector_reads_resumed_total{cause}`: read again because
+//!   ingest said the log had new events (`notice`), the lag report showed
+//!   them (`lag`), or the partitions were assigned anew (`assignment`)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -65,6 +70,15 @@ pub fn aggregated(occurred: &[DateTime<Utc>], now: DateTime<Utc>) {
 pub fn aggregates_stage(stage: &'static str, took: Duration) {
     histogram!("ratewire_projector_aggregates_stage_seconds", "stage" => stage)
         .record(took.as_secs_f64());
+}
+
+pub fn reads_paused(paused: bool) {
+    gauge!("ratewire_projector_reads_paused").set(if paused { 1.0 } else { 0.0 });
+}
+
+/// Reads of a quiet log start again, for `cause`.
+pub fn reads_resumed(cause: &'static str) {
+    counter!("ratewire_projector_reads_resumed_total", "cause" => cause).increment(1);
 }
 
 pub fn postgres_error() {

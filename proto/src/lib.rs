@@ -40,4 +40,4 @@ pub use event::{
 };
 pub use ids::{BankId, CurrencyCode, InvalidId};
 pub use rules::{Rule, Violation};
-pub use topic::{partition_key, DEFAULT_TOPIC};
+pub use topic::{partition_key, APPENDED_CHANNEL, DEFAULT_TOPIC};

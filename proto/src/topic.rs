@@ -7,6 +7,15 @@ use crate::ids::BankId;
 /// inside it by the compatibility rule in the crate docs.
 pub const DEFAULT_TOPIC: &str = "ratewire.events.v1";
 
+/// The Postgres notification channel on which ingest says, after the broker
+/// acknowledged an event, that the topic named in the payload has new events.
+///
+/// Only a hint, for projectors that pause their reads while the log is quiet
+/// (a broker that holds every fetch for its full wait makes polling costly):
+/// nothing depends on it arriving, since a paused projector also looks at the
+/// log on a timer. It reaches projectors on the same database as ingest.
+pub const APPENDED_CHANNEL: &str = "ratewire_log_appended";
+
 /// The message key: the bank id in decimal.
 ///
 /// Keying by bank puts all of a bank's events on one partition, which is what

@@ -212,6 +212,8 @@ impl Stack {
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
             // tansu holds every fetch for the full wait, data or not.
             ("RATEWIRE_PROJECTOR_FETCH_WAIT_MS", "2".to_owned()),
+            // So reads pause on a quiet log, as in the local stack.
+            ("RATEWIRE_PROJECTOR_IDLE_AFTER_MS", "10".to_owned()),
         ];
         stack.env = env
             .into_iter()
