@@ -247,7 +247,7 @@ impl FoldLoop {
                     }
                     // Paused, yet the log moved on without a notice (or its
                     // watermarks are unknown): read again.
-                    if self.pacing.paused() && self.status.lag.load(Ordering::Relaxed) != 0 {
+                    if self.pacing.paused() && !self.caught_up() {
                         self.pacing.resume_for("lag");
                         reassign = true;
                     }
@@ -283,7 +283,7 @@ impl FoldLoop {
                     self.pacing.received();
                 }
                 _ = idle::until(self.pacing.due()) => {
-                    if self.pacing.quiet(&doorbell) {
+                    if self.pacing.quiet(&doorbell, self.caught_up()) {
                         self.stop_reading();
                     }
                 }
@@ -433,6 +433,11 @@ impl FoldLoop {
                 false
             }
         }
+    }
+
+    /// Whether the last lag report saw nothing left to apply.
+    fn caught_up(&self) -> bool {
+        self.progress.lock().expect("progress lock").caught_up()
     }
 
     /// Unassigns the partitions while the log is quiet (see [`idle`]); the

@@ -10,7 +10,8 @@
 //! the log has new events ([`Doorbell`], a Postgres notification after each
 //! acknowledged publish) or when the lag report, which asks the broker for
 //! its watermarks every second anyway, shows the log ahead of the stored
-//! positions.
+//! positions. It never pauses while that report shows events not yet
+//! applied.
 //!
 //! Nothing depends on a notice arriving: events that come without one
 //! (another producer, a notice lost to a reconnect) are read within a
@@ -160,10 +161,13 @@ impl Pacing {
         self.paused = true;
     }
 
-    /// At [`Pacing::due`]: whether to pause now. Only if notices can come;
-    /// else asked again after another quiet spell.
-    pub fn quiet(&mut self, doorbell: &Doorbell) -> bool {
-        if doorbell.listening() {
+    /// At [`Pacing::due`]: whether to pause now. Only if notices can come,
+    /// and only when every event the last lag report saw is applied: a
+    /// first fetch of a backlog can take longer than the quiet spell, and
+    /// pausing then would drop it, again and again. Else asked again after
+    /// another quiet spell.
+    pub fn quiet(&mut self, doorbell: &Doorbell, caught_up: bool) -> bool {
+        if doorbell.listening() && caught_up {
             return true;
         }
         self.active = Instant::now();
@@ -176,5 +180,50 @@ pub async fn until(due: Option<Instant>) {
     match due {
         Some(due) => tokio::time::sleep_until(due).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listening() -> Doorbell {
+        let bell = Doorbell::default();
+        bell.listening.store(true, Ordering::Relaxed);
+        bell
+    }
+
+    #[test]
+    fn pauses_only_when_quiet_caught_up_and_listening() {
+        let mut pacing = Pacing::new(Some(Duration::from_millis(10)));
+        assert_eq!(
+            pacing.due(),
+            Some(pacing.active + Duration::from_millis(10))
+        );
+        // A backlog whose first fetch outlasts the quiet spell: not paused.
+        assert!(!pacing.quiet(&listening(), false));
+        // No notices can come: not paused either.
+        assert!(!pacing.quiet(&Doorbell::default(), true));
+        assert!(pacing.quiet(&listening(), true));
+        pacing.stopped();
+        assert!(pacing.paused());
+        assert_eq!(pacing.due(), None);
+    }
+
+    #[test]
+    fn a_resume_says_why_and_only_after_a_pause() {
+        let mut pacing = Pacing::new(Some(Duration::from_millis(10)));
+        assert_eq!(pacing.assigned(), None);
+        pacing.stopped();
+        pacing.resume_for("notice");
+        assert_eq!(pacing.assigned(), Some("notice"));
+        pacing.stopped();
+        assert_eq!(pacing.assigned(), Some("assignment"));
+        assert!(!pacing.paused());
+    }
+
+    #[test]
+    fn never_due_when_pausing_is_off() {
+        assert_eq!(Pacing::new(None).due(), None);
     }
 }

@@ -103,6 +103,9 @@ pub fn view_error(e: &crate::Error) {
 pub struct Progress {
     /// Next offset to apply, per owned partition.
     pub positions: BTreeMap<i32, i64>,
+    /// Each partition's high watermark at the last report (empty while
+    /// the broker does not answer).
+    highs: BTreeMap<i32, i64>,
     pub newest_event: Option<DateTime<Utc>>,
     applied_since_log: u64,
     last_log: Option<Instant>,
@@ -143,7 +146,18 @@ impl Progress {
             .filter(|_| known)
     }
 
+    /// Whether every event the last report saw is applied (false while no
+    /// report has been made, or the broker did not answer the last one).
+    pub fn caught_up(&self) -> bool {
+        !self.positions.is_empty()
+            && self
+                .positions
+                .iter()
+                .all(|(p, position)| self.highs.get(p).is_some_and(|high| position >= high))
+    }
+
     fn publish(&mut self, marks: &BTreeMap<i32, (i64, i64)>) -> Option<i64> {
+        self.highs = marks.iter().map(|(p, (_, high))| (*p, *high)).collect();
         let mut lags = BTreeMap::new();
         for (partition, position) in &self.positions {
             if let Some((_, high)) = marks.get(partition) {
@@ -182,5 +196,25 @@ impl Progress {
         self.applied_since_log = 0;
         self.last_log = Some(Instant::now());
         Some(lag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caught_up_once_every_position_reaches_the_last_reported_high_watermark() {
+        let mut progress = Progress::default();
+        assert!(!progress.caught_up(), "nothing assigned yet");
+        progress.positions = BTreeMap::from([(0, 5), (1, 7)]);
+        assert!(!progress.caught_up(), "no report yet");
+        progress.publish(&BTreeMap::from([(0, (0, 5)), (1, (0, 9))]));
+        assert!(!progress.caught_up());
+        progress.positions.insert(1, 9);
+        assert!(progress.caught_up());
+        // The broker did not answer: unknown, so not caught up.
+        progress.publish(&BTreeMap::new());
+        assert!(!progress.caught_up());
     }
 }

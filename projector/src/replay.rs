@@ -167,6 +167,14 @@ pub async fn replay(
                     outcome.gaps
                 )));
             }
+            // Caught up with the watermarks this round began with: look
+            // again now rather than idle out the rest of the second.
+            let reached = marks
+                .iter()
+                .all(|(p, (_, high))| positions.get(p).copied().unwrap_or(0) >= *high);
+            if reached {
+                break;
+            }
         }
     }
 
