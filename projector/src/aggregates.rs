@@ -9,7 +9,7 @@
 //! the bank's old and new board, picked from memory, with the best quotes'
 //! series (the [`SeriesCache`] reads only rows written since it last read),
 //! and the /currencies counts, also from memory. The all-banks lists are
-//! composed again in Redis from the bank views just written.
+//! composed again from the bank views just written.
 //!
 //! It used to recompute every changed currency from Postgres on the fold's
 //! one-second tick (the quotes of every bank, tens of milliseconds per
@@ -435,7 +435,6 @@ async fn write(
     let mut views = target.views.clone();
     views.apply(&update).await?;
     stage.done("write");
-    // What `update.compose` does after the write, timed apart.
     views.compose_all().await?;
     stage.done("compose");
     Ok(())
@@ -556,7 +555,6 @@ pub async fn load(
 ) -> Result<ViewUpdate> {
     let mut tx = snapshot(pool).await?;
     let mut update = ViewUpdate::at(Version::of(&mut tx).await?);
-    update.compose = true;
     update.currencies = Some(Rendered::new(views::currencies_response(
         &store::currency_counts(&mut *tx).await?,
         style,

@@ -44,6 +44,7 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
     )
     .await?;
     views.apply(&update).await?;
+    views.compose_all().await?;
     Ok(banks.len())
 }
 
@@ -67,7 +68,8 @@ pub async fn refresh_views(
         &mut SeriesCache::default(),
     )
     .await?;
-    views.apply(&update).await
+    views.apply(&update).await?;
+    views.compose_all().await
 }
 
 /// The `rebuild` command: the active generation's views from Postgres,

@@ -198,10 +198,6 @@ pub struct ViewUpdate {
     /// time (a recomputation that changes nothing else writes nothing);
     /// `None` removes a currency no active bank quotes.
     pub best: Vec<(CurrencyCode, Option<Rendered>)>,
-    /// Recompose the all-banks lists from the per-bank elements (a few
-    /// hundred kilobytes of string work inside Redis: done on the tick, not
-    /// after every batch).
-    pub compose: bool,
     /// Write the views whatever version Redis holds (the views over all
     /// banks: see `aggregates`); the bank views never are.
     pub forced: bool,
@@ -215,7 +211,6 @@ impl ViewUpdate {
             banks: Vec::new(),
             currencies: None,
             best: Vec::new(),
-            compose: false,
             forced: false,
         }
     }
@@ -283,8 +278,8 @@ impl RedisViews {
     }
 
     /// Writes one refresh, each view only if no newer snapshot's rendering
-    /// is already there (one script: atomic), then recomposes the all-banks
-    /// lists when asked.
+    /// is already there (one script: atomic). The all-banks lists follow
+    /// only when [`RedisViews::compose_all`] is called after it.
     pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
         let mut script = self.write_if_newer.prepare_invoke();
         // Every key it writes shares the generation's hash slot; naming one
@@ -374,9 +369,6 @@ impl RedisViews {
         let written: i64 = script.invoke_async(&mut self.conn).await?;
         if written == 0 && !update.is_empty() {
             tracing::debug!(?update.version, "every view of this update was already newer");
-        }
-        if update.compose {
-            self.compose_all().await?;
         }
         Ok(())
     }
