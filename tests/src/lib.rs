@@ -32,7 +32,9 @@ mod stack;
 mod support;
 
 pub use stack::{binary, tansu_binary, Stack};
-pub use support::{ago, at, day, eventually, free_port, room_in_this_minute, VISIBLE_WITHIN};
+pub use support::{
+    ago, at, day, eventually, free_port, room_in_this_minute, sample, VISIBLE_WITHIN,
+};
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";
 /// A setting for [`Stack::start_with`]: give the stack a Redis of its own,

@@ -77,3 +77,13 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// The sample of `series` (a metric name with its labels, if any, as
+/// Prometheus writes them) in a `/metrics` text; 0 when it is absent.
+pub fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{Stack, ADMIN_TOKEN};
+use ratewire_e2e::{sample, Stack, ADMIN_TOKEN};
 
 fn host_port(url: &str) -> &str {
     url.trim_start_matches("http://")
@@ -193,15 +193,6 @@ async fn past_the_connection_cap_new_clients_wait_and_operators_still_get_in() -
     Ok(())
 }
 
-/// A sample of a Prometheus counter without labels.
-fn counter(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 async fn api_metrics(stack: &Stack) -> anyhow::Result<String> {
     Ok(stack
         .http()
@@ -231,7 +222,7 @@ fn made_up_key() -> String {
 async fn ten_thousand_made_up_keys_cost_a_handful_of_postgres_queries() -> anyhow::Result<()> {
     use futures_util::stream::{self, StreamExt};
     let stack = Stack::start().await?;
-    let before = counter(
+    let before = sample(
         &api_metrics(&stack).await?,
         "ratewire_api_key_lookups_postgres_total",
     );
@@ -261,7 +252,7 @@ async fn ten_thousand_made_up_keys_cost_a_handful_of_postgres_queries() -> anyho
             .take(5)
             .collect::<Vec<_>>()
     );
-    let queries = counter(
+    let queries = sample(
         &api_metrics(&stack).await?,
         "ratewire_api_key_lookups_postgres_total",
     ) - before;

@@ -5,25 +5,22 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, sample, Stack};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 
-/// The value of a counter or gauge line on /metrics (0 when absent).
-async fn metric(stack: &Stack, line_start: &str) -> f64 {
+/// The sample of `series` on the projector's /metrics (0 when absent).
+async fn metric(stack: &Stack, series: &str) -> f64 {
     let text = stack
         .text_at(&format!("{}/metrics", stack.projector_url))
         .await
         .unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_start))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    sample(&text, series)
 }
 
-const NOTICE: &str = r#"ratewire_projector_reads_resumed_total{cause="notice"} "#;
-const LAG: &str = r#"ratewire_projector_reads_resumed_total{cause="lag"} "#;
-const ASSIGNMENT: &str = r#"ratewire_projector_reads_resumed_total{cause="assignment"} "#;
+const NOTICE: &str = r#"ratewire_projector_reads_resumed_total{cause="notice"}"#;
+const LAG: &str = r#"ratewire_projector_reads_resumed_total{cause="lag"}"#;
+const ASSIGNMENT: &str = r#"ratewire_projector_reads_resumed_total{cause="assignment"}"#;
 
 /// Waits until reads are paused and stay paused for half a second (no
 /// notice or lag report still on its way from earlier events); returns the
@@ -34,11 +31,11 @@ async fn settled(stack: &Stack, what: &str) -> anyhow::Result<(f64, f64)> {
             metric(stack, NOTICE).await,
             metric(stack, LAG).await + metric(stack, ASSIGNMENT).await,
         );
-        if metric(stack, "ratewire_projector_reads_paused ").await != 1.0 {
+        if metric(stack, "ratewire_projector_reads_paused").await != 1.0 {
             return None;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let still = metric(stack, "ratewire_projector_reads_paused ").await == 1.0
+        let still = metric(stack, "ratewire_projector_reads_paused").await == 1.0
             && (
                 metric(stack, NOTICE).await,
                 metric(stack, LAG).await + metric(stack, ASSIGNMENT).await,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ratewire_e2e::{eventually, room_in_this_minute, Stack};
+use ratewire_e2e::{eventually, room_in_this_minute, sample, Stack};
 
 /// Headers that differ between any two answers: when, which request, and
 /// the limit's countdown (two instances count one key's requests together).
@@ -64,10 +64,7 @@ async fn shortcut_answers(stack: &Stack, operator: &str) -> Result<u64> {
         .text_at(&format!("{operator}/metrics"))
         .await
         .context("metrics")?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("ratewire_api_shortcut_answers_total "))
-        .map_or(0, |v| v.trim().parse().unwrap_or(0)))
+    Ok(sample(&text, "ratewire_api_shortcut_answers_total") as u64)
 }
 
 /// A stack's API (the shortcut on) and a second one with it off.
