@@ -55,8 +55,12 @@ def _series(query):
     start, end = _instant(str(query.get("from", ""))), _instant(str(query.get("to", "")))
     now = datetime.datetime.now(datetime.timezone.utc)
     end = end or now
-    start = start or end - datetime.timedelta(days=30)
-    if not (start < end and end - start <= datetime.timedelta(days=days - 1)):
+    try:
+        start = start or end - datetime.timedelta(days=30)
+    except OverflowError:
+        # A `to` in the first days of year 1: no default `from` before it.
+        start = None
+    if not (start and start < end and end - start <= datetime.timedelta(days=days - 1)):
         query.pop("from", None)
         query.pop("to", None)
 
