@@ -52,6 +52,12 @@ pub struct Config {
     /// Most messages applied in one Postgres transaction.
     #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max: u32,
+    /// Most transactions a batch is applied in at once, each over its own
+    /// partitions (a bank's events stay in order in its partition's
+    /// transaction). More lanes fold a backlog faster while Postgres has
+    /// cores to spare; 1 applies each batch in one transaction.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_LANES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub lanes: u32,
     /// Longest wait, in milliseconds, for a batch to fill before applying it.
     /// 0 applies what has arrived at once: batches still grow under load
     /// (messages queue up while one is applied), without a fixed delay on
@@ -109,6 +115,12 @@ impl Config {
 
     pub fn lease(&self) -> Duration {
         Duration::from_secs(self.lease_secs)
+    }
+
+    /// Connections to the read model: one per lane, and a few for the
+    /// views, reports and housekeeping beside the fold.
+    pub fn pool_size(&self) -> u32 {
+        8.max(self.lanes + 4)
     }
 
     pub fn batch_wait(&self) -> Duration {

@@ -27,8 +27,10 @@ use positions::lock_positions;
 
 mod boards;
 mod event;
+mod lanes;
 mod positions;
 
+pub use lanes::apply_lanes;
 pub use positions::{move_position, positions};
 
 /// One message as read from the topic.

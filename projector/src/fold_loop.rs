@@ -105,7 +105,7 @@ impl FoldLoop {
         };
         let pacing = Pacing::new(config.idle_after());
         Ok(Self {
-            pool: db::pool(&config.common.database_url, &schema, 8)?,
+            pool: db::pool(&config.common.database_url, &schema, config.pool_size())?,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &schema),
             schema,
             config,
@@ -338,7 +338,11 @@ impl FoldLoop {
 
     /// Points the fold at generation `schema`.
     fn use_generation(&mut self, schema: String) -> Result<()> {
-        self.pool = db::pool(&self.config.common.database_url, &schema, 8)?;
+        self.pool = db::pool(
+            &self.config.common.database_url,
+            &schema,
+            self.config.pool_size(),
+        )?;
         self.views =
             RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &schema);
         self.schema = schema;
@@ -542,9 +546,10 @@ impl FoldLoop {
         );
         let pool = self.pool.clone();
         let topic = self.config.topic.clone();
+        let lanes = self.config.lanes as usize;
         let started = std::time::Instant::now();
         let applied = retry("applying a batch", shutdown, || async {
-            let applied = fold::apply_batch(&pool, &topic, batch, &holes).await;
+            let applied = fold::apply_lanes(&pool, &topic, batch, &holes, lanes).await;
             if applied.is_err() {
                 report::postgres_error();
             }

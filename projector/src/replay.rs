@@ -8,6 +8,7 @@
 //! rollback (switch back with another replay, or drop it when done).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,7 +72,11 @@ pub async fn replay(
             settings.schema
         )));
     }
-    let pool = db::pool(&config.common.database_url, &settings.schema, 8)?;
+    let pool = db::pool(
+        &config.common.database_url,
+        &settings.schema,
+        config.pool_size(),
+    )?;
     db::migrate(&pool, &settings.schema).await?;
     let redis = redis::connect(&read_model.redis_url)?;
     let mut views = RedisViews::for_generation(redis, read_model, &settings.schema);
@@ -94,89 +99,48 @@ pub async fn replay(
             config.topic
         )));
     }
-    consumer::assign(&kafka, &config.topic, &positions)?;
-    // A fresh schema reads every partition from its first offset (checked
-    // above), so every offset the read passes over is proven empty.
-    let mut reads = Reads::default();
-    reads.started(
-        &positions
-            .iter()
-            .map(|(p, offset)| {
-                let start = Start {
-                    offset: *offset,
-                    at_log_start: marks.get(p).is_some_and(|(low, _)| *offset <= *low),
-                };
-                (*p, start)
-            })
-            .collect(),
-    );
-
+    // Each lane has a consumer of its own over some of the partitions, and
+    // folds them from their first offset without waiting for the others
+    // (see `fold::apply_lanes` for why partitions can go side by side).
+    let lanes = (config.lanes as usize).clamp(1, partitions.len());
+    let mut shares: Vec<BTreeMap<i32, i64>> = vec![BTreeMap::new(); lanes];
+    for (i, (partition, offset)) in positions.iter().enumerate() {
+        shares[i % lanes].insert(*partition, *offset);
+    }
+    let applied = Arc::new(AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for share in shares {
+        let lane = Lane {
+            config: config.clone(),
+            pool: pool.clone(),
+            positions: share,
+            marks: marks.clone(),
+            applied: Arc::clone(&applied),
+        };
+        tasks.spawn(lane.run(shutdown.clone()));
+    }
     let mut report = ReplayReport::default();
-    let (max, wait) = (config.batch_max as usize, config.batch_wait());
-    let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
-        consumer::next_batch(&kafka, max, wait).await
-    };
-    let mut next = Box::pin(receive(Arc::clone(&kafka)));
-    let mut last_report = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.tick().await;
     loop {
-        if shutdown.is_cancelled() {
-            return Err(Error::Config(
-                "replay interrupted; the new schema is incomplete and not active".into(),
-            ));
-        }
-        let marks =
-            consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5))
-                .await?;
-        let lag: i64 = marks
-            .iter()
-            .map(|(p, (_, high))| (high - positions.get(p).copied().unwrap_or(0)).max(0))
-            .sum();
-        if last_report.elapsed() >= Duration::from_secs(2) {
-            let rate = report.events as f64 / started.elapsed().as_secs_f64().max(0.001);
-            info!(
-                events = report.events,
-                lag,
-                events_per_sec = rate as u64,
-                "replaying"
-            );
-            last_report = Instant::now();
-        }
-        if lag <= SWITCH_LAG {
-            break;
-        }
-        // Keep receiving until the watermarks are worth checking again; the
-        // receive itself is never cut short (that would drop messages).
-        let round = tokio::time::sleep(Duration::from_secs(1));
-        tokio::pin!(round);
-        loop {
-            let batch = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = &mut round => break,
-                batch = &mut next => batch?,
-            };
-            next.set(receive(Arc::clone(&kafka)));
-            let holes = reads.holes(&batch);
-            let outcome = fold::apply_batch(&pool, &config.topic, &batch, &holes).await?;
-            report.events += outcome.applied as u64;
-            report.dead_lettered += outcome.dead_lettered as u64;
-            positions.extend(outcome.positions);
-            if !outcome.gaps.is_empty() {
-                // One read from the log's start cannot pass over a message.
-                return Err(Error::Config(format!(
-                    "the log skipped offsets during the replay: {:?}",
-                    outcome.gaps
-                )));
-            }
-            // Caught up with the watermarks this round began with: look
-            // again now rather than idle out the rest of the second.
-            let reached = marks
-                .iter()
-                .all(|(p, (_, high))| positions.get(p).copied().unwrap_or(0) >= *high);
-            if reached {
-                break;
+        tokio::select! {
+            done = tasks.join_next() => match done {
+                None => break,
+                Some(Ok(Ok(lane))) => {
+                    report.dead_lettered += lane.dead_lettered;
+                    positions.extend(lane.positions);
+                }
+                Some(Ok(Err(e))) => return Err(e),
+                Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
+            },
+            _ = tick.tick() => {
+                let events = applied.load(Ordering::Relaxed);
+                let rate = events as f64 / started.elapsed().as_secs_f64().max(0.001);
+                info!(events, events_per_sec = rate as u64, "replaying");
             }
         }
     }
+    report.events = applied.load(Ordering::Relaxed);
 
     // A replay is a bulk load: until autovacuum gets to the new schema its
     // tables have no statistics, and the views and the API's fallback reads
@@ -202,4 +166,116 @@ pub async fn replay(
         "replay finished"
     );
     Ok(report)
+}
+
+/// One lane of a replay: a consumer of its own over some partitions.
+struct Lane {
+    config: Config,
+    pool: sqlx::PgPool,
+    /// Its partitions and their stored positions.
+    positions: BTreeMap<i32, i64>,
+    /// Every partition's watermarks when the replay began.
+    marks: BTreeMap<i32, (i64, i64)>,
+    /// Events applied by every lane.
+    applied: Arc<AtomicU64>,
+}
+
+/// What a lane did.
+struct LaneReport {
+    dead_lettered: u64,
+    positions: BTreeMap<i32, i64>,
+}
+
+impl Lane {
+    /// Folds the lane's partitions until they reach the log's end.
+    async fn run(mut self, shutdown: CancellationToken) -> Result<LaneReport> {
+        let config = &self.config;
+        let kafka = consumer::create(config)?;
+        let partitions: Vec<i32> = self.positions.keys().copied().collect();
+        consumer::assign(&kafka, &config.topic, &self.positions)?;
+        // A fresh schema reads every partition from its first offset
+        // (checked before), so every offset the read passes over is proven
+        // empty.
+        let mut reads = Reads::default();
+        reads.started(
+            &self
+                .positions
+                .iter()
+                .map(|(p, offset)| {
+                    let start = Start {
+                        offset: *offset,
+                        at_log_start: self.marks.get(p).is_some_and(|(low, _)| *offset <= *low),
+                    };
+                    (*p, start)
+                })
+                .collect(),
+        );
+        let mut report = LaneReport {
+            dead_lettered: 0,
+            positions: BTreeMap::new(),
+        };
+        let (max, wait) = (config.batch_max as usize, config.batch_wait());
+        let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
+            consumer::next_batch(&kafka, max, wait).await
+        };
+        let mut next = Box::pin(receive(Arc::clone(&kafka)));
+        let mut marks = self.marks.clone();
+        loop {
+            if shutdown.is_cancelled() {
+                return Err(Error::Config(
+                    "replay interrupted; the new schema is incomplete and not active".into(),
+                ));
+            }
+            let lag: i64 = partitions
+                .iter()
+                .map(|p| {
+                    let high = marks.get(p).map_or(0, |(_, high)| *high);
+                    (high - self.positions.get(p).copied().unwrap_or(0)).max(0)
+                })
+                .sum();
+            if lag <= SWITCH_LAG {
+                break;
+            }
+            // Keep receiving until the watermarks are worth checking again;
+            // the receive itself is never cut short (that would drop
+            // messages).
+            let round = tokio::time::sleep(Duration::from_secs(1));
+            tokio::pin!(round);
+            loop {
+                let batch = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = &mut round => break,
+                    batch = &mut next => batch?,
+                };
+                next.set(receive(Arc::clone(&kafka)));
+                let holes = reads.holes(&batch);
+                let outcome = fold::apply_batch(&self.pool, &config.topic, &batch, &holes).await?;
+                self.applied
+                    .fetch_add(outcome.applied as u64, Ordering::Relaxed);
+                report.dead_lettered += outcome.dead_lettered as u64;
+                self.positions.extend(outcome.positions);
+                if !outcome.gaps.is_empty() {
+                    // One read from the log's start cannot pass over a message.
+                    return Err(Error::Config(format!(
+                        "the log skipped offsets during the replay: {:?}",
+                        outcome.gaps
+                    )));
+                }
+                // Caught up with the watermarks this round began with: look
+                // again now rather than idle out the rest of the second.
+                let reached = partitions.iter().all(|p| {
+                    let high = marks.get(p).map_or(0, |(_, high)| *high);
+                    self.positions.get(p).copied().unwrap_or(0) >= high
+                });
+                if reached {
+                    break;
+                }
+            }
+            marks =
+                consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5))
+                    .await?;
+        }
+        report.positions = self.positions;
+        Ok(report)
+    }
 }

@@ -7,6 +7,7 @@
 //! at a time, where dead-lettering happens.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, BoardPublished};
@@ -14,7 +15,7 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::event::CLEAR_FOR_BOARDS;
+use super::event::{currencies_first_quoted, CLEAR_FOR_BOARDS};
 use super::{BatchOutcome, Incoming};
 
 /// One board event of a run, decoded (its envelope's fields and board).
@@ -152,14 +153,16 @@ pub async fn apply_run(
             .await?;
     }
 
-    // A currency is first quoted by the first board of the log that names it,
-    // replaced or not.
+    // A currency is first quoted by the earliest board that names it,
+    // replaced or not (see `CURRENCIES_FIRST_QUOTED`).
     let mut first_quoted: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
     for event in &events {
+        let as_of = event.board.as_of();
         for rate in event.board.rates() {
             first_quoted
                 .entry(rate.currency().to_string())
-                .or_insert(event.board.as_of());
+                .and_modify(|first| *first = (*first).min(as_of))
+                .or_insert(as_of);
         }
     }
     let names: Vec<String> = first_quoted
@@ -173,48 +176,48 @@ pub async fn apply_run(
     let codes: Vec<String> = first_quoted.keys().cloned().collect();
     let firsts: Vec<DateTime<Utc>> = first_quoted.values().copied().collect();
 
+    // In the order of the rates' primary key (bank, currency, as-of): a
+    // bank's boards of a run then insert each currency's rows one after
+    // another into the same index leaf, instead of visiting every currency's
+    // leaf once per board.
+    let mut ordered: Vec<(i64, ratewire_proto::CurrencyCode, DateTime<Utc>, &_)> = kept
+        .iter()
+        .flat_map(|((bank, as_of), event)| {
+            event
+                .board
+                .rates()
+                .iter()
+                .map(move |rate| (*bank, rate.currency(), *as_of, rate))
+        })
+        .collect();
+    ordered.sort_unstable_by_key(|(bank, currency, as_of, _)| (*bank, *currency, *as_of));
     let mut rows = RateRows::default();
-    for ((bank, as_of), event) in &kept {
-        for rate in event.board.rates() {
-            rows.bank.push(*bank);
-            rows.as_of.push(*as_of);
-            rows.currency.push(rate.currency().to_string());
-            rows.cash_buying.push(rate.cash_buying());
-            rows.cash_selling.push(rate.cash_selling());
-            rows.tx_buying.push(rate.transactional_buying());
-            rows.tx_selling.push(rate.transactional_selling());
-        }
+    for (bank, currency, as_of, rate) in ordered {
+        rows.bank.push(bank);
+        rows.as_of.push(as_of);
+        rows.currency.push(currency.to_string());
+        rows.cash_buying.push(rate.cash_buying());
+        rows.cash_selling.push(rate.cash_selling());
+        rows.tx_buying.push(rate.transactional_buying());
+        rows.tx_selling.push(rate.transactional_selling());
     }
     // The boards, new currencies and rates in one round trip.
-    sqlx::query(
-        "WITH new_boards AS (
-             INSERT INTO boards (bank_id, as_of, event_id)
-             SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])
-         ), new_currencies AS (
-             INSERT INTO currencies (code, name, first_quoted_at)
-             SELECT * FROM UNNEST($4::text[], $5::text[], $6::timestamptz[])
-             ON CONFLICT (code) DO NOTHING
-         )
-         INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
-                            transactional_buying, transactional_selling)
-         SELECT * FROM UNNEST($7::bigint[], $8::timestamptz[], $9::text[], $10::numeric[],
-                              $11::numeric[], $12::numeric[], $13::numeric[])",
-    )
-    .bind(&board_banks)
-    .bind(&board_times)
-    .bind(&board_ids)
-    .bind(&codes)
-    .bind(&names)
-    .bind(&firsts)
-    .bind(&rows.bank)
-    .bind(&rows.as_of)
-    .bind(&rows.currency)
-    .bind(&rows.cash_buying)
-    .bind(&rows.cash_selling)
-    .bind(&rows.tx_buying)
-    .bind(&rows.tx_selling)
-    .execute(&mut *db)
-    .await?;
+    sqlx::query(&RUN_INSERT)
+        .bind(&board_banks)
+        .bind(&board_times)
+        .bind(&board_ids)
+        .bind(&codes)
+        .bind(&names)
+        .bind(&firsts)
+        .bind(&rows.bank)
+        .bind(&rows.as_of)
+        .bind(&rows.currency)
+        .bind(&rows.cash_buying)
+        .bind(&rows.cash_selling)
+        .bind(&rows.tx_buying)
+        .bind(&rows.tx_selling)
+        .execute(&mut *db)
+        .await?;
 
     for event in &events {
         outcome.applied += 1;
@@ -226,6 +229,21 @@ pub async fn apply_run(
     }
     Ok(())
 }
+
+/// The boards, their currencies and rates of a run, in one statement.
+static RUN_INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH new_boards AS (
+             INSERT INTO boards (bank_id, as_of, event_id)
+             SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])
+         ), new_currencies AS ({})
+         INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
+                            transactional_buying, transactional_selling)
+         SELECT * FROM UNNEST($7::bigint[], $8::timestamptz[], $9::text[], $10::numeric[],
+                              $11::numeric[], $12::numeric[], $13::numeric[])",
+        currencies_first_quoted(4)
+    )
+});
 
 #[derive(Default)]
 struct RateRows {

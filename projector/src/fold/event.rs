@@ -71,6 +71,31 @@ pub(super) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
           AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
     )";
 
+/// Records currencies as quoted: codes, names and board as-ofs in the
+/// statement's parameters `$first`, `$first + 1` and `$first + 2`.
+///
+/// A currency's first quote is the earliest as-of of any board that named
+/// it, replaced or not; not the first board in log order, which partitions
+/// do not have between them (and lanes commit in any order), so a replay
+/// gives the same answer. Currencies already known from an earlier board
+/// are left out before the insert, so that lanes never wait on each other's
+/// rows here.
+pub(super) fn currencies_first_quoted(first: u8) -> String {
+    let (codes, names, firsts) = (first, first + 1, first + 2);
+    format!(
+        "INSERT INTO currencies (code, name, first_quoted_at)
+         SELECT c.code, c.name, c.first
+         FROM UNNEST(${codes}::text[], ${names}::text[], ${firsts}::timestamptz[]) AS c (code, name, first)
+         WHERE NOT EXISTS (SELECT 1 FROM currencies k
+                           WHERE k.code = c.code::char(3) AND k.first_quoted_at <= c.first)
+         ON CONFLICT (code) DO UPDATE SET first_quoted_at = EXCLUDED.first_quoted_at
+         WHERE currencies.first_quoted_at > EXCLUDED.first_quoted_at"
+    )
+}
+
+static CURRENCIES_FIRST_QUOTED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| currencies_first_quoted(1));
+
 /// The currencies on the bank's latest board.
 async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
@@ -204,16 +229,13 @@ pub(super) async fn apply_event(
             let rates = board.rates();
             let currencies: Vec<String> = rates.iter().map(|r| r.currency().to_string()).collect();
             let names: Vec<String> = rates.iter().map(|r| r.currency().name()).collect();
-            sqlx::query(
-                "INSERT INTO currencies (code, name, first_quoted_at)
-                 SELECT code, name, $3 FROM UNNEST($1::text[], $2::text[]) AS c (code, name)
-                 ON CONFLICT (code) DO NOTHING",
-            )
-            .bind(&currencies)
-            .bind(&names)
-            .bind(board.as_of())
-            .execute(&mut *db)
-            .await?;
+            let firsts = vec![board.as_of(); currencies.len()];
+            sqlx::query(&CURRENCIES_FIRST_QUOTED)
+                .bind(&currencies)
+                .bind(&names)
+                .bind(&firsts)
+                .execute(&mut *db)
+                .await?;
             let cash_buying: Vec<_> = rates.iter().map(|r| r.cash_buying()).collect();
             let cash_selling: Vec<_> = rates.iter().map(|r| r.cash_selling()).collect();
             let tx_buying: Vec<_> = rates.iter().map(|r| r.transactional_buying()).collect();
