@@ -174,7 +174,8 @@ struct Lane {
     pool: sqlx::PgPool,
     /// Its partitions and their stored positions.
     positions: BTreeMap<i32, i64>,
-    /// Every partition's watermarks when the replay began.
+    /// Every partition's watermarks: when the replay began, then as last
+    /// looked at.
     marks: BTreeMap<i32, (i64, i64)>,
     /// Events applied by every lane.
     applied: Arc<AtomicU64>,
@@ -210,30 +211,19 @@ impl Lane {
                 })
                 .collect(),
         );
-        let mut report = LaneReport {
-            dead_lettered: 0,
-            positions: BTreeMap::new(),
-        };
+        let mut dead_lettered = 0;
         let (max, wait) = (config.batch_max as usize, config.batch_wait());
         let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
             consumer::next_batch(&kafka, max, wait).await
         };
         let mut next = Box::pin(receive(Arc::clone(&kafka)));
-        let mut marks = self.marks.clone();
         loop {
             if shutdown.is_cancelled() {
                 return Err(Error::Config(
                     "replay interrupted; the new schema is incomplete and not active".into(),
                 ));
             }
-            let lag: i64 = partitions
-                .iter()
-                .map(|p| {
-                    let high = marks.get(p).map_or(0, |(_, high)| *high);
-                    (high - self.positions.get(p).copied().unwrap_or(0)).max(0)
-                })
-                .sum();
-            if lag <= SWITCH_LAG {
+            if behind(&self.positions, &self.marks) <= SWITCH_LAG {
                 break;
             }
             // Keep receiving until the watermarks are worth checking again;
@@ -252,7 +242,7 @@ impl Lane {
                 let outcome = fold::apply_batch(&self.pool, &config.topic, &batch, &holes).await?;
                 self.applied
                     .fetch_add(outcome.applied as u64, Ordering::Relaxed);
-                report.dead_lettered += outcome.dead_lettered as u64;
+                dead_lettered += outcome.dead_lettered as u64;
                 self.positions.extend(outcome.positions);
                 if !outcome.gaps.is_empty() {
                     // One read from the log's start cannot pass over a message.
@@ -263,19 +253,28 @@ impl Lane {
                 }
                 // Caught up with the watermarks this round began with: look
                 // again now rather than idle out the rest of the second.
-                let reached = partitions.iter().all(|p| {
-                    let high = marks.get(p).map_or(0, |(_, high)| *high);
-                    self.positions.get(p).copied().unwrap_or(0) >= high
-                });
-                if reached {
+                if behind(&self.positions, &self.marks) == 0 {
                     break;
                 }
             }
-            marks =
+            self.marks =
                 consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5))
                     .await?;
         }
-        report.positions = self.positions;
-        Ok(report)
+        Ok(LaneReport {
+            dead_lettered,
+            positions: self.positions,
+        })
     }
+}
+
+/// Events of the lane's partitions not applied yet, by `marks`.
+fn behind(positions: &BTreeMap<i32, i64>, marks: &BTreeMap<i32, (i64, i64)>) -> i64 {
+    positions
+        .iter()
+        .map(|(p, position)| {
+            let high = marks.get(p).map_or(0, |(_, high)| *high);
+            (high - position).max(0)
+        })
+        .sum()
 }

@@ -154,7 +154,7 @@ pub async fn apply_run(
     }
 
     // A currency is first quoted by the earliest board that names it,
-    // replaced or not (see `CURRENCIES_FIRST_QUOTED`).
+    // replaced or not (see `event::currencies_first_quoted`).
     let mut first_quoted: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
     for event in &events {
         let as_of = event.board.as_of();

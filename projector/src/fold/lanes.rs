@@ -11,7 +11,7 @@
 //! core.
 //!
 //! The one table lanes share is `currencies`, whose rule does not depend on
-//! the order the lanes commit in (see `CURRENCIES_FIRST_QUOTED`).
+//! the order the lanes commit in (see `event::currencies_first_quoted`).
 //!
 //! If a lane fails, the others may have committed: the caller retries the
 //! whole batch, and what was committed is skipped by its stored positions
