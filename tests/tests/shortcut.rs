@@ -67,6 +67,26 @@ async fn shortcut_answers(stack: &Stack, operator: &str) -> Result<u64> {
     Ok(sample(&text, "ratewire_api_shortcut_answers_total") as u64)
 }
 
+/// `path` asked of the main instance, answered on its shortcut. A key's
+/// answer and a kept view each last a second here; the request that finds
+/// one just run out goes to the router (which learns it again), so a
+/// request that was not counted is asked once more, up to three times.
+async fn on_the_shortcut(
+    stack: &Stack,
+    instances: &Instances,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(Answer, reqwest::header::HeaderMap)> {
+    for _ in 0..3 {
+        let before = shortcut_answers(stack, &instances.main_operator).await?;
+        let answered = answer(stack, &instances.main, path, headers).await?;
+        if shortcut_answers(stack, &instances.main_operator).await? == before + 1 {
+            return Ok(answered);
+        }
+    }
+    anyhow::bail!("{path} {headers:?} never took the shortcut")
+}
+
 /// A stack's API (the shortcut on) and a second one with it off.
 struct Instances {
     main: String,
@@ -167,13 +187,7 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
                 })
                 .await?;
             }
-            let before = shortcut_answers(&stack, main_operator).await?;
-            let (shortcut, all) = answer(&stack, main, path, &headers).await?;
-            assert_eq!(
-                shortcut_answers(&stack, main_operator).await?,
-                before + 1,
-                "{path} {extra:?} took the shortcut"
-            );
+            let (shortcut, all) = on_the_shortcut(&stack, &instances, path, &headers).await?;
             let (routed, _) = answer(&stack, router, path, &headers).await?;
             assert_eq!(shortcut, routed, "{path} with {extra:?}");
             assert!(all.contains_key("x-ratelimit-remaining"));
@@ -255,9 +269,7 @@ async fn a_caller_over_its_limit_is_refused_on_the_shortcut_as_on_the_router() -
     assert!(admitted <= 60, "{admitted}");
     assert_eq!(statuses.last(), Some(&429));
     assert!(shortcut_answers(&stack, main_operator).await? > 0);
-    let before = shortcut_answers(&stack, main_operator).await?;
-    let (refused, all) = answer(&stack, main, &path, &with_key).await?;
-    assert_eq!(shortcut_answers(&stack, main_operator).await?, before + 1);
+    let (refused, all) = on_the_shortcut(&stack, &instances, &path, &with_key).await?;
     let (routed, _) = answer(&stack, router, &path, &with_key).await?;
     assert_eq!(refused.status, 429);
     assert_eq!(refused, routed);
