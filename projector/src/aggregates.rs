@@ -531,13 +531,7 @@ async fn render_best(
                 store::best_entry(field, quote, points)
             })
         });
-        // Fingerprinted without the render time: a recomputation that
-        // changes nothing else is no change.
-        let digest = views::digest(&views::best_rates_response(
-            &entries,
-            chrono::DateTime::UNIX_EPOCH,
-        ));
-        let body = views::best_rates_response(&entries, now);
+        let (body, digest) = views::best_rates_fingerprinted(&entries, now);
         update.best.push((code, Some(Rendered { body, digest })));
     }
     Ok(())

@@ -8,7 +8,7 @@ use axum::routing::get;
 use axum::Router;
 use chrono::Utc;
 use ratewire_readmodel::store;
-use ratewire_readmodel::views::best_rates_response;
+use ratewire_readmodel::views::best_rates_fingerprinted;
 
 use super::{cached_view, json_body, with_etag, Cached};
 use crate::auth::ApiKey;
@@ -54,13 +54,13 @@ pub async fn best_rates(
                 // Fingerprinted as the projector does, without the
                 // render time: the same content keeps its tag wherever
                 // it was rendered.
-                Some(entries) => Ok(Stored {
-                    body: Bytes::from(best_rates_response(&entries, now)),
-                    etag: Some(ratewire_readmodel::views::digest(&best_rates_response(
-                        &entries,
-                        chrono::DateTime::UNIX_EPOCH,
-                    ))),
-                }),
+                Some(entries) => {
+                    let (body, digest) = best_rates_fingerprinted(&entries, now);
+                    Ok(Stored {
+                        body: Bytes::from(body),
+                        etag: Some(digest),
+                    })
+                }
                 None => Err("Currency not found"),
             })
         })

@@ -214,6 +214,24 @@ pub fn best_rates_response(entries: &[Option<BestEntry>; 4], computed_at: DateTi
     .expect("views serialize to JSON")
 }
 
+/// The best-rates body at `computed_at`, and its fingerprint without that
+/// time (a recomputation that changes nothing else is no change), from one
+/// rendering: rendered at the Unix epoch, fingerprinted, then the epoch's
+/// timestamps replaced by `computed_at`'s, instead of rendering twice, once
+/// at each time. Nothing else
+/// in the body can read as the epoch: every board's as-of, so every
+/// `updatedAt` and series point, is from 1990 on
+/// (`ratewire_proto::rules::earliest_as_of`).
+pub fn best_rates_fingerprinted(
+    entries: &[Option<BestEntry>; 4],
+    computed_at: DateTime<Utc>,
+) -> (String, String) {
+    let at_epoch = best_rates_response(entries, DateTime::UNIX_EPOCH);
+    let digest = super::digest(&at_epoch);
+    let body = at_epoch.replace(&timestamp(DateTime::UNIX_EPOCH), &timestamp(computed_at));
+    (body, digest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,5 +342,27 @@ mod tests {
         );
         assert_eq!(best["rates"][0]["timestamp"], "2026-11-19T08:00:00.000Z");
         assert!(json["data"]["transactionalBuying"].is_null());
+    }
+
+    #[test]
+    fn one_rendering_gives_the_body_and_a_fingerprint_without_its_time() {
+        let entry = BestEntry {
+            bank: bank(3),
+            price: dec("155.10"),
+            updated_at: "2026-11-20T08:00:00Z".parse().unwrap(),
+            previous: None,
+            series: vec![("2026-11-20T08:00:00Z".parse().unwrap(), dec("155.10"))],
+        };
+        let entries = [Some(entry.clone()), None, Some(entry), None];
+        let at = "2026-11-20T08:00:01.25Z".parse().unwrap();
+        let (body, digest) = best_rates_fingerprinted(&entries, at);
+        assert_eq!(body, best_rates_response(&entries, at));
+        assert_eq!(
+            digest,
+            crate::views::digest(&best_rates_response(&entries, DateTime::UNIX_EPOCH))
+        );
+        let later = best_rates_fingerprinted(&entries, "2026-11-21T00:00:00Z".parse().unwrap());
+        assert_eq!(later.1, digest);
+        assert_ne!(later.0, body);
     }
 }

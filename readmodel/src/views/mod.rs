@@ -16,7 +16,10 @@ mod rates;
 mod series;
 
 pub use banks::banks_element;
-pub use best::{best_rates_response, pick_best, signed_difference, BestEntry, Candidate, Field};
+pub use best::{
+    best_rates_fingerprinted, best_rates_response, pick_best, signed_difference, BestEntry,
+    Candidate, Field,
+};
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
 pub use parse::rates_elements;
