@@ -225,6 +225,16 @@ async fn dead_letters_are_listed_shown_and_applied_after_all() -> anyhow::Result
     // The fix: the bank registered. Re-driven, the board is served.
     let (registered, _) = stack.bank_with_token("DASHEN", "Dashen").await?;
     assert_eq!(registered, next);
+    // Registered on the log; re-driven before the projector has folded the
+    // registration, the board would be refused again, rightly.
+    stack
+        .wait_count(
+            "the registration folded",
+            &format!("SELECT count(*) FROM readmodel.banks WHERE id = {next}"),
+            1,
+            VISIBLE_WITHIN,
+        )
+        .await?;
     let redriven = cli(&["dead-letters", "redrive", "--all", "--rule", "unknown-bank"]).await?;
     assert!(redriven.status.success(), "{redriven:?}");
     let outcome: Value = serde_json::from_slice(&redriven.stdout)?;
