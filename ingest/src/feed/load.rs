@@ -3,7 +3,8 @@
 //! answered, and latency counts from that time), or as fast as a number of
 //! concurrent publishers can (closed loop, `rate` 0). Reports the
 //! acknowledgement latency and, when watching the API, how long each board
-//! took to be served (publish-to-visible). Used by `deploy/bench`.
+//! took to be served (publish-to-visible): on its bank's `/rates?bankId`,
+//! and in the all-banks lists (`/banks`). Used by `deploy/bench`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,6 +88,9 @@ pub struct LoadReport {
     pub visible: Option<Percentiles>,
     /// Boards the watch gave up on (not served within its patience).
     pub not_seen: usize,
+    /// The same for the all-banks lists.
+    pub listed: Option<Percentiles>,
+    pub not_listed: usize,
     /// Requests the watch sent to the API.
     pub polls: usize,
     pub rate_entries: usize,
@@ -116,6 +120,13 @@ impl LoadReport {
             lines.push(format!("visible_max_ms {:.2}", v.max));
             lines.push(format!("visible_not_seen {}", self.not_seen));
             lines.push(format!("watch_polls {}", self.polls));
+        }
+        if let Some(v) = self.listed {
+            lines.push(format!("listed_p50_ms {:.2}", v.p50));
+            lines.push(format!("listed_p99_ms {:.2}", v.p99));
+            lines.push(format!("listed_p999_ms {:.2}", v.p999));
+            lines.push(format!("listed_max_ms {:.2}", v.max));
+            lines.push(format!("listed_not_seen {}", self.not_listed));
         }
         lines.join("\n")
     }
@@ -210,8 +221,52 @@ async fn served_as_of(http: &reqwest::Client, api: &str, key: &str, bank: i64) -
         .last_rates_updated_at
 }
 
+/// The parts of a `/api/v1/banks` answer the watch reads (the bank id is a
+/// string there).
+#[derive(Deserialize)]
+struct Listed {
+    data: Vec<ListedBank>,
+}
+
+#[derive(Deserialize)]
+struct ListedBank {
+    id: String,
+    #[serde(rename = "lastRatesUpdatedAt")]
+    last_rates_updated_at: Option<String>,
+}
+
+/// The as-of time of each bank's board in the all-banks lists.
+async fn listed_as_of(
+    http: &reqwest::Client,
+    api: &str,
+    key: &str,
+) -> Option<HashMap<i64, String>> {
+    let response = http
+        .get(format!("{api}/api/v1/banks"))
+        .header("x-api-key", key)
+        .send()
+        .await
+        .ok()?;
+    let body = response.bytes().await.ok()?;
+    let listed: Listed = serde_json::from_slice(&body).ok()?;
+    Some(
+        listed
+            .data
+            .into_iter()
+            .filter_map(|bank| Some((bank.id.parse().ok()?, bank.last_rates_updated_at?)))
+            .collect(),
+    )
+}
+
 /// Boards acknowledged but not yet seen on the API: bank -> (as-of, due).
-type Outstanding = Arc<Mutex<HashMap<i64, Vec<(String, Instant)>>>>;
+type Waiting = HashMap<i64, Vec<(String, Instant)>>;
+
+/// The boards waiting to be seen on their bank's view, and in the lists.
+#[derive(Default)]
+struct Outstanding {
+    bank: Mutex<Waiting>,
+    listed: Mutex<Waiting>,
+}
 
 /// Most requests the watcher has in flight. The watch must not become the
 /// load: polling each board on its own made the polling grow with the
@@ -228,20 +283,55 @@ const WATCH_EVERY: Duration = Duration::from_millis(5);
 /// Longest a board is waited for before it counts as never seen.
 const WATCH_PATIENCE: Duration = Duration::from_secs(10);
 
-/// What the watch saw: each served board's time from due to served (ms),
-/// the boards never seen, and the requests it took.
+/// Boards seen: each one's time from due to served (ms), and the boards
+/// never seen.
+#[derive(Default)]
+struct Seen {
+    times: Vec<f64>,
+    lost: usize,
+}
+
+impl Seen {
+    /// Settles the boards of `bank` that `served` (an as-of) covers, and
+    /// those waited for too long.
+    fn settle(&mut self, waiting: &mut Waiting, bank: i64, served: Option<&str>, seen: Instant) {
+        let Some(boards) = waiting.get_mut(&bank) else {
+            return;
+        };
+        boards.retain(|(as_of, due)| {
+            if served.is_some_and(|s| s >= as_of.as_str()) {
+                self.times
+                    .push(seen.duration_since(*due).as_secs_f64() * 1000.0);
+                false
+            } else if seen.duration_since(*due) > WATCH_PATIENCE {
+                self.lost += 1;
+                false
+            } else {
+                true
+            }
+        });
+        if boards.is_empty() {
+            waiting.remove(&bank);
+        }
+    }
+}
+
+/// What the watch saw on each bank's view and in the lists, and the
+/// requests it took.
 #[derive(Default)]
 struct Watched {
-    visible: Vec<f64>,
-    lost: usize,
+    bank: Seen,
+    listed: Seen,
     polls: usize,
 }
 
-/// Polls, round after round, each bank that has boards waiting, and records
-/// every board the API now serves (its as-of or a later one) with the time
-/// since it was due. Runs until `done` and nothing is waiting.
+/// Polls, round after round, each bank that has boards waiting and, while
+/// any board is not yet in them, the all-banks lists (`/banks`, composed in
+/// the same step as the all-banks `/rates`); records every board the API
+/// now serves (its as-of or a later one) with the time since it was due.
+/// Runs until `done` and nothing is waiting.
 async fn watch(
-    outstanding: Outstanding,
+    outstanding: Arc<Outstanding>,
     (api, key): (String, String),
     done: CancellationToken,
 ) -> Watched {
@@ -251,43 +341,42 @@ async fn watch(
     round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         round.tick().await;
-        let waiting: Vec<i64> = outstanding.lock().await.keys().copied().collect();
-        if waiting.is_empty() {
+        let waiting: Vec<i64> = outstanding.bank.lock().await.keys().copied().collect();
+        let unlisted = !outstanding.listed.lock().await.is_empty();
+        if waiting.is_empty() && !unlisted {
             if done.is_cancelled() {
                 return watched;
             }
             continue;
         }
-        watched.polls += waiting.len();
-        let mut answers = futures_util::stream::iter(waiting)
-            .map(|bank| {
-                let (http, api, key) = (&http, &api, &key);
-                async move { (bank, served_as_of(http, api, key, bank).await) }
-            })
-            .buffer_unordered(WATCH_CONCURRENCY);
-        while let Some((bank, served)) = answers.next().await {
-            let seen = Instant::now();
-            let mut waiting = outstanding.lock().await;
-            let Some(boards) = waiting.get_mut(&bank) else {
-                continue;
-            };
-            boards.retain(|(as_of, due)| {
-                if served.as_deref().is_some_and(|s| s >= as_of.as_str()) {
-                    watched
-                        .visible
-                        .push(seen.duration_since(*due).as_secs_f64() * 1000.0);
-                    false
-                } else if seen.duration_since(*due) > WATCH_PATIENCE {
-                    watched.lost += 1;
-                    false
-                } else {
-                    true
-                }
-            });
-            if boards.is_empty() {
-                waiting.remove(&bank);
+        watched.polls += waiting.len() + usize::from(unlisted);
+        let Watched { bank, listed, .. } = &mut watched;
+        let banks = async {
+            let mut answers = futures_util::stream::iter(waiting)
+                .map(|id| {
+                    let (http, api, key) = (&http, &api, &key);
+                    async move { (id, served_as_of(http, api, key, id).await) }
+                })
+                .buffer_unordered(WATCH_CONCURRENCY);
+            while let Some((id, served)) = answers.next().await {
+                let seen = Instant::now();
+                let mut waiting = outstanding.bank.lock().await;
+                bank.settle(&mut waiting, id, served.as_deref(), seen);
             }
-        }
+        };
+        let lists = async {
+            if !unlisted {
+                return;
+            }
+            let served = listed_as_of(&http, &api, &key).await.unwrap_or_default();
+            let seen = Instant::now();
+            let mut waiting = outstanding.listed.lock().await;
+            let ids: Vec<i64> = waiting.keys().copied().collect();
+            for id in ids {
+                listed.settle(&mut waiting, id, served.get(&id).map(String::as_str), seen);
+            }
+        };
+        tokio::join!(banks, lists);
     }
 }
 
@@ -301,7 +390,7 @@ pub async fn run(
     let acks = Arc::new(Mutex::new(Vec::new()));
     let failed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1)));
-    let outstanding: Outstanding = Arc::default();
+    let outstanding: Arc<Outstanding> = Arc::default();
     let pushes_done = CancellationToken::new();
     let watcher = settings
         .watch
@@ -349,12 +438,13 @@ pub async fn run(
             acks.lock().await.push(due.elapsed().as_secs_f64() * 1000.0);
             if watching {
                 let as_of = as_of.to_rfc3339_opts(SecondsFormat::Millis, true);
-                outstanding
-                    .lock()
-                    .await
-                    .entry(bank.id)
-                    .or_default()
-                    .push((as_of, due));
+                for waiting in [&outstanding.bank, &outstanding.listed] {
+                    let mut waiting = waiting.lock().await;
+                    waiting
+                        .entry(bank.id)
+                        .or_default()
+                        .push((as_of.clone(), due));
+                }
             }
         }));
         i += 1;
@@ -363,15 +453,19 @@ pub async fn run(
         task.await?;
     }
     pushes_done.cancel();
-    let watched = match watcher {
+    let mut watched = match watcher {
         Some(watcher) => Some(watcher.await?),
         None => None,
     };
     let seconds = started.elapsed().as_secs_f64();
     let acks = std::mem::take(&mut *acks.lock().await);
-    if let Some(Watched { lost, .. }) = &watched {
-        if *lost > 0 {
-            tracing::warn!(lost, "boards not served within {WATCH_PATIENCE:?}");
+    if let Some(Watched { bank, listed, .. }) = &watched {
+        if bank.lost + listed.lost > 0 {
+            tracing::warn!(
+                bank_view = bank.lost,
+                lists = listed.lost,
+                "boards not served within {WATCH_PATIENCE:?}"
+            );
         }
     }
     let accepted = acks.len();
@@ -380,9 +474,13 @@ pub async fn run(
         failed: failed.load(std::sync::atomic::Ordering::Relaxed),
         seconds,
         ack: Percentiles::of(acks),
-        not_seen: watched.as_ref().map_or(0, |w| w.lost),
+        not_seen: watched.as_ref().map_or(0, |w| w.bank.lost),
+        not_listed: watched.as_ref().map_or(0, |w| w.listed.lost),
         polls: watched.as_ref().map_or(0, |w| w.polls),
-        visible: watched.map(|w| Percentiles::of(w.visible)),
+        listed: watched
+            .as_mut()
+            .map(|w| Percentiles::of(std::mem::take(&mut w.listed.times))),
+        visible: watched.map(|w| Percentiles::of(w.bank.times)),
         rate_entries: accepted * settings.currencies,
     })
 }
@@ -395,6 +493,37 @@ mod tests {
     fn percentiles_pick_the_sample_at_or_above_the_rank() {
         let p = Percentiles::of((1..=1000).map(f64::from).collect());
         assert_eq!((p.p50, p.p99, p.p999, p.max), (500.0, 990.0, 999.0, 1000.0));
+    }
+
+    #[test]
+    fn a_board_is_seen_once_a_served_as_of_reaches_it() {
+        let due = Instant::now();
+        let mut waiting: Waiting = HashMap::new();
+        waiting.insert(
+            7,
+            vec![
+                ("2026-11-20T08:00:00.001Z".into(), due),
+                ("2026-11-20T08:00:00.002Z".into(), due),
+            ],
+        );
+        let mut seen = Seen::default();
+        seen.settle(&mut waiting, 7, None, due);
+        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.001Z"), due);
+        assert_eq!((seen.times.len(), waiting[&7].len()), (1, 1));
+        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.005Z"), due);
+        assert_eq!((seen.times.len(), seen.lost), (2, 0));
+        assert!(waiting.is_empty());
+    }
+
+    #[test]
+    fn a_board_waited_for_past_the_patience_is_lost() {
+        let due = Instant::now();
+        let mut waiting: Waiting = HashMap::new();
+        waiting.insert(7, vec![("2026-11-20T08:00:00.001Z".into(), due)]);
+        let mut seen = Seen::default();
+        seen.settle(&mut waiting, 7, None, due + WATCH_PATIENCE * 2);
+        assert_eq!((seen.times.len(), seen.lost), (0, 1));
+        assert!(waiting.is_empty());
     }
 
     #[test]
