@@ -10,8 +10,11 @@
 //! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
 //!   rates or not);
 //! - `P view:{rates|banks}:all:{variant}`: every active bank's elements,
-//!   comma-joined in id order, composed inside Redis so concurrent projectors
-//!   (each owning some banks) never interleave a stale list;
+//!   comma-joined in id order: read in one script with the time they were
+//!   read at, joined by a projector, and put in place unless a list read
+//!   later is there, so concurrent projectors (each owning some banks) never
+//!   put a stale list over a newer one (its read time is kept in
+//!   `view:versions`);
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
 //! - `P view:best:{CODE}`: the whole best-rates body of one currency;
