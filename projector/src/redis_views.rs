@@ -13,15 +13,21 @@ use ratewire_readmodel::ReadModelSettings;
 
 use crate::error::Result;
 
-/// A command over many keys, in chunks (unpack has a stack limit), and
-/// the marks (fingerprints, `-` for none) of a list's elements.
+/// A command over many keys, in chunks (unpack has a stack limit), after
+/// an argument of its own if `first` is not nil; the marks (fingerprints,
+/// `-` for none) of a list's elements; and Redis's clock, in microseconds.
 const OVER: &str = r#"
 local function over(command, first, keys)
   local out = {}
   for i = 1, #keys, 1000 do
     local chunk = {}
     for j = i, math.min(i + 999, #keys) do chunk[#chunk + 1] = keys[j] end
-    local got = redis.call(command, first, unpack(chunk))
+    local got
+    if first then
+      got = redis.call(command, first, unpack(chunk))
+    else
+      got = redis.call(command, unpack(chunk))
+    end
     for k = 1, #chunk do out[#out + 1] = got[k] end
   end
   return out
@@ -30,6 +36,10 @@ local function marks(etags, keys)
   local out = {}
   for i, tag in ipairs(over('HMGET', etags, keys)) do out[i] = tag or '-' end
   return table.concat(out, ',')
+end
+local function clock()
+  local now = redis.call('TIME')
+  return now[1] .. string.format('%06d', tonumber(now[2]))
 end
 "#;
 
@@ -43,7 +53,7 @@ end
 /// costs a hash lookup per bank, not the hundreds of kilobytes of string
 /// work of composing and hashing it again.
 const CHANGED_LISTS: &str = r#"
-local now = redis.call('TIME')
+local read = clock()
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local changed = {}
 local families = {rates = {'00', '01', '10', '11'}, banks = {'0', '1'}}
@@ -57,18 +67,11 @@ for family, variants in pairs(families) do
     local fingerprint = string.sub(redis.sha1hex(joined), 1, 16)
     local key = ARGV[1] .. 'view:' .. family .. ':all:' .. variant
     if redis.call('HGET', ARGV[2], key) ~= fingerprint or redis.call('EXISTS', key) == 0 then
-      local elements = {}
-      for i = 1, #keys, 1000 do
-        local chunk = {}
-        for j = i, math.min(i + 999, #keys) do chunk[#chunk + 1] = keys[j] end
-        local got = redis.call('MGET', unpack(chunk))
-        for k = 1, #chunk do elements[#elements + 1] = got[k] end
-      end
-      changed[#changed + 1] = {key, joined, elements}
+      changed[#changed + 1] = {key, joined, over('MGET', nil, keys)}
     end
   end
 end
-return {now[1] .. string.format('%06d', tonumber(now[2])), changed}
+return {read, changed}
 "#;
 
 /// Puts in place lists composed outside Redis and stored under keys of
@@ -98,8 +101,7 @@ return {now[1] .. string.format('%06d', tonumber(now[2])), changed}
 const PLACE_LISTS: &str = r#"
 local versions, etags, stream, oldest = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local read = tonumber(ARGV[5])
-local now = redis.call('TIME')
-now = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))
+local now = tonumber(clock())
 local placed = 0
 for i = 6, #ARGV, 3 do
   local key, composed, stored = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -283,7 +285,7 @@ impl RedisViews {
             keys: Keys::new(prefix),
             style,
             changed_lists: redis::Script::new(&format!("{OVER}{CHANGED_LISTS}")),
-            place_lists: redis::Script::new(PLACE_LISTS),
+            place_lists: redis::Script::new(&format!("{OVER}{PLACE_LISTS}")),
             write_if_newer: redis::Script::new(WRITE_IF_NEWER),
             changes_kept: CHANGES_KEPT,
         }
@@ -538,52 +540,26 @@ mod tests {
         };
         let mut views = RedisViews::new(conn.clone(), &prefix, style);
         let list = views.keys.banks_all(false);
-        let composed = |body: &str| vec![(list.clone(), format!("marks of {body}"), body.into())];
-        let get = redis::cmd("GET").arg(&list).clone();
-
-        assert_eq!(
-            views
-                .place("1764130000000200", composed("at 200"))
+        // (read at, body, put in place, then shown)
+        let steps = [
+            ("1764130000000200", "at 200", 1, "at 200"),
+            ("1764130000000100", "at 100", 0, "at 200"),
+            ("1764130000000300", "at 300", 1, "at 300"),
+            // Read by a clock far ahead (a Redis failed over to one
+            // behind): lists read since are still put in place.
+            ("4102444800000000", "in 2100", 1, "in 2100"),
+            ("1764130000000400", "at 400", 1, "at 400"),
+        ];
+        for (read, body, placed, shown) in steps {
+            let composed = vec![(list.clone(), format!("marks of {body}"), body.into())];
+            assert_eq!(views.place(read, composed).await.unwrap(), placed, "{body}");
+            let got: String = redis::cmd("GET")
+                .arg(&list)
+                .query_async(&mut conn)
                 .await
-                .unwrap(),
-            1
-        );
-        assert_eq!(
-            views
-                .place("1764130000000100", composed("at 100"))
-                .await
-                .unwrap(),
-            0
-        );
-        let shown: String = get.query_async(&mut conn).await.unwrap();
-        assert_eq!(shown, "at 200");
-        assert_eq!(
-            views
-                .place("1764130000000300", composed("at 300"))
-                .await
-                .unwrap(),
-            1
-        );
-        let shown: String = get.query_async(&mut conn).await.unwrap();
-        assert_eq!(shown, "at 300");
-        // Read by a clock far ahead (a Redis failed over to one behind):
-        // lists read since are still put in place.
-        assert_eq!(
-            views
-                .place("4102444800000000", composed("in 2100"))
-                .await
-                .unwrap(),
-            1
-        );
-        assert_eq!(
-            views
-                .place("1764130000000400", composed("at 400"))
-                .await
-                .unwrap(),
-            1
-        );
-        let shown: String = get.query_async(&mut conn).await.unwrap();
-        assert_eq!(shown, "at 400");
+                .unwrap();
+            assert_eq!(got, shown, "after {body}");
+        }
 
         let left = conn.scan_match(&format!("{prefix}*")).await.unwrap();
         assert!(left.iter().all(|k| !k.contains("composing")), "{left:?}");
