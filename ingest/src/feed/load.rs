@@ -62,6 +62,18 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// `{name}_p50_ms` .. `{name}_max_ms` lines, for [`LoadReport::render`].
+    fn lines(&self, name: &str, lines: &mut Vec<String>) {
+        for (q, ms) in [
+            ("p50", self.p50),
+            ("p99", self.p99),
+            ("p999", self.p999),
+            ("max", self.max),
+        ] {
+            lines.push(format!("{name}_{q}_ms {ms:.2}"));
+        }
+    }
+
     fn of(mut samples: Vec<f64>) -> Self {
         if samples.is_empty() {
             return Self::default();
@@ -108,24 +120,15 @@ impl LoadReport {
                 self.accepted as f64 / self.seconds.max(1e-9)
             ),
             format!("rate_entries {}", self.rate_entries),
-            format!("ack_p50_ms {:.2}", self.ack.p50),
-            format!("ack_p99_ms {:.2}", self.ack.p99),
-            format!("ack_p999_ms {:.2}", self.ack.p999),
-            format!("ack_max_ms {:.2}", self.ack.max),
         ];
+        self.ack.lines("ack", &mut lines);
         if let Some(v) = self.visible {
-            lines.push(format!("visible_p50_ms {:.2}", v.p50));
-            lines.push(format!("visible_p99_ms {:.2}", v.p99));
-            lines.push(format!("visible_p999_ms {:.2}", v.p999));
-            lines.push(format!("visible_max_ms {:.2}", v.max));
+            v.lines("visible", &mut lines);
             lines.push(format!("visible_not_seen {}", self.not_seen));
             lines.push(format!("watch_polls {}", self.polls));
         }
         if let Some(v) = self.listed {
-            lines.push(format!("listed_p50_ms {:.2}", v.p50));
-            lines.push(format!("listed_p99_ms {:.2}", v.p99));
-            lines.push(format!("listed_p999_ms {:.2}", v.p999));
-            lines.push(format!("listed_max_ms {:.2}", v.max));
+            v.lines("listed", &mut lines);
             lines.push(format!("listed_not_seen {}", self.not_listed));
         }
         lines.join("\n")
@@ -201,16 +204,28 @@ struct ServedBank {
     last_rates_updated_at: Option<String>,
 }
 
-/// The as-of time of the board the API serves for `bank`, if any.
-async fn served_as_of(http: &reqwest::Client, api: &str, key: &str, bank: i64) -> Option<String> {
+/// The parts `T` of the answer to `path`, asked with `key`; `None` when
+/// the API does not answer with them.
+async fn get_parts<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    api: &str,
+    key: &str,
+    path: &str,
+) -> Option<T> {
     let response = http
-        .get(format!("{api}/api/v1/rates?bankId={bank}"))
+        .get(format!("{api}{path}"))
         .header("x-api-key", key)
         .send()
         .await
         .ok()?;
     let body = response.bytes().await.ok()?;
-    let served: Served = serde_json::from_slice(&body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// The as-of time of the board the API serves for `bank`, if any.
+async fn served_as_of(http: &reqwest::Client, api: &str, key: &str, bank: i64) -> Option<String> {
+    let path = format!("/api/v1/rates?bankId={bank}");
+    let served: Served = get_parts(http, api, key, &path).await?;
     served
         .data
         .into_iter()
@@ -241,14 +256,7 @@ async fn listed_as_of(
     api: &str,
     key: &str,
 ) -> Option<HashMap<i64, String>> {
-    let response = http
-        .get(format!("{api}/api/v1/banks"))
-        .header("x-api-key", key)
-        .send()
-        .await
-        .ok()?;
-    let body = response.bytes().await.ok()?;
-    let listed: Listed = serde_json::from_slice(&body).ok()?;
+    let listed: Listed = get_parts(http, api, key, "/api/v1/banks").await?;
     Some(
         listed
             .data
@@ -453,7 +461,7 @@ pub async fn run(
         task.await?;
     }
     pushes_done.cancel();
-    let mut watched = match watcher {
+    let watched = match watcher {
         Some(watcher) => Some(watcher.await?),
         None => None,
     };
@@ -469,18 +477,25 @@ pub async fn run(
         }
     }
     let accepted = acks.len();
+    let (polls, bank, listed) = match watched {
+        Some(Watched {
+            polls,
+            bank,
+            listed,
+        }) => (polls, Some(bank), Some(listed)),
+        None => (0, None, None),
+    };
+    let lost = |seen: &Option<Seen>| seen.as_ref().map_or(0, |s| s.lost);
     Ok(LoadReport {
         accepted,
         failed: failed.load(std::sync::atomic::Ordering::Relaxed),
         seconds,
         ack: Percentiles::of(acks),
-        not_seen: watched.as_ref().map_or(0, |w| w.bank.lost),
-        not_listed: watched.as_ref().map_or(0, |w| w.listed.lost),
-        polls: watched.as_ref().map_or(0, |w| w.polls),
-        listed: watched
-            .as_mut()
-            .map(|w| Percentiles::of(std::mem::take(&mut w.listed.times))),
-        visible: watched.map(|w| Percentiles::of(w.bank.times)),
+        not_seen: lost(&bank),
+        not_listed: lost(&listed),
+        polls,
+        visible: bank.map(|s| Percentiles::of(s.times)),
+        listed: listed.map(|s| Percentiles::of(s.times)),
         rate_entries: accepted * settings.currencies,
     })
 }
@@ -493,6 +508,33 @@ mod tests {
     fn percentiles_pick_the_sample_at_or_above_the_rank() {
         let p = Percentiles::of((1..=1000).map(f64::from).collect());
         assert_eq!((p.p50, p.p99, p.p999, p.max), (500.0, 990.0, 999.0, 1000.0));
+    }
+
+    #[test]
+    fn the_report_has_a_line_for_each_figure_the_bench_reads() {
+        let p = Percentiles::of(vec![1.0, 2.0]);
+        let report = LoadReport {
+            accepted: 2,
+            seconds: 1.0,
+            ack: p,
+            visible: Some(p),
+            listed: Some(p),
+            not_listed: 1,
+            ..LoadReport::default()
+        };
+        let text = report.render();
+        for line in [
+            "ack_p50_ms 1.00",
+            "ack_max_ms 2.00",
+            "visible_p99_ms 2.00",
+            "visible_p999_ms 2.00",
+            "visible_not_seen 0",
+            "listed_p50_ms 1.00",
+            "listed_max_ms 2.00",
+            "listed_not_seen 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
     }
 
     #[test]
