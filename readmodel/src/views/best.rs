@@ -313,9 +313,9 @@ mod tests {
         assert_eq!(signed_difference(dec("0.00005")), "+0.0001");
     }
 
-    #[test]
-    fn the_response_has_four_keys_and_null_for_unquoted_fields() {
-        let entry = BestEntry {
+    /// Bank 3's best price, up 0.25 on the day before.
+    fn entry() -> BestEntry {
+        BestEntry {
             bank: bank(3),
             price: dec("155.10"),
             updated_at: "2026-11-20T08:00:00Z".parse().unwrap(),
@@ -324,7 +324,12 @@ mod tests {
                 ("2026-11-19T08:00:00Z".parse().unwrap(), dec("154.85")),
                 ("2026-11-20T08:00:00Z".parse().unwrap(), dec("155.10")),
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn the_response_has_four_keys_and_null_for_unquoted_fields() {
+        let entry = entry();
         let body = best_rates_response(
             &[Some(entry.clone()), Some(entry), None, None],
             "2026-11-20T08:00:01Z".parse().unwrap(),
@@ -346,14 +351,7 @@ mod tests {
 
     #[test]
     fn one_rendering_gives_the_body_and_a_fingerprint_without_its_time() {
-        let entry = BestEntry {
-            bank: bank(3),
-            price: dec("155.10"),
-            updated_at: "2026-11-20T08:00:00Z".parse().unwrap(),
-            previous: None,
-            series: vec![("2026-11-20T08:00:00Z".parse().unwrap(), dec("155.10"))],
-        };
-        let entries = [Some(entry.clone()), None, Some(entry), None];
+        let entries = [Some(entry()), None, Some(entry()), None];
         let at = "2026-11-20T08:00:01.25Z".parse().unwrap();
         let (body, digest) = best_rates_fingerprinted(&entries, at);
         assert_eq!(body, best_rates_response(&entries, at));
