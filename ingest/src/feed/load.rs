@@ -98,10 +98,14 @@ pub struct LoadReport {
     pub seconds: f64,
     pub ack: Percentiles,
     pub visible: Option<Percentiles>,
+    /// The same from each push's acknowledgement (202) instead of from
+    /// when it was due.
+    pub visible_after_ack: Option<Percentiles>,
     /// Boards the watch gave up on (not served within its patience).
     pub not_seen: usize,
     /// The same for the all-banks lists.
     pub listed: Option<Percentiles>,
+    pub listed_after_ack: Option<Percentiles>,
     pub not_listed: usize,
     /// Requests the watch sent to the API.
     pub polls: usize,
@@ -124,11 +128,17 @@ impl LoadReport {
         self.ack.lines("ack", &mut lines);
         if let Some(v) = self.visible {
             v.lines("visible", &mut lines);
+            if let Some(v) = self.visible_after_ack {
+                v.lines("visible_after_ack", &mut lines);
+            }
             lines.push(format!("visible_not_seen {}", self.not_seen));
             lines.push(format!("watch_polls {}", self.polls));
         }
         if let Some(v) = self.listed {
             v.lines("listed", &mut lines);
+            if let Some(v) = self.listed_after_ack {
+                v.lines("listed_after_ack", &mut lines);
+            }
             lines.push(format!("listed_not_seen {}", self.not_listed));
         }
         lines.join("\n")
@@ -267,7 +277,9 @@ async fn listed_as_of(
 }
 
 /// Boards acknowledged but not yet seen on the API: bank -> (as-of, due).
-type Waiting = HashMap<i64, Vec<(String, Instant)>>;
+/// Per bank, each board waiting to be seen: its as-of, when its push was
+/// due and when it was acknowledged.
+type Waiting = HashMap<i64, Vec<(String, Instant, Instant)>>;
 
 /// The boards waiting to be seen on their bank's view, and in the lists.
 #[derive(Default)]
@@ -291,11 +303,12 @@ const WATCH_EVERY: Duration = Duration::from_millis(5);
 /// Longest a board is waited for before it counts as never seen.
 const WATCH_PATIENCE: Duration = Duration::from_secs(10);
 
-/// Boards seen: each one's time from due to served (ms), and the boards
-/// never seen.
+/// Boards seen: each one's time to served (ms) from when its push was due
+/// and from its acknowledgement, and the boards never seen.
 #[derive(Default)]
 struct Seen {
     times: Vec<f64>,
+    after_ack: Vec<f64>,
     lost: usize,
 }
 
@@ -306,10 +319,11 @@ impl Seen {
         let Some(boards) = waiting.get_mut(&bank) else {
             return;
         };
-        boards.retain(|(as_of, due)| {
+        boards.retain(|(as_of, due, acked)| {
             if served.is_some_and(|s| s >= as_of.as_str()) {
-                self.times
-                    .push(seen.duration_since(*due).as_secs_f64() * 1000.0);
+                let ms = |since: &Instant| seen.duration_since(*since).as_secs_f64() * 1000.0;
+                self.times.push(ms(due));
+                self.after_ack.push(ms(acked));
                 false
             } else if seen.duration_since(*due) > WATCH_PATIENCE {
                 self.lost += 1;
@@ -443,7 +457,10 @@ pub async fn run(
                 failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
-            acks.lock().await.push(due.elapsed().as_secs_f64() * 1000.0);
+            let acked = Instant::now();
+            acks.lock()
+                .await
+                .push(acked.duration_since(due).as_secs_f64() * 1000.0);
             if watching {
                 let as_of = as_of.to_rfc3339_opts(SecondsFormat::Millis, true);
                 for waiting in [&outstanding.bank, &outstanding.listed] {
@@ -451,7 +468,7 @@ pub async fn run(
                     waiting
                         .entry(bank.id)
                         .or_default()
-                        .push((as_of.clone(), due));
+                        .push((as_of.clone(), due, acked));
                 }
             }
         }));
@@ -494,8 +511,10 @@ pub async fn run(
         not_seen: lost(&bank),
         not_listed: lost(&listed),
         polls,
-        visible: bank.map(|s| Percentiles::of(s.times)),
-        listed: listed.map(|s| Percentiles::of(s.times)),
+        visible: bank.as_ref().map(|s| Percentiles::of(s.times.clone())),
+        visible_after_ack: bank.map(|s| Percentiles::of(s.after_ack)),
+        listed: listed.as_ref().map(|s| Percentiles::of(s.times.clone())),
+        listed_after_ack: listed.map(|s| Percentiles::of(s.after_ack)),
         rate_entries: accepted * settings.currencies,
     })
 }
@@ -518,7 +537,9 @@ mod tests {
             seconds: 1.0,
             ack: p,
             visible: Some(p),
+            visible_after_ack: Some(p),
             listed: Some(p),
+            listed_after_ack: Some(p),
             not_listed: 1,
             ..LoadReport::default()
         };
@@ -529,6 +550,8 @@ mod tests {
             "visible_p99_ms 2.00",
             "visible_p999_ms 2.00",
             "visible_not_seen 0",
+            "visible_after_ack_p99_ms 2.00",
+            "listed_after_ack_p99_ms 2.00",
             "listed_p50_ms 1.00",
             "listed_max_ms 2.00",
             "listed_not_seen 1",
@@ -540,19 +563,28 @@ mod tests {
     #[test]
     fn a_board_is_seen_once_a_served_as_of_reaches_it() {
         let due = Instant::now();
+        let (acked, now) = (
+            due + Duration::from_millis(3),
+            due + Duration::from_millis(10),
+        );
         let mut waiting: Waiting = HashMap::new();
         waiting.insert(
             7,
             vec![
-                ("2026-11-20T08:00:00.001Z".into(), due),
-                ("2026-11-20T08:00:00.002Z".into(), due),
+                ("2026-11-20T08:00:00.001Z".into(), due, acked),
+                ("2026-11-20T08:00:00.002Z".into(), due, acked),
             ],
         );
         let mut seen = Seen::default();
         seen.settle(&mut waiting, 7, None, due);
-        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.001Z"), due);
+        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.001Z"), now);
         assert_eq!((seen.times.len(), waiting[&7].len()), (1, 1));
-        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.005Z"), due);
+        // Counted from when it was due, and from its acknowledgement.
+        assert_eq!(
+            (seen.times[0].round(), seen.after_ack[0].round()),
+            (10.0, 7.0)
+        );
+        seen.settle(&mut waiting, 7, Some("2026-11-20T08:00:00.005Z"), now);
         assert_eq!((seen.times.len(), seen.lost), (2, 0));
         assert!(waiting.is_empty());
     }
@@ -561,7 +593,7 @@ mod tests {
     fn a_board_waited_for_past_the_patience_is_lost() {
         let due = Instant::now();
         let mut waiting: Waiting = HashMap::new();
-        waiting.insert(7, vec![("2026-11-20T08:00:00.001Z".into(), due)]);
+        waiting.insert(7, vec![("2026-11-20T08:00:00.001Z".into(), due, due)]);
         let mut seen = Seen::default();
         seen.settle(&mut waiting, 7, None, due + WATCH_PATIENCE * 2);
         assert_eq!((seen.times.len(), seen.lost), (0, 1));
