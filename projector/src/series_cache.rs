@@ -34,9 +34,19 @@ use ratewire_readmodel::views::Field;
 /// Which series: the bank, the currency and the field.
 pub type SeriesKey = (BankId, CurrencyCode, Field);
 
-/// A kept series no one asked for in this many recomputations is let go,
-/// so only the banks recently best for something stay in memory.
-const FORGET_AFTER: u64 = 100;
+/// A kept series no one asked for in this long is let go, so only the
+/// banks recently best for something stay in memory. Counted in time, not
+/// in recomputations: at 100 boards/s a round runs every 10-25 ms, and the
+/// hundred rounds once allowed let go of series a second or two after
+/// their bank was last best, so every round read about ten of them again
+/// (a statement each, a hundred index probes for a busy bank), most of the
+/// round's time.
+const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Most series kept (about 3 KB each when full); beyond it those asked for
+/// least recently go first. Every bank best for every field of every
+/// currency, at 50 banks and 30 currencies, is 6,000.
+const MOST_KEPT: usize = 6_000;
 
 #[derive(Debug, Default)]
 pub struct SeriesCache {
@@ -67,8 +77,9 @@ struct Kept {
     /// [`SeriesRead::pivot`].
     pivot: Option<DateTime<Utc>>,
     points: Vec<Point>,
-    /// The round it was last asked for.
+    /// The round it was last asked for, and when.
     used: u64,
+    asked: std::time::Instant,
 }
 
 impl SeriesCache {
@@ -130,6 +141,7 @@ impl SeriesCache {
             let kept = self.kept.get_mut(&key).expect("carried series are kept");
             kept.advance(key.2, rows, since, until);
             kept.used = self.round;
+            kept.asked = std::time::Instant::now();
         }
 
         let round = self.round;
@@ -154,8 +166,22 @@ impl SeriesCache {
                 );
             }
         }
-        self.kept.retain(|_, kept| round - kept.used < FORGET_AFTER);
+        self.forget();
         Ok(found)
+    }
+
+    /// Lets go of the series asked for too long ago, and of the least
+    /// recently asked for beyond [`MOST_KEPT`].
+    fn forget(&mut self) {
+        self.kept
+            .retain(|_, kept| kept.asked.elapsed() < FORGET_AFTER);
+        if self.kept.len() > MOST_KEPT {
+            let mut asked: Vec<std::time::Instant> = self.kept.values().map(|k| k.asked).collect();
+            let excess = self.kept.len() - MOST_KEPT;
+            let (_, oldest_kept, _) = asked.select_nth_unstable(excess);
+            let oldest_kept = *oldest_kept;
+            self.kept.retain(|_, kept| kept.asked >= oldest_kept);
+        }
     }
 
     /// How the last call found its series.
@@ -181,6 +207,7 @@ impl Kept {
             pivot: read.pivot,
             points: read.points,
             used: round,
+            asked: std::time::Instant::now(),
         }
     }
 
