@@ -9,7 +9,9 @@
 //! the bank's old and new board, picked from memory, with the best quotes'
 //! series (the [`SeriesCache`] reads only rows written since it last read),
 //! and the /currencies counts, also from memory. The all-banks lists are
-//! composed again from the bank views just written.
+//! composed first, from the boards held (each bank's elements rendered
+//! once per board), and put in place as read when Redis was last checked
+//! for banks written elsewhere: every board held is at least as new.
 //!
 //! It used to recompute every changed currency from Postgres on the fold's
 //! one-second tick (the quotes of every bank, tens of milliseconds per
@@ -36,7 +38,7 @@ use tracing::{debug, warn};
 use crate::bank_views::Target;
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{Rendered, ViewUpdate};
+use crate::redis_views::{Elements, Rendered, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
 use ratewire_readmodel::store::{self, Version};
 use ratewire_readmodel::views::{self, BankInfo, BankView, BestEntry, Field, RateView, ViewStyle};
@@ -103,6 +105,12 @@ impl Aggregates {
 struct Boards {
     generation: String,
     banks: BTreeMap<BankId, (Version, BankView)>,
+    /// Each bank's elements of the all-banks lists, rendered from the board
+    /// of the version beside them.
+    elements: HashMap<BankId, (Version, Elements)>,
+    /// The marks of the lists last composed (see
+    /// [`crate::redis_views::RedisViews::compose_from`]).
+    composed: HashMap<String, String>,
     /// The newest snapshot any of them was read in: what an update made
     /// of them is written as. Each bank view is read after the commit that
     /// changed it, so a later change always comes with a later version and
@@ -314,8 +322,11 @@ async fn recompute(
     let mut stage = Stage::start();
     let resync = work.resync || boards.generation != target.generation || boards.newest.is_none();
     let mut touched: BTreeSet<CurrencyCode> = work.currencies.clone();
-    if resync {
-        let (version, read) = read_all(&target.pool).await?;
+    // Every board held below is at least as new as Redis's view of it at
+    // `read`, so the lists composed of them stand as read then.
+    let read = if resync {
+        let (read, _) = target.views.clone().bank_versions().await?;
+        let (version, read_boards) = read_all(&target.pool).await?;
         // Every currency quoted before or now, and any ever known: the
         // best rates of one nobody quotes any more are removed.
         touched.extend(boards.currencies());
@@ -323,36 +334,68 @@ async fn recompute(
         if boards.generation != target.generation {
             boards.generation.clone_from(&target.generation);
             boards.newest = None;
+            boards.elements.clear();
         }
-        boards.banks = read;
+        // Redis may hold none of the lists (flushed, or new).
+        boards.composed.clear();
+        boards.banks = read_boards;
         boards.newest = boards.newest.max(Some(version));
         for (id, version, view) in std::mem::take(&mut work.banks) {
             boards.take(id, version, view);
         }
+        read
     } else {
         for (id, version, view) in std::mem::take(&mut work.banks) {
             touched.extend(boards.take(id, version, view));
         }
-    }
-    if !resync {
-        let stale = stale_banks(boards, target).await?;
+        let (read, stale) = stale_banks(boards, target).await?;
         touched.extend(read_again(boards, target, &stale).await?);
-    }
+        read
+    };
     stage.done(if resync { "resync" } else { "catch_up" });
+    compose(boards, target, &read).await?;
+    stage.done("compose");
     write(boards, cache, target, touched, &mut stage).await?;
     // Checked after the write: a bank view written before this write and
     // missed by it is seen here, and written by the next round.
-    let behind = !stale_banks(boards, target).await?.is_empty();
+    let behind = !stale_banks(boards, target).await?.1.is_empty();
     stage.done("check");
     Ok((resync, behind))
+}
+
+/// Composes the all-banks lists of `boards` and puts them in place as read
+/// at `read`, rendering the elements of banks whose boards changed.
+async fn compose(boards: &mut Boards, target: &Target, read: &str) -> Result<()> {
+    let style = target.views.style();
+    let Boards {
+        banks,
+        elements,
+        composed,
+        ..
+    } = boards;
+    elements.retain(|id, _| banks.contains_key(id));
+    for (id, (version, view)) in banks.iter() {
+        if elements.get(id).is_none_or(|(held, _)| held != version) {
+            elements.insert(*id, (*version, Elements::render(view, style)));
+        }
+    }
+    let ordered: Vec<&Elements> = banks.keys().map(|id| &elements[id].1).collect();
+    target
+        .views
+        .clone()
+        .compose_from(read, &ordered, composed)
+        .await
 }
 
 /// The banks whose views were written since `boards` read them, by
 /// anyone, compared by each active bank's version in Redis (one round
 /// trip), with the version written.
-async fn stale_banks(boards: &Boards, target: &Target) -> Result<Vec<(BankId, Option<Version>)>> {
+async fn stale_banks(
+    boards: &Boards,
+    target: &Target,
+) -> Result<(String, Vec<(BankId, Option<Version>)>)> {
     let mut views = target.views.clone();
-    let written = views.bank_versions().await?;
+    let (read, written) = views.bank_versions().await?;
     let listed: BTreeSet<BankId> = written.iter().map(|(id, _)| *id).collect();
     let mut stale: Vec<(BankId, Option<Version>)> = written
         .into_iter()
@@ -370,7 +413,7 @@ async fn stale_banks(boards: &Boards, target: &Target) -> Result<Vec<(BankId, Op
             .filter(|id| !listed.contains(id))
             .map(|id| (*id, None)),
     );
-    Ok(stale)
+    Ok((read, stale))
 }
 
 /// Reads `stale` banks again (their partitions are folded elsewhere, or an
@@ -399,8 +442,7 @@ async fn read_again(
     Ok(touched)
 }
 
-/// Writes /currencies and the best rates of `touched` from `boards`, and
-/// recomposes the all-banks lists.
+/// Writes /currencies and the best rates of `touched` from `boards`.
 async fn write(
     boards: &Boards,
     cache: &mut SeriesCache,
@@ -435,16 +477,14 @@ async fn write(
     let mut views = target.views.clone();
     views.apply(&update).await?;
     stage.done("write");
-    views.compose_all().await?;
-    stage.done("compose");
     Ok(())
 }
 
 /// Times the stages of a round, into
 /// `ratewire_projector_aggregates_stage_seconds{stage}`: `catch_up` (or
-/// `resync`: boards read again), `render` (series read, best rates and
-/// /currencies rendered), `write` (to Redis), `compose` (the changed
-/// all-banks lists read, joined and put in place), `check` (for bank views
+/// `resync`: boards read again), `compose` (the changed all-banks lists
+/// joined and put in place), `render` (series read, best rates and
+/// /currencies rendered), `write` (to Redis), `check` (for bank views
 /// written meanwhile).
 struct Stage(Instant);
 
@@ -454,7 +494,9 @@ impl Stage {
     }
 
     fn done(&mut self, stage: &'static str) {
-        report::aggregates_stage(stage, self.0.elapsed());
+        let took = self.0.elapsed();
+        tracing::trace!(stage, ms = took.as_secs_f64() * 1e3, "stage done");
+        report::aggregates_stage(stage, took);
         self.0 = Instant::now();
     }
 }
@@ -482,11 +524,10 @@ async fn read_all(pool: &PgPool) -> Result<(Version, BTreeMap<BankId, (Version, 
 /// A read-only transaction reading one snapshot (the series cache relies
 /// on it).
 async fn snapshot(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
+    // Begun in one statement: a round trip fewer than `SET TRANSACTION`.
+    Ok(pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await?)
 }
 
 /// Renders the best rates of `codes` from their `quotes` into `update`
@@ -516,6 +557,7 @@ async fn render_best(
         }
     }
     let mut series = cache.series(db, generation, &wanted, now).await?;
+    tracing::trace!(stats = ?cache.stats(), "series found");
     for (code, picks) in picks {
         let Some(quotes) = quotes.get(&code).filter(|q| !q.is_empty()) else {
             update.best.push((code, None));

@@ -10,11 +10,12 @@
 //! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
 //!   rates or not);
 //! - `P view:{rates|banks}:all:{variant}`: every active bank's elements,
-//!   comma-joined in id order: read in one script with the time they were
-//!   read at, joined by a projector, and put in place unless a list read
-//!   later is there, so concurrent projectors (each owning some banks) never
-//!   put a stale list over a newer one (its read time is kept in
-//!   `view:versions`);
+//!   comma-joined in id order: joined by a projector from elements at least
+//!   as new as Redis held at a time it read (its boards in memory, checked
+//!   against every bank's version; a rebuild reads the elements themselves),
+//!   and put in place unless a list read later is there, so concurrent
+//!   projectors (each owning some banks) never put a stale list over a newer
+//!   one (its read time is kept in `view:versions`);
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
 //! - `P view:best:{CODE}`: the whole best-rates body of one currency;
@@ -341,7 +342,17 @@ impl Keys {
     }
 
     pub fn rates_bank(&self, id: BankId, variant: RatesVariant) -> String {
-        format!("{}view:rates:bank:{}:{}", self.prefix, id, variant.tag())
+        let (before, after) = self.rates_bank_around(variant);
+        format!("{before}{id}{after}")
+    }
+
+    /// What comes before and after the bank id in [`Keys::rates_bank`]
+    /// (for scripts that name every bank's key).
+    pub fn rates_bank_around(&self, variant: RatesVariant) -> (String, String) {
+        (
+            format!("{}view:rates:bank:", self.prefix),
+            format!(":{}", variant.tag()),
+        )
     }
 
     pub fn rates_all(&self, variant: RatesVariant) -> String {
