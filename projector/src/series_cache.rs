@@ -263,3 +263,48 @@ impl Kept {
         self.points = bucketed;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn kept(asked: Instant) -> Kept {
+        Kept {
+            rev: 0,
+            seen_through: Utc::now(),
+            until: Utc::now(),
+            pivot: None,
+            points: Vec::new(),
+            used: 0,
+            asked,
+        }
+    }
+
+    #[test]
+    fn series_not_asked_for_a_while_or_beyond_the_bound_are_let_go() {
+        let now = Instant::now();
+        let mut cache = SeriesCache::default();
+        let code = CurrencyCode::parse("USD").unwrap();
+        let key = |i: usize| {
+            let bank = BankId::new(i as i64 + 1).unwrap();
+            (bank, code, Field::ALL[0])
+        };
+        // The first asked for longest ago.
+        for i in 0..MOST_KEPT + 2 {
+            let ago = std::time::Duration::from_millis((MOST_KEPT + 2 - i) as u64);
+            cache.kept.insert(key(i), kept(now - ago));
+        }
+        let Some(long_ago) = now.checked_sub(FORGET_AFTER * 2) else {
+            return; // a machine up for less than two minutes
+        };
+        cache.kept.insert(key(MOST_KEPT + 2), kept(long_ago));
+
+        cache.forget();
+
+        assert_eq!(cache.kept.len(), MOST_KEPT);
+        assert!(!cache.kept.contains_key(&key(MOST_KEPT + 2)));
+        assert!(!cache.kept.contains_key(&key(0)) && !cache.kept.contains_key(&key(1)));
+        assert!(cache.kept.contains_key(&key(2)));
+    }
+}
