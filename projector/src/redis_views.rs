@@ -618,15 +618,35 @@ impl RedisViews {
 mod tests {
     use super::*;
 
-    /// Against the machine's Redis, under a prefix of its own.
-    #[tokio::test]
-    async fn a_list_read_earlier_never_replaces_one_read_later() {
-        let mut conn = ratewire_readmodel::redis::connect("redis://127.0.0.1:6379").expect("a url");
+    /// Views on the machine's Redis under a prefix of their own, with a
+    /// connection and the prefix.
+    fn own_prefix() -> (Connection, String, RedisViews) {
+        let conn = ratewire_readmodel::redis::connect("redis://127.0.0.1:6379").expect("a url");
         let prefix = format!("rwtest:{{{}}}:", uuid::Uuid::new_v4().simple());
         let style = ViewStyle {
             currency_image_base: "https://images.test".into(),
         };
-        let mut views = RedisViews::new(conn.clone(), &prefix, style);
+        let views = RedisViews::new(conn.clone(), &prefix, style);
+        (conn, prefix, views)
+    }
+
+    /// Deletes every key under `prefix`; returns them.
+    async fn remove(conn: &mut Connection, prefix: &str) -> Vec<String> {
+        let left = conn.scan_match(&format!("{prefix}*")).await.unwrap();
+        if !left.is_empty() {
+            redis::cmd("DEL")
+                .arg(&left)
+                .query_async::<()>(conn)
+                .await
+                .unwrap();
+        }
+        left
+    }
+
+    /// Against the machine's Redis, under a prefix of its own.
+    #[tokio::test]
+    async fn a_list_read_earlier_never_replaces_one_read_later() {
+        let (mut conn, prefix, mut views) = own_prefix();
         let list = views.keys.banks_all(false);
         // (read at, body, put in place, then shown)
         let steps = [
@@ -649,13 +669,8 @@ mod tests {
             assert_eq!(got, shown, "after {body}");
         }
 
-        let left = conn.scan_match(&format!("{prefix}*")).await.unwrap();
+        let left = remove(&mut conn, &prefix).await;
         assert!(left.iter().all(|k| !k.contains("composing")), "{left:?}");
-        redis::cmd("DEL")
-            .arg(&left)
-            .query_async::<()>(&mut conn)
-            .await
-            .unwrap();
     }
 
     /// A bank's elements, each its list's name and the bank's `id`.
@@ -669,12 +684,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_are_composed_of_the_elements_held_and_only_when_they_changed() {
-        let mut conn = ratewire_readmodel::redis::connect("redis://127.0.0.1:6379").expect("a url");
-        let prefix = format!("rwtest:{{{}}}:", uuid::Uuid::new_v4().simple());
-        let style = ViewStyle {
-            currency_image_base: "https://images.test".into(),
-        };
-        let mut views = RedisViews::new(conn.clone(), &prefix, style);
+        let (mut conn, prefix, mut views) = own_prefix();
         let mut composed = HashMap::new();
         let reader = conn.clone();
         let get = |key: String| {
@@ -722,12 +732,7 @@ mod tests {
         assert_eq!(get(rates).await.unwrap(), r#"{"r2":2}"#);
         assert_eq!(get(banks).await.unwrap(), r#"{"b1":2}"#);
 
-        let left = conn.scan_match(&format!("{prefix}*")).await.unwrap();
-        redis::cmd("DEL")
-            .arg(&left)
-            .query_async::<()>(&mut conn)
-            .await
-            .unwrap();
+        remove(&mut conn, &prefix).await;
     }
 
     #[test]
