@@ -503,18 +503,25 @@ pub async fn run(
         None => (0, None, None),
     };
     let lost = |seen: &Option<Seen>| seen.as_ref().map_or(0, |s| s.lost);
+    let (not_seen, not_listed) = (lost(&bank), lost(&listed));
+    // From when each push was due, and from its acknowledgement.
+    let timed = |seen: Option<Seen>| {
+        seen.map(|s| (Percentiles::of(s.times), Percentiles::of(s.after_ack)))
+            .unzip()
+    };
+    let ((visible, visible_after_ack), (listed, listed_after_ack)) = (timed(bank), timed(listed));
     Ok(LoadReport {
         accepted,
         failed: failed.load(std::sync::atomic::Ordering::Relaxed),
         seconds,
         ack: Percentiles::of(acks),
-        not_seen: lost(&bank),
-        not_listed: lost(&listed),
+        not_seen,
+        not_listed,
         polls,
-        visible: bank.as_ref().map(|s| Percentiles::of(s.times.clone())),
-        visible_after_ack: bank.map(|s| Percentiles::of(s.after_ack)),
-        listed: listed.as_ref().map(|s| Percentiles::of(s.times.clone())),
-        listed_after_ack: listed.map(|s| Percentiles::of(s.after_ack)),
+        visible,
+        visible_after_ack,
+        listed,
+        listed_after_ack,
         rate_entries: accepted * settings.currencies,
     })
 }
