@@ -57,6 +57,8 @@ pub enum Work {
         target: Target,
         version: Version,
         banks: Vec<(BankId, Option<BankView>)>,
+        /// The list elements the writer rendered of the active ones.
+        elements: Vec<(BankId, Elements)>,
         currencies: Vec<CurrencyCode>,
         /// The `occurredAt` of the events behind them (for
         /// `ratewire_projector_aggregates_delay_seconds`).
@@ -183,6 +185,8 @@ type Quotes = Vec<(BankInfo, RateView)>;
 struct Pending {
     target: Target,
     banks: Vec<(BankId, Version, Option<BankView>)>,
+    /// The list elements of those views, as their writer rendered them.
+    elements: HashMap<BankId, (Version, Elements)>,
     currencies: BTreeSet<CurrencyCode>,
     resync: bool,
     /// The last try failed: the next waits [`RETRY_AFTER`] for new work.
@@ -199,6 +203,7 @@ impl Pending {
         Self {
             target,
             banks: Vec::new(),
+            elements: HashMap::new(),
             currencies: BTreeSet::new(),
             resync: false,
             failed: false,
@@ -211,10 +216,16 @@ impl Pending {
             Work::Banks {
                 version,
                 banks,
+                elements,
                 currencies,
                 occurred,
                 ..
             } => {
+                for (id, rendered) in elements {
+                    if self.elements.get(&id).is_none_or(|(held, _)| *held < version) {
+                        self.elements.insert(id, (version, rendered));
+                    }
+                }
                 let room = OCCURRED_KEPT.saturating_sub(self.occurred.len());
                 self.occurred.extend(occurred.into_iter().take(room));
                 self.banks
@@ -352,6 +363,12 @@ async fn recompute(
         touched.extend(read_again(boards, target, &stale).await?);
         read
     };
+    // The writer's elements stand for the boards of the same version.
+    for (id, (version, rendered)) in std::mem::take(&mut work.elements) {
+        if boards.banks.get(&id).is_some_and(|(held, _)| *held == version) {
+            boards.elements.insert(id, (version, rendered));
+        }
+    }
     stage.done(if resync { "resync" } else { "catch_up" });
     compose(boards, target, &read).await?;
     stage.done("compose");

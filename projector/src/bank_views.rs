@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{RedisViews, ViewUpdate};
+use crate::redis_views::{Elements, RedisViews, ViewUpdate};
 
 /// Most events remembered for the visibility delay while Redis is away;
 /// beyond it the delay is known well enough from the ones kept.
@@ -244,7 +244,7 @@ async fn write_pending(pending: &mut Option<Pending>, aggregates: &Aggregates) -
 
 /// The views just written, with the currencies whose history changed and
 /// the events behind them, to the task of the views over all banks.
-fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) {
+fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<Written>) {
     let Pending {
         target,
         currencies,
@@ -253,11 +253,12 @@ fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) 
     } = written;
     let mut currencies: Vec<CurrencyCode> = currencies.into_iter().collect();
     let mut occurred = unseen;
-    for update in updates {
+    for (update, elements) in updates {
         aggregates.send(Work::Banks {
             target: target.clone(),
             version: update.version,
             banks: update.banks,
+            elements,
             currencies: std::mem::take(&mut currencies),
             occurred: std::mem::take(&mut occurred),
         });
@@ -268,13 +269,18 @@ fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) 
     }
 }
 
-async fn write(pending: &mut Pending) -> Result<Vec<ViewUpdate>> {
+/// An update written, with the list elements rendered for it.
+type Written = (ViewUpdate, Vec<(BankId, Elements)>);
+
+async fn write(pending: &mut Pending) -> Result<Vec<Written>> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
     let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
-    for update in &updates {
-        pending.target.views.apply(update).await?;
+    let mut written = Vec::with_capacity(updates.len());
+    for update in updates {
+        let elements = pending.target.views.apply(&update).await?;
+        written.push((update, elements));
     }
     debug!(
         banks = banks.len(),
@@ -282,5 +288,5 @@ async fn write(pending: &mut Pending) -> Result<Vec<ViewUpdate>> {
         write_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
         "bank views refreshed"
     );
-    Ok(updates)
+    Ok(written)
 }

@@ -356,7 +356,11 @@ impl RedisViews {
     /// Writes one refresh, each view only if no newer snapshot's rendering
     /// is already there (one script: atomic). The all-banks lists follow
     /// only when [`RedisViews::compose_all`] is called after it.
-    pub async fn apply(&mut self, update: &ViewUpdate) -> Result<()> {
+    ///
+    /// Returns the list elements it rendered for each active bank, so the
+    /// views over all banks need not render them again.
+    pub async fn apply(&mut self, update: &ViewUpdate) -> Result<Vec<(BankId, Elements)>> {
+        let mut rendered = Vec::new();
         let mut script = self.write_if_newer.prepare_invoke();
         // Every key it writes shares the generation's hash slot; naming one
         // routes the script to that slot's node in a cluster.
@@ -401,6 +405,7 @@ impl RedisViews {
                         &format!("board:{id}:{}", codes.join(",")),
                         "",
                     );
+                    rendered.push((*id, elements));
                 }
                 None => {
                     for variant in RatesVariant::ALL {
@@ -445,7 +450,7 @@ impl RedisViews {
         if written == 0 && !update.is_empty() {
             tracing::debug!(?update.version, "every view of this update was already newer");
         }
-        Ok(())
+        Ok(rendered)
     }
 
     /// Forgets which snapshot each view was written at and what it held,
