@@ -222,7 +222,11 @@ impl Pending {
                 ..
             } => {
                 for (id, rendered) in elements {
-                    if self.elements.get(&id).is_none_or(|(held, _)| *held < version) {
+                    if self
+                        .elements
+                        .get(&id)
+                        .is_none_or(|(held, _)| *held < version)
+                    {
                         self.elements.insert(id, (version, rendered));
                     }
                 }
@@ -365,7 +369,11 @@ async fn recompute(
     };
     // The writer's elements stand for the boards of the same version.
     for (id, (version, rendered)) in std::mem::take(&mut work.elements) {
-        if boards.banks.get(&id).is_some_and(|(held, _)| *held == version) {
+        if boards
+            .banks
+            .get(&id)
+            .is_some_and(|(held, _)| *held == version)
+        {
             boards.elements.insert(id, (version, rendered));
         }
     }

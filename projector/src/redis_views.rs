@@ -675,7 +675,11 @@ mod tests {
             ("1764130000000400", "at 400", 1, "at 400"),
         ];
         for (read, body, placed, shown) in steps {
-            let composed = vec![(list.clone(), format!("marks of {body}"), Joined(vec![body.as_bytes()]))];
+            let composed = vec![(
+                list.clone(),
+                format!("marks of {body}"),
+                Joined(vec![body.as_bytes()]),
+            )];
             assert_eq!(views.place(read, composed).await.unwrap(), placed, "{body}");
             let got: String = redis::cmd("GET")
                 .arg(&list)
