@@ -5,6 +5,7 @@ use ratewire_projector::dead_letters;
 use ratewire_projector::rebuild::{active_generation, rebuild_once};
 use ratewire_projector::replay::{replay, ReplaySettings};
 use ratewire_projector::{Application, Config};
+use ratewire_service::allocator::purge_freed_memory_after;
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 // Each round of the views over all banks builds and frees a few
@@ -99,6 +100,12 @@ impl FilterArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Long enough that a round's list buffers are used again by the next
+    // (rounds come every 10-25 ms under load), short enough to bound what
+    // is held. Under 100 boards/s: peak resident 52 MB at 50 ms, 108 MB at
+    // mimalloc's default, 40 MB at 0 ms, where composing the lists took
+    // twice as long again (the pages faulted in every round).
+    purge_freed_memory_after(50);
     let cli = CommandLine::<Config, Command>::parse(
         "ratewire-projector",
         "ratewire projector: folds the event log into Postgres and Redis views.",

@@ -28,6 +28,7 @@
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
 //! Kafka or Redis clients. It knows nothing of banks or rates.
 
+pub mod allocator;
 pub mod clients;
 pub mod compatibility;
 pub mod error;
