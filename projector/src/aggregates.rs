@@ -549,10 +549,7 @@ async fn read_all(pool: &PgPool) -> Result<(Version, BTreeMap<BankId, (Version, 
 /// A read-only transaction reading one snapshot (the series cache relies
 /// on it).
 async fn snapshot(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    // Begun in one statement: a round trip fewer than `SET TRANSACTION`.
-    Ok(pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await?)
+    Ok(store::begin_snapshot(pool).await?)
 }
 
 /// Renders the best rates of `codes` from their `quotes` into `update`

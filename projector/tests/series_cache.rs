@@ -161,10 +161,7 @@ async fn check(seed: u64) -> anyhow::Result<()> {
                 .filter(|_| rng.gen_bool(0.5))
                 .collect()
         };
-        let mut tx = pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = store::begin_snapshot(&pool).await?;
         let got = cache.series(&mut tx, "readmodel", &wanted, clock).await?;
         tx.commit().await?;
         carried += cache.stats().carried;

@@ -82,10 +82,7 @@ pub async fn bank_views_at(
     }
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
     // One snapshot for both reads, so each board matches its bank row.
-    // Begun in one statement: a round trip fewer than `SET TRANSACTION`.
-    let mut tx = pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await?;
+    let mut tx = super::begin_snapshot(pool).await?;
     let version = Version::of(&mut tx).await?;
     let bank_rows = sqlx::query(&format!(
         "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = ANY($1)"

@@ -22,7 +22,7 @@ pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,
 };
-pub use snapshot::Version;
+pub use snapshot::{begin_snapshot, Version};
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode, SocialLink};

@@ -10,7 +10,7 @@
 //! orders snapshots by what they see: a greater version sees at least as
 //! much, and two equal versions see the same transactions.
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 use crate::error::Result;
 
@@ -38,4 +38,12 @@ impl Version {
             settled: -in_progress,
         })
     }
+}
+
+/// A read-only transaction that reads one snapshot throughout, begun in one
+/// statement: a round trip fewer than `SET TRANSACTION` after `BEGIN`.
+pub async fn begin_snapshot(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
+    Ok(pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await?)
 }
