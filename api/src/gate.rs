@@ -148,6 +148,8 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         let (view, kept) = match view {
             Some(view) => match crate::routes::kept_view(&state, &view) {
                 Some(stored) => (None, Some((view.key, Some(stored)))),
+                // Joined by its handler, from elements kept or read.
+                None if view.list.is_some() => (None, None),
                 None => (Some(view), None),
             },
             None => (None, None),

@@ -39,6 +39,7 @@ pub mod gate;
 pub mod hot_metrics;
 pub mod keys;
 pub mod limits;
+pub mod lists;
 pub mod live;
 pub mod openapi;
 pub mod plans;

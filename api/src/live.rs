@@ -31,6 +31,7 @@ use tracing::{info, warn};
 
 use crate::fanout::{Fanout, Interest, Subscriber};
 use crate::read_model::ReadModels;
+use crate::requests::List;
 use crate::view_cache::ViewCache;
 
 /// Entries read per blocking read.
@@ -101,8 +102,9 @@ pub enum Change {
     Best {
         currency: CurrencyCode,
     },
-    /// The all-banks lists were composed again (nothing to deliver: a
-    /// subscriber follows banks and currencies).
+    /// The all-banks lists were composed again, by a projector from before
+    /// they were joined by the API (nothing to deliver: a subscriber
+    /// follows banks and currencies).
     Lists,
     /// The /currencies view changed (nothing to deliver).
     Currencies,
@@ -138,17 +140,12 @@ impl Change {
     /// must drop: see [`crate::view_cache`]).
     pub fn views(&self, views: &Keys) -> Vec<String> {
         match self {
-            Change::Board { bank, .. } => RatesVariant::ALL
-                .iter()
-                .map(|variant| views.rates_bank(*bank, *variant))
-                .chain([false, true].map(|recent| views.banks_bank(*bank, recent)))
+            // The bank's elements, and the lists joined of them here.
+            Change::Board { bank, .. } => List::all()
+                .flat_map(|list| [list.element(views, *bank), list.key(views)])
                 .collect(),
             Change::Best { currency } => vec![views.best(*currency)],
-            Change::Lists => RatesVariant::ALL
-                .iter()
-                .map(|variant| views.rates_all(*variant))
-                .chain([false, true].map(|recent| views.banks_all(recent)))
-                .collect(),
+            Change::Lists => List::all().map(|list| list.key(views)).collect(),
             Change::Currencies => vec![views.currencies()],
         }
     }

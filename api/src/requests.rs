@@ -31,10 +31,10 @@ impl RatesRequest {
         Ok(Self { bank_id, variant })
     }
 
-    pub fn view_key(&self, views: &Keys) -> String {
+    pub fn view(&self, views: &Keys) -> ViewRef {
         match self.bank_id {
-            Some(id) => views.rates_bank(id, self.variant),
-            None => views.rates_all(self.variant),
+            Some(id) => ViewRef::new(views, views.rates_bank(id, self.variant)),
+            None => ViewRef::list(views, List::Rates(self.variant)),
         }
     }
 }
@@ -54,8 +54,8 @@ impl BanksRequest {
         Ok(Self { with_recent })
     }
 
-    pub fn view_key(&self, views: &Keys) -> String {
-        views.banks_all(self.with_recent)
+    pub fn view(&self, views: &Keys) -> ViewRef {
+        ViewRef::list(views, List::Banks(self.with_recent))
     }
 }
 
@@ -78,17 +78,55 @@ impl BestRatesRequest {
         }
     }
 
-    pub fn view_key(&self, views: &Keys) -> String {
-        views.best(self.code)
+    pub fn view(&self, views: &Keys) -> ViewRef {
+        ViewRef::new(views, views.best(self.code))
+    }
+}
+
+/// An all-banks list: nothing stores it whole; it is joined in this
+/// process from its banks' elements (see [`crate::lists`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    /// `/rates` in one of its four shapes.
+    Rates(RatesVariant),
+    /// `/banks`, with recent boards or not.
+    Banks(bool),
+}
+
+impl List {
+    /// What the list is kept under in this process.
+    pub fn key(self, views: &Keys) -> String {
+        match self {
+            List::Rates(variant) => views.rates_all(variant),
+            List::Banks(with_recent) => views.banks_all(with_recent),
+        }
+    }
+
+    /// Where bank `id`'s element of it is stored.
+    pub fn element(self, views: &Keys, id: BankId) -> String {
+        match self {
+            List::Rates(variant) => views.rates_bank(id, variant),
+            List::Banks(with_recent) => views.banks_bank(id, with_recent),
+        }
+    }
+
+    /// Every list: what a bank's change replaces.
+    pub fn all() -> impl Iterator<Item = List> {
+        RatesVariant::ALL
+            .into_iter()
+            .map(List::Rates)
+            .chain([false, true].map(List::Banks))
     }
 }
 
 /// Where a stored view is: its key, and the hash its fingerprint is kept
-/// in (see `ratewire_readmodel::redis`).
+/// in (see `ratewire_readmodel::redis`); for a list, the list and where its
+/// elements are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewRef {
     pub key: String,
     pub etags: String,
+    pub list: Option<(List, Keys)>,
 }
 
 impl ViewRef {
@@ -96,6 +134,15 @@ impl ViewRef {
         Self {
             key,
             etags: views.view_etags(),
+            list: None,
+        }
+    }
+
+    pub fn list(views: &Keys, list: List) -> Self {
+        Self {
+            key: list.key(views),
+            etags: views.view_etags(),
+            list: Some((list, views.clone())),
         }
     }
 }
@@ -111,18 +158,15 @@ pub struct Stored {
 /// The stored view a public request is answered from, when its query is
 /// valid (an invalid one is refused by its handler, view or not).
 pub fn view_ref(views: &Keys, path: &str, query: Option<&str>) -> Option<ViewRef> {
-    view_key(views, path, query).map(|key| ViewRef::new(views, key))
-}
-
-fn view_key(views: &Keys, path: &str, query: Option<&str>) -> Option<String> {
     match path {
-        "/api/v1/rates" => RatesRequest::parse(query).ok().map(|r| r.view_key(views)),
-        "/api/v1/rates/best-rates" => BestRatesRequest::parse(query)
-            .ok()
-            .map(|r| r.view_key(views)),
-        "/api/v1/banks" => BanksRequest::parse(query).ok().map(|r| r.view_key(views)),
-        "/api/v1/currencies" => Some(views.currencies()),
-        "/api/v1/convert" => Some(views.rates_all(crate::routes::convert::BOARDS)),
+        "/api/v1/rates" => RatesRequest::parse(query).ok().map(|r| r.view(views)),
+        "/api/v1/rates/best-rates" => BestRatesRequest::parse(query).ok().map(|r| r.view(views)),
+        "/api/v1/banks" => BanksRequest::parse(query).ok().map(|r| r.view(views)),
+        "/api/v1/currencies" => Some(ViewRef::new(views, views.currencies())),
+        "/api/v1/convert" => Some(ViewRef::list(
+            views,
+            List::Rates(crate::routes::convert::BOARDS),
+        )),
         _ => None,
     }
 }

@@ -147,6 +147,18 @@ impl ViewCache {
         })
     }
 
+    /// The kept view of `key`, if any is current, as a part of another
+    /// (a list's element: see [`crate::lists`]): neither counted as served
+    /// nor read again ahead of its age.
+    pub fn peek(&self, key: &str) -> Option<Stored> {
+        if !self.enabled() {
+            return None;
+        }
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        let kept = entries.views.get(key)?;
+        (kept.at.elapsed() < self.max_age).then(|| kept.stored.clone())
+    }
+
     /// Taken before reading a view from Redis, to keep what it reads.
     pub fn ticket(&self) -> Option<Ticket> {
         self.enabled()

@@ -1,5 +1,6 @@
-//! The views over all banks (/currencies, best rates, the all-banks lists),
-//! kept up to date board by board.
+//! The views over all banks (/currencies, best rates), kept up to date
+//! board by board. The all-banks lists are joined by the API from the
+//! banks' elements (`ratewire_api::lists`).
 //!
 //! A task of their own keeps every active bank's current board in memory
 //! ([`Boards`]). The bank-views task hands it each bank view it has just
@@ -8,10 +9,7 @@
 //! recomputes only what those touch: the best rates of the currencies on
 //! the bank's old and new board, picked from memory, with the best quotes'
 //! series (the [`SeriesCache`] reads only rows written since it last read),
-//! and the /currencies counts, also from memory. The all-banks lists are
-//! composed first, from the boards held (each bank's elements rendered
-//! once per board), and put in place as read when Redis was last checked
-//! for banks written elsewhere: every board held is at least as new.
+//! and the /currencies counts, also from memory.
 //!
 //! It used to recompute every changed currency from Postgres on the fold's
 //! one-second tick (the quotes of every bank, tens of milliseconds per
@@ -38,7 +36,7 @@ use tracing::{debug, warn};
 use crate::bank_views::Target;
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{Elements, Rendered, ViewUpdate};
+use crate::redis_views::{Rendered, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
 use ratewire_readmodel::store::{self, Version};
 use ratewire_readmodel::views::{self, BankInfo, BankView, BestEntry, Field, RateView, ViewStyle};
@@ -57,8 +55,6 @@ pub enum Work {
         target: Target,
         version: Version,
         banks: Vec<(BankId, Option<BankView>)>,
-        /// The list elements the writer rendered of the active ones.
-        elements: Vec<(BankId, Elements)>,
         currencies: Vec<CurrencyCode>,
         /// The `occurredAt` of the events behind them (for
         /// `ratewire_projector_aggregates_delay_seconds`).
@@ -107,12 +103,6 @@ impl Aggregates {
 struct Boards {
     generation: String,
     banks: BTreeMap<BankId, (Version, BankView)>,
-    /// Each bank's elements of the all-banks lists, rendered from the board
-    /// of the version beside them.
-    elements: HashMap<BankId, (Version, Elements)>,
-    /// The marks of the lists last composed (see
-    /// [`crate::redis_views::RedisViews::compose_from`]).
-    composed: HashMap<String, String>,
     /// The newest snapshot any of them was read in: what an update made
     /// of them is written as. Each bank view is read after the commit that
     /// changed it, so a later change always comes with a later version and
@@ -185,8 +175,6 @@ type Quotes = Vec<(BankInfo, RateView)>;
 struct Pending {
     target: Target,
     banks: Vec<(BankId, Version, Option<BankView>)>,
-    /// The list elements of those views, as their writer rendered them.
-    elements: HashMap<BankId, (Version, Elements)>,
     currencies: BTreeSet<CurrencyCode>,
     resync: bool,
     /// The last try failed: the next waits [`RETRY_AFTER`] for new work.
@@ -203,7 +191,6 @@ impl Pending {
         Self {
             target,
             banks: Vec::new(),
-            elements: HashMap::new(),
             currencies: BTreeSet::new(),
             resync: false,
             failed: false,
@@ -216,20 +203,10 @@ impl Pending {
             Work::Banks {
                 version,
                 banks,
-                elements,
                 currencies,
                 occurred,
                 ..
             } => {
-                for (id, rendered) in elements {
-                    if self
-                        .elements
-                        .get(&id)
-                        .is_none_or(|(held, _)| *held < version)
-                    {
-                        self.elements.insert(id, (version, rendered));
-                    }
-                }
                 let room = OCCURRED_KEPT.saturating_sub(self.occurred.len());
                 self.occurred.extend(occurred.into_iter().take(room));
                 self.banks
@@ -337,10 +314,7 @@ async fn recompute(
     let mut stage = Stage::start();
     let resync = work.resync || boards.generation != target.generation || boards.newest.is_none();
     let mut touched: BTreeSet<CurrencyCode> = work.currencies.clone();
-    // Every board held below is at least as new as Redis's view of it at
-    // `read`, so the lists composed of them stand as read then.
-    let read = if resync {
-        let (read, _) = target.views.clone().bank_versions().await?;
+    if resync {
         let (version, read_boards) = read_all(&target.pool).await?;
         // Every currency quoted before or now, and any ever known: the
         // best rates of one nobody quotes any more are removed.
@@ -349,78 +323,34 @@ async fn recompute(
         if boards.generation != target.generation {
             boards.generation.clone_from(&target.generation);
             boards.newest = None;
-            boards.elements.clear();
         }
-        // Redis may hold none of the lists (flushed, or new).
-        boards.composed.clear();
         boards.banks = read_boards;
         boards.newest = boards.newest.max(Some(version));
         for (id, version, view) in std::mem::take(&mut work.banks) {
             boards.take(id, version, view);
         }
-        read
     } else {
         for (id, version, view) in std::mem::take(&mut work.banks) {
             touched.extend(boards.take(id, version, view));
         }
-        let (read, stale) = stale_banks(boards, target).await?;
+        let stale = stale_banks(boards, target).await?;
         touched.extend(read_again(boards, target, &stale).await?);
-        read
-    };
-    // The writer's elements stand for the boards of the same version.
-    for (id, (version, rendered)) in std::mem::take(&mut work.elements) {
-        if boards
-            .banks
-            .get(&id)
-            .is_some_and(|(held, _)| *held == version)
-        {
-            boards.elements.insert(id, (version, rendered));
-        }
     }
     stage.done(if resync { "resync" } else { "catch_up" });
-    compose(boards, target, &read).await?;
-    stage.done("compose");
     write(boards, cache, target, touched, &mut stage).await?;
     // Checked after the write: a bank view written before this write and
     // missed by it is seen here, and written by the next round.
-    let behind = !stale_banks(boards, target).await?.1.is_empty();
+    let behind = !stale_banks(boards, target).await?.is_empty();
     stage.done("check");
     Ok((resync, behind))
-}
-
-/// Composes the all-banks lists of `boards` and puts them in place as read
-/// at `read`, rendering the elements of banks whose boards changed.
-async fn compose(boards: &mut Boards, target: &Target, read: &str) -> Result<()> {
-    let style = target.views.style();
-    let Boards {
-        banks,
-        elements,
-        composed,
-        ..
-    } = boards;
-    elements.retain(|id, _| banks.contains_key(id));
-    for (id, (version, view)) in banks.iter() {
-        if elements.get(id).is_none_or(|(held, _)| held != version) {
-            elements.insert(*id, (*version, Elements::render(view, style)));
-        }
-    }
-    let ordered: Vec<&Elements> = banks.keys().map(|id| &elements[id].1).collect();
-    target
-        .views
-        .clone()
-        .compose_from(read, &ordered, composed)
-        .await
 }
 
 /// The banks whose views were written since `boards` read them, by
 /// anyone, compared by each active bank's version in Redis (one round
 /// trip), with the version written.
-async fn stale_banks(
-    boards: &Boards,
-    target: &Target,
-) -> Result<(String, Vec<(BankId, Option<Version>)>)> {
+async fn stale_banks(boards: &Boards, target: &Target) -> Result<Vec<(BankId, Option<Version>)>> {
     let mut views = target.views.clone();
-    let (read, written) = views.bank_versions().await?;
+    let written = views.bank_versions().await?;
     let listed: BTreeSet<BankId> = written.iter().map(|(id, _)| *id).collect();
     let mut stale: Vec<(BankId, Option<Version>)> = written
         .into_iter()
@@ -438,7 +368,7 @@ async fn stale_banks(
             .filter(|id| !listed.contains(id))
             .map(|id| (*id, None)),
     );
-    Ok((read, stale))
+    Ok(stale)
 }
 
 /// Reads `stale` banks again (their partitions are folded elsewhere, or an
@@ -507,8 +437,7 @@ async fn write(
 
 /// Times the stages of a round, into
 /// `ratewire_projector_aggregates_stage_seconds{stage}`: `catch_up` (or
-/// `resync`: boards read again), `compose` (the changed all-banks lists
-/// joined and put in place), `render` (series read, best rates and
+/// `resync`: boards read again), `render` (series read, best rates and
 /// /currencies rendered), `write` (to Redis), `check` (for bank views
 /// written meanwhile).
 struct Stage(Instant);

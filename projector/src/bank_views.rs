@@ -13,8 +13,9 @@
 //! each write reads Postgres after the one before it reached Redis, so an
 //! older rendering never lands over a newer one. Each written view then
 //! goes to the task of the views over all banks ([`crate::aggregates`]),
-//! with the currencies whose history the fold changed, so best rates,
-//! /currencies and the all-banks lists follow it at once.
+//! with the currencies whose history the fold changed, so best rates and
+//! /currencies follow it at once. The all-banks lists are joined by the
+//! API from the elements written here.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ use tracing::{debug, info, warn};
 use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{Elements, RedisViews, ViewUpdate};
+use crate::redis_views::{RedisViews, ViewUpdate};
 
 /// Most events remembered for the visibility delay while Redis is away;
 /// beyond it the delay is known well enough from the ones kept.
@@ -244,7 +245,7 @@ async fn write_pending(pending: &mut Option<Pending>, aggregates: &Aggregates) -
 
 /// The views just written, with the currencies whose history changed and
 /// the events behind them, to the task of the views over all banks.
-fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<Written>) {
+fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) {
     let Pending {
         target,
         currencies,
@@ -253,12 +254,11 @@ fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<Written>) {
     } = written;
     let mut currencies: Vec<CurrencyCode> = currencies.into_iter().collect();
     let mut occurred = unseen;
-    for (update, elements) in updates {
+    for update in updates {
         aggregates.send(Work::Banks {
             target: target.clone(),
             version: update.version,
             banks: update.banks,
-            elements,
             currencies: std::mem::take(&mut currencies),
             occurred: std::mem::take(&mut occurred),
         });
@@ -269,18 +269,13 @@ fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<Written>) {
     }
 }
 
-/// An update written, with the list elements rendered for it.
-type Written = (ViewUpdate, Vec<(BankId, Elements)>);
-
-async fn write(pending: &mut Pending) -> Result<Vec<Written>> {
+async fn write(pending: &mut Pending) -> Result<Vec<ViewUpdate>> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
     let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
-    let mut written = Vec::with_capacity(updates.len());
-    for update in updates {
-        let elements = pending.target.views.apply(&update).await?;
-        written.push((update, elements));
+    for update in &updates {
+        pending.target.views.apply(update).await?;
     }
     debug!(
         banks = banks.len(),
@@ -288,5 +283,5 @@ async fn write(pending: &mut Pending) -> Result<Vec<Written>> {
         write_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
         "bank views refreshed"
     );
-    Ok(written)
+    Ok(updates)
 }

@@ -16,8 +16,8 @@
 //!   Redis, i.e. the freshness readers get; it includes time spent in the
 //!   log, so it grows during a backlog or a replay
 //! - `ratewire_projector_aggregates_delay_seconds` (histogram): the same,
-//!   to the views over all banks (best rates, /currencies, the all-banks
-//!   lists) written after the event's bank views
+//!   to the views over all banks (best rates, /currencies) written after
+//!   the event's bank views
 //! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
 //!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
 //! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`

@@ -31,7 +31,6 @@ pub async fn load_updates(pool: &PgPool, banks: &[BankId]) -> Result<Vec<ViewUpd
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
     let banks = store::bank_ids(pool).await?;
     let currencies = store::known_currencies(pool).await?;
-    // The bank views first: the all-banks lists are composed from them.
     for update in load_updates(pool, &banks).await? {
         views.apply(&update).await?;
     }
@@ -44,7 +43,7 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
     )
     .await?;
     views.apply(&update).await?;
-    views.compose_all().await?;
+    views.mark_built().await?;
     Ok(banks.len())
 }
 
@@ -68,8 +67,7 @@ pub async fn refresh_views(
         &mut SeriesCache::default(),
     )
     .await?;
-    views.apply(&update).await?;
-    views.compose_all().await
+    views.apply(&update).await
 }
 
 /// The `rebuild` command: the active generation's views from Postgres,

@@ -18,8 +18,9 @@ use crate::error::Result;
 
 /// The Redis key prefix of a generation's views. The schema is a hash tag:
 /// in a Redis Cluster every view of a generation is in one slot, so the
-/// scripts that write views and compose the all-banks lists can touch them
-/// together; the prefix stays in front, so a scan of it finds them.
+/// scripts that write views can touch them together, and the elements of
+/// an all-banks list are read in one pipeline; the prefix stays in front,
+/// so a scan of it finds them.
 pub fn views_prefix(redis_prefix: &str, schema: &str) -> String {
     format!("{redis_prefix}{{{schema}}}:")
 }

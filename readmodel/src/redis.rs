@@ -9,13 +9,12 @@
 //!   `00`..`11`: transactional, social links);
 //! - `P view:banks:bank:{id}:{0|1}`: one bank's /banks element (with recent
 //!   rates or not);
-//! - `P view:{rates|banks}:all:{variant}`: every active bank's elements,
-//!   comma-joined in id order: joined by a projector from elements at least
-//!   as new as Redis held at a time it read (its boards in memory, checked
-//!   against every bank's version; a rebuild reads the elements themselves),
-//!   and put in place unless a list read later is there, so concurrent
-//!   projectors (each owning some banks) never put a stale list over a newer
-//!   one (its read time is kept in `view:versions`);
+//! - the all-banks lists are not stored whole: each API instance joins
+//!   them from these elements of the active banks, in id order
+//!   (`ratewire_api::lists`); `view:{rates|banks}:all:{variant}` names a
+//!   joined list in its memory only;
+//! - `P view:built`: set by a rebuild once every view is written; absent
+//!   after a flush or on a new Redis, when the views are incomplete;
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
 //! - `P view:best:{CODE}`: the whole best-rates body of one currency;
@@ -319,7 +318,7 @@ pub async fn require_version(mut conn: Connection) -> Result<()> {
 }
 
 /// The keys of one generation's views.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
     prefix: String,
 }
@@ -378,6 +377,13 @@ impl Keys {
 
     pub fn best(&self, code: CurrencyCode) -> String {
         format!("{}view:best:{}", self.prefix, code)
+    }
+
+    /// Set once a rebuild has written every view: until then (a flush, a
+    /// new Redis) the views are incomplete, and readers render from Postgres
+    /// what Redis cannot be trusted to hold whole.
+    pub fn views_built(&self) -> String {
+        format!("{}view:built", self.prefix)
     }
 
     pub fn active_banks(&self) -> String {

@@ -94,12 +94,15 @@ async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result
             .query_async(&mut conn)
             .await
             .ok()?;
+        // The API joins the lists of the banks' elements once a rebuild
+        // has marked the views built.
         let expected = [
-            "view:currencies",
-            "view:best:USD",
-            "view:best:EUR",
-            "view:banks:all:1",
-            "view:rates:all:11",
+            "view:currencies".to_owned(),
+            "view:best:USD".to_owned(),
+            "view:best:EUR".to_owned(),
+            format!("view:banks:bank:{cbe}:1"),
+            format!("view:rates:bank:{awash}:11"),
+            "view:built".to_owned(),
         ];
         expected
             .iter()

@@ -387,6 +387,7 @@ mod tests {
             view: view.map(|v| ViewRef {
                 key: format!("{prefix}{v}"),
                 etags: format!("{prefix}etags"),
+                list: None,
             }),
             lease: 0,
             sent: Sent::detached(count_month),

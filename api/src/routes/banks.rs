@@ -13,7 +13,7 @@ use super::{cached_view, stored_list, with_etag, AcceptsGzip, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::{BanksRequest, ViewRef};
+use crate::requests::BanksRequest;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -34,7 +34,7 @@ pub async fn banks(
     let request = BanksRequest::parse(query.as_deref())?;
     let with_recent = request.with_recent;
     let read = state.read.current();
-    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let view = request.view(&read.views);
     let key = &view.key;
     let cached = match cached_view(&state, prefetched, &view).await {
         Cached::Found(stored) => return Ok(stored_list(&state, gzip, key, stored)),

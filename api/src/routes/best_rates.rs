@@ -14,7 +14,7 @@ use super::{cached_view, json_body, with_etag, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::{BestRatesRequest, Stored, ViewRef};
+use crate::requests::{BestRatesRequest, Stored};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -38,7 +38,7 @@ pub async fn best_rates(
     let request = BestRatesRequest::parse(query.as_deref())?;
     let code = request.code;
     let read = state.read.current();
-    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let view = request.view(&read.views);
     let key = &view.key;
     let cached = match cached_view(&state, prefetched, &view).await {
         Cached::Found(stored) => {

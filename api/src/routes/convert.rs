@@ -27,7 +27,7 @@ use crate::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::gate::Prefetched;
 use crate::query::{Checker, Params};
-use crate::requests::ViewRef;
+use crate::requests::{List, ViewRef};
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -344,7 +344,7 @@ fn unquoted(
 /// per change of it), else from Postgres.
 async fn boards(state: &AppState, prefetched: Prefetched) -> Result<Arc<Vec<BankView>>> {
     let read = state.read.current();
-    let view = ViewRef::new(&read.views, read.views.rates_all(BOARDS));
+    let view = ViewRef::list(&read.views, List::Rates(BOARDS));
     match cached_view(state, prefetched, &view).await {
         Cached::Found(stored) => match &stored.etag {
             Some(etag) => state.read_back.boards(etag, &stored.body),

@@ -164,12 +164,16 @@ pub fn kept_view(state: &AppState, view: &ViewRef) -> Option<Stored> {
     Some(served.stored)
 }
 
-/// `view` read from Redis, kept in this process when nothing changed
+/// `view` read from Redis (a list joined from its elements there and
+/// here: see [`crate::lists`]), kept in this process when nothing changed
 /// meanwhile (see [`crate::view_cache`]).
 async fn read_view(
     state: &AppState,
     view: &ViewRef,
 ) -> std::result::Result<Option<Stored>, crate::redis_guard::Unavailable> {
+    if let Some((list, views)) = &view.list {
+        return crate::lists::join(state, view, *list, views).await;
+    }
     let ticket = state.views.ticket();
     let stored = state
         .redis

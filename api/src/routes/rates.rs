@@ -13,7 +13,7 @@ use super::{cached_view, stored_list, with_etag, AcceptsGzip, Cached};
 use crate::auth::ApiKey;
 use crate::error::Result;
 use crate::gate::Prefetched;
-use crate::requests::{RatesRequest, ViewRef};
+use crate::requests::RatesRequest;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -42,7 +42,7 @@ pub async fn rates(
     let request = RatesRequest::parse(query.as_deref())?;
     let RatesRequest { bank_id, variant } = request;
     let read = state.read.current();
-    let view = ViewRef::new(&read.views, request.view_key(&read.views));
+    let view = request.view(&read.views);
     let key = &view.key;
     let cached = match cached_view(&state, prefetched, &view).await {
         Cached::Found(stored) => return Ok(stored_list(&state, gzip, key, stored)),
