@@ -73,6 +73,11 @@ pub async fn bank_views(
 }
 
 /// [`bank_views`], with the version of the snapshot they were read in.
+///
+/// One statement reads in one snapshot, so each board matches its bank row
+/// and the version is that snapshot's: a transaction of its own (begin,
+/// version, banks, boards, commit) was five round trips on the way of every
+/// board to its views, each a wait on a busy machine.
 pub async fn bank_views_at(
     pool: &sqlx::PgPool,
     ids: &[BankId],
@@ -81,49 +86,61 @@ pub async fn bank_views_at(
         return Ok((None, Vec::new()));
     }
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
-    // One snapshot for both reads, so each board matches its bank row.
-    let mut tx = super::begin_snapshot(pool).await?;
-    let version = Version::of(&mut tx).await?;
-    let bank_rows = sqlx::query(&format!(
-        "SELECT {BANK_COLUMNS} FROM banks b WHERE b.id = ANY($1)"
-    ))
-    .bind(&raw)
-    .fetch_all(&mut *tx)
-    .await?;
-    let rate_rows = sqlx::query(&format!(
-        "WITH latest AS (
+    // The snapshot's row stands alone when no bank is known.
+    let rows = sqlx::query(&format!(
+        "WITH snapshot AS MATERIALIZED (
+             SELECT pg_snapshot_xmax(s)::text::bigint AS snapshot_xmax,
+                    (SELECT count(*) FROM pg_snapshot_xip(s)) AS snapshot_in_progress
+             FROM pg_current_snapshot() AS s
+         ),
+         latest AS (
              SELECT w.bank_id,
                  (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id) AS as_of
              FROM unnest($1::bigint[]) AS w(bank_id)
          )
-         SELECT r.bank_id, {RATE_COLUMNS}
-         FROM latest l
-         JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
-         {PREVIOUS_JOIN}
-         ORDER BY r.bank_id, r.currency"
+         SELECT snapshot.*, v.*
+         FROM snapshot
+         LEFT JOIN LATERAL (
+             SELECT {BANK_COLUMNS}, {RATE_COLUMNS}
+             FROM latest l
+             JOIN banks b ON b.id = l.bank_id
+             LEFT JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+             {PREVIOUS_JOIN}
+         ) v ON true
+         ORDER BY v.id, v.currency"
     ))
     .bind(&raw)
-    .fetch_all(&mut *tx)
+    .fetch_all(pool)
     .await?;
-    tx.commit().await?;
-
-    let mut rates: HashMap<i64, Vec<RateView>> = HashMap::new();
-    for row in &rate_rows {
-        let bank: i64 = row.try_get("bank_id")?;
-        rates.entry(bank).or_default().push(rate_from_row(row)?);
-    }
-    let mut banks: HashMap<i64, BankView> = HashMap::with_capacity(bank_rows.len());
-    for row in &bank_rows {
-        let (bank, last_rates_updated_at) = bank_from_row(row)?;
-        let id = bank.id.get();
-        banks.insert(
-            id,
-            BankView {
-                bank,
-                last_rates_updated_at,
-                rates: rates.remove(&id).unwrap_or_default(),
-            },
-        );
+    let version = match rows.first() {
+        Some(row) => Version {
+            xmax: row.try_get("snapshot_xmax")?,
+            settled: -row.try_get::<i64, _>("snapshot_in_progress")?,
+        },
+        None => return Ok((None, Vec::new())),
+    };
+    let mut banks: HashMap<i64, BankView> = HashMap::with_capacity(ids.len());
+    for row in &rows {
+        let Some(id) = row.try_get::<Option<i64>, _>("id")? else {
+            continue;
+        };
+        if !banks.contains_key(&id) {
+            let (bank, last_rates_updated_at) = bank_from_row(row)?;
+            banks.insert(
+                id,
+                BankView {
+                    bank,
+                    last_rates_updated_at,
+                    rates: Vec::new(),
+                },
+            );
+        }
+        if row.try_get::<Option<String>, _>("currency")?.is_some() {
+            let rate = rate_from_row(row)?;
+            if let Some(view) = banks.get_mut(&id) {
+                view.rates.push(rate);
+            }
+        }
     }
     let views = ids
         .iter()
