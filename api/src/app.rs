@@ -101,6 +101,7 @@ impl Application {
             readiness: Readiness::default(),
             relay,
             views,
+            lists: Arc::default(),
             stream_slots,
             shutdown: CancellationToken::new(),
         });

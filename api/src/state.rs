@@ -72,6 +72,8 @@ pub struct Shared {
     pub relay: crate::live::Relay,
     /// Views kept in this process until the projector changes them.
     pub views: Arc<crate::view_cache::ViewCache>,
+    /// The all-banks lists being joined, one join of each at a time.
+    pub lists: Arc<crate::lists::Joins>,
     /// Live streams held per caller, across instances.
     pub stream_slots: Arc<crate::stream_slots::StreamSlots>,
     /// Cancelled when the process stops: live streams end with it (a

@@ -1,5 +1,6 @@
 //! Banks and their current boards.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -124,22 +125,19 @@ pub async fn bank_views_at(
         let Some(id) = row.try_get::<Option<i64>, _>("id")? else {
             continue;
         };
-        if !banks.contains_key(&id) {
-            let (bank, last_rates_updated_at) = bank_from_row(row)?;
-            banks.insert(
-                id,
-                BankView {
+        let view = match banks.entry(id) {
+            Entry::Occupied(held) => held.into_mut(),
+            Entry::Vacant(new) => {
+                let (bank, last_rates_updated_at) = bank_from_row(row)?;
+                new.insert(BankView {
                     bank,
                     last_rates_updated_at,
                     rates: Vec::new(),
-                },
-            );
-        }
-        if row.try_get::<Option<String>, _>("currency")?.is_some() {
-            let rate = rate_from_row(row)?;
-            if let Some(view) = banks.get_mut(&id) {
-                view.rates.push(rate);
+                })
             }
+        };
+        if row.try_get::<Option<String>, _>("currency")?.is_some() {
+            view.rates.push(rate_from_row(row)?);
         }
     }
     let views = ids
