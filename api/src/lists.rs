@@ -19,6 +19,7 @@
 //! so every instance gives the same `ETag` for the same list.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -40,10 +41,17 @@ const MOST_LOCKS: usize = 64;
 /// joins at once, each reading every element from Redis, and a stall of
 /// over 100 ms. The first joins; the others wait and take what it kept.
 #[derive(Default)]
-pub struct Joins(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+pub struct Joins(Mutex<HashMap<String, Arc<Turns>>>);
+
+/// One list's joins, one at a time, and how many were done.
+#[derive(Default)]
+struct Turns {
+    lock: tokio::sync::Mutex<()>,
+    done: AtomicU64,
+}
 
 impl Joins {
-    fn lock_of(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn turns_of(&self, key: &str) -> Arc<Turns> {
         let mut locks = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if locks.len() >= MOST_LOCKS && !locks.contains_key(key) {
             locks.clear();
@@ -63,13 +71,21 @@ pub async fn join(
     views: &Keys,
 ) -> Result<Option<Stored>, Unavailable> {
     // Waiting is only worth it when what the first join keeps can be
-    // served (the cache follows the changes stream).
-    let _turn = match state.views.ticket() {
-        Some(_) => {
-            let lock = state.lists.lock_of(&view.key);
-            let turn = lock.lock_owned().await;
-            if let Some(kept) = state.views.peek(&view.key) {
-                return Ok(Some(kept));
+    // served (the cache follows the changes stream). Only a join that
+    // ended while this one waited counts: a list read again ahead of its
+    // age (see `crate::view_cache`) is still kept, and must be joined anew.
+    let turns = state
+        .views
+        .ticket()
+        .map(|_| state.lists.turns_of(&view.key));
+    let _turn = match &turns {
+        Some(turns) => {
+            let seen = turns.done.load(Ordering::Acquire);
+            let turn = turns.lock.lock().await;
+            if turns.done.load(Ordering::Acquire) != seen {
+                if let Some(kept) = state.views.peek(&view.key) {
+                    return Ok(Some(kept));
+                }
             }
             Some(turn)
         }
@@ -140,6 +156,9 @@ pub async fn join(
     }
     let stored = joined(elements.iter().flatten());
     state.views.keep(ticket, &view.key, &stored);
+    if let Some(turns) = &turns {
+        turns.done.fetch_add(1, Ordering::AcqRel);
+    }
     Ok(Some(stored))
 }
 
