@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use ratewire_proto::BankId;
 use sqlx::{PgExecutor, Row};
 
-use super::{bank_from_row, rate_from_row, Version, BANK_COLUMNS, PREVIOUS_JOIN, RATE_COLUMNS};
+use super::{
+    bank_from_row, rate_from_row, Version, BANK_COLUMNS, BANK_FIELDS, PREVIOUS_JOIN, RATE_COLUMNS,
+    SNAPSHOT_VERSION,
+};
 use crate::error::Result;
 use crate::views::{BankInfo, BankView, RateView};
 
@@ -89,11 +92,7 @@ pub async fn bank_views_at(
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
     // The snapshot's row stands alone when no bank is known.
     let rows = sqlx::query(&format!(
-        "WITH snapshot AS MATERIALIZED (
-             SELECT pg_snapshot_xmax(s)::text::bigint AS snapshot_xmax,
-                    (SELECT count(*) FROM pg_snapshot_xip(s)) AS snapshot_in_progress
-             FROM pg_current_snapshot() AS s
-         ),
+        "WITH snapshot AS MATERIALIZED ({SNAPSHOT_VERSION}),
          latest AS (
              SELECT w.bank_id,
                  (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id) AS as_of
@@ -102,7 +101,7 @@ pub async fn bank_views_at(
          SELECT snapshot.*, v.*
          FROM snapshot
          LEFT JOIN LATERAL (
-             SELECT {BANK_COLUMNS}, {RATE_COLUMNS}
+             SELECT {BANK_FIELDS}, l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
              FROM latest l
              JOIN banks b ON b.id = l.bank_id
              LEFT JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
@@ -114,10 +113,7 @@ pub async fn bank_views_at(
     .fetch_all(pool)
     .await?;
     let version = match rows.first() {
-        Some(row) => Version {
-            xmax: row.try_get("snapshot_xmax")?,
-            settled: -row.try_get::<i64, _>("snapshot_in_progress")?,
-        },
+        Some(row) => Version::from_row(row)?,
         None => return Ok((None, Vec::new())),
     };
     let mut banks: HashMap<i64, BankView> = HashMap::with_capacity(ids.len());

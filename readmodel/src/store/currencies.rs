@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use ratewire_proto::CurrencyCode;
 use sqlx::PgExecutor;
 
-use super::{bank_from_row, rate_from_row, ACTIVE_LATEST, PREVIOUS_JOIN, RATE_COLUMNS};
+use super::{
+    bank_from_row, rate_from_row, ACTIVE_LATEST, BANK_FIELDS, PREVIOUS_JOIN, RATE_COLUMNS,
+};
 use crate::error::Result;
 use crate::views::{BankInfo, RateView};
 
@@ -68,8 +70,7 @@ pub async fn quotes_of<'e>(
         // stale statistics the planner otherwise probed every bank and
         // currency apart, or scanned every rate of a currency.
         "WITH latest AS MATERIALIZED ({ACTIVE_LATEST})
-         SELECT b.id, b.code, b.name, b.image_url, b.social_links, b.active,
-                l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
+         SELECT {BANK_FIELDS}, l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
          FROM latest l
          JOIN banks b ON b.id = l.bank_id
          JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of

@@ -22,6 +22,7 @@ pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,
 };
+use snapshot::SNAPSHOT_VERSION;
 pub use snapshot::{begin_snapshot, Version};
 
 use chrono::{DateTime, Utc};
@@ -33,9 +34,23 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::views::{BankInfo, PreviousRate, RateView};
 
+macro_rules! bank_fields {
+    () => {
+        "b.id, b.code, b.name, b.image_url, b.social_links, b.active"
+    };
+}
+
+/// A bank row's own columns (from `banks b`): with the time of its latest
+/// board as `last_rates_updated_at`, what [`bank_from_row`] reads. For a
+/// query that has that time already (its latest board joined).
+pub(super) const BANK_FIELDS: &str = bank_fields!();
+
 /// A bank row, as [`bank_from_row`] reads it (from `banks b`).
-pub(super) const BANK_COLUMNS: &str = "b.id, b.code, b.name, b.image_url, b.social_links, b.active,
-    (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS last_rates_updated_at";
+pub(super) const BANK_COLUMNS: &str = concat!(
+    bank_fields!(),
+    ",
+    (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS last_rates_updated_at"
+);
 
 pub(super) fn bank_from_row(
     row: &sqlx::postgres::PgRow,

@@ -10,7 +10,7 @@
 //! orders snapshots by what they see: a greater version sees at least as
 //! much, and two equal versions see the same transactions.
 
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::error::Result;
 
@@ -22,20 +22,25 @@ pub struct Version {
     pub settled: i64,
 }
 
+/// The version of the snapshot the statement reads in, as one row of
+/// `snapshot_xmax` and `snapshot_in_progress` ([`Version::from_row`]).
+pub(super) const SNAPSHOT_VERSION: &str =
+    "SELECT pg_snapshot_xmax(s)::text::bigint AS snapshot_xmax,
+            (SELECT count(*) FROM pg_snapshot_xip(s)) AS snapshot_in_progress
+     FROM pg_current_snapshot() AS s";
+
 impl Version {
     /// The version of the transaction snapshot `db` reads in (call it
     /// inside the REPEATABLE READ transaction whose reads it describes).
     pub async fn of(db: &mut PgConnection) -> Result<Self> {
-        let (xmax, in_progress): (i64, i64) = sqlx::query_as(
-            "SELECT pg_snapshot_xmax(s)::text::bigint,
-                    (SELECT count(*) FROM pg_snapshot_xip(s))
-             FROM pg_current_snapshot() AS s",
-        )
-        .fetch_one(db)
-        .await?;
+        Self::from_row(&sqlx::query(SNAPSHOT_VERSION).fetch_one(db).await?)
+    }
+
+    /// The version in a row read with [`SNAPSHOT_VERSION`]'s columns.
+    pub(super) fn from_row(row: &sqlx::postgres::PgRow) -> Result<Self> {
         Ok(Self {
-            xmax,
-            settled: -in_progress,
+            xmax: row.try_get("snapshot_xmax")?,
+            settled: -row.try_get::<i64, _>("snapshot_in_progress")?,
         })
     }
 }
