@@ -127,23 +127,27 @@ impl ViewCache {
         !self.max_age.is_zero() && self.live.load(Ordering::Acquire)
     }
 
-    /// The kept view of `key`, if any is current.
-    pub fn get(&self, key: &str) -> Option<Served> {
+    /// `take` of the kept view of `key`, if any is current.
+    fn current<T>(&self, key: &str, take: impl FnOnce(&Kept) -> T) -> Option<T> {
         if !self.enabled() {
             return None;
         }
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
         let kept = entries.views.get(key)?;
-        let current = kept.at.elapsed() < self.max_age;
-        if current {
+        (kept.at.elapsed() < self.max_age).then(|| take(kept))
+    }
+
+    /// The kept view of `key`, if any is current.
+    pub fn get(&self, key: &str) -> Option<Served> {
+        self.current(key, |kept| {
             crate::hot_metrics::increment(
                 "ratewire_api_views_kept_served_total",
                 [crate::hot_metrics::NONE; 2],
             );
-        }
-        current.then(|| Served {
-            stored: kept.stored.clone(),
-            read_again: kept.due(self.max_age),
+            Served {
+                stored: kept.stored.clone(),
+                read_again: kept.due(self.max_age),
+            }
         })
     }
 
@@ -151,12 +155,7 @@ impl ViewCache {
     /// (a list's element: see [`crate::lists`]): neither counted as served
     /// nor read again ahead of its age.
     pub fn peek(&self, key: &str) -> Option<Stored> {
-        if !self.enabled() {
-            return None;
-        }
-        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        let kept = entries.views.get(key)?;
-        (kept.at.elapsed() < self.max_age).then(|| kept.stored.clone())
+        self.current(key, |kept| kept.stored.clone())
     }
 
     /// Taken before reading a view from Redis, to keep what it reads.
