@@ -417,7 +417,7 @@ async fn write(
     )));
     let quotes = boards.quotes(&touched);
     let codes: Vec<CurrencyCode> = touched.into_iter().collect();
-    let mut tx = snapshot(&target.pool).await?;
+    let mut tx = store::begin_snapshot(&target.pool).await?;
     render_best(
         &mut tx,
         &target.generation,
@@ -470,15 +470,9 @@ async fn read_all(pool: &PgPool) -> Result<(Version, BTreeMap<BankId, (Version, 
     }
     let version = match newest {
         Some(version) => version,
-        None => Version::of(&mut *snapshot(pool).await?).await?,
+        None => Version::of(&mut *store::begin_snapshot(pool).await?).await?,
     };
     Ok((version, banks))
-}
-
-/// A read-only transaction reading one snapshot (the series cache relies
-/// on it).
-async fn snapshot(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    Ok(store::begin_snapshot(pool).await?)
 }
 
 /// Renders the best rates of `codes` from their `quotes` into `update`
@@ -540,7 +534,8 @@ pub async fn load(
     style: &ViewStyle,
     cache: &mut SeriesCache,
 ) -> Result<ViewUpdate> {
-    let mut tx = snapshot(pool).await?;
+    // One snapshot throughout: the series cache relies on it.
+    let mut tx = store::begin_snapshot(pool).await?;
     let mut update = ViewUpdate::at(Version::of(&mut tx).await?);
     update.currencies = Some(Rendered::new(views::currencies_response(
         &store::currency_counts(&mut *tx).await?,

@@ -8,10 +8,11 @@ use ratewire_projector::{Application, Config};
 use ratewire_service::allocator::purge_freed_memory_after;
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
-// Each round of the views over all banks builds and frees a few
-// megabytes of lists; glibc's allocator handed them back to the OS and
-// faulted them in again every round (page faults and clearing pages were
-// about a tenth of the projector's CPU under load).
+// Each round of the views over all banks builds and frees its bodies;
+// glibc's allocator handed such memory back to the OS and faulted it in
+// again every round. Measured while the rounds still composed the
+// all-banks lists (a few megabytes a round): page faults and clearing
+// pages were about a tenth of the projector's CPU under load.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -100,9 +101,10 @@ impl FilterArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Long enough that a round's list buffers are used again by the next
+    // Long enough that a round's buffers are used again by the next
     // (rounds come every 10-25 ms under load), short enough to bound what
-    // is held. Under 100 boards/s: peak resident 52 MB at 50 ms, 108 MB at
+    // is held. Measured under 100 boards/s while the rounds still composed
+    // the all-banks lists: peak resident 52 MB at 50 ms, 108 MB at
     // mimalloc's default, 40 MB at 0 ms, where composing the lists took
     // twice as long again (the pages faulted in every round).
     purge_freed_memory_after(50);

@@ -126,24 +126,6 @@ impl Rendered {
     }
 }
 
-/// One active bank's elements of the all-banks lists, each rendered once
-/// with its fingerprint: in /rates in each of [`RatesVariant::ALL`], in
-/// /banks without and with its recent boards. The API joins the lists of
-/// them (`ratewire_api::lists`).
-struct Elements {
-    rates: [Rendered; 4],
-    banks: [Rendered; 2],
-}
-
-impl Elements {
-    fn render(view: &BankView, style: &ViewStyle) -> Self {
-        Self {
-            rates: RatesVariant::ALL.map(|v| Rendered::new(rates_element(view, v, style))),
-            banks: [false, true].map(|r| Rendered::new(banks_element(view, r, style))),
-        }
-    }
-}
-
 /// What one refresh writes, read in one snapshot.
 pub struct ViewUpdate {
     /// The snapshot the views were read in: what an older one can never
@@ -242,17 +224,21 @@ impl RedisViews {
         for (id, view) in &update.banks {
             let active = format!("{}:{id}", self.keys.active_banks());
             match view.as_ref().filter(|v| v.bank.active) {
+                // The bank's elements of the all-banks lists, which the
+                // API joins (`ratewire_api::lists`): in /rates in each of
+                // its shapes, in /banks without and with recent boards.
                 Some(view) => {
-                    let elements = Elements::render(view, &self.style);
-                    for (variant, rendered) in RatesVariant::ALL.iter().zip(&elements.rates) {
+                    for variant in RatesVariant::ALL {
+                        let rendered = Rendered::new(rates_element(view, variant, &self.style));
                         write(
                             "S",
-                            self.keys.rates_bank(*id, *variant),
+                            self.keys.rates_bank(*id, variant),
                             &rendered.body,
                             &rendered.digest,
                         );
                     }
-                    for (with_recent, rendered) in [false, true].into_iter().zip(&elements.banks) {
+                    for with_recent in [false, true] {
+                        let rendered = Rendered::new(banks_element(view, with_recent, &self.style));
                         write(
                             "S",
                             self.keys.banks_bank(*id, with_recent),
