@@ -118,6 +118,40 @@ pub async fn apply_batch(
     batch: &[Incoming],
     holes: &[Hole],
 ) -> Result<BatchOutcome> {
+    match fold_batch(pool, topic, batch, holes, Runs::SetBased).await? {
+        Folded::Done(outcome) => Ok(outcome),
+        Folded::Refused => match fold_batch(pool, topic, batch, holes, Runs::OneByOne).await? {
+            Folded::Done(outcome) => Ok(outcome),
+            Folded::Refused => unreachable!("the one-by-one fold takes every run"),
+        },
+    }
+}
+
+/// How runs of boards are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// Set-based, with no savepoint of their own: a run the fast path
+    /// refuses ends the attempt, and the batch starts again one by one.
+    /// Runs are refused only for what live feeds never send (an unknown
+    /// bank, a retracted board, a database error), so the usual batch saves
+    /// the savepoint's two round trips.
+    SetBased,
+    OneByOne,
+}
+
+enum Folded {
+    Done(BatchOutcome),
+    /// The fast path refused a run; the transaction was rolled back.
+    Refused,
+}
+
+async fn fold_batch(
+    pool: &PgPool,
+    topic: &str,
+    batch: &[Incoming],
+    holes: &[Hole],
+    runs: Runs,
+) -> Result<Folded> {
     let mut outcome = BatchOutcome::default();
     let partitions: Vec<i32> = batch
         .iter()
@@ -208,65 +242,71 @@ pub async fn apply_batch(
             });
             continue;
         }
-        flush_run(&mut tx, topic, &mut run, &mut outcome).await?;
+        if !flush_run(&mut tx, topic, &mut run, &mut outcome, runs).await? {
+            tx.rollback().await?;
+            return Ok(Folded::Refused);
+        }
         apply_message(&mut tx, topic, message, &mut outcome).await?;
     }
-    flush_run(&mut tx, topic, &mut run, &mut outcome).await?;
-
-    for (partition, next_offset) in &outcome.positions {
-        sqlx::query(
-            "UPDATE consumer_offsets SET next_offset = $3, updated_at = now()
-             WHERE topic = $1 AND partition = $2",
-        )
-        .bind(topic)
-        .bind(partition)
-        .bind(next_offset)
-        .execute(&mut *tx)
-        .await?;
+    if !flush_run(&mut tx, topic, &mut run, &mut outcome, runs).await? {
+        tx.rollback().await?;
+        return Ok(Folded::Refused);
     }
+
+    let (partitions, next_offsets): (Vec<i32>, Vec<i64>) =
+        outcome.positions.iter().map(|(p, n)| (*p, *n)).unzip();
+    sqlx::query(
+        "UPDATE consumer_offsets c SET next_offset = p.next_offset, updated_at = now()
+         FROM UNNEST($2::int[], $3::bigint[]) AS p (partition, next_offset)
+         WHERE c.topic = $1 AND c.partition = p.partition",
+    )
+    .bind(topic)
+    .bind(&partitions)
+    .bind(&next_offsets)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(outcome)
+    Ok(Folded::Done(outcome))
 }
 
-/// Applies a run of board events set-based, or, when that path gives up,
-/// one by one (rolling back whatever the attempt did).
+/// Applies a run of board events set-based or one by one, as `runs` says.
+/// False when the set-based path refused the run: the transaction is then
+/// unusable (or holds a partial run) and must be rolled back.
 async fn flush_run(
     tx: &mut Transaction<'_, Postgres>,
     topic: &str,
     run: &mut Vec<boards::RunEvent<'_>>,
     outcome: &mut BatchOutcome,
-) -> Result<()> {
+    runs: Runs,
+) -> Result<bool> {
     if run.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
-    let mut fast = BatchOutcome::default();
-    let mut savepoint = tx.begin().await?;
-    match boards::apply_run(&mut savepoint, run, &mut fast).await {
-        Ok(()) => {
-            savepoint.commit().await?;
-            outcome.applied += fast.applied;
-            outcome.skipped += fast.skipped;
-            outcome.banks.extend(fast.banks);
-            outcome.currencies.extend(fast.currencies);
-            outcome.occurred.extend(fast.occurred);
-        }
-        Err(fallback) => {
-            savepoint.rollback().await?;
-            match fallback {
-                boards::Fallback::Database(e) => {
-                    debug!(error = %e, events = run.len(), "applying a run of boards one by one")
+    match runs {
+        Runs::SetBased => {
+            if let Err(fallback) = boards::apply_run(tx, run, outcome).await {
+                match fallback {
+                    boards::Fallback::Database(e) => {
+                        debug!(error = %e, events = run.len(), "a run of boards refused; the batch starts again one by one")
+                    }
+                    boards::Fallback::Unusual => {
+                        debug!(
+                            events = run.len(),
+                            "a run of boards refused; the batch starts again one by one"
+                        )
+                    }
                 }
-                boards::Fallback::Unusual => {
-                    debug!(events = run.len(), "applying a run of boards one by one")
-                }
+                return Ok(false);
             }
+        }
+        Runs::OneByOne => {
             for event in run.iter() {
                 apply_message(tx, topic, event.message, outcome).await?;
             }
         }
     }
     run.clear();
-    Ok(())
+    Ok(true)
 }
 
 async fn apply_message(

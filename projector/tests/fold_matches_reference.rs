@@ -4,8 +4,9 @@
 //!
 //! The sequences include what the log can really hold: producer retries
 //! (the same event id twice), redelivered offsets, backfilled boards older
-//! than the latest, boards re-published for the same as-of time, and banks
-//! deactivated and reactivated.
+//! than the latest, boards re-published for the same as-of time, banks
+//! deactivated and reactivated, and boards of a bank that was never
+//! registered (dead-lettered, while the boards around them are applied).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
@@ -26,6 +27,8 @@ mod common;
 use common::{board, dec, drop_database, entry, fresh_pool, messages};
 
 const TOPIC: &str = "reference";
+/// A bank no event registers: its boards break the read model's rule.
+const UNREGISTERED: i64 = 9;
 const CODES: [&str; 3] = ["USD", "EUR", "GBP"];
 
 type Values = (Decimal, Decimal, Option<Decimal>, Option<Decimal>);
@@ -47,6 +50,9 @@ impl Reference {
             return;
         }
         let bank = envelope.bank_id.get();
+        if bank == UNREGISTERED {
+            return;
+        }
         match &envelope.event {
             Event::BankRegistered(_) | Event::BankReactivated(_) => {
                 self.active.insert(bank, true);
@@ -172,7 +178,19 @@ fn random_log(seed: u64) -> Vec<Envelope> {
         let event = match rng.gen_range(0..100) {
             0..=3 => Event::BankDeactivated(BankDeactivated::default()),
             4..=9 => Event::BankReactivated(BankReactivated {}),
-            10..=15 if !published.is_empty() => {
+            10..=12 => {
+                log.push(Envelope {
+                    event_id: id,
+                    bank_id: BankId::new(UNREGISTERED).unwrap(),
+                    occurred_at: received,
+                    event: Event::BoardPublished(random_board(
+                        &mut rng,
+                        start + Duration::hours(step as i64 * 3),
+                    )),
+                });
+                continue;
+            }
+            13..=18 if !published.is_empty() => {
                 // A correction: mostly one of this bank's boards, now and
                 // then another bank's or one that never was (no-ops).
                 let (owner, board) = published[rng.gen_range(0..published.len())];
@@ -244,7 +262,7 @@ async fn check_seed(seed: u64) -> anyhow::Result<()> {
 
     // A currency's first quote: the earliest board that named it.
     let mut first_quoted: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
-    for envelope in &log {
+    for envelope in log.iter().filter(|e| e.bank_id.get() != UNREGISTERED) {
         if let Event::BoardPublished(board) = &envelope.event {
             for rate in board.rates() {
                 let first = first_quoted
@@ -263,6 +281,21 @@ async fn check_seed(seed: u64) -> anyhow::Result<()> {
         first_quoted.into_iter().collect::<Vec<_>>(),
         "seed {seed}: first quotes"
     );
+
+    // Every board of the unregistered bank, and nothing else, is refused.
+    let unregistered: BTreeSet<uuid::Uuid> = log
+        .iter()
+        .filter(|e| e.bank_id.get() == UNREGISTERED)
+        .map(|e| e.event_id)
+        .collect();
+    let refused: BTreeSet<uuid::Uuid> =
+        sqlx::query_scalar("SELECT event_id FROM dead_letters WHERE topic = $1")
+            .bind(TOPIC)
+            .fetch_all(&pool)
+            .await?
+            .into_iter()
+            .collect();
+    assert_eq!(refused, unregistered, "seed {seed}: dead letters");
 
     let mut reference = Reference::default();
     for envelope in &log {

@@ -3,8 +3,8 @@
 //! per event. It gives exactly the result of applying the events one by one
 //! in log order (the fold's reference test and the e2e replay comparisons
 //! hold it to that); anything unusual (an unknown bank, a retracted board, a
-//! database error) makes the caller roll the run back and apply it one event
-//! at a time, where dead-lettering happens.
+//! database error) makes the caller roll the batch back and apply it again
+//! one event at a time, where dead-lettering happens.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::LazyLock;
