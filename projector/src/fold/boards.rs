@@ -53,26 +53,61 @@ pub async fn apply_run(
     let ids: Vec<Uuid> = firsts.iter().map(|e| e.event_id).collect();
     let partitions: Vec<i32> = firsts.iter().map(|e| e.message.partition).collect();
     let offsets: Vec<i64> = firsts.iter().map(|e| e.message.offset).collect();
-    // New ids, and of those the ones retracted before they were applied
-    // (they stay withdrawn: see migration 0005).
-    let fresh: Vec<(Uuid, bool)> = sqlx::query_as(
+    let banks: Vec<i64> = firsts
+        .iter()
+        .map(|e| e.bank_id.get())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    // One round trip for what the run needs to know: which ids are new, and
+    // of those the ones retracted before they were applied (they stay
+    // withdrawn: see migration 0005); whether every bank is known (else the
+    // caller starts again one by one); each bank's latest as-of; and what
+    // the banks quoted before, which may change its place in best rates.
+    // The banks are those of the whole run, repeated events' too: one
+    // statement, not a second round trip for the new ones' banks (a
+    // repeated event's bank is known, and touching its currencies again
+    // only recomputes them). Only index probes: the lateral parts cannot
+    // be turned into joins that scan a table (OFFSET 0 keeps them apart),
+    // whatever plan the prepared statement settles on.
+    let (fresh, retracted, known, latest_banks, latest_times, before): (
+        Vec<Uuid>,
+        bool,
+        i64,
+        Vec<i64>,
+        Vec<DateTime<Utc>>,
+        Vec<String>,
+    ) = sqlx::query_as(
         r#"WITH new AS (
                INSERT INTO applied_events (event_id, partition, "offset")
                SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
                ON CONFLICT DO NOTHING RETURNING event_id
+           ),
+           incoming AS (SELECT DISTINCT bank_id FROM UNNEST($4::bigint[]) AS i (bank_id)),
+           latest AS MATERIALIZED (
+               SELECT i.bank_id, (SELECT max(as_of) FROM boards b WHERE b.bank_id = i.bank_id) AS as_of
+               FROM incoming i
            )
-           SELECT n.event_id, EXISTS (SELECT 1 FROM retracted_boards r WHERE r.event_id = n.event_id)
-           FROM new n"#,
+           SELECT ARRAY(SELECT event_id FROM new),
+                  EXISTS (SELECT 1 FROM new n JOIN retracted_boards r ON r.event_id = n.event_id),
+                  (SELECT count(*) FROM incoming i WHERE EXISTS (SELECT 1 FROM banks WHERE id = i.bank_id)),
+                  ARRAY(SELECT bank_id FROM latest WHERE as_of IS NOT NULL),
+                  ARRAY(SELECT as_of FROM latest WHERE as_of IS NOT NULL),
+                  ARRAY(SELECT DISTINCT r.currency::text FROM latest l
+                        CROSS JOIN LATERAL (SELECT currency FROM rates r
+                                            WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
+                                            OFFSET 0) r)"#,
     )
     .bind(&ids)
     .bind(&partitions)
     .bind(&offsets)
-    .fetch_all(&mut *db)
+    .bind(&banks)
+    .fetch_one(&mut *db)
     .await?;
-    let new: HashSet<Uuid> = fresh.iter().map(|(id, _)| *id).collect();
-    if fresh.iter().any(|(_, retracted)| *retracted) {
+    if retracted || known != banks.len() as i64 {
         return Err(Fallback::Unusual);
     }
+    let new: HashSet<Uuid> = fresh.into_iter().collect();
     let events: Vec<&RunEvent<'_>> = firsts
         .into_iter()
         .filter(|e| new.contains(&e.event_id))
@@ -81,13 +116,6 @@ pub async fn apply_run(
     if events.is_empty() {
         return Ok(());
     }
-
-    let banks: Vec<i64> = events
-        .iter()
-        .map(|e| e.bank_id.get())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
 
     // A board re-published for the same as-of replaces the earlier one: the
     // last of the run wins, and any stored one goes.
@@ -99,37 +127,6 @@ pub async fn apply_run(
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
 
-    // One round trip for what the run needs to know: whether every bank is
-    // known (else the caller rolls this back), each bank's latest as-of, and
-    // what the banks quoted before, which may change its place in best
-    // rates. Only index probes: the lateral parts cannot be turned into
-    // joins that scan a table (OFFSET 0 keeps them apart), whatever plan
-    // the prepared statement settles on.
-    let (known, latest_banks, latest_times, before): (
-        i64,
-        Vec<i64>,
-        Vec<DateTime<Utc>>,
-        Vec<String>,
-    ) = sqlx::query_as(
-        "WITH incoming AS (SELECT DISTINCT bank_id FROM UNNEST($1::bigint[]) AS i (bank_id)),
-         latest AS MATERIALIZED (
-             SELECT i.bank_id, (SELECT max(as_of) FROM boards b WHERE b.bank_id = i.bank_id) AS as_of
-             FROM incoming i
-         )
-         SELECT (SELECT count(*) FROM incoming i WHERE EXISTS (SELECT 1 FROM banks WHERE id = i.bank_id)),
-                ARRAY(SELECT bank_id FROM latest WHERE as_of IS NOT NULL),
-                ARRAY(SELECT as_of FROM latest WHERE as_of IS NOT NULL),
-                ARRAY(SELECT DISTINCT r.currency::text FROM latest l
-                      CROSS JOIN LATERAL (SELECT currency FROM rates r
-                                          WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
-                                          OFFSET 0) r)",
-    )
-    .bind(&banks)
-    .fetch_one(&mut *db)
-    .await?;
-    if known != banks.len() as i64 {
-        return Err(Fallback::Unusual);
-    }
     outcome.currencies.extend(
         before
             .iter()
