@@ -47,7 +47,9 @@ impl Database {
     }
 
     async fn publish(&self, bank: i64, at: DateTime<Utc>, buying: i64) -> anyhow::Result<()> {
-        sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")
+        sqlx::query(
+            "INSERT INTO boards (bank_id, as_of, event_id, currencies) VALUES ($1, $2, $3, '{USD}')",
+        )
             .bind(bank)
             .bind(at)
             .bind(uuid::Uuid::new_v4())

@@ -67,17 +67,17 @@ pub async fn apply_run(
     // The banks are those of the whole run, repeated events' too: one
     // statement, not a second round trip for the new ones' banks (a
     // repeated event's bank is known, and touching its currencies again
-    // only recomputes them). Only index probes: the lateral parts cannot
-    // be turned into joins that scan a table (OFFSET 0 keeps them apart),
-    // whatever plan the prepared statement settles on.
-    let (fresh, retracted, known, latest_banks, latest_times, before): (
-        Vec<Uuid>,
-        bool,
-        i64,
-        Vec<i64>,
-        Vec<DateTime<Utc>>,
-        Vec<String>,
-    ) = sqlx::query_as(
+    // only recomputes them). Only index probes: each bank's latest board is
+    // the first entry of its range of the boards' key, which holds what it
+    // quoted.
+    let RunFacts {
+        fresh,
+        retracted,
+        known,
+        latest_banks,
+        latest_times,
+        before,
+    } = sqlx::query_as(
         r#"WITH new AS (
                INSERT INTO applied_events (event_id, partition, "offset")
                SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
@@ -85,18 +85,17 @@ pub async fn apply_run(
            ),
            incoming AS (SELECT DISTINCT bank_id FROM UNNEST($4::bigint[]) AS i (bank_id)),
            latest AS MATERIALIZED (
-               SELECT i.bank_id, (SELECT max(as_of) FROM boards b WHERE b.bank_id = i.bank_id) AS as_of
-               FROM incoming i
+               SELECT l.bank_id, l.as_of, l.currencies FROM incoming i
+               CROSS JOIN LATERAL (SELECT bank_id, as_of, currencies FROM boards b
+                                   WHERE b.bank_id = i.bank_id
+                                   ORDER BY as_of DESC LIMIT 1) l
            )
-           SELECT ARRAY(SELECT event_id FROM new),
-                  EXISTS (SELECT 1 FROM new n JOIN retracted_boards r ON r.event_id = n.event_id),
-                  (SELECT count(*) FROM incoming i WHERE EXISTS (SELECT 1 FROM banks WHERE id = i.bank_id)),
-                  ARRAY(SELECT bank_id FROM latest WHERE as_of IS NOT NULL),
-                  ARRAY(SELECT as_of FROM latest WHERE as_of IS NOT NULL),
-                  ARRAY(SELECT DISTINCT r.currency::text FROM latest l
-                        CROSS JOIN LATERAL (SELECT currency FROM rates r
-                                            WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
-                                            OFFSET 0) r)"#,
+           SELECT ARRAY(SELECT event_id FROM new) AS fresh,
+                  EXISTS (SELECT 1 FROM new n JOIN retracted_boards r ON r.event_id = n.event_id) AS retracted,
+                  (SELECT count(*) FROM incoming i WHERE EXISTS (SELECT 1 FROM banks WHERE id = i.bank_id)) AS known,
+                  ARRAY(SELECT bank_id FROM latest) AS latest_banks,
+                  ARRAY(SELECT as_of FROM latest) AS latest_times,
+                  ARRAY(SELECT DISTINCT unnest(currencies)::text FROM latest) AS before"#,
     )
     .bind(&ids)
     .bind(&partitions)
@@ -126,6 +125,19 @@ pub async fn apply_run(
     let board_banks: Vec<i64> = kept.keys().map(|(b, _)| *b).collect();
     let board_times: Vec<DateTime<Utc>> = kept.keys().map(|(_, t)| *t).collect();
     let board_ids: Vec<Uuid> = kept.values().map(|e| e.event_id).collect();
+    // Each board's currencies, comma-joined (a run's boards may quote
+    // different numbers of them, which an array of arrays cannot hold).
+    let board_currencies: Vec<String> = kept
+        .values()
+        .map(|e| {
+            e.board
+                .rates()
+                .iter()
+                .map(|r| r.currency().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
 
     outcome.currencies.extend(
         before
@@ -203,6 +215,7 @@ pub async fn apply_run(
         .bind(&board_banks)
         .bind(&board_times)
         .bind(&board_ids)
+        .bind(&board_currencies)
         .bind(&codes)
         .bind(&names)
         .bind(&firsts)
@@ -227,18 +240,35 @@ pub async fn apply_run(
     Ok(())
 }
 
+/// What a run's first statement learns (see [`apply_run`]).
+#[derive(sqlx::FromRow)]
+struct RunFacts {
+    /// The run's event ids not applied before.
+    fresh: Vec<Uuid>,
+    /// Whether any of those was retracted before it was applied.
+    retracted: bool,
+    /// How many of the run's banks are registered.
+    known: i64,
+    /// Each bank's latest stored board, as (bank, as-of) pairs.
+    latest_banks: Vec<i64>,
+    latest_times: Vec<DateTime<Utc>>,
+    /// The currencies on those boards.
+    before: Vec<String>,
+}
+
 /// The boards, their currencies and rates of a run, in one statement.
 static RUN_INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH new_boards AS (
-             INSERT INTO boards (bank_id, as_of, event_id)
-             SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[])
+             INSERT INTO boards (bank_id, as_of, event_id, currencies)
+             SELECT b, t, id, string_to_array(c, ',')::char(3)[]
+             FROM UNNEST($1::bigint[], $2::timestamptz[], $3::uuid[], $4::text[]) AS n (b, t, id, c)
          ), new_currencies AS ({})
          INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
                             transactional_buying, transactional_selling)
-         SELECT * FROM UNNEST($7::bigint[], $8::timestamptz[], $9::text[], $10::numeric[],
-                              $11::numeric[], $12::numeric[], $13::numeric[])",
-        currencies_first_quoted(4)
+         SELECT * FROM UNNEST($8::bigint[], $9::timestamptz[], $10::text[], $11::numeric[],
+                              $12::numeric[], $13::numeric[], $14::numeric[])",
+        currencies_first_quoted(5)
     )
 });
 

@@ -49,11 +49,14 @@ impl From<sqlx::Error> for Rejection {
 ///   history behind the newest row, which readers of "the rows after the
 ///   newest I saw" (the best-rates series cache) would otherwise never see.
 ///
-/// Every part reads the table as it was before the statement. The deletes
-/// name both key columns with `= ANY` so that they stay index scans in the
-/// generic plan of the prepared statement (a join against the unnested
-/// pairs became a scan of every board once Postgres stopped planning each
-/// execution, and grew with the history).
+/// Every part reads the table as it was before the statement. The boards'
+/// delete names both key columns with `= ANY` so that it stays an index
+/// scan in the generic plan of the prepared statement (a join against the
+/// unnested pairs became a scan of every board once Postgres stopped
+/// planning each execution, and grew with the history); their rates are
+/// found by the rates' key from the currencies each deleted board held
+/// (OFFSET 0 keeps those probes from becoming a join), and deleted by row
+/// address.
 pub(super) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
         SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[]) AS i (bank_id, as_of)
     ), rewrites AS (
@@ -61,14 +64,19 @@ pub(super) const CLEAR_FOR_BOARDS: &str = "WITH incoming AS (
         FROM (SELECT bank_id, min(as_of) AS earliest FROM incoming GROUP BY bank_id) i
         WHERE b.id = i.bank_id
           AND i.earliest <= (SELECT max(as_of) FROM boards WHERE bank_id = i.bank_id)
-    ), old_rates AS (
-        DELETE FROM rates t
-        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
-          AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
     ), old_boards AS (
         DELETE FROM boards t
         WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
           AND (t.bank_id, t.as_of) IN (SELECT bank_id, as_of FROM incoming)
+        RETURNING t.bank_id, t.as_of, t.currencies
+    ), old_rates AS (
+        DELETE FROM rates t
+        WHERE t.ctid = ANY (ARRAY(
+            SELECT r.ctid FROM old_boards o
+            CROSS JOIN LATERAL (SELECT ctid FROM rates r
+                                WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
+                                  AND r.as_of = o.as_of
+                                OFFSET 0) r))
     )";
 
 /// Records currencies as quoted: codes, names and board as-ofs in the
@@ -99,8 +107,8 @@ static CURRENCIES_FIRST_QUOTED: std::sync::LazyLock<String> =
 /// The currencies on the bank's latest board.
 async fn latest_currencies(db: &mut PgConnection, bank: i64) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT currency FROM rates
-         WHERE bank_id = $1 AND as_of = (SELECT max(as_of) FROM boards WHERE bank_id = $1)",
+        "SELECT unnest(currencies)::text FROM
+             (SELECT currencies FROM boards WHERE bank_id = $1 ORDER BY as_of DESC LIMIT 1) l",
     )
     .bind(bank)
     .fetch_all(db)
@@ -220,14 +228,18 @@ pub(super) async fn apply_event(
                 .bind([board.as_of()])
                 .execute(&mut *db)
                 .await?;
-            sqlx::query("INSERT INTO boards (bank_id, as_of, event_id) VALUES ($1, $2, $3)")
-                .bind(bank)
-                .bind(board.as_of())
-                .bind(envelope.event_id)
-                .execute(&mut *db)
-                .await?;
             let rates = board.rates();
             let currencies: Vec<String> = rates.iter().map(|r| r.currency().to_string()).collect();
+            sqlx::query(
+                "INSERT INTO boards (bank_id, as_of, event_id, currencies)
+                 VALUES ($1, $2, $3, $4::text[]::char(3)[])",
+            )
+            .bind(bank)
+            .bind(board.as_of())
+            .bind(envelope.event_id)
+            .bind(&currencies)
+            .execute(&mut *db)
+            .await?;
             let names: Vec<String> = rates.iter().map(|r| r.currency().name()).collect();
             let firsts = vec![board.as_of(); currencies.len()];
             sqlx::query(&CURRENCIES_FIRST_QUOTED)
@@ -307,18 +319,16 @@ async fn retract(
     // Its currencies may lose or change their best rates; so may those of
     // the board in force again.
     let withdrawn: Vec<String> = sqlx::query_scalar(
-        "WITH gone AS (DELETE FROM rates WHERE bank_id = $1 AND as_of = $2 RETURNING currency)
+        "WITH board AS (DELETE FROM boards WHERE bank_id = $1 AND as_of = $2 RETURNING currencies),
+         gone AS (DELETE FROM rates WHERE bank_id = $1 AND as_of = $2
+                  AND currency = ANY ((SELECT currencies FROM board)::char(3)[])
+                  RETURNING currency)
          SELECT currency::text FROM gone",
     )
     .bind(bank)
     .bind(as_of)
     .fetch_all(&mut *db)
     .await?;
-    sqlx::query("DELETE FROM boards WHERE bank_id = $1 AND as_of = $2")
-        .bind(bank)
-        .bind(as_of)
-        .execute(&mut *db)
-        .await?;
     // History changed behind the newest row (see migration 0003).
     sqlx::query("UPDATE banks SET history_rev = history_rev + 1 WHERE id = $1")
         .bind(bank)

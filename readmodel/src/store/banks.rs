@@ -43,13 +43,16 @@ pub async fn bank_ids<'e>(db: impl PgExecutor<'e>) -> Result<Vec<BankId>> {
 pub async fn latest_board<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Vec<RateView>> {
     let rows = sqlx::query(&format!(
         "WITH latest AS (
-             SELECT as_of FROM boards WHERE bank_id = $1 ORDER BY as_of DESC LIMIT 1
+             SELECT as_of, currencies FROM boards WHERE bank_id = $1 ORDER BY as_of DESC LIMIT 1
          )
          SELECT {RATE_COLUMNS}
-         FROM rates r
-         JOIN latest l ON r.as_of = l.as_of
+         FROM latest l
+         CROSS JOIN LATERAL (
+             SELECT * FROM rates r
+             WHERE r.bank_id = $1 AND r.currency = ANY (l.currencies) AND r.as_of = l.as_of
+             OFFSET 0
+         ) r
          {PREVIOUS_JOIN}
-         WHERE r.bank_id = $1
          ORDER BY r.currency"
     ))
     .bind(id.get())
@@ -94,9 +97,10 @@ pub async fn bank_views_at(
     let rows = sqlx::query(&format!(
         "WITH snapshot AS MATERIALIZED ({SNAPSHOT_VERSION}),
          latest AS (
-             SELECT w.bank_id,
-                 (SELECT max(as_of) FROM boards WHERE bank_id = w.bank_id) AS as_of
+             SELECT w.bank_id, l.as_of, l.currencies
              FROM unnest($1::bigint[]) AS w(bank_id)
+             LEFT JOIN LATERAL (SELECT as_of, currencies FROM boards
+                                WHERE bank_id = w.bank_id ORDER BY as_of DESC LIMIT 1) l ON true
          )
          SELECT snapshot.*, v.*
          FROM snapshot
@@ -104,7 +108,12 @@ pub async fn bank_views_at(
              SELECT {BANK_FIELDS}, l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
              FROM latest l
              JOIN banks b ON b.id = l.bank_id
-             LEFT JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
+             LEFT JOIN LATERAL (
+                 SELECT * FROM rates r
+                 WHERE r.bank_id = l.bank_id AND r.currency = ANY (l.currencies)
+                   AND r.as_of = l.as_of
+                 OFFSET 0
+             ) r ON true
              {PREVIOUS_JOIN}
          ) v ON true
          ORDER BY v.id, v.currency"

@@ -16,9 +16,8 @@ use crate::views::{BankInfo, RateView};
 pub async fn currency_counts<'e>(db: impl PgExecutor<'e>) -> Result<Vec<(CurrencyCode, i64)>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
         "WITH latest AS ({ACTIVE_LATEST})
-         SELECT r.currency, count(*) FROM rates r
-         JOIN latest l ON r.bank_id = l.bank_id AND r.as_of = l.as_of
-         GROUP BY r.currency"
+         SELECT c.currency::text, count(*) FROM latest l, unnest(l.currencies) AS c (currency)
+         GROUP BY c.currency"
     ))
     .fetch_all(db)
     .await?;
@@ -64,17 +63,20 @@ pub async fn quotes_of<'e>(
 ) -> Result<HashMap<CurrencyCode, Vec<(BankInfo, RateView)>>> {
     let codes: Vec<&str> = codes.iter().map(CurrencyCode::as_str).collect();
     let rows = sqlx::query(&format!(
-        // Each bank's latest as-of once (MATERIALIZED: inlined, it was
-        // computed again for every output row), then that board's rates in
-        // one range of the (bank, as-of) index per bank: from missing or
-        // stale statistics the planner otherwise probed every bank and
-        // currency apart, or scanned every rate of a currency.
+        // Each bank's latest board once (MATERIALIZED: inlined, it was
+        // computed again for every output row), then the rates' key probed
+        // for the asked currencies that board quotes; from missing or stale
+        // statistics the planner otherwise scanned every rate of a currency.
         "WITH latest AS MATERIALIZED ({ACTIVE_LATEST})
          SELECT {BANK_FIELDS}, l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
          FROM latest l
          JOIN banks b ON b.id = l.bank_id
-         JOIN rates r ON r.bank_id = l.bank_id AND r.as_of = l.as_of
-                     AND r.currency = ANY($1::text[]::bpchar[])
+         CROSS JOIN LATERAL (
+             SELECT * FROM rates r
+             WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
+               AND r.currency = ANY (l.currencies) AND r.currency = ANY ($1::text[]::bpchar[])
+             OFFSET 0
+         ) r
          {PREVIOUS_JOIN}
          ORDER BY b.id"
     ))

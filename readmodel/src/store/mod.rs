@@ -106,7 +106,12 @@ pub(super) fn rate_from_row(row: &sqlx::postgres::PgRow) -> Result<RateView> {
     })
 }
 
-/// The latest board of every active bank, as a reusable SQL fragment.
-pub(super) const ACTIVE_LATEST: &str = "SELECT b.id AS bank_id,
-        (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS as_of
-    FROM banks b WHERE b.active";
+/// The latest board of every active bank that has one (`bank_id`, `as_of`
+/// and the `currencies` it quotes), as a reusable SQL fragment. A board's
+/// rates are found by the rates' key: `r.bank_id = l.bank_id AND
+/// r.currency = ANY (l.currencies) AND r.as_of = l.as_of`.
+pub(super) const ACTIVE_LATEST: &str = "SELECT l.bank_id, l.as_of, l.currencies
+    FROM banks b
+    CROSS JOIN LATERAL (SELECT bank_id, as_of, currencies FROM boards
+                        WHERE bank_id = b.id ORDER BY as_of DESC LIMIT 1) l
+    WHERE b.active";
