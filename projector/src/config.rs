@@ -49,9 +49,18 @@ pub struct Config {
     /// over at once.
     #[arg(long, env = "RATEWIRE_PROJECTOR_LEASE_SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(3..=300))]
     pub lease_secs: u64,
-    /// Most messages applied in one Postgres transaction.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// Most messages applied in one batch (one Postgres transaction per
+    /// lane). Larger batches spread over more partitions, so more lanes
+    /// work at once on a backlog: 5000 folded about 22% more rate entries a
+    /// second than 1000 (docs/benchmarks.md, run 39).
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max: u32,
+    /// Most payload bytes in one batch (a batch always takes at least one
+    /// message): what bounds its memory, since a board can be up to
+    /// ingest's body limit. A batch in flight takes about six times its
+    /// payload.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(65_536..=1 << 30))]
+    pub batch_bytes: u64,
     /// Most transactions a batch is applied in at once, each over its own
     /// partitions (a bank's events stay in order in its partition's
     /// transaction). More lanes fold a backlog faster while Postgres has

@@ -209,8 +209,7 @@ impl FoldLoop {
             shutdown.clone(),
         ));
 
-        let max = self.config.batch_max as usize;
-        let wait = self.config.batch_wait();
+        let limits = consumer::BatchLimits::of(&self.config);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         // A long batch must not be followed by a burst of missed ticks.
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -221,7 +220,7 @@ impl FoldLoop {
         // read again from its stored position, and a hole is proven only by
         // messages of one read (see `holes`).
         let receive = |consumer: Arc<StreamConsumer>| async move {
-            consumer::next_batch(&consumer, max, wait).await
+            consumer::next_batch(&consumer, limits).await
         };
         let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
         let doorbell = self.doorbell.clone();

@@ -212,9 +212,9 @@ impl Lane {
                 .collect(),
         );
         let mut dead_lettered = 0;
-        let (max, wait) = (config.batch_max as usize, config.batch_wait());
+        let limits = consumer::BatchLimits::of(config);
         let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
-            consumer::next_batch(&kafka, max, wait).await
+            consumer::next_batch(&kafka, limits).await
         };
         let mut next = Box::pin(receive(Arc::clone(&kafka)));
         loop {
