@@ -59,7 +59,7 @@ pub struct Config {
     /// message): what bounds its memory, since a board can be up to
     /// ingest's body limit. A batch in flight takes about six times its
     /// payload.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(65_536..=1 << 30))]
+    #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
     pub batch_bytes: u64,
     /// Most transactions a batch is applied in at once, each over its own
     /// partitions (a bank's events stay in order in its partition's

@@ -269,3 +269,72 @@ async fn while_a_killed_projector_catches_up_history_is_never_behind_rates() -> 
     stack.wait_applied(2 + 2 * DAYS, CAUGHT_UP_WITHIN).await?;
     Ok(())
 }
+
+/// A batch stops at `RATEWIRE_PROJECTOR_BATCH_BYTES` of payload, whatever
+/// its count: a backlog is folded in many small batches, every board in
+/// its bank's order, and nothing is left behind.
+#[tokio::test]
+async fn a_backlog_is_folded_in_batches_bounded_by_their_bytes() -> anyhow::Result<()> {
+    const DAYS: i64 = 60;
+    // At most about seven of these boards' messages (150-200 bytes each)
+    // to a batch.
+    let mut stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_BATCH_BYTES", "1024")]).await?;
+    let key = stack.api_key("bytes").await?;
+    let banks = banks(&stack, 2).await?;
+    let today = chrono::Utc::now().date_naive();
+    push_days(&stack, &banks, today, DAYS, 0..1).await?;
+    stack.wait_applied(2 + 2, CAUGHT_UP_WITHIN).await?;
+    let batches_before = batches(&stack).await?;
+    stack.kill("ratewire-projector")?;
+    push_days(&stack, &banks, today, DAYS, 1..DAYS).await?;
+    stack.start_process("ratewire-projector")?;
+    stack.wait_applied(2 + 2 * DAYS, CAUGHT_UP_WITHIN).await?;
+
+    for (bank, _) in &banks {
+        stack
+            .wait_served(
+                "the last board",
+                *bank,
+                &key,
+                &format!(r#""cashBuying":{}"#, 1000 + DAYS - 1),
+            )
+            .await?;
+        for day in [0, DAYS / 2, DAYS - 2] {
+            let (status, history) = stack
+                .get(
+                    &format!(
+                        "/api/v1/history?bankId={bank}&date={}",
+                        day_of(today, DAYS, day)
+                    ),
+                    Some(&key),
+                )
+                .await?;
+            assert_eq!(
+                (status, history["data"]["cashBuying"].as_i64()),
+                (200, Some(1000 + day)),
+                "bank {bank}, board {day}'s day"
+            );
+        }
+    }
+    // The restarted projector counts from zero: its batches alone.
+    let batches = batches(&stack).await?;
+    assert!(
+        batches >= (2 * (DAYS - 1) / 8) as u64,
+        "{} boards folded in {batches} batches (before the restart: {batches_before})",
+        2 * (DAYS - 1)
+    );
+    Ok(())
+}
+
+/// Batches the running projector has applied.
+async fn batches(stack: &Stack) -> anyhow::Result<u64> {
+    let text = stack
+        .text_at(&format!("{}/metrics", stack.projector_url))
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the projector's metrics did not answer"))?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("ratewire_projector_batch_seconds_count "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as u64)
+}
