@@ -65,7 +65,7 @@ pub async fn quotes_of<'e>(
     let rows = sqlx::query(&format!(
         // Each bank's latest board once (MATERIALIZED: inlined, it was
         // computed again for every output row), then the rates' key probed
-        // for the asked currencies that board quotes; from missing or stale
+        // for the asked currencies on that board; from missing or stale
         // statistics the planner otherwise scanned every rate of a currency.
         "WITH latest AS MATERIALIZED ({ACTIVE_LATEST})
          SELECT {BANK_FIELDS}, l.as_of AS last_rates_updated_at, {RATE_COLUMNS}
@@ -74,7 +74,7 @@ pub async fn quotes_of<'e>(
          CROSS JOIN LATERAL (
              SELECT * FROM rates r
              WHERE r.bank_id = l.bank_id AND r.as_of = l.as_of
-               AND r.currency = ANY (l.currencies) AND r.currency = ANY ($1::text[]::bpchar[])
+               AND r.currency = ANY ($1::text[]::bpchar[])
              OFFSET 0
          ) r
          {PREVIOUS_JOIN}
