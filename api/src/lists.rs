@@ -76,8 +76,8 @@ pub async fn join(
     // age (see `crate::view_cache`) is still kept, and must be joined anew.
     let turns = state
         .views
-        .ticket()
-        .map(|_| state.lists.turns_of(&view.key));
+        .enabled()
+        .then(|| state.lists.turns_of(&view.key));
     let _turn = match &turns {
         Some(turns) => {
             let seen = turns.done.load(Ordering::Acquire);

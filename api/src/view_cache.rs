@@ -123,7 +123,9 @@ impl ViewCache {
         }
     }
 
-    fn enabled(&self) -> bool {
+    /// Whether views are kept: a maximum age is set and the changes
+    /// stream is followed.
+    pub fn enabled(&self) -> bool {
         !self.max_age.is_zero() && self.live.load(Ordering::Acquire)
     }
 
