@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 use rand::Rng;
-use ratewire_e2e::{eventually, free_port, Stack, POSTGRES_PROXY};
+use ratewire_e2e::{eventually, free_port, sample, Stack, POSTGRES_PROXY};
 
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(90);
 
@@ -332,9 +332,5 @@ async fn batches(stack: &Stack) -> anyhow::Result<u64> {
         .text_at(&format!("{}/metrics", stack.projector_url))
         .await
         .ok_or_else(|| anyhow::anyhow!("the projector's metrics did not answer"))?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("ratewire_projector_batch_seconds_count "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64)
+    Ok(sample(&text, "ratewire_projector_batch_seconds_count") as u64)
 }
