@@ -9,8 +9,12 @@
 //! `RATEWIRE_PROJECTOR_PARTITIONS`; the row lock on each partition's offset
 //! (see `fold`) keeps an overlap from applying anything twice.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::MaybeDone;
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
@@ -168,15 +172,38 @@ pub async fn next_batch(consumer: &StreamConsumer, limits: BatchLimits) -> Resul
     Ok(batch)
 }
 
+/// Runs `work` to its end while the receive `next` goes on beside it (and
+/// keeps what it received once done): the next batch is read and decoded
+/// while Postgres writes this one, instead of after it.
+pub async fn alongside<T, F: Future>(
+    work: impl Future<Output = T>,
+    next: &mut Pin<Box<MaybeDone<F>>>,
+) -> T {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut work => return done,
+            () = &mut *next, if !matches!(**next, MaybeDone::Done(_)) => {}
+        }
+    }
+}
+
+/// The message, decoded now: the next batch is received while the one
+/// before is written ([`alongside`]), so decoding here keeps that work out
+/// of the lanes, which then only write.
 fn incoming(message: &impl Message) -> Incoming {
-    Incoming {
+    let incoming = Incoming {
         partition: message.partition(),
         offset: message.offset(),
-        payload: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+        payload: message.payload().unwrap_or_default().into(),
         key: message.key().map(<[u8]>::to_vec),
         timestamp: message
             .timestamp()
             .to_millis()
             .and_then(chrono::DateTime::from_timestamp_millis),
-    }
+        decoded: Default::default(),
+    };
+    let _ = incoming.decode();
+    incoming
 }

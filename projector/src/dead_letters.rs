@@ -254,12 +254,14 @@ async fn redrive_one(
         offset: row.try_get("offset")?,
         payload: row
             .try_get::<Option<Vec<u8>>, _>("payload")?
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into(),
         key: match key {
             None if legacy => keyed_as_its_bank(&row.try_get::<Option<Vec<u8>>, _>("payload")?),
             key => key,
         },
         timestamp: row.try_get("message_time")?,
+        decoded: Default::default(),
     };
     let mut outcome = BatchOutcome::default();
     let (resolution, name) = if superseded(&mut tx, &message).await? {

@@ -12,6 +12,7 @@
 //! applies any event one at a time (the reference the fast path matches).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{
@@ -38,11 +39,16 @@ pub use positions::{move_position, positions};
 pub struct Incoming {
     pub partition: i32,
     pub offset: i64,
-    pub payload: Vec<u8>,
+    /// Shared by the message's clones (a lane takes a copy of each message).
+    pub payload: Arc<[u8]>,
     /// The partitioning key (a bank's id, by the contract).
     pub key: Option<Vec<u8>>,
     /// When the broker says it was produced or appended.
     pub timestamp: Option<DateTime<Utc>>,
+    /// What [`Incoming::decode`] found, kept for the message's clones:
+    /// the consumer decodes a batch as it receives it, while the batch
+    /// before is still being written, so the lanes only write.
+    pub decoded: Arc<OnceLock<Result<Decoded, DecodeError>>>,
 }
 
 impl Incoming {
@@ -51,18 +57,22 @@ impl Incoming {
         Self {
             partition,
             offset,
-            payload,
+            payload: payload.into(),
             key: Some(ratewire_proto::partition_key(bank).into_bytes()),
             timestamp: None,
+            decoded: Arc::default(),
         }
     }
 
-    /// Decodes the message by every rule of the contract.
-    pub fn decode(&self) -> Result<Decoded, DecodeError> {
-        decode_message(Message {
-            key: self.key.as_deref(),
-            payload: &self.payload,
-            timestamp: self.timestamp,
+    /// Decodes the message by every rule of the contract (once; its clones
+    /// share the result).
+    pub fn decode(&self) -> &Result<Decoded, DecodeError> {
+        self.decoded.get_or_init(|| {
+            decode_message(Message {
+                key: self.key.as_deref(),
+                payload: &self.payload,
+                timestamp: self.timestamp,
+            })
         })
     }
 }
@@ -234,9 +244,9 @@ async fn fold_batch(
         })) = message.decode()
         {
             run.push(boards::RunEvent {
-                event_id,
-                bank_id,
-                occurred_at,
+                event_id: *event_id,
+                bank_id: *bank_id,
+                occurred_at: *occurred_at,
                 board,
                 message,
             });
@@ -361,10 +371,10 @@ pub async fn try_message(
             return Ok(Attempt::Refused(Refused::new(
                 UNSUPPORTED_VERSION,
                 error,
-                Some(event_id),
+                Some(*event_id),
             )));
         }
-        Err(e) => return Ok(Attempt::Refused(Refused::from(&e))),
+        Err(e) => return Ok(Attempt::Refused(Refused::from(e))),
     };
 
     let mut savepoint = tx.begin().await?;
@@ -372,7 +382,7 @@ pub async fn try_message(
         Attempt::Refused(Refused::new(rule, reason, Some(envelope.event_id)))
     };
     let attempt =
-        match apply_event(&mut savepoint, &envelope, message, &mut outcome.currencies).await {
+        match apply_event(&mut savepoint, envelope, message, &mut outcome.currencies).await {
             Ok(Applied::Yes) => {
                 savepoint.commit().await?;
                 outcome.applied += 1;
@@ -471,7 +481,7 @@ async fn dead_letter(
     .bind(message.offset)
     .bind(refused.event_id)
     .bind(&refused.error)
-    .bind(&message.payload)
+    .bind(&message.payload[..])
     .bind(&refused.rule)
     .bind(&message.key)
     .bind(message.timestamp)

@@ -3,10 +3,12 @@
 //! to the view tasks; and once a second, follow a generation switch,
 //! re-assign partitions when needed and keep the views complete.
 
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::maybe_done;
 use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::{db, generation};
 use ratewire_service::{compatibility, retry};
@@ -218,9 +220,10 @@ impl FoldLoop {
         // half-filled would drop messages already taken from the consumer.
         // After a re-assignment it is dropped on purpose: every partition is
         // read again from its stored position, and a hole is proven only by
-        // messages of one read (see `holes`).
-        let receive = |consumer: Arc<StreamConsumer>| async move {
-            consumer::next_batch(&consumer, limits).await
+        // messages of one read (see `holes`). It runs on while a batch is
+        // applied, and keeps what it received until that batch is done.
+        let receive = |consumer: Arc<StreamConsumer>| {
+            maybe_done(async move { consumer::next_batch(&consumer, limits).await })
         };
         let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
         let doorbell = self.doorbell.clone();
@@ -257,10 +260,11 @@ impl FoldLoop {
                     self.schedule_retention();
                     self.count_dead_letters().await;
                 }
-                batch = &mut next => {
+                () = &mut next => {
+                    let batch = next.as_mut().take_output().expect("a received batch");
                     next.set(receive(Arc::clone(&self.consumer)));
                     match batch {
-                        Ok(batch) => match self.apply(&batch, shutdown).await {
+                        Ok(batch) => match consumer::alongside(self.apply(&batch, shutdown), &mut next).await {
                             Applied::Stopped => break,
                             // Read again at once (further back where a read
                             // began past its position).
@@ -381,7 +385,7 @@ impl FoldLoop {
     /// for a new one: what it took was read before the assignment.
     async fn read_again<F>(
         &mut self,
-        next: &mut std::pin::Pin<Box<F>>,
+        next: &mut Pin<Box<F>>,
         receive: impl Fn(Arc<StreamConsumer>) -> F,
     ) -> bool {
         let assigned = self.reassign().await;

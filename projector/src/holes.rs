@@ -141,9 +141,10 @@ mod tests {
         Incoming {
             partition,
             offset,
-            payload: Vec::new(),
+            payload: Default::default(),
             key: None,
             timestamp: None,
+            decoded: Default::default(),
         }
     }
 

@@ -23,7 +23,7 @@ pub struct RunEvent<'a> {
     pub event_id: Uuid,
     pub bank_id: BankId,
     pub occurred_at: DateTime<Utc>,
-    pub board: BoardPublished,
+    pub board: &'a BoardPublished,
     pub message: &'a Incoming,
 }
 
