@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::MaybeDone;
-
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};

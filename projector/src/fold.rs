@@ -47,8 +47,9 @@ pub struct Incoming {
     pub timestamp: Option<DateTime<Utc>>,
     /// What [`Incoming::decode`] found, kept for the message's clones:
     /// the consumer decodes a batch as it receives it, while the batch
-    /// before is still being written, so the lanes only write.
-    pub decoded: Arc<OnceLock<Result<Decoded, DecodeError>>>,
+    /// before is still being written, so the lanes only write. Empty until
+    /// then (a message is never changed once made).
+    pub(crate) decoded: Arc<OnceLock<Result<Decoded, DecodeError>>>,
 }
 
 impl Incoming {
