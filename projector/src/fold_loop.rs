@@ -264,15 +264,18 @@ impl FoldLoop {
                     let batch = next.as_mut().take_output().expect("a received batch");
                     next.set(receive(Arc::clone(&self.consumer)));
                     match batch {
-                        Ok(batch) => match consumer::alongside(self.apply(&batch, shutdown), &mut next).await {
-                            Applied::Stopped => break,
-                            // Read again at once (further back where a read
-                            // began past its position).
-                            Applied::Gap => {
-                                reassign = !self.read_again(&mut next, receive).await;
+                        Ok(batch) => {
+                            let applied = self.apply(&batch, shutdown);
+                            match consumer::alongside(applied, &mut next).await {
+                                Applied::Stopped => break,
+                                // Read again at once (further back where a read
+                                // began past its position).
+                                Applied::Gap => {
+                                    reassign = !self.read_again(&mut next, receive).await;
+                                }
+                                Applied::Done => {}
                             }
-                            Applied::Done => {}
-                        },
+                        }
                         Err(e) => {
                             // librdkafka can come out of a connection failure with
                             // its fetchers idle; starting the partitions again from
