@@ -205,8 +205,17 @@ async fn fold_batch(
             // Applied already. When that was this projector's own batch
             // whose commit succeeded but answered an error, its views were
             // never refreshed: refresh them now (writing a view again is
-            // harmless).
-            if let Ok(Decoded::Event(envelope)) = decode(&message.payload) {
+            // harmless). Decoded on receipt; one that broke a rule of the
+            // message (its key, its time) still names its bank, as before.
+            let again;
+            let decoded = match message.decode() {
+                Ok(decoded) => Some(decoded),
+                Err(_) => {
+                    again = decode(&message.payload).ok();
+                    again.as_ref()
+                }
+            };
+            if let Some(Decoded::Event(envelope)) = decoded {
                 outcome.banks.insert(envelope.bank_id);
                 if let Event::BoardPublished(board) = &envelope.event {
                     outcome
