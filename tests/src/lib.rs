@@ -1,27 +1,28 @@
 //! The end-to-end harness: a whole ratewire per test.
 //!
-//! [`Stack::start`] gives each test its own world: a fresh broker process on
-//! a free port (tansu, in memory), its own Postgres database, Redis key
-//! prefix and topic, and the three real binaries (`ratewire-ingest`,
-//! `ratewire-projector`, `ratewire-api`) on free ports. Dropping the stack
-//! stops the processes and removes the database and keys.
+//! [`Stack::start`] gives each test its own world: its own topic on a shared
+//! Apache Kafka broker (or a broker of its own, [`OWN_BROKER`]), its own
+//! Postgres database and Redis key prefix, and the three real binaries
+//! (`ratewire-ingest`, `ratewire-projector`, `ratewire-api`) on free ports.
+//! Dropping the stack stops the processes and removes the database and keys.
 //!
 //! Binaries come from the same target directory as the test; build them
 //! first (`cargo build --workspace --bins`, which the test command does).
-//! The broker binary comes from `RATEWIRE_TANSU_BIN`, or the stack script's
-//! cache (`$RATEWIRE_CACHE_DIR`, default `~/.cache/ratewire`).
+//! Brokers are run by `deploy/stack kafka-exec` (see `broker`).
 //!
 //! - [`Stack`] (`stack`): starting, stopping and breaking the processes and
 //!   the world they run in;
 //! - `client`: what tests do with a stack (register banks, push boards,
 //!   call the API, checked against its OpenAPI document, read the database);
 //! - `support`: dates, ports and polling with a deadline;
+//! - `broker`: the shared broker and the command that runs one;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut.
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
 
+mod broker;
 mod client;
 pub mod contract;
 pub mod fold_check;
@@ -31,7 +32,7 @@ pub mod sse;
 mod stack;
 mod support;
 
-pub use stack::{binary, tansu_binary, Stack};
+pub use stack::{binary, Stack};
 pub use support::{
     ago, at, day, eventually, free_port, room_in_this_minute, sample, VISIBLE_WITHIN,
 };
@@ -40,9 +41,10 @@ pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";
 /// A setting for [`Stack::start_with`]: give the stack a Redis of its own,
 /// which the test may stop and start.
 pub const OWN_REDIS: &str = "own redis";
-/// A setting for [`Stack::start_with`]: the broker stores to a file, so the
-/// test may stop and start it without losing the topic.
-pub const DURABLE_BROKER: &str = "durable broker";
+/// A setting for [`Stack::start_with`]: give the stack a broker of its own,
+/// which the test may pause ([`Stack::pause_broker`]), kill and start again
+/// with its log kept. Other stacks share one broker, a topic each.
+pub const OWN_BROKER: &str = "own broker";
 /// A setting for [`Stack::start_with`]: the processes reach Postgres through
 /// a proxy the test may cut ([`Stack::postgres_down`]) and restore.
 pub const POSTGRES_PROXY: &str = "postgres through a proxy";

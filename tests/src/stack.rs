@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::support::{eventually, free_port};
 use crate::{
-    contract, proxy, ADMIN_TOKEN, DURABLE_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY, PROCESSES,
-    READ_REPLICA, REDIS,
+    broker, contract, proxy, ADMIN_TOKEN, OWN_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY,
+    PROCESSES, READ_REPLICA, REDIS,
 };
 
 pub struct Stack {
@@ -36,9 +36,11 @@ pub struct Stack {
     own_redis: Option<u16>,
     /// The Redis the processes use.
     pub redis_url: String,
-    broker_port: u16,
-    /// The broker keeps its data in a file, so it survives a restart.
-    durable_broker: bool,
+    /// The broker's bootstrap address.
+    brokers: String,
+    /// The ports (client, controller) of this stack's own broker, when it
+    /// has one ([`OWN_BROKER`]).
+    own_broker: Option<(u16, u16)>,
     /// The environment every ratewire process of this stack gets.
     pub(crate) env: Vec<(String, String)>,
     postgres_proxy: Option<proxy::Proxy>,
@@ -56,25 +58,6 @@ pub fn binary(name: &str) -> Result<PathBuf> {
     if !path.exists() {
         bail!(
             "{} is missing: run `cargo build --workspace --bins` first",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
-pub fn tansu_binary() -> Result<PathBuf> {
-    if let Ok(path) = std::env::var("RATEWIRE_TANSU_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let cache = std::env::var("RATEWIRE_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/ratewire")
-        });
-    let path = cache.join("tansu-0.6.0/bin/tansu");
-    if !path.exists() {
-        bail!(
-            "the broker is not installed at {}: run `deploy/stack test`, which installs it",
             path.display()
         );
     }
@@ -105,8 +88,7 @@ impl Stack {
             .await?;
         admin.close().await;
 
-        let (broker_port, api_port, ingest_port, projector_port) =
-            (free_port(), free_port(), free_port(), free_port());
+        let (api_port, ingest_port, projector_port) = (free_port(), free_port(), free_port());
         let (api_operator_port, ingest_operator_port) = (free_port(), free_port());
         let mut stack = Stack {
             api_url: format!("http://127.0.0.1:{api_port}"),
@@ -128,8 +110,8 @@ impl Stack {
             contract: None,
             own_redis: None,
             redis_url: REDIS.to_owned(),
-            broker_port: 0,
-            durable_broker: false,
+            brokers: String::new(),
+            own_broker: None,
             env: Vec::new(),
             postgres_proxy: None,
             replica_proxy: None,
@@ -174,9 +156,14 @@ impl Stack {
         };
         stack.redis_url = redis_url.clone();
 
-        stack.broker_port = broker_port;
-        stack.durable_broker = settings.iter().any(|(name, _)| *name == DURABLE_BROKER);
-        stack.start_broker()?;
+        if settings.iter().any(|(name, _)| *name == OWN_BROKER) {
+            let ports = (free_port(), free_port());
+            stack.own_broker = Some(ports);
+            stack.brokers = format!("127.0.0.1:{}", ports.0);
+            stack.start_broker()?;
+        } else {
+            stack.brokers = broker::shared()?;
+        }
         let env = [
             (
                 "RATEWIRE_DATABASE_URL",
@@ -184,7 +171,7 @@ impl Stack {
             ),
             ("RATEWIRE_REDIS_URL", redis_url),
             ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
-            ("RATEWIRE_KAFKA_BROKERS", format!("127.0.0.1:{broker_port}")),
+            ("RATEWIRE_KAFKA_BROKERS", stack.brokers.clone()),
             ("RATEWIRE_TOPIC", stack.topic.clone()),
             ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{api_port}")),
@@ -210,10 +197,6 @@ impl Stack {
                 format!("127.0.0.1:{projector_port}"),
             ),
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
-            // tansu holds every fetch for the full wait, data or not.
-            ("RATEWIRE_PROJECTOR_FETCH_WAIT_MS", "2".to_owned()),
-            // So reads pause on a quiet log, as in the local stack.
-            ("RATEWIRE_PROJECTOR_IDLE_AFTER_MS", "10".to_owned()),
         ];
         stack.env = env
             .into_iter()
@@ -224,7 +207,7 @@ impl Stack {
                 settings
                     .iter()
                     .filter(|(n, _)| {
-                        ![OWN_REDIS, DURABLE_BROKER, POSTGRES_PROXY, READ_REPLICA].contains(n)
+                        ![OWN_REDIS, OWN_BROKER, POSTGRES_PROXY, READ_REPLICA].contains(n)
                     })
                     .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
             )
@@ -277,32 +260,29 @@ impl Stack {
         self.spawn("redis", Path::new("redis-server"), &args, &[])
     }
 
-    /// Starts (again) this stack's broker on its port.
+    /// Starts (again) this stack's own broker on its ports, with the log it
+    /// kept, and waits until it takes connections.
     pub fn start_broker(&mut self) -> Result<()> {
-        let listener = format!("tcp://127.0.0.1:{}", self.broker_port);
-        let storage = if self.durable_broker {
-            // tansu resolves the file against its working directory, the
-            // test's own directory (see `spawn`).
-            "sqlite://broker.db".to_owned()
-        } else {
-            "memory://tansu/".to_owned()
-        };
-        let args = [
-            "broker",
-            "--listener-url",
-            &listener,
-            "--advertised-listener-url",
-            &listener,
-            "--storage-engine",
-            &storage,
-        ];
-        let program = tansu_binary()?;
-        self.spawn("broker", &program, &args, &[])
+        let (port, controller) = self.own_broker.context("start the stack with OWN_BROKER")?;
+        let log_path = self.logs.join("broker.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let mut child = broker::command(&self.logs.join("broker"), port, controller)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting deploy/stack kafka-exec")?;
+        let listening = broker::wait_listening(&mut child, port, &log_path);
+        self.processes.push(("broker".to_owned(), child));
+        listening
     }
 
     /// Freezes (`true`) or thaws the broker process: it keeps its
     /// connections and state but answers nothing, as a hung broker would.
     pub fn pause_broker(&self, paused: bool) -> Result<()> {
+        self.own_broker.context("start the stack with OWN_BROKER")?;
         self.signal("broker", if paused { "STOP" } else { "CONT" })
     }
 
@@ -337,6 +317,7 @@ impl Stack {
 
     /// Stops the broker at once, as a crash would.
     pub fn stop_broker(&mut self) -> Result<()> {
+        self.own_broker.context("start the stack with OWN_BROKER")?;
         self.kill("broker")
     }
 
@@ -347,7 +328,7 @@ impl Stack {
 
     /// The broker's bootstrap address.
     pub fn kafka_brokers(&self) -> String {
-        format!("127.0.0.1:{}", self.broker_port)
+        self.brokers.clone()
     }
 
     /// Starts (again) one of the ratewire processes with the stack's settings.

@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Stack, OWN_BROKER};
 
 #[tokio::test]
 async fn a_bank_registered_while_the_broker_is_frozen_reaches_the_log_before_its_boards(
 ) -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_PUBLISH_TIMEOUT_MS", "1000")]).await?;
+    let stack =
+        Stack::start_with(&[(OWN_BROKER, ""), ("RATEWIRE_PUBLISH_TIMEOUT_MS", "1000")]).await?;
     let key = stack.api_key("watcher").await?;
     stack.pause_broker(true)?;
     // Committed and answered although the broker cannot take its event yet.

@@ -262,6 +262,18 @@ fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
         .unwrap()
         .starts_with("apache/kafka"));
     let known = binaries();
+    // The broker version production runs is the one the tests run.
+    let pom = read("deploy/kafka/pom.xml");
+    let tested = pom
+        .split("<kafka.version>")
+        .nth(1)
+        .and_then(|rest| rest.split("</kafka.version>").next())
+        .expect("deploy/kafka/pom.xml names kafka.version");
+    assert_eq!(
+        text(&compose["services"]["kafka"]["image"]),
+        format!("apache/kafka:{tested}"),
+        "compose runs the Kafka version the tests run"
+    );
     let mut started = BTreeMap::<String, usize>::new();
     for (name, service) in services {
         let name = text(name);

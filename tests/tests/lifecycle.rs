@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, Stack, POSTGRES_PROXY, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, Stack, OWN_BROKER, POSTGRES_PROXY, VISIBLE_WITHIN};
 use serde_json::Value;
 
 #[tokio::test]
 async fn sigterm_stops_new_pushes_lets_in_flight_ones_finish_and_exits_cleanly(
 ) -> anyhow::Result<()> {
-    let mut stack = Stack::start().await?;
+    let mut stack = Stack::start_with(&[(OWN_BROKER, "")]).await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
 
     // A frozen broker holds each push in flight, waiting for its acknowledgement.

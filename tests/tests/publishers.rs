@@ -105,7 +105,11 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
 ) -> anyhow::Result<()> {
     use std::time::{Duration, Instant};
 
-    let stack = Stack::start_with(&[("RATEWIRE_PUBLISH_TIMEOUT_MS", "2000")]).await?;
+    let stack = Stack::start_with(&[
+        (ratewire_e2e::OWN_BROKER, ""),
+        ("RATEWIRE_PUBLISH_TIMEOUT_MS", "2000"),
+    ])
+    .await?;
     let key = stack.api_key("outage").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let first = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;

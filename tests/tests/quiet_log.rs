@@ -1,5 +1,6 @@
-//! A quiet log is not fetched: the projector pauses its reads (the stack
-//! runs it with `RATEWIRE_PROJECTOR_IDLE_AFTER_MS=10`) and reads again when
+//! A quiet log is not fetched: the projector pauses its reads (with
+//! `RATEWIRE_PROJECTOR_IDLE_AFTER_MS=10`, for brokers that hold every fetch
+//! for its full wait) and reads again when
 //! ingest says the log has new events, or when its lag report shows events
 //! that came without a notice.
 
@@ -8,6 +9,8 @@ use std::time::Duration;
 use ratewire_e2e::{eventually, sample, Stack};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
+
+const IDLE_AFTER_10_MS: (&str, &str) = ("RATEWIRE_PROJECTOR_IDLE_AFTER_MS", "10");
 
 /// The sample of `series` on the projector's /metrics (0 when absent).
 async fn metric(stack: &Stack, series: &str) -> f64 {
@@ -47,7 +50,7 @@ async fn settled(stack: &Stack, what: &str) -> anyhow::Result<(f64, f64)> {
 
 #[tokio::test]
 async fn a_push_to_a_quiet_log_is_read_on_ingest_s_notice() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
+    let stack = Stack::start_with(&[IDLE_AFTER_10_MS]).await?;
     let key = stack.api_key("quiet").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let board = |rate: &str| {
@@ -74,7 +77,7 @@ async fn a_push_to_a_quiet_log_is_read_on_ingest_s_notice() -> anyhow::Result<()
 
 #[tokio::test]
 async fn events_without_a_notice_are_read_when_the_lag_report_shows_them() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
+    let stack = Stack::start_with(&[IDLE_AFTER_10_MS]).await?;
     let (bank, _token) = stack.bank_with_token("CBE", "CBE").await?;
     eventually("the bank registered", Duration::from_secs(10), || async {
         let banks = stack
