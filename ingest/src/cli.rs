@@ -104,7 +104,7 @@ async fn publisher(config: &Config) -> anyhow::Result<Publisher> {
         publisher::ensure_topic(config)
             .await
             .map_err(explain)
-            .with_context(|| format!("reaching the broker at {}", config.kafka_brokers))?;
+            .with_context(|| format!("reaching the broker at {}", config.kafka.brokers))?;
     }
     Ok(Publisher::new(config)?)
 }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_service::clients::ClientAddresses;
+use ratewire_service::kafka::KafkaConnection;
 use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
 use ratewire_service::ListenerLimits;
 
@@ -43,9 +44,8 @@ pub struct Config {
     /// Postgres schema for ingest's own tables (banks, publisher tokens).
     #[arg(long, env = "RATEWIRE_INGEST_SCHEMA", default_value = "ingest", value_parser = parse_schema)]
     pub schema: String,
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "RATEWIRE_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
-    pub kafka_brokers: String,
+    #[command(flatten)]
+    pub kafka: KafkaConnection,
     /// The event topic.
     #[arg(long, env = "RATEWIRE_TOPIC", default_value = DEFAULT_TOPIC)]
     pub topic: String,

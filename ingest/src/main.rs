@@ -30,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
         "ratewire ingest: the publisher and operator service.",
     );
     init_telemetry(&cli.config.common.log_format);
+    cli.config.kafka.check();
     let output = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;

@@ -1,12 +1,13 @@
 //! Puts events on the log. A publish returns only when the broker has
 //! acknowledged the event with acks=all, so a 202 always means "durable".
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ratewire_proto::{encode, partition_key, Envelope};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
@@ -17,11 +18,57 @@ use crate::appended::Appended;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+/// Ingest's producer.
+type EventProducer = FutureProducer<KafkaContext>;
+
+/// What every Kafka client of ingest does with librdkafka's error reports:
+/// brokers that refuse its credentials before it ever reached them stop
+/// the process (exit 2, naming the settings).
+#[derive(Clone)]
+pub struct KafkaContext {
+    connection: Arc<ratewire_service::kafka::KafkaConnection>,
+    /// Set once a client has had an answer from the brokers.
+    reached: Arc<AtomicBool>,
+}
+
+impl KafkaContext {
+    fn new(config: &Config) -> Self {
+        Self {
+            connection: Arc::new(config.kafka.clone()),
+            reached: Arc::default(),
+        }
+    }
+}
+
+impl ClientContext for KafkaContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let authentication = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        );
+        self.connection.on_client_error(
+            authentication,
+            self.reached.load(Ordering::Relaxed),
+            reason,
+        );
+    }
+}
+
+/// Where the brokers are and how to connect to them (checked at start).
+fn client_config(config: &Config) -> ClientConfig {
+    let mut settings = ClientConfig::new();
+    for (name, value) in config.kafka.properties().unwrap_or_default() {
+        settings.set(name, value);
+    }
+    settings
+}
+
 #[derive(Clone)]
 pub struct Publisher {
     settings: Arc<ClientConfig>,
+    context: KafkaContext,
     /// Replaced after a fatal producer error (see [`Publisher::renew_if_fatal`]).
-    producer: Arc<RwLock<FutureProducer>>,
+    producer: Arc<RwLock<EventProducer>>,
     topic: Arc<str>,
     timeout: Duration,
     /// Told of every acknowledged event (see [`Publisher::announcing`]).
@@ -38,9 +85,8 @@ pub struct Acknowledged {
 impl Publisher {
     pub fn new(config: &Config) -> Result<Self> {
         let timeout = config.publish_timeout();
-        let mut settings = ClientConfig::new();
+        let mut settings = client_config(config);
         settings
-            .set("bootstrap.servers", &config.kafka_brokers)
             .set("acks", "all")
             // Broker-side de-duplication of librdkafka's own retries, and
             // per-partition order kept across them.
@@ -49,9 +95,11 @@ impl Publisher {
             // waiting in the queue; the publisher gets 503 and may retry.
             .set("message.timeout.ms", timeout.as_millis().to_string())
             .set("linger.ms", "1");
-        let producer = create_producer(&settings)?;
+        let context = KafkaContext::new(config);
+        let producer = create_producer(&settings, &context)?;
         Ok(Self {
             settings: Arc::new(settings),
+            context,
             producer: Arc::new(RwLock::new(producer)),
             topic: config.topic.as_str().into(),
             timeout,
@@ -66,14 +114,14 @@ impl Publisher {
         self
     }
 
-    fn current(&self) -> FutureProducer {
+    fn current(&self) -> EventProducer {
         self.producer.read().expect("producer lock").clone()
     }
 
     /// An idempotent producer that hit a fatal error (fenced after a broker
     /// hang, lost sequence state) refuses every later message; librdkafka's
     /// answer is a new producer instance, which gets a new producer id.
-    fn renew_if_fatal(&self, failed: &FutureProducer, error: Option<&KafkaError>) {
+    fn renew_if_fatal(&self, failed: &EventProducer, error: Option<&KafkaError>) {
         // Fencing and lost sequence state come back as per-message errors on
         // some brokers rather than as librdkafka's fatal error; both mean
         // this producer id is finished.
@@ -101,7 +149,7 @@ impl Publisher {
         if current.client().native_ptr() != failed.client().native_ptr() {
             return;
         }
-        match create_producer(&self.settings) {
+        match create_producer(&self.settings, &self.context) {
             Ok(fresh) => {
                 tracing::error!(
                     ?code,
@@ -174,14 +222,18 @@ impl Publisher {
     pub async fn reachable(&self) -> bool {
         let producer = self.current();
         let topic = self.topic.clone();
-        tokio::task::spawn_blocking(move || {
+        let reached = tokio::task::spawn_blocking(move || {
             producer
                 .client()
                 .fetch_metadata(Some(&topic), Duration::from_secs(1))
                 .is_ok()
         })
         .await
-        .unwrap_or(false)
+        .unwrap_or(false);
+        if reached {
+            self.context.reached.store(true, Ordering::Relaxed);
+        }
+        reached
     }
 
     /// Waits up to `timeout` for queued messages to be delivered (shutdown).
@@ -194,9 +246,11 @@ impl Publisher {
 
 /// Creates the topic unless it exists.
 pub async fn ensure_topic(config: &Config) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &config.kafka_brokers)
-        .create()
+    // The admin client serves no error reports; a producer beside it does,
+    // so brokers that refuse the credentials stop this as they stop ingest.
+    let _reports = create_producer(&client_config(config), &KafkaContext::new(config))?;
+    let admin: AdminClient<KafkaContext> = client_config(config)
+        .create_with_context(KafkaContext::new(config))
         .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
     // The log is the system of record (replays start at offset zero), so a
     // topic made here keeps its events forever whatever the broker's default.
@@ -242,8 +296,8 @@ fn unavailable_broker(e: &KafkaError) -> Error {
     }
 }
 
-fn create_producer(settings: &ClientConfig) -> Result<FutureProducer> {
+fn create_producer(settings: &ClientConfig, context: &KafkaContext) -> Result<EventProducer> {
     settings
-        .create()
+        .create_with_context(context.clone())
         .map_err(|e| Error::Startup(format!("kafka producer: {e}")))
 }

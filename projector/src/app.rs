@@ -6,16 +6,18 @@ use std::sync::Arc;
 
 use ratewire_readmodel::{db, redis};
 use ratewire_service::Listener;
-use rdkafka::consumer::StreamConsumer;
+use rdkafka::consumer::Consumer;
+
+use crate::consumer::LogConsumer;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::{Config, Partitions};
 use crate::consumer;
 use crate::error::Result;
 use crate::fold_loop::FoldLoop;
+use crate::group;
 use crate::http::{self, HealthState, Status};
-use crate::leases::{self, Membership};
 
 pub struct Application {
     config: Config,
@@ -23,7 +25,8 @@ pub struct Application {
     /// What /readyz checks; its pool (on the control schema) and Redis
     /// connection are the fold's too.
     health: HealthState,
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<LogConsumer>,
+    kafka: consumer::KafkaContext,
 }
 
 impl Application {
@@ -34,8 +37,8 @@ impl Application {
         ratewire_service::metrics::recorder();
         let listener = Listener::bind(config.listen).await?;
         let health = HealthState {
-            // For health checks, the control tables and the leases; folding
-            // uses a pool per generation.
+            // For health checks and the control tables; folding uses a pool
+            // per generation.
             pool: db::pool(
                 &config.common.database_url,
                 &config.read_model.control_schema,
@@ -45,11 +48,15 @@ impl Application {
             status: Arc::new(Status::new(config.ready_lag)),
         };
         let consumer = consumer::create(&config)?;
+        // The group member shares the fold consumer's record of having
+        // reached the brokers.
+        let kafka = consumer.context().as_ref().clone();
         Ok(Self {
             config,
             listener,
             health,
             consumer,
+            kafka,
         })
     }
 
@@ -65,31 +72,15 @@ impl Application {
         let limits = self.config.limits;
         let server =
             ratewire_service::serve(self.listener, "health", router, limits, shutdown.clone());
-        // With `auto`, a task beside the fold holds this instance's share
-        // of the partitions.
-        let membership = (self.config.partitions == Partitions::Auto).then(|| {
-            Membership::new(
-                health.pool.clone(),
-                &self.config.read_model.control_schema,
-                &self.config.topic,
-                self.config.lease(),
-            )
-        });
-        let (ownership, keeper) = match &membership {
-            Some(membership) => {
-                let _ = health.status.member.set(membership.member.clone());
-                info!(
-                    member = membership.member,
-                    "sharing the topic's partitions through leases"
-                );
-                let (ownership, task) = leases::spawn(
-                    membership.clone(),
-                    Arc::clone(&self.consumer),
-                    shutdown.clone(),
-                );
-                (Some(ownership), Some(task))
+        // With `auto`, a member of the consumer group beside the fold says
+        // which partitions this instance folds.
+        let (ownership, member) = match self.config.partitions {
+            Partitions::Auto => {
+                let (ownership, member) = group::join(&self.config, self.kafka.clone())?;
+                let _ = health.status.member.set(member.client_id.clone());
+                (Some(ownership), Some(member))
             }
-            None => (None, None),
+            _ => (None, None),
         };
         let mut fold = FoldLoop::new(
             self.config,
@@ -103,18 +94,10 @@ impl Application {
         let result = fold.run(&shutdown).await;
         shutdown.cancel();
         fold.finish().await;
-        if let (Some(membership), Some(keeper)) = (membership, keeper) {
-            let _ = keeper.await;
-            // Nothing is folded here any more: hand everything over now
-            // rather than when the leases lapse.
-            match tokio::time::timeout(std::time::Duration::from_secs(5), membership.leave()).await
-            {
-                Ok(Ok(())) => info!("left; partitions released"),
-                Ok(Err(e)) => {
-                    warn!(error = %e, "releasing partitions failed; they lapse with their leases")
-                }
-                Err(_) => warn!("releasing partitions timed out; they lapse with their leases"),
-            }
+        // Nothing is folded here any more: hand everything over now rather
+        // than when the broker ends the session.
+        if let Some(member) = member {
+            member.leave().await;
         }
         let _ = server.stopped().await;
         info!("projector stopped");

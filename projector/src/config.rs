@@ -13,6 +13,7 @@ use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_readmodel::ReadModelSettings;
 
 use crate::retention::RetentionPolicy;
+use ratewire_service::kafka::KafkaConnection;
 use ratewire_service::settings::{Common, RetentionSchedule};
 use ratewire_service::ListenerLimits;
 
@@ -22,33 +23,38 @@ pub struct Config {
     pub common: Common,
     #[command(flatten)]
     pub read_model: ReadModelSettings,
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "RATEWIRE_KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
-    pub kafka_brokers: String,
+    #[command(flatten)]
+    pub kafka: KafkaConnection,
     /// The event topic.
     #[arg(long, env = "RATEWIRE_TOPIC", default_value = DEFAULT_TOPIC)]
     pub topic: String,
-    /// Consumer group id (used for group membership and client metrics; the
-    /// authoritative offsets live in Postgres).
+    /// The consumer group the projectors share the partitions in (with
+    /// `auto`); the positions committed there are for lag tools only, the
+    /// authoritative offsets live in Postgres.
     #[arg(
         long,
         env = "RATEWIRE_KAFKA_GROUP",
         default_value = "ratewire-projector"
     )]
     pub group_id: String,
+    /// How the group shares the partitions: `consumer` (KIP-848: the
+    /// broker's coordinator assigns them; Apache Kafka 4.0 or later) or
+    /// `classic` (the members agree through the broker, cooperative-sticky;
+    /// for brokers without KIP-848).
+    #[arg(long, env = "RATEWIRE_KAFKA_GROUP_PROTOCOL", default_value = "consumer", value_parser = ["consumer", "classic"])]
+    pub group_protocol: String,
+    /// With `classic`: how long the broker waits for a silent member before
+    /// its partitions move (with `consumer` the broker's
+    /// `group.consumer.session.timeout.ms` decides).
+    #[arg(long, env = "RATEWIRE_KAFKA_SESSION_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1_000..=300_000))]
+    pub session_timeout_ms: u64,
     /// Which partitions this instance folds: `auto` (live instances share
-    /// them through leases in Postgres, see `leases`), or by hand: `all`,
+    /// them through Kafka's consumer group, see `group`), or by hand: `all`,
     /// `slice:I/N` (those whose number modulo N is I) or a comma-separated
     /// list such as `0,2`. Do not mix `auto` instances with fixed ones on
     /// one topic.
     #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "auto", value_parser = parse_partitions)]
     pub partitions: Partitions,
-    /// With `auto`: seconds a partition lease lasts without renewal, so how
-    /// long a killed instance's partitions wait before another takes them
-    /// (plus one heartbeat, a third of this). A graceful stop hands them
-    /// over at once.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_LEASE_SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(3..=300))]
-    pub lease_secs: u64,
     /// Most messages applied in one batch (one Postgres transaction per
     /// lane). Larger batches spread over more partitions, so more lanes
     /// work at once on a backlog: 5000 folded about 22% more rate entries a
@@ -122,10 +128,6 @@ impl Config {
         }
     }
 
-    pub fn lease(&self) -> Duration {
-        Duration::from_secs(self.lease_secs)
-    }
-
     /// Connections to the read model: one per lane, and a few for the
     /// views, reports and housekeeping beside the fold.
     pub fn pool_size(&self) -> u32 {
@@ -144,7 +146,7 @@ impl Config {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Partitions {
-    /// Shared with the other live instances through leases.
+    /// Shared with the other live instances through the consumer group.
     Auto,
     All,
     Only(Vec<i32>),

@@ -1,13 +1,12 @@
 //! Reading the topic: explicit partition assignment from Postgres offsets,
 //! and bounded batches.
 //!
-//! The projector assigns its partitions itself instead of subscribing to a
-//! consumer group: the authoritative positions are in Postgres, so there is
-//! nothing for a group coordinator to add, and explicit assignment works the
-//! same on every Kafka-compatible broker. Several instances share a topic
-//! through leases ([`crate::leases`]), or split it by hand with
-//! `RATEWIRE_PROJECTOR_PARTITIONS`; the row lock on each partition's offset
-//! (see `fold`) keeps an overlap from applying anything twice.
+//! The fold's consumer is assigned its partitions at the offsets stored with
+//! the read model, which are the authority. Which partitions those are comes
+//! from the consumer group ([`crate::group`], a member beside this consumer)
+//! or from `RATEWIRE_PROJECTOR_PARTITIONS` set by hand; the row lock on each
+//! partition's offset (see `fold`) keeps an overlap from applying anything
+//! twice.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::MaybeDone;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::time::{timeout_at, Instant};
@@ -24,10 +27,70 @@ use crate::config::{Config, Partitions};
 use crate::error::{Error, Result};
 use crate::fold::Incoming;
 
-pub fn create(config: &Config) -> Result<Arc<StreamConsumer>> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &config.kafka_brokers)
-        .set("group.id", &config.group_id)
+/// The fold's consumer.
+pub type LogConsumer = StreamConsumer<KafkaContext>;
+
+/// The settings every Kafka client of the projector starts from: where the
+/// brokers are and how to connect to them (checked at start).
+pub fn client_config(config: &Config) -> ClientConfig {
+    let mut settings = ClientConfig::new();
+    for (name, value) in config.kafka.properties().unwrap_or_default() {
+        settings.set(name, value);
+    }
+    settings
+}
+
+/// What every Kafka client of the projector does with librdkafka's error
+/// reports: brokers that refuse its credentials before it ever reached
+/// them stop the process (exit 2, naming the settings).
+#[derive(Clone)]
+pub struct KafkaContext {
+    connection: Arc<ratewire_service::kafka::KafkaConnection>,
+    /// Set once a client has had an answer from the brokers.
+    pub reached: Arc<AtomicBool>,
+}
+
+impl KafkaContext {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            connection: Arc::new(config.kafka.clone()),
+            reached: Arc::default(),
+        }
+    }
+
+    /// Records that the brokers answered this process.
+    pub fn reached(&self) {
+        self.reached.store(true, Ordering::Relaxed);
+    }
+}
+
+impl ClientContext for KafkaContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let authentication = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        );
+        self.connection.on_client_error(
+            authentication,
+            self.reached.load(Ordering::Relaxed),
+            reason,
+        );
+    }
+}
+
+impl ConsumerContext for KafkaContext {}
+
+pub fn create(config: &Config) -> Result<Arc<LogConsumer>> {
+    create_with(config, KafkaContext::new(config))
+}
+
+/// A consumer sharing `context` (and so its record of having reached the
+/// brokers) with the process's other clients.
+pub fn create_with(config: &Config, context: KafkaContext) -> Result<Arc<LogConsumer>> {
+    let consumer: LogConsumer = client_config(config)
+        // Not a member of the group (that is `group`'s consumer); librdkafka
+        // wants an id for a consumer all the same.
+        .set("group.id", format!("{}.fold", config.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
@@ -37,14 +100,14 @@ pub fn create(config: &Config) -> Result<Arc<StreamConsumer>> {
         // held the projector at 134 MB on a backlog; 16 MB (about a second
         // of folding) kept it at 92 MB and folded as fast.
         .set("queued.max.messages.kbytes", "16384")
-        .create()?;
+        .create_with_context(context)?;
     Ok(Arc::new(consumer))
 }
 
 /// The topic's partitions that this instance owns; an error while the topic
 /// does not exist yet (the caller retries).
 pub async fn owned_partitions(
-    consumer: &Arc<StreamConsumer>,
+    consumer: &Arc<LogConsumer>,
     topic: &str,
     owned: &Partitions,
 ) -> Result<Vec<i32>> {
@@ -63,13 +126,14 @@ pub async fn owned_partitions(
 
 /// Every partition of the topic, as the broker lists them now; an error
 /// while the topic does not exist.
-pub async fn topic_partitions(consumer: &Arc<StreamConsumer>, topic: &str) -> Result<Vec<i32>> {
+pub async fn topic_partitions(consumer: &Arc<LogConsumer>, topic: &str) -> Result<Vec<i32>> {
     let c = Arc::clone(consumer);
     let name = topic.to_owned();
     let metadata =
         tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&name), Duration::from_secs(5)))
             .await
             .map_err(|e| Error::Config(format!("metadata task failed: {e}")))??;
+    consumer.context().reached();
     let topic_md = metadata
         .topics()
         .iter()
@@ -91,14 +155,14 @@ pub async fn topic_partitions(consumer: &Arc<StreamConsumer>, topic: &str) -> Re
 /// `(low, high)` watermarks of each partition: the first offset the broker
 /// still holds and the next offset it will write.
 pub async fn watermarks(
-    consumer: &Arc<StreamConsumer>,
+    consumer: &Arc<LogConsumer>,
     topic: &str,
     partitions: &[i32],
     wait: Duration,
 ) -> Result<std::collections::BTreeMap<i32, (i64, i64)>> {
     let c = Arc::clone(consumer);
     let (topic, partitions) = (topic.to_owned(), partitions.to_vec());
-    tokio::task::spawn_blocking(move || {
+    let marks = tokio::task::spawn_blocking(move || {
         partitions
             .iter()
             .map(|p| {
@@ -106,15 +170,17 @@ pub async fn watermarks(
                     .map(|marks| (*p, marks))
                     .map_err(Error::from)
             })
-            .collect()
+            .collect::<Result<std::collections::BTreeMap<_, _>>>()
     })
     .await
-    .map_err(|e| Error::Config(format!("watermark task failed: {e}")))?
+    .map_err(|e| Error::Config(format!("watermark task failed: {e}")))??;
+    consumer.context().reached();
+    Ok(marks)
 }
 
 /// Starts reading each partition at its stored position.
 pub fn assign(
-    consumer: &StreamConsumer,
+    consumer: &LogConsumer,
     topic: &str,
     positions: &std::collections::BTreeMap<i32, i64>,
 ) -> Result<()> {
@@ -148,7 +214,7 @@ impl BatchLimits {
 
 /// Waits for one message, then gathers more until the batch reaches its
 /// limits or their wait elapses.
-pub async fn next_batch(consumer: &StreamConsumer, limits: BatchLimits) -> Result<Vec<Incoming>> {
+pub async fn next_batch(consumer: &LogConsumer, limits: BatchLimits) -> Result<Vec<Incoming>> {
     let first = consumer.recv().await?;
     let mut batch = vec![incoming(&first)];
     drop(first);

@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::consumer::LogConsumer;
 use futures_util::future::maybe_done;
 use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::{db, generation};
 use ratewire_service::{compatibility, retry};
-use rdkafka::consumer::StreamConsumer;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
@@ -23,10 +23,10 @@ use crate::config::Config;
 use crate::consumer;
 use crate::error::Result;
 use crate::fold::{self, Incoming};
+use crate::group::Ownership;
 use crate::holes::{Reads, Rewind, Start};
 use crate::http::Status;
 use crate::idle::{self, Doorbell, Pacing};
-use crate::leases::Ownership;
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
 use crate::retention;
@@ -52,7 +52,7 @@ pub struct FoldLoop {
     views: RedisViews,
     control: PgPool,
     redis: ratewire_readmodel::redis::Connection,
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<LogConsumer>,
     status: Arc<Status>,
     /// Writes the views of banks whose boards changed, and hands them on
     /// to the views over all banks.
@@ -69,7 +69,8 @@ pub struct FoldLoop {
     dead_letters_counted: Option<Instant>,
     /// The partitions the consumer is assigned.
     partitions: Vec<i32>,
-    /// With `auto`: what the leases allow, and where to say what is read.
+    /// With `auto`: what the consumer group gives, and where to say what is
+    /// read and where it stands.
     ownership: Option<Ownership>,
     /// What each partition's read delivered since the last assignment.
     reads: Reads,
@@ -87,7 +88,7 @@ impl FoldLoop {
         config: Config,
         control: PgPool,
         redis: ratewire_readmodel::redis::Connection,
-        consumer: Arc<StreamConsumer>,
+        consumer: Arc<LogConsumer>,
         status: Arc<Status>,
         ownership: Option<Ownership>,
         shutdown: &CancellationToken,
@@ -172,12 +173,13 @@ impl FoldLoop {
         // also starts without it and writes the views when it comes).
         let _ = ratewire_readmodel::redis::require_version(self.redis.clone()).await;
         let topic = self.config.topic.clone();
-        // With leases the partitions come and go (from none at start); by
+        // In the group the partitions come and go (from none at start); by
         // hand they are found once.
         let mut desired = self.ownership.as_ref().map(|o| o.desired.clone());
         self.partitions = match desired.as_mut() {
             Some(desired) => {
-                // Not consuming (nor ready) before the first lease round.
+                // Not consuming (nor ready) before the group's first
+                // assignment.
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
                     changed = desired.changed() => if changed.is_err() { return Ok(()) },
@@ -222,7 +224,7 @@ impl FoldLoop {
         // read again from its stored position, and a hole is proven only by
         // messages of one read (see `holes`). It runs on while a batch is
         // applied, and keeps what it received until that batch is done.
-        let receive = |consumer: Arc<StreamConsumer>| {
+        let receive = |consumer: Arc<LogConsumer>| {
             maybe_done(async move { consumer::next_batch(&consumer, limits).await })
         };
         let mut next = Box::pin(receive(Arc::clone(&self.consumer)));
@@ -233,13 +235,13 @@ impl FoldLoop {
                 // pausing reads, or librdkafka would drop and fetch it again.
                 biased;
                 _ = shutdown.cancelled() => break,
-                changed = lease_change(&mut desired) => {
+                changed = ownership_change(&mut desired) => {
                     match changed {
                         Some(wanted) => {
                             self.partitions = wanted;
                             reassign = !self.read_again(&mut next, receive).await;
                         }
-                        // The lease task is gone (shutting down).
+                        // The group member is gone (shutting down).
                         None => desired = None,
                     }
                 }
@@ -389,7 +391,7 @@ impl FoldLoop {
     async fn read_again<F>(
         &mut self,
         next: &mut Pin<Box<F>>,
-        receive: impl Fn(Arc<StreamConsumer>) -> F,
+        receive: impl Fn(Arc<LogConsumer>) -> F,
     ) -> bool {
         let assigned = self.reassign().await;
         if assigned {
@@ -451,7 +453,7 @@ impl FoldLoop {
     }
 
     /// Unassigns the partitions while the log is quiet (see [`idle`]); the
-    /// leases, lag report and readiness still count them as this instance's.
+    /// group, lag report and readiness still count them as this instance's.
     fn stop_reading(&mut self) {
         use rdkafka::consumer::Consumer;
         match self.consumer.unassign() {
@@ -469,8 +471,8 @@ impl FoldLoop {
     }
 
     /// Records what the consumer now reads: for the lag report, /readyz,
-    /// and the lease task (which releases a partition only once it is no
-    /// longer read here).
+    /// and the group member (which hands a revoked partition back only once
+    /// it is no longer read here).
     fn assigned(&mut self, positions: std::collections::BTreeMap<i32, i64>) {
         let now: std::collections::BTreeSet<i32> = positions.keys().copied().collect();
         {
@@ -567,10 +569,13 @@ impl FoldLoop {
             return Applied::Stopped;
         };
         report::batch_applied(&outcome, started.elapsed());
-        self.progress
-            .lock()
-            .expect("progress lock")
-            .record(&outcome);
+        {
+            let mut progress = self.progress.lock().expect("progress lock");
+            progress.record(&outcome);
+            if let Some(ownership) = &self.ownership {
+                ownership.positions.send_replace(progress.positions.clone());
+            }
+        }
         let _entered = span.enter();
         tracing::debug!(
             applied = outcome.applied,
@@ -670,9 +675,9 @@ impl FoldLoop {
     }
 }
 
-/// The next set of partitions the leases allow (`None` once the lease task
-/// is gone); never resolves without leases.
-async fn lease_change(
+/// The next set of partitions the group gives (`None` once the member is
+/// gone); never resolves outside a group.
+async fn ownership_change(
     desired: &mut Option<tokio::sync::watch::Receiver<std::collections::BTreeSet<i32>>>,
 ) -> Option<Vec<i32>> {
     match desired {
@@ -688,7 +693,7 @@ async fn lease_change(
 /// the lag and age gauges, the position log line, and readiness.
 async fn report_progress(
     progress: Arc<std::sync::Mutex<Progress>>,
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<LogConsumer>,
     topic: String,
     status: Arc<Status>,
     shutdown: CancellationToken,

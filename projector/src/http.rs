@@ -25,7 +25,7 @@ pub struct Status {
     pub ready_lag: u64,
     /// The partitions this instance reads now.
     pub partitions: Mutex<Vec<i32>>,
-    /// Its member id, when it shares partitions through leases.
+    /// Its client id in the consumer group, when it shares partitions there.
     pub member: OnceLock<String>,
 }
 

@@ -148,7 +148,7 @@ impl Pacing {
 
     /// The partitions were assigned: they are read from now. If they were
     /// paused, why they are read again: the cause given, or `assignment`
-    /// (a lease change, a retry after an error).
+    /// (a change of partitions, a retry after an error).
     pub fn assigned(&mut self) -> Option<&'static str> {
         let cause = self.cause.take();
         let was_paused = std::mem::replace(&mut self.paused, false);

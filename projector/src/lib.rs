@@ -5,8 +5,8 @@
 //! - [`app`] is the process: the health listener and the [`fold_loop`]
 //!   beside it;
 //! - [`consumer`] takes messages from the topic in per-partition order and
-//!   hands them over in bounded batches; [`leases`] shares the partitions
-//!   among the live instances;
+//!   hands them over in bounded batches; [`group`] shares the partitions
+//!   among the live instances through Kafka's consumer group;
 //! - [`fold`] applies a batch to Postgres in one transaction, together with
 //!   the consumed offsets (exactly-once in effect: a crash before commit
 //!   re-reads the batch, a crash after it finds the offsets already moved);
@@ -35,10 +35,10 @@ pub mod dead_letters;
 pub mod error;
 pub mod fold;
 pub mod fold_loop;
+pub mod group;
 pub mod holes;
 pub mod http;
 pub mod idle;
-pub mod leases;
 pub mod metrics;
 pub mod rebuild;
 pub mod redis_views;

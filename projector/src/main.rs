@@ -113,6 +113,7 @@ async fn main() -> anyhow::Result<()> {
         "ratewire projector: folds the event log into Postgres and Redis views.",
     );
     init_telemetry(&cli.config.common.log_format);
+    cli.config.kafka.check();
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let app = Application::build(cli.config).await?;

@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 use metrics::{counter, gauge, histogram};
 use std::sync::Arc;
 
-use rdkafka::consumer::StreamConsumer;
+use crate::consumer::LogConsumer;
 use tracing::{debug, info};
 
 use crate::fold::BatchOutcome;
@@ -127,7 +127,7 @@ impl Progress {
     /// Returns the total lag, `None` when the broker did not answer.
     pub async fn report(
         progress: &std::sync::Mutex<Progress>,
-        consumer: &Arc<StreamConsumer>,
+        consumer: &Arc<LogConsumer>,
         topic: &str,
     ) -> Option<i64> {
         let partitions: Vec<i32> = {

@@ -213,7 +213,7 @@ impl Lane {
         );
         let mut dead_lettered = 0;
         let limits = consumer::BatchLimits::of(config);
-        let receive = |kafka: Arc<rdkafka::consumer::StreamConsumer>| async move {
+        let receive = |kafka: Arc<consumer::LogConsumer>| async move {
             consumer::next_batch(&kafka, limits).await
         };
         let mut next = Box::pin(receive(Arc::clone(&kafka)));

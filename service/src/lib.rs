@@ -17,6 +17,8 @@
 //!   dependencies, and [`retry`]: trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
 //!   housekeeping jobs that run every so often until then.
+//! - [`kafka`]: how ingest and the projector connect to Kafka (TLS, SASL,
+//!   other librdkafka properties), as properties for their clients;
 //! - [`postgres`]: a lazily connecting pool in a process's own schema;
 //!   [`compatibility`]: the dependency versions checked at start.
 //! - [`clients`]: telling clients apart (IPv6 by network) and bounded
@@ -26,13 +28,14 @@
 //!   operator endpoints with it.
 //!
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
-//! Kafka or Redis clients. It knows nothing of banks or rates.
+//! Kafka or Redis clients (the Kafka settings are plain properties). It knows nothing of banks or rates.
 
 pub mod allocator;
 pub mod clients;
 pub mod compatibility;
 pub mod error;
 pub mod http_metrics;
+pub mod kafka;
 pub mod metrics;
 pub mod operator;
 pub mod periodic;

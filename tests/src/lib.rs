@@ -45,6 +45,13 @@ pub const OWN_REDIS: &str = "own redis";
 /// which the test may pause ([`Stack::pause_broker`]), kill and start again
 /// with its log kept. Other stacks share one broker, a topic each.
 pub const OWN_BROKER: &str = "own broker";
+/// A setting for [`Stack::start_with`]: a broker of its own ([`OWN_BROKER`])
+/// whose clients' listener takes only SCRAM-SHA-512 over TLS, with
+/// certificates the test makes; the processes connect there with the user
+/// [`SASL_USER`], their password in a file ([`Stack::sasl_password_file`]).
+pub const SASL_SSL_BROKER: &str = "sasl_ssl broker";
+/// The SCRAM user of a [`SASL_SSL_BROKER`].
+pub const SASL_USER: &str = "ratewire-e2e";
 /// A setting for [`Stack::start_with`]: the processes reach Postgres through
 /// a proxy the test may cut ([`Stack::postgres_down`]) and restore.
 pub const POSTGRES_PROXY: &str = "postgres through a proxy";

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::{eventually, free_port};
 use crate::{
     broker, contract, proxy, ADMIN_TOKEN, OWN_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY,
-    PROCESSES, READ_REPLICA, REDIS,
+    PROCESSES, READ_REPLICA, REDIS, SASL_SSL_BROKER, SASL_USER,
 };
 
 pub struct Stack {
@@ -41,10 +41,22 @@ pub struct Stack {
     /// The ports (client, controller) of this stack's own broker, when it
     /// has one ([`OWN_BROKER`]).
     own_broker: Option<(u16, u16)>,
+    /// What `deploy/stack kafka-exec` is given besides its ports (a secured
+    /// listener's properties and SCRAM user).
+    broker_env: Vec<(String, String)>,
     /// The environment every ratewire process of this stack gets.
     pub(crate) env: Vec<(String, String)>,
     postgres_proxy: Option<proxy::Proxy>,
     replica_proxy: Option<proxy::Proxy>,
+}
+
+/// A broker listener taking SCRAM over TLS ([`SASL_SSL_BROKER`]).
+struct Secured {
+    listener: u16,
+    /// For `deploy/stack kafka-exec`: the listener's properties and user.
+    broker_env: Vec<(String, String)>,
+    /// The processes' connection settings.
+    clients: Vec<(&'static str, String)>,
 }
 
 /// Where cargo put this test's sibling binaries (`target/<profile>/`).
@@ -112,6 +124,7 @@ impl Stack {
             redis_url: REDIS.to_owned(),
             brokers: String::new(),
             own_broker: None,
+            broker_env: Vec::new(),
             env: Vec::new(),
             postgres_proxy: None,
             replica_proxy: None,
@@ -156,7 +169,16 @@ impl Stack {
         };
         stack.redis_url = redis_url.clone();
 
-        if settings.iter().any(|(name, _)| *name == OWN_BROKER) {
+        let mut secured = Vec::new();
+        if settings.iter().any(|(name, _)| *name == SASL_SSL_BROKER) {
+            let ports = (free_port(), free_port());
+            stack.own_broker = Some(ports);
+            let listener = stack.sasl_ssl(ports)?;
+            stack.broker_env = listener.broker_env;
+            stack.brokers = format!("127.0.0.1:{}", listener.listener);
+            secured = listener.clients;
+            stack.start_broker()?;
+        } else if settings.iter().any(|(name, _)| *name == OWN_BROKER) {
             let ports = (free_port(), free_port());
             stack.own_broker = Some(ports);
             stack.brokers = format!("127.0.0.1:{}", ports.0);
@@ -201,13 +223,21 @@ impl Stack {
         stack.env = env
             .into_iter()
             .chain(replica)
+            .chain(secured)
             .filter(|(name, _)| !settings.iter().any(|(n, _)| n == name))
             .map(|(n, v)| (n.to_owned(), v))
             .chain(
                 settings
                     .iter()
                     .filter(|(n, _)| {
-                        ![OWN_REDIS, OWN_BROKER, POSTGRES_PROXY, READ_REPLICA].contains(n)
+                        ![
+                            OWN_REDIS,
+                            OWN_BROKER,
+                            SASL_SSL_BROKER,
+                            POSTGRES_PROXY,
+                            READ_REPLICA,
+                        ]
+                        .contains(n)
                     })
                     .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
             )
@@ -270,6 +300,11 @@ impl Stack {
             .append(true)
             .open(&log_path)?;
         let mut child = broker::command(&self.logs.join("broker"), port, controller)
+            .envs(
+                self.broker_env
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str())),
+            )
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
@@ -277,6 +312,118 @@ impl Stack {
         let listening = broker::wait_listening(&mut child, port, &log_path);
         self.processes.push(("broker".to_owned(), child));
         listening
+    }
+
+    /// Makes a CA and the broker's certificate (for 127.0.0.1) with
+    /// openssl, and the broker properties of a SASL_SSL listener taking
+    /// SCRAM-SHA-512; returns that listener's port, the broker's
+    /// environment and the processes' connection settings.
+    fn sasl_ssl(&self, (port, controller): (u16, u16)) -> Result<Secured> {
+        let tls = self.logs.join("tls");
+        std::fs::create_dir_all(&tls)?;
+        let openssl = |args: &[&str]| -> Result<()> {
+            let output = Command::new("openssl")
+                .current_dir(&tls)
+                .args(args)
+                .output()
+                .context("running openssl")?;
+            anyhow::ensure!(
+                output.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            Ok(())
+        };
+        let subject_ca = "/CN=ratewire-e2e-ca";
+        openssl(&[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+            "-days", "2", "-subj", subject_ca,
+        ])?;
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "broker.key",
+            "-out",
+            "broker.csr",
+            "-subj",
+            "/CN=localhost",
+        ])?;
+        std::fs::write(
+            tls.join("san.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "broker.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "broker.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ])?;
+        let pem = std::fs::read_to_string(tls.join("broker.key"))?
+            + &std::fs::read_to_string(tls.join("broker.crt"))?;
+        std::fs::write(tls.join("broker.pem"), pem)?;
+        let password = uuid::Uuid::new_v4().simple().to_string();
+        std::fs::write(tls.join("password"), format!("{password}\n"))?;
+
+        let secured = free_port();
+        let properties = format!(
+            "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_SSL://127.0.0.1:{secured}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secured}\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL\n\
+             sasl.enabled.mechanisms=SCRAM-SHA-512\n\
+             listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
+             listener.name.sasl_ssl.ssl.keystore.type=PEM\n\
+             listener.name.sasl_ssl.ssl.keystore.location={}\n",
+            tls.join("broker.pem").display()
+        );
+        std::fs::write(tls.join("broker.properties"), properties)?;
+        let broker_env = vec![
+            (
+                "RATEWIRE_KAFKA_EXTRA_CONFIG".to_owned(),
+                tls.join("broker.properties").display().to_string(),
+            ),
+            (
+                "RATEWIRE_KAFKA_SCRAM".to_owned(),
+                format!("SCRAM-SHA-512=[name={SASL_USER},password={password}]"),
+            ),
+        ];
+        let clients = [
+            ("RATEWIRE_KAFKA_SECURITY_PROTOCOL", "sasl_ssl".to_owned()),
+            ("RATEWIRE_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512".to_owned()),
+            ("RATEWIRE_KAFKA_SASL_USERNAME", SASL_USER.to_owned()),
+            (
+                "RATEWIRE_KAFKA_SASL_PASSWORD_FILE",
+                tls.join("password").display().to_string(),
+            ),
+            (
+                "RATEWIRE_KAFKA_SSL_CA_LOCATION",
+                tls.join("ca.crt").display().to_string(),
+            ),
+        ]
+        .into();
+        Ok(Secured {
+            listener: secured,
+            broker_env,
+            clients,
+        })
+    }
+
+    /// The file holding the SASL password of a [`SASL_SSL_BROKER`] stack.
+    pub fn sasl_password_file(&self) -> PathBuf {
+        self.logs.join("tls/password")
     }
 
     /// Freezes (`true`) or thaws the broker process: it keeps its

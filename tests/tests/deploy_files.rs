@@ -60,7 +60,8 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
 }
 
 /// Where the settings groups shared between processes are defined.
-const SHARED_SETTINGS: [&str; 4] = [
+const SHARED_SETTINGS: [&str; 5] = [
+    "service/src/kafka.rs",
     "service/src/settings.rs",
     "service/src/serve.rs",
     "service/src/clients.rs",

@@ -1,9 +1,7 @@
-//! Projectors in `auto` mode (the default) share the topic's partitions by
-//! themselves: under a steady load, one killed, one added and two stopped,
-//! every partition has exactly one owner again within the takeover target,
-//! and the read model still equals a replay of the log. (Partitions added
-//! to a topic are tested at the lease level, `projector/tests/leases.rs`:
-//! the development broker cannot add partitions.)
+//! Projectors in `auto` mode (the default) share the topic's partitions
+//! through Kafka's consumer group: under a steady load, one killed, one
+//! added and two stopped, every partition has exactly one owner again
+//! within its target, and the read model still equals a replay of the log.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -14,8 +12,14 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 const PARTITIONS: i32 = 6;
-/// Takeover target: the default lease (6 s) plus a heartbeat (2 s), with room.
+/// A killed member's partitions move when the broker ends its session (the
+/// test broker's `group.consumer.session.timeout.ms`, 6 s) and the others'
+/// next heartbeats (1 s) bring the new assignment.
 const TAKEOVER_WITHIN: Duration = Duration::from_secs(10);
+/// A stopped member leaves the group at once.
+const HANDOVER_WITHIN: Duration = Duration::from_secs(3);
+/// A new member is given partitions at the next heartbeats.
+const JOINED_WITHIN: Duration = Duration::from_secs(5);
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(90);
 
 /// A running projector: its process name and health listener.
@@ -50,27 +54,13 @@ async fn reads(stack: &Stack, projector: &Projector) -> Option<(String, BTreeSet
     Some((member, partitions))
 }
 
-/// The unexpired lease of each partition: its owner.
-async fn leases(stack: &Stack) -> anyhow::Result<BTreeMap<i32, String>> {
-    let pool = sqlx::PgPool::connect(&format!(
-        "postgres://postgres@127.0.0.1:5432/{}",
-        stack.database
-    ))
-    .await?;
-    let rows: Vec<(i32, String)> = sqlx::query_as(
-        "SELECT partition, owner FROM ratewire.partition_leases
-         WHERE topic = $1 AND owner IS NOT NULL AND expires_at > now()",
-    )
-    .bind(&stack.topic)
-    .fetch_all(&pool)
-    .await?;
-    pool.close().await;
-    Ok(rows.into_iter().collect())
-}
-
-/// Waits until every partition is read by exactly one of `live`, which
-/// holds its lease, and the shares are even; returns how long that took.
-async fn one_owner_each(stack: &Stack, live: &[&Projector]) -> anyhow::Result<Duration> {
+/// Waits until every partition is read by exactly one of `live` and the
+/// shares are even; returns how long that took, failing past `within`.
+async fn one_owner_each(
+    stack: &Stack,
+    live: &[&Projector],
+    within: Duration,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
     loop {
         let mut readers: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
@@ -85,13 +75,8 @@ async fn one_owner_each(stack: &Stack, live: &[&Projector]) -> anyhow::Result<Du
                 members.insert(projector.name.as_str(), member);
             }
         }
-        let leases = leases(stack).await.unwrap_or_default();
         let settled = members.len() == live.len()
-            && (0..PARTITIONS).all(|p| {
-                readers
-                    .get(&p)
-                    .is_some_and(|r| r.len() == 1 && leases.get(&p) == members.get(r[0]))
-            })
+            && (0..PARTITIONS).all(|p| readers.get(&p).is_some_and(|r| r.len() == 1))
             && readers.len() == PARTITIONS as usize
             && shares
                 .iter()
@@ -101,10 +86,10 @@ async fn one_owner_each(stack: &Stack, live: &[&Projector]) -> anyhow::Result<Du
         if settled {
             return Ok(started.elapsed());
         }
-        if started.elapsed() > TAKEOVER_WITHIN {
+        if started.elapsed() > within {
             anyhow::bail!(
-                "partitions not settled within {TAKEOVER_WITHIN:?}; last seen: readers {readers:?}, \
-                 leases {leases:?}, members {members:?}; logs in {}",
+                "partitions not settled within {within:?}; last seen: readers {readers:?}, \
+                 members {members:?}; logs in {}",
                 stack.logs.display()
             );
         }
@@ -121,7 +106,7 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     };
     let b = Projector::start(&mut stack, "projector-b")?;
     let c = Projector::start(&mut stack, "projector-c")?;
-    let took = one_owner_each(&stack, &[&first, &b, &c]).await?;
+    let took = one_owner_each(&stack, &[&first, &b, &c], Duration::from_secs(30)).await?;
     eprintln!("three projectors settled in {took:?}");
 
     // Enough banks that every partition carries some.
@@ -138,20 +123,20 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     stack.kill("projector-c")?;
-    let took = one_owner_each(&stack, &[&first, &b]).await?;
+    let took = one_owner_each(&stack, &[&first, &b], TAKEOVER_WITHIN).await?;
     eprintln!("a killed projector's partitions taken over in {took:?}");
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let d = Projector::start(&mut stack, "projector-d")?;
-    let took = one_owner_each(&stack, &[&first, &b, &d]).await?;
-    eprintln!("a fourth projector given its share in {took:?}");
+    let took = one_owner_each(&stack, &[&first, &b, &d], JOINED_WITHIN).await?;
+    eprintln!("a new projector given its share in {took:?}");
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     for name in ["ratewire-projector", "projector-b"] {
         let status = stack.terminate(name, Duration::from_secs(15)).await?;
         ensure!(status.success(), "{name} stopped with {status}");
     }
-    let took = one_owner_each(&stack, &[&d]).await?;
+    let took = one_owner_each(&stack, &[&d], HANDOVER_WITHIN).await?;
     eprintln!("two stopped projectors' partitions handed over in {took:?}");
 
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -167,16 +152,52 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     assert_eq!(rows["rates"], accepted * 3);
     assert_eq!(rows["dead_letters"], 0);
 
-    // Every change of ownership was logged by the one that made it.
+    // Every change of ownership was logged by the member it reached.
     let log = std::fs::read_to_string(stack.logs.join("projector-d.log"))?;
     assert!(
-        log.contains("took a free partition"),
-        "projector-d took nothing"
+        log.contains("the group assigned partitions"),
+        "projector-d was given nothing"
     );
-    let log = std::fs::read_to_string(stack.logs.join("projector-b.log"))?;
+    let handed_back = ["ratewire-projector.log", "projector-b.log"]
+        .iter()
+        .filter_map(|log| std::fs::read_to_string(stack.logs.join(log)).ok())
+        .any(|log| log.contains("partitions handed back to the group"));
     assert!(
-        log.contains("took over an expired partition lease"),
-        "projector-b never took over from the killed one"
+        handed_back,
+        "no member handed partitions back for the newcomer"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_the_classic_protocol_the_members_share_the_partitions_too() -> anyhow::Result<()> {
+    // For brokers without KIP-848: cooperative-sticky, run by the members.
+    let mut stack = Stack::start_with(&[
+        ("RATEWIRE_TOPIC_PARTITIONS", "6"),
+        ("RATEWIRE_KAFKA_GROUP_PROTOCOL", "classic"),
+        ("RATEWIRE_KAFKA_SESSION_TIMEOUT_MS", "6000"),
+    ])
+    .await?;
+    let first = Projector {
+        name: "ratewire-projector".to_owned(),
+        url: stack.projector_url.clone(),
+    };
+    let b = Projector::start(&mut stack, "projector-b")?;
+    let took = one_owner_each(&stack, &[&first, &b], Duration::from_secs(30)).await?;
+    eprintln!("classic: two projectors settled in {took:?}");
+
+    let key = stack.api_key("classic").await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let status = stack
+        .terminate("projector-b", Duration::from_secs(15))
+        .await?;
+    ensure!(status.success(), "projector-b stopped with {status}");
+    let took = one_owner_each(&stack, &[&first], Duration::from_secs(10)).await?;
+    eprintln!("classic: a stopped projector's partitions handed over in {took:?}");
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    stack
+        .wait_served("the board, folded by the one left", bank, &key, "155.1")
+        .await?;
     Ok(())
 }
