@@ -160,7 +160,13 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
     let (desired_tx, desired_rx) = watch::channel(BTreeSet::new());
     let (assigned_tx, assigned_rx) = watch::channel(BTreeSet::new());
     let (positions_tx, positions_rx) = watch::channel(BTreeMap::new());
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into());
+    // The pod or machine, for operators reading the group's members.
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".into());
     let client_id = format!(
         "ratewire-projector-{host}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
