@@ -31,6 +31,10 @@ use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
 use crate::retention;
 
+/// How long a new group member waits for its first partitions before it
+/// reports ready with none.
+const FIRST_ASSIGNMENT_WITHIN: Duration = Duration::from_secs(15);
+
 /// How often the unresolved dead letters are counted.
 const DEAD_LETTERS_EVERY: Duration = Duration::from_secs(10);
 
@@ -179,10 +183,14 @@ impl FoldLoop {
         self.partitions = match desired.as_mut() {
             Some(desired) => {
                 // Not consuming (nor ready) before the group's first
-                // assignment.
+                // assignment, unless none comes: a member beyond the
+                // partition count may be given nothing, and is ready idle.
                 tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
                     changed = desired.changed() => if changed.is_err() { return Ok(()) },
+                    _ = tokio::time::sleep(FIRST_ASSIGNMENT_WITHIN) => {
+                        info!("no partitions from the group yet; ready, folding none");
+                    }
                 }
                 desired.borrow_and_update().iter().copied().collect()
             }

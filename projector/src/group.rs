@@ -61,6 +61,8 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(30);
 
 struct Context {
     kafka: KafkaContext,
+    /// Whether the group has assigned this member anything yet (even none).
+    assigned_once: AtomicBool,
     topic: String,
     desired: watch::Sender<BTreeSet<i32>>,
     assigned: watch::Receiver<BTreeSet<i32>>,
@@ -125,7 +127,12 @@ impl ConsumerContext for Context {
         match rebalance {
             Rebalance::Assign(list) => {
                 let given = self.partitions(list);
+                let first = !self.assigned_once.swap(true, Ordering::Relaxed);
                 if given.is_empty() {
+                    // Still news to a fold waiting for its first assignment.
+                    if first {
+                        self.desired.send_modify(|_| {});
+                    }
                     return;
                 }
                 // The member only holds the partitions: the fold's own
@@ -173,6 +180,7 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
     );
     let context = Context {
         kafka,
+        assigned_once: AtomicBool::new(false),
         topic: config.topic.clone(),
         desired: desired_tx,
         assigned: assigned_rx,

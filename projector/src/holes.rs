@@ -2,8 +2,9 @@
 //!
 //! A partition's offsets need not reach a consumer one by one: compaction
 //! removes records, transaction markers take offsets, and a broker may serve
-//! a fetch that starts inside a record batch from the next batch (tansu 0.6.0
-//! does), so a read started at offset P can begin past P although P exists.
+//! a fetch that starts inside a record batch from the next batch (some
+//! Kafka-compatible brokers do), so a read started at offset P can begin
+//! past P although P exists.
 //! The fold keeps its stored position until the message at that position
 //! arrives; it steps over a hole only when the read itself proves the hole:
 //! within one read (no re-assignment in between) the message before the hole
