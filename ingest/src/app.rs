@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::db;
 use crate::error::Result;
 use crate::outbox;
-use crate::publisher::{self, Publisher};
+use crate::publisher::Publisher;
 use crate::routes::{self, AppState, PublisherGate};
 
 pub struct Application {
@@ -116,7 +116,7 @@ async fn prepare(config: &Config, state: &AppState) -> Result<()> {
     compatibility::require_postgres(&state.pool).await?;
     db::migrate(&state.pool, &config.schema).await?;
     if config.create_topic {
-        publisher::ensure_topic(config).await?;
+        state.publisher.ensure_topic(config).await?;
     }
     Ok(())
 }

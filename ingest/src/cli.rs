@@ -12,7 +12,7 @@ use crate::banks::{self, BankPatch, NewBank};
 use crate::config::Config;
 use crate::db;
 use crate::error::Error;
-use crate::publisher::{self, Publisher};
+use crate::publisher::Publisher;
 
 #[derive(Subcommand, Debug)]
 pub enum BanksCommand {
@@ -100,13 +100,15 @@ async fn pool(config: &Config) -> anyhow::Result<sqlx::PgPool> {
 
 /// A producer on a topic that exists, for commands that publish.
 async fn publisher(config: &Config) -> anyhow::Result<Publisher> {
+    let publisher = Publisher::new(config)?;
     if config.create_topic {
-        publisher::ensure_topic(config)
+        publisher
+            .ensure_topic(config)
             .await
             .map_err(explain)
             .with_context(|| format!("reaching the broker at {}", config.kafka.brokers))?;
     }
-    Ok(Publisher::new(config)?)
+    Ok(publisher)
 }
 
 /// Field errors spelled out one per line, as a person at a shell reads them.

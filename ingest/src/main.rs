@@ -2,7 +2,8 @@ use std::io::Write;
 
 use clap::Subcommand;
 use ratewire_ingest::cli::{self, BanksCommand, BoardsCommand, TokensCommand};
-use ratewire_ingest::{publisher, Application, Config};
+use ratewire_ingest::publisher::Publisher;
+use ratewire_ingest::{Application, Config};
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 #[derive(Subcommand)]
@@ -38,7 +39,9 @@ async fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Command::CreateTopic => {
-            publisher::ensure_topic(&cli.config).await?;
+            Publisher::new(&cli.config)?
+                .ensure_topic(&cli.config)
+                .await?;
             return Ok(());
         }
         Command::Banks(command) => cli::banks(&cli.config, command).await?,

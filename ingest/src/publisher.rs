@@ -1,11 +1,11 @@
 //! Puts events on the log. A publish returns only when the broker has
 //! acknowledged the event with acks=all, so a 202 always means "durable".
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ratewire_proto::{encode, partition_key, Envelope};
+use ratewire_service::kafka::ClientReports;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -25,20 +25,7 @@ type EventProducer = FutureProducer<KafkaContext>;
 /// brokers that refuse its credentials before it ever reached them stop
 /// the process (exit 2, naming the settings).
 #[derive(Clone)]
-pub struct KafkaContext {
-    connection: Arc<ratewire_service::kafka::KafkaConnection>,
-    /// Set once a client has had an answer from the brokers.
-    reached: Arc<AtomicBool>,
-}
-
-impl KafkaContext {
-    fn new(config: &Config) -> Self {
-        Self {
-            connection: Arc::new(config.kafka.clone()),
-            reached: Arc::default(),
-        }
-    }
-}
+pub struct KafkaContext(Arc<ClientReports>);
 
 impl ClientContext for KafkaContext {
     fn error(&self, error: KafkaError, reason: &str) {
@@ -46,21 +33,18 @@ impl ClientContext for KafkaContext {
             error.rdkafka_error_code(),
             Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
         );
-        self.connection.on_client_error(
-            authentication,
-            self.reached.load(Ordering::Relaxed),
-            reason,
-        );
+        self.0.error(authentication, reason);
     }
 }
 
 /// Where the brokers are and how to connect to them (checked at start).
 fn client_config(config: &Config) -> ClientConfig {
-    let mut settings = ClientConfig::new();
-    for (name, value) in config.kafka.properties().unwrap_or_default() {
-        settings.set(name, value);
-    }
-    settings
+    config
+        .kafka
+        .properties()
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 #[derive(Clone)]
@@ -95,7 +79,7 @@ impl Publisher {
             // waiting in the queue; the publisher gets 503 and may retry.
             .set("message.timeout.ms", timeout.as_millis().to_string())
             .set("linger.ms", "1");
-        let context = KafkaContext::new(config);
+        let context = KafkaContext(Arc::new(ClientReports::new(&config.kafka)));
         let producer = create_producer(&settings, &context)?;
         Ok(Self {
             settings: Arc::new(settings),
@@ -231,7 +215,7 @@ impl Publisher {
         .await
         .unwrap_or(false);
         if reached {
-            self.context.reached.store(true, Ordering::Relaxed);
+            self.context.0.reached();
         }
         reached
     }
@@ -244,49 +228,50 @@ impl Publisher {
     }
 }
 
-/// Creates the topic unless it exists.
-pub async fn ensure_topic(config: &Config) -> Result<()> {
-    // The admin client serves no error reports; a producer beside it does,
-    // so brokers that refuse the credentials stop this as they stop ingest.
-    let _reports = create_producer(&client_config(config), &KafkaContext::new(config))?;
-    let admin: AdminClient<KafkaContext> = client_config(config)
-        .create_with_context(KafkaContext::new(config))
-        .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
-    // The log is the system of record (replays start at offset zero), so a
-    // topic made here keeps its events forever whatever the broker's default.
-    let min_insync = config.min_insync_replicas().to_string();
-    let topic = NewTopic::new(
-        &config.topic,
-        config.topic_partitions,
-        TopicReplication::Fixed(config.topic_replication),
-    )
-    .set("retention.ms", "-1")
-    .set("retention.bytes", "-1")
-    // acks=all waits for the in-sync replicas; without a floor, a topic
-    // whose followers fell behind would acknowledge on its leader alone.
-    .set("min.insync.replicas", &min_insync);
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let results = admin
-        .create_topics([&topic], &options)
-        .await
-        .map_err(|e| unavailable_broker(&e))?;
-    for result in results {
-        match result {
-            Ok(name) => info!(
-                topic = name,
-                partitions = config.topic_partitions,
-                "topic created"
-            ),
-            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((name, code)) => {
-                return Err(Error::Unavailable {
-                    what: "broker",
-                    cause: format!("creating topic {name}: {code}"),
-                })
+impl Publisher {
+    /// Creates the topic unless it exists. The admin client serves no error
+    /// reports of its own: this publisher's producer does, so brokers that
+    /// refuse the credentials stop the process here too.
+    pub async fn ensure_topic(&self, config: &Config) -> Result<()> {
+        let admin: AdminClient<KafkaContext> = client_config(config)
+            .create_with_context(self.context.clone())
+            .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
+        // The log is the system of record (replays start at offset zero), so a
+        // topic made here keeps its events forever whatever the broker's default.
+        let min_insync = config.min_insync_replicas().to_string();
+        let topic = NewTopic::new(
+            &config.topic,
+            config.topic_partitions,
+            TopicReplication::Fixed(config.topic_replication),
+        )
+        .set("retention.ms", "-1")
+        .set("retention.bytes", "-1")
+        // acks=all waits for the in-sync replicas; without a floor, a topic
+        // whose followers fell behind would acknowledge on its leader alone.
+        .set("min.insync.replicas", &min_insync);
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let results = admin
+            .create_topics([&topic], &options)
+            .await
+            .map_err(|e| unavailable_broker(&e))?;
+        for result in results {
+            match result {
+                Ok(name) => info!(
+                    topic = name,
+                    partitions = config.topic_partitions,
+                    "topic created"
+                ),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => {
+                    return Err(Error::Unavailable {
+                        what: "broker",
+                        cause: format!("creating topic {name}: {code}"),
+                    })
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn unavailable_broker(e: &KafkaError) -> Error {

@@ -26,7 +26,6 @@ pub struct Application {
     /// connection are the fold's too.
     health: HealthState,
     consumer: Arc<LogConsumer>,
-    kafka: consumer::KafkaContext,
 }
 
 impl Application {
@@ -48,15 +47,11 @@ impl Application {
             status: Arc::new(Status::new(config.ready_lag)),
         };
         let consumer = consumer::create(&config)?;
-        // The group member shares the fold consumer's record of having
-        // reached the brokers.
-        let kafka = consumer.context().as_ref().clone();
         Ok(Self {
             config,
             listener,
             health,
             consumer,
-            kafka,
         })
     }
 
@@ -76,7 +71,10 @@ impl Application {
         // which partitions this instance folds.
         let (ownership, member) = match self.config.partitions {
             Partitions::Auto => {
-                let (ownership, member) = group::join(&self.config, self.kafka.clone())?;
+                // The member shares the fold consumer's record of having
+                // reached the brokers.
+                let kafka = self.consumer.context().as_ref().clone();
+                let (ownership, member) = group::join(&self.config, kafka)?;
                 let _ = health.status.member.set(member.client_id.clone());
                 (Some(ownership), Some(member))
             }

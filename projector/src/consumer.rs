@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::MaybeDone;
-use std::sync::atomic::{AtomicBool, Ordering};
-
+use ratewire_service::kafka::ClientReports;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -33,34 +32,25 @@ pub type LogConsumer = StreamConsumer<KafkaContext>;
 /// The settings every Kafka client of the projector starts from: where the
 /// brokers are and how to connect to them (checked at start).
 pub fn client_config(config: &Config) -> ClientConfig {
-    let mut settings = ClientConfig::new();
-    for (name, value) in config.kafka.properties().unwrap_or_default() {
-        settings.set(name, value);
-    }
-    settings
+    config
+        .kafka
+        .properties()
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 /// What every Kafka client of the projector does with librdkafka's error
 /// reports: brokers that refuse its credentials before it ever reached
-/// them stop the process (exit 2, naming the settings).
+/// them stop the process (exit 2, naming the settings). Its clones share
+/// one record of having reached the brokers.
 #[derive(Clone)]
-pub struct KafkaContext {
-    connection: Arc<ratewire_service::kafka::KafkaConnection>,
-    /// Set once a client has had an answer from the brokers.
-    pub reached: Arc<AtomicBool>,
-}
+pub struct KafkaContext(Arc<ClientReports>);
 
 impl KafkaContext {
-    pub fn new(config: &Config) -> Self {
-        Self {
-            connection: Arc::new(config.kafka.clone()),
-            reached: Arc::default(),
-        }
-    }
-
     /// Records that the brokers answered this process.
     pub fn reached(&self) {
-        self.reached.store(true, Ordering::Relaxed);
+        self.0.reached();
     }
 }
 
@@ -70,23 +60,14 @@ impl ClientContext for KafkaContext {
             error.rdkafka_error_code(),
             Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
         );
-        self.connection.on_client_error(
-            authentication,
-            self.reached.load(Ordering::Relaxed),
-            reason,
-        );
+        self.0.error(authentication, reason);
     }
 }
 
 impl ConsumerContext for KafkaContext {}
 
 pub fn create(config: &Config) -> Result<Arc<LogConsumer>> {
-    create_with(config, KafkaContext::new(config))
-}
-
-/// A consumer sharing `context` (and so its record of having reached the
-/// brokers) with the process's other clients.
-pub fn create_with(config: &Config, context: KafkaContext) -> Result<Arc<LogConsumer>> {
+    let context = KafkaContext(Arc::new(ClientReports::new(&config.kafka)));
     let consumer: LogConsumer = client_config(config)
         // Not a member of the group (that is `group`'s consumer); librdkafka
         // wants an id for a consumer all the same.

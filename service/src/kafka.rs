@@ -6,6 +6,7 @@
 //! no Kafka client: it only speaks librdkafka's property names.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The connection settings of a process with Kafka clients.
 #[derive(clap::Args, Debug, Clone)]
@@ -226,25 +227,6 @@ impl KafkaConnection {
         }
     }
 
-    /// A client's error report: when the brokers refused this process's
-    /// credentials before any client of it had reached them, the settings are
-    /// wrong, not the network: say which, and exit with status 2. Later
-    /// refusals (credentials rotated under a running process) are logged;
-    /// the process stays up and reports the broker unavailable.
-    pub fn on_client_error(&self, authentication: bool, reached: bool, reason: &str) {
-        if !authentication {
-            tracing::warn!(reason, "kafka client error");
-            return;
-        }
-        let message = self.refused(reason);
-        if reached {
-            tracing::error!("{message}");
-        } else {
-            eprintln!("error: bad setting: {message}");
-            std::process::exit(2);
-        }
-    }
-
     /// What to tell an operator whose brokers refused to authenticate this
     /// process: which settings to look at.
     pub fn refused(&self, reason: &str) -> String {
@@ -254,6 +236,48 @@ impl KafkaConnection {
             "RATEWIRE_KAFKA_SECURITY_PROTOCOL and the RATEWIRE_KAFKA_SSL_* settings"
         };
         format!("the Kafka brokers at {} refused this process's credentials; check {settings}: {reason}", self.brokers)
+    }
+}
+
+/// What a process's Kafka clients report, shared by all of them: whether
+/// any has had an answer from the brokers, and what a refusal means. Each
+/// process wraps it in the client context its Kafka library wants.
+#[derive(Debug)]
+pub struct ClientReports {
+    connection: KafkaConnection,
+    reached: AtomicBool,
+}
+
+impl ClientReports {
+    pub fn new(connection: &KafkaConnection) -> Self {
+        Self {
+            connection: connection.clone(),
+            reached: AtomicBool::new(false),
+        }
+    }
+
+    /// Records that the brokers answered one of this process's clients.
+    pub fn reached(&self) {
+        self.reached.store(true, Ordering::Relaxed);
+    }
+
+    /// A client's error report: when the brokers refused this process's
+    /// credentials before any client of it had reached them, the settings
+    /// are wrong, not the network: say which, and exit with status 2. Later
+    /// refusals (credentials rotated under a running process) are logged;
+    /// the process stays up and reports the broker unavailable.
+    pub fn error(&self, authentication: bool, reason: &str) {
+        if !authentication {
+            tracing::warn!(reason, "kafka client error");
+            return;
+        }
+        let message = self.connection.refused(reason);
+        if self.reached.load(Ordering::Relaxed) {
+            tracing::error!("{message}");
+        } else {
+            eprintln!("error: bad setting: {message}");
+            std::process::exit(2);
+        }
     }
 }
 

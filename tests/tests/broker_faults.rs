@@ -12,6 +12,13 @@ use serde_json::Value;
 
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(120);
 
+/// The status of ingest's /readyz, while it answers.
+async fn ingest_readiness(stack: &Stack) -> Option<u16> {
+    let url = format!("{}/readyz", stack.ingest_url);
+    let response = stack.http().get(url).send().await.ok()?;
+    Some(response.status().as_u16())
+}
+
 #[tokio::test]
 async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Result<()> {
     let mut stack =
@@ -53,15 +60,7 @@ async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Resu
     eventually(
         "ingest reports the broker gone",
         Duration::from_secs(15),
-        || async {
-            let ready = stack
-                .http()
-                .get(format!("{}/readyz", stack.ingest_url))
-                .send()
-                .await
-                .ok()?;
-            (ready.status() == 503).then_some(())
-        },
+        || async { (ingest_readiness(&stack).await? == 503).then_some(()) },
     )
     .await?;
 
@@ -76,13 +75,7 @@ async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Resu
     .await?;
     let accepted = streamed + 1;
     eventually("ingest ready again", Duration::from_secs(30), || async {
-        let ready = stack
-            .http()
-            .get(format!("{}/readyz", stack.ingest_url))
-            .send()
-            .await
-            .ok()?;
-        ready.status().is_success().then_some(())
+        (ingest_readiness(&stack).await? == 200).then_some(())
     })
     .await?;
     // Six registrations and every accepted board, each applied once.
