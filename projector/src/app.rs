@@ -8,12 +8,11 @@ use ratewire_readmodel::{db, redis};
 use ratewire_service::Listener;
 use rdkafka::consumer::Consumer;
 
-use crate::consumer::LogConsumer;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::config::{Config, Partitions};
-use crate::consumer;
+use crate::consumer::Log;
 use crate::error::Result;
 use crate::fold_loop::FoldLoop;
 use crate::group;
@@ -25,7 +24,7 @@ pub struct Application {
     /// What /readyz checks; its pool (on the control schema) and Redis
     /// connection are the fold's too.
     health: HealthState,
-    consumer: Arc<LogConsumer>,
+    log: Log,
 }
 
 impl Application {
@@ -46,12 +45,12 @@ impl Application {
             redis: redis::connect(&config.read_model.redis_url)?,
             status: Arc::new(Status::new(config.ready_lag)),
         };
-        let consumer = consumer::create(&config)?;
+        let log = Log::connect(&config)?;
         Ok(Self {
             config,
             listener,
             health,
-            consumer,
+            log,
         })
     }
 
@@ -73,7 +72,7 @@ impl Application {
             Partitions::Auto => {
                 // The member shares the fold consumer's record of having
                 // reached the brokers.
-                let kafka = self.consumer.context().as_ref().clone();
+                let kafka = self.log.consumer.context().as_ref().clone();
                 let (ownership, member) = group::join(&self.config, kafka)?;
                 let _ = health.status.member.set(member.client_id.clone());
                 (Some(ownership), Some(member))
@@ -84,7 +83,7 @@ impl Application {
             self.config,
             health.pool,
             health.redis,
-            self.consumer,
+            self.log,
             health.status,
             ownership,
             &shutdown,

@@ -81,13 +81,12 @@ pub struct Config {
     pub batch_wait_ms: u64,
     /// Longest time, in milliseconds, the broker may hold a fetch while it
     /// has no new data. Kafka answers a fetch as soon as data arrives, so
-    /// this is how often a quiet log is asked again. It cannot simply be
-    /// raised: the broker answers one request of a connection at a time, so
-    /// the lag report's offset queries wait behind a held fetch (at 500 ms
-    /// they timed out and readiness never saw the lag). Brokers that hold
-    /// every fetch for its full wait add up to this much to
-    /// publish-to-visible latency.
-    #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=5_000))]
+    /// this only sets how often a quiet log is asked again (at 20 ms, the
+    /// broker's empty fetches cost it more than the demo feed). Brokers
+    /// that hold every fetch for its full wait add up to this much to
+    /// publish-to-visible latency: lower it there, or set
+    /// `RATEWIRE_PROJECTOR_IDLE_AFTER_MS`.
+    #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub fetch_wait_ms: u64,
     /// Milliseconds without a new message after which the partitions are
     /// no longer read (no fetches at all) until ingest says the log has new

@@ -8,6 +8,7 @@
 //! partition's offset (see `fold`) keeps an overlap from applying anything
 //! twice.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use futures_util::future::MaybeDone;
 use ratewire_service::kafka::ClientReports;
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -85,86 +86,177 @@ pub fn create(config: &Config) -> Result<Arc<LogConsumer>> {
     Ok(Arc::new(consumer))
 }
 
-/// The topic's partitions that this instance owns; an error while the topic
-/// does not exist yet (the caller retries).
-pub async fn owned_partitions(
-    consumer: &Arc<LogConsumer>,
-    topic: &str,
-    owned: &Partitions,
-) -> Result<Vec<i32>> {
-    let partitions: Vec<i32> = topic_partitions(consumer, topic)
-        .await?
-        .into_iter()
-        .filter(|p| owned.includes(*p))
-        .collect();
-    if partitions.is_empty() {
-        return Err(Error::Config(format!(
-            "topic {topic} has none of the configured partitions yet"
-        )));
-    }
-    Ok(partitions)
+/// The projector's clients of the log: the fold's consumer, and the one
+/// its questions about the log go on.
+pub struct Log {
+    pub consumer: Arc<LogConsumer>,
+    pub queries: LogQueries,
 }
 
-/// Every partition of the topic, as the broker lists them now; an error
-/// while the topic does not exist.
-pub async fn topic_partitions(consumer: &Arc<LogConsumer>, topic: &str) -> Result<Vec<i32>> {
-    let c = Arc::clone(consumer);
-    let name = topic.to_owned();
-    let metadata =
-        tokio::task::spawn_blocking(move || c.fetch_metadata(Some(&name), Duration::from_secs(5)))
-            .await
-            .map_err(|e| Error::Config(format!("metadata task failed: {e}")))??;
-    consumer.context().reached();
-    let topic_md = metadata
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .ok_or_else(|| Error::Config(format!("topic {topic} not found")))?;
-    if let Some(err) = topic_md.error() {
-        return Err(Error::Config(format!("topic {topic}: {err:?}")));
+impl Log {
+    pub fn connect(config: &Config) -> Result<Self> {
+        let consumer = create(config)?;
+        let queries = LogQueries::create(config, &consumer)?;
+        Ok(Self { consumer, queries })
     }
-    let mut partitions: Vec<i32> = topic_md.partitions().iter().map(|p| p.id()).collect();
-    partitions.sort_unstable();
-    if partitions.is_empty() {
-        return Err(Error::Config(format!(
-            "topic {topic} has no partitions yet"
-        )));
-    }
-    Ok(partitions)
 }
 
-/// `(low, high)` watermarks of each partition: the first offset the broker
-/// still holds and the next offset it will write.
-pub async fn watermarks(
-    consumer: &Arc<LogConsumer>,
-    topic: &str,
-    partitions: &[i32],
-    wait: Duration,
-) -> Result<std::collections::BTreeMap<i32, (i64, i64)>> {
-    let c = Arc::clone(consumer);
-    let (topic, partitions) = (topic.to_owned(), partitions.to_vec());
-    let marks = tokio::task::spawn_blocking(move || {
-        partitions
-            .iter()
-            .map(|p| {
-                c.fetch_watermarks(&topic, *p, wait)
-                    .map(|marks| (*p, marks))
-                    .map_err(Error::from)
+/// The broker's answers about the log (its partitions, their watermarks),
+/// asked on a client of their own. A broker answers one request of a
+/// connection at a time, so on the fold's consumer these queries would
+/// wait behind its fetch, which the broker may hold for the whole fetch
+/// wait while the log is quiet.
+#[derive(Clone)]
+pub struct LogQueries(Arc<BaseConsumer<KafkaContext>>);
+
+impl LogQueries {
+    /// A client beside `fold`'s, sharing its record of having reached the
+    /// brokers. It never joins a group nor reads a partition.
+    pub fn create(config: &Config, fold: &LogConsumer) -> Result<Self> {
+        let client: BaseConsumer<KafkaContext> = client_config(config)
+            .set("group.id", format!("{}.queries", config.group_id))
+            .set("enable.auto.commit", "false")
+            .create_with_context(fold.context().as_ref().clone())?;
+        Ok(Self(Arc::new(client)))
+    }
+
+    /// Runs `query` on a blocking thread. Polls first, so the client's error
+    /// reports reach the context instead of piling up in its queue.
+    async fn ask<T: Send + 'static>(
+        &self,
+        what: &str,
+        query: impl FnOnce(&BaseConsumer<KafkaContext>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let client = Arc::clone(&self.0);
+        let answer = tokio::task::spawn_blocking(move || {
+            while let Some(Err(e)) = client.poll(Duration::ZERO) {
+                tracing::debug!(error = %e, "kafka client report");
+            }
+            query(&client)
+        })
+        .await
+        .map_err(|e| Error::Config(format!("{what} task failed: {e}")))??;
+        self.0.context().reached();
+        Ok(answer)
+    }
+
+    /// The topic's partitions that this instance owns; an error while the
+    /// topic does not exist yet (the caller retries).
+    pub async fn owned_partitions(&self, topic: &str, owned: &Partitions) -> Result<Vec<i32>> {
+        let partitions: Vec<i32> = self
+            .partitions(topic)
+            .await?
+            .into_iter()
+            .filter(|p| owned.includes(*p))
+            .collect();
+        if partitions.is_empty() {
+            return Err(Error::Config(format!(
+                "topic {topic} has none of the configured partitions yet"
+            )));
+        }
+        Ok(partitions)
+    }
+
+    /// Every partition of the topic, as the broker lists them now; an error
+    /// while the topic does not exist.
+    pub async fn partitions(&self, topic: &str) -> Result<Vec<i32>> {
+        let name = topic.to_owned();
+        let metadata = self
+            .ask("metadata", move |c| {
+                Ok(c.fetch_metadata(Some(&name), Duration::from_secs(5))?)
             })
-            .collect::<Result<std::collections::BTreeMap<_, _>>>()
-    })
-    .await
-    .map_err(|e| Error::Config(format!("watermark task failed: {e}")))??;
-    consumer.context().reached();
-    Ok(marks)
+            .await?;
+        let topic_md = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| Error::Config(format!("topic {topic} not found")))?;
+        if let Some(err) = topic_md.error() {
+            return Err(Error::Config(format!("topic {topic}: {err:?}")));
+        }
+        let mut partitions: Vec<i32> = topic_md.partitions().iter().map(|p| p.id()).collect();
+        partitions.sort_unstable();
+        if partitions.is_empty() {
+            return Err(Error::Config(format!(
+                "topic {topic} has no partitions yet"
+            )));
+        }
+        Ok(partitions)
+    }
+
+    /// `(low, high)` watermarks of each partition: the first offset the
+    /// broker still holds and the next offset it will write.
+    pub async fn watermarks(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+        wait: Duration,
+    ) -> Result<BTreeMap<i32, (i64, i64)>> {
+        let lows = self
+            .ends(topic, partitions, Offset::Beginning, wait)
+            .await?;
+        let highs = self.highs(topic, partitions, wait).await?;
+        Ok(lows
+            .into_iter()
+            .filter_map(|(p, low)| highs.get(&p).map(|high| (p, (low, *high))))
+            .collect())
+    }
+
+    /// Each partition's high watermark, the next offset the broker will
+    /// write.
+    pub async fn highs(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+        wait: Duration,
+    ) -> Result<BTreeMap<i32, i64>> {
+        self.ends(topic, partitions, Offset::End, wait).await
+    }
+
+    /// One end of each partition, all asked in one request per broker
+    /// (librdkafka's watermark query asks each end of each partition
+    /// apart, and the lag report asks every second).
+    async fn ends(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+        end: Offset,
+        wait: Duration,
+    ) -> Result<BTreeMap<i32, i64>> {
+        if partitions.is_empty() {
+            // librdkafka refuses an empty question.
+            return Ok(BTreeMap::new());
+        }
+        let mut list = TopicPartitionList::new();
+        for p in partitions {
+            list.add_partition_offset(topic, *p, end)?;
+        }
+        self.ask("offsets", move |c| {
+            // Asked as timestamps: the end markers are the protocol's
+            // "earliest" and "latest".
+            let answer = c.offsets_for_times(list, wait)?;
+            answer
+                .elements()
+                .iter()
+                .map(|e| {
+                    e.error()?;
+                    match e.offset() {
+                        Offset::Offset(offset) => Ok((e.partition(), offset)),
+                        other => Err(Error::Config(format!(
+                            "partition {} of {}: no offset in the answer ({other:?})",
+                            e.partition(),
+                            e.topic()
+                        ))),
+                    }
+                })
+                .collect()
+        })
+        .await
+    }
 }
 
 /// Starts reading each partition at its stored position.
-pub fn assign(
-    consumer: &LogConsumer,
-    topic: &str,
-    positions: &std::collections::BTreeMap<i32, i64>,
-) -> Result<()> {
+pub fn assign(consumer: &LogConsumer, topic: &str, positions: &BTreeMap<i32, i64>) -> Result<()> {
     let mut list = TopicPartitionList::new();
     for (partition, next_offset) in positions {
         list.add_partition_offset(topic, *partition, Offset::Offset(*next_offset))?;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::consumer::LogConsumer;
+use crate::consumer::{Log, LogConsumer, LogQueries};
 use futures_util::future::maybe_done;
 use ratewire_readmodel::continuity::Continuity;
 use ratewire_readmodel::{db, generation};
@@ -57,6 +57,8 @@ pub struct FoldLoop {
     control: PgPool,
     redis: ratewire_readmodel::redis::Connection,
     consumer: Arc<LogConsumer>,
+    /// The broker's answers about the log, on a client of their own.
+    queries: LogQueries,
     status: Arc<Status>,
     /// Writes the views of banks whose boards changed, and hands them on
     /// to the views over all banks.
@@ -92,7 +94,7 @@ impl FoldLoop {
         config: Config,
         control: PgPool,
         redis: ratewire_readmodel::redis::Connection,
-        consumer: Arc<LogConsumer>,
+        log: Log,
         status: Arc<Status>,
         ownership: Option<Ownership>,
         shutdown: &CancellationToken,
@@ -118,7 +120,8 @@ impl FoldLoop {
             config,
             control,
             redis,
-            consumer,
+            consumer: log.consumer,
+            queries: log.queries,
             status,
             bank_views: BankViews::spawn(Aggregates::spawn(shutdown.clone())),
             rebuild: true,
@@ -196,7 +199,8 @@ impl FoldLoop {
             }
             None => {
                 let Some(partitions) = retry("finding the topic's partitions", shutdown, || {
-                    consumer::owned_partitions(&self.consumer, &topic, &self.config.partitions)
+                    self.queries
+                        .owned_partitions(&topic, &self.config.partitions)
                 })
                 .await
                 else {
@@ -215,7 +219,7 @@ impl FoldLoop {
         self.status.consuming.store(true, Ordering::Relaxed);
         let reporter = tokio::spawn(report_progress(
             Arc::clone(&self.progress),
-            Arc::clone(&self.consumer),
+            self.queries.clone(),
             topic.clone(),
             Arc::clone(&self.status),
             shutdown.clone(),
@@ -491,6 +495,11 @@ impl FoldLoop {
                     .set(0.0);
             }
             progress.positions = positions;
+            // The group learns where a partition taken over stands now, not
+            // at its first batch.
+            if let Some(ownership) = &self.ownership {
+                ownership.positions.send_replace(progress.positions.clone());
+            }
         }
         *self.status.partitions.lock().expect("status lock") = now.iter().copied().collect();
         if let Some(cause) = self.pacing.assigned() {
@@ -515,9 +524,10 @@ impl FoldLoop {
     )> {
         let topic = &self.config.topic;
         let partitions: Vec<i32> = positions.keys().copied().collect();
-        let marks =
-            consumer::watermarks(&self.consumer, topic, &partitions, Duration::from_secs(5))
-                .await?;
+        let marks = self
+            .queries
+            .watermarks(topic, &partitions, Duration::from_secs(5))
+            .await?;
         for (partition, position) in positions.iter_mut() {
             let Some((low, _)) = marks.get(partition) else {
                 continue;
@@ -701,7 +711,7 @@ async fn ownership_change(
 /// the lag and age gauges, the position log line, and readiness.
 async fn report_progress(
     progress: Arc<std::sync::Mutex<Progress>>,
-    consumer: Arc<LogConsumer>,
+    queries: LogQueries,
     topic: String,
     status: Arc<Status>,
     shutdown: CancellationToken,
@@ -711,7 +721,7 @@ async fn report_progress(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
-                let lag = Progress::report(&progress, &consumer, &topic).await;
+                let lag = Progress::report(&progress, &queries, &topic).await;
                 status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
             }
         }

@@ -17,9 +17,11 @@
 //! and two fold one partition for a moment, nothing is applied twice: each
 //! batch locks its partitions' stored offsets and skips what is applied.
 //!
-//! After each batch the fold's positions are also committed to the group,
-//! for information only (lag exporters, `kafka-consumer-groups
-//! --describe`); nothing reads them back.
+//! The fold's positions are also committed to the group, for information
+//! only (lag exporters, `kafka-consumer-groups --describe`); nothing reads
+//! them back. At most one commit a second ([`COMMIT_EVERY`]), always of the
+//! latest positions, and a last one on leaving: each commit is a write to
+//! the broker's offsets log, and the demo feed alone made four a second.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +60,9 @@ pub struct Member {
 /// (a batch retried while Postgres is away can take longer: the new owner
 /// then waits on the partition's offset lock instead).
 const RELEASE_WITHIN: Duration = Duration::from_secs(30);
+
+/// How often, at most, the positions are committed to the group.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
 struct Context {
     kafka: KafkaContext,
@@ -245,6 +250,7 @@ fn poll(
     mut positions: watch::Receiver<BTreeMap<i32, i64>>,
 ) {
     let mut last_error: Option<Instant> = None;
+    let mut last_commit: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         match consumer.poll(Duration::from_millis(100)) {
             // Fetched before its partition was paused: the fold reads it.
@@ -256,10 +262,17 @@ fn poll(
                 }
             }
         }
-        if positions.has_changed().unwrap_or(false) {
+        let due = last_commit.is_none_or(|at| at.elapsed() >= COMMIT_EVERY);
+        if due && positions.has_changed().unwrap_or(false) {
             let latest = positions.borrow_and_update().clone();
             commit(&consumer, topic, &latest);
+            last_commit = Some(Instant::now());
         }
+    }
+    // Closing the consumer waits for this commit.
+    if positions.has_changed().unwrap_or(false) {
+        let latest = positions.borrow_and_update().clone();
+        commit(&consumer, topic, &latest);
     }
     // Dropping the consumer leaves the group (its partitions are revoked
     // here first, at once: the fold has stopped).

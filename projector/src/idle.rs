@@ -1,10 +1,10 @@
 //! Reading the log only while there is something to read.
 //!
-//! To see a new event within milliseconds, the projector fetches with a short
-//! broker wait. A broker that answers a fetch as soon as data arrives (Kafka)
-//! makes that cheap; one that holds every fetch for its full wait makes it
-//! hundreds of empty fetches a second while the log is quiet, which costs the
-//! broker far more than the events do. With `RATEWIRE_PROJECTOR_IDLE_AFTER_MS`
+//! Kafka answers a fetch as soon as data arrives, so a long fetch wait costs
+//! nothing in freshness there. A broker that holds every fetch for its full
+//! wait needs a short one to show a new event within milliseconds, and that
+//! makes hundreds of empty fetches a second while the log is quiet, which
+//! costs the broker far more than the events do. With `RATEWIRE_PROJECTOR_IDLE_AFTER_MS`
 //! set, [`Pacing`] stops reading the partitions (no fetches at all) once
 //! nothing has arrived for that long, and reads them again when ingest says
 //! the log has new events ([`Doorbell`], a Postgres notification after each

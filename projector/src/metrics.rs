@@ -32,9 +32,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use metrics::{counter, gauge, histogram};
-use std::sync::Arc;
 
-use crate::consumer::LogConsumer;
+use crate::consumer::LogQueries;
 use tracing::{debug, info};
 
 use crate::fold::BatchOutcome;
@@ -127,17 +126,17 @@ impl Progress {
     /// Returns the total lag, `None` when the broker did not answer.
     pub async fn report(
         progress: &std::sync::Mutex<Progress>,
-        consumer: &Arc<LogConsumer>,
+        queries: &LogQueries,
         topic: &str,
     ) -> Option<i64> {
         let partitions: Vec<i32> = {
             let progress = progress.lock().expect("progress lock");
             progress.positions.keys().copied().collect()
         };
-        let marks =
-            crate::consumer::watermarks(consumer, topic, &partitions, Duration::from_millis(500))
-                .await
-                .ok();
+        let marks = queries
+            .highs(topic, &partitions, Duration::from_millis(500))
+            .await
+            .ok();
         let known = marks.is_some();
         progress
             .lock()
@@ -156,11 +155,11 @@ impl Progress {
                 .all(|(p, position)| self.highs.get(p).is_some_and(|high| position >= high))
     }
 
-    fn publish(&mut self, marks: &BTreeMap<i32, (i64, i64)>) -> Option<i64> {
-        self.highs = marks.iter().map(|(p, (_, high))| (*p, *high)).collect();
+    fn publish(&mut self, highs: &BTreeMap<i32, i64>) -> Option<i64> {
+        self.highs = highs.clone();
         let mut lags = BTreeMap::new();
         for (partition, position) in &self.positions {
-            if let Some((_, high)) = marks.get(partition) {
+            if let Some(high) = highs.get(partition) {
                 let lag = (high - position).max(0);
                 gauge!("ratewire_projector_consumer_lag", "partition" => partition.to_string())
                     .set(lag as f64);
@@ -209,7 +208,7 @@ mod tests {
         assert!(!progress.caught_up(), "nothing assigned yet");
         progress.positions = BTreeMap::from([(0, 5), (1, 7)]);
         assert!(!progress.caught_up(), "no report yet");
-        progress.publish(&BTreeMap::from([(0, (0, 5)), (1, (0, 9))]));
+        progress.publish(&BTreeMap::from([(0, 5), (1, 9)]));
         assert!(!progress.caught_up());
         progress.positions.insert(1, 9);
         assert!(progress.caught_up());

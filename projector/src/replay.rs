@@ -18,6 +18,7 @@ use tracing::info;
 use ratewire_readmodel::{db, generation, redis};
 
 use crate::config::{Config, Partitions};
+use crate::consumer::Log;
 use crate::error::{Error, Result};
 use crate::holes::{Reads, Start};
 use crate::rebuild::rebuild_views;
@@ -88,11 +89,14 @@ pub async fn replay(
         "replay starting from offset zero"
     );
 
-    let kafka = consumer::create(config)?;
-    let partitions = consumer::owned_partitions(&kafka, &config.topic, &Partitions::All).await?;
+    let queries = Log::connect(config)?.queries;
+    let partitions = queries
+        .owned_partitions(&config.topic, &Partitions::All)
+        .await?;
     let mut positions = fold::positions(&pool, &config.topic, &partitions).await?;
-    let marks =
-        consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5)).await?;
+    let marks = queries
+        .watermarks(&config.topic, &partitions, Duration::from_secs(5))
+        .await?;
     if let Some((partition, (low, _))) = marks.iter().find(|(_, (low, _))| *low > 0) {
         return Err(Error::Config(format!(
             "partition {partition} of {} now starts at offset {low}: retention deleted events, so a replay cannot rebuild the read model",
@@ -191,7 +195,10 @@ impl Lane {
     /// Folds the lane's partitions until they reach the log's end.
     async fn run(mut self, shutdown: CancellationToken) -> Result<LaneReport> {
         let config = &self.config;
-        let kafka = consumer::create(config)?;
+        let Log {
+            consumer: kafka,
+            queries,
+        } = Log::connect(config)?;
         let partitions: Vec<i32> = self.positions.keys().copied().collect();
         consumer::assign(&kafka, &config.topic, &self.positions)?;
         // A fresh schema reads every partition from its first offset
@@ -257,9 +264,9 @@ impl Lane {
                     break;
                 }
             }
-            self.marks =
-                consumer::watermarks(&kafka, &config.topic, &partitions, Duration::from_secs(5))
-                    .await?;
+            self.marks = queries
+                .watermarks(&config.topic, &partitions, Duration::from_secs(5))
+                .await?;
         }
         Ok(LaneReport {
             dead_lettered,

@@ -28,6 +28,9 @@ pub struct Stack {
     pub database: String,
     pub redis_prefix: String,
     pub topic: String,
+    /// The projectors' consumer group: one per test, like the topic, so
+    /// one test's members never join another's group on a shared broker.
+    pub group: String,
     pub logs: PathBuf,
     pub(crate) http: reqwest::Client,
     processes: Vec<(String, Child)>,
@@ -110,6 +113,7 @@ impl Stack {
             projector_url: format!("http://127.0.0.1:{projector_port}"),
             redis_prefix: format!("rwe2e:{id}:"),
             topic: format!("rw-e2e-{id}"),
+            group: format!("rw-e2e-{id}-projectors"),
             database,
             logs,
             http: reqwest::Client::builder()
@@ -195,6 +199,7 @@ impl Stack {
             ("RATEWIRE_REDIS_PREFIX", stack.redis_prefix.clone()),
             ("RATEWIRE_KAFKA_BROKERS", stack.brokers.clone()),
             ("RATEWIRE_TOPIC", stack.topic.clone()),
+            ("RATEWIRE_KAFKA_GROUP", stack.group.clone()),
             ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
             ("RATEWIRE_API_LISTEN", format!("127.0.0.1:{api_port}")),
             (

@@ -22,7 +22,13 @@ async fn ingest_and_the_projector_work_over_sasl_ssl_and_a_wrong_password_stops_
     let wrong = stack.logs.join("tls/wrong-password");
     std::fs::write(&wrong, "not-the-password\n")?;
     let wrong = wrong.display().to_string();
-    for binary in ["ratewire-ingest", "ratewire-projector"] {
+    // The projector outside the group too (fixed partitions), where no
+    // member reports the broker's refusal.
+    for (binary, partitions) in [
+        ("ratewire-ingest", "auto"),
+        ("ratewire-projector", "auto"),
+        ("ratewire-projector", "all"),
+    ] {
         // Listeners of their own: the stack's processes hold theirs.
         let listen = [
             "RATEWIRE_INGEST_LISTEN",
@@ -32,11 +38,18 @@ async fn ingest_and_the_projector_work_over_sasl_ssl_and_a_wrong_password_stops_
         .map(|name| (name, format!("127.0.0.1:{}", free_port())));
         let mut env: Vec<(&str, &str)> = listen.iter().map(|(n, v)| (*n, v.as_str())).collect();
         env.push(("RATEWIRE_KAFKA_SASL_PASSWORD_FILE", &wrong));
+        env.push(("RATEWIRE_PROJECTOR_PARTITIONS", partitions));
         let output = tokio::time::timeout(Duration::from_secs(30), stack.run(binary, &[], &env))
             .await
-            .map_err(|_| anyhow::anyhow!("{binary} kept running with a wrong password"))??;
+            .map_err(|_| {
+                anyhow::anyhow!("{binary} ({partitions}) kept running with a wrong password")
+            })??;
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{binary}: {stderr}");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{binary} ({partitions}): {stderr}"
+        );
         assert!(
             stderr.contains("refused this process's credentials")
                 && stderr.contains("RATEWIRE_KAFKA_SASL_PASSWORD"),

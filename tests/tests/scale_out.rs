@@ -21,6 +21,8 @@ const HANDOVER_WITHIN: Duration = Duration::from_secs(3);
 /// A new member is given partitions at the next heartbeats.
 const JOINED_WITHIN: Duration = Duration::from_secs(5);
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(90);
+/// The positions are committed to the group at most once a second.
+const COMMITTED_WITHIN: Duration = Duration::from_secs(5);
 
 /// A running projector: its process name and health listener.
 struct Projector {
@@ -61,6 +63,16 @@ async fn one_owner_each(
     live: &[&Projector],
     within: Duration,
 ) -> anyhow::Result<Duration> {
+    owners_of(stack, live, PARTITIONS, within).await
+}
+
+/// [`one_owner_each`] for a topic of `count` partitions.
+async fn owners_of(
+    stack: &Stack,
+    live: &[&Projector],
+    count: i32,
+    within: Duration,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
     loop {
         let mut readers: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
@@ -76,8 +88,8 @@ async fn one_owner_each(
             }
         }
         let settled = members.len() == live.len()
-            && (0..PARTITIONS).all(|p| readers.get(&p).is_some_and(|r| r.len() == 1))
-            && readers.len() == PARTITIONS as usize
+            && (0..count).all(|p| readers.get(&p).is_some_and(|r| r.len() == 1))
+            && readers.len() == count as usize
             && shares
                 .iter()
                 .max()
@@ -97,7 +109,48 @@ async fn one_owner_each(
     }
 }
 
-#[tokio::test]
+/// Waits until the offsets committed to the projectors' group equal every
+/// partition's high watermark, as `kafka-consumer-groups --describe` would
+/// read them; returns how long that took.
+async fn group_at_log_end(stack: &Stack, within: Duration) -> anyhow::Result<Duration> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let client: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", stack.kafka_brokers())
+        .set("group.id", &stack.group)
+        .create()?;
+    let (topic, started) = (stack.topic.clone(), Instant::now());
+    loop {
+        let (ends, committed) = tokio::task::block_in_place(|| -> anyhow::Result<_> {
+            let mut list = rdkafka::TopicPartitionList::new();
+            let mut ends = BTreeMap::new();
+            for p in 0..PARTITIONS {
+                list.add_partition(&topic, p);
+                ends.insert(
+                    p,
+                    client
+                        .fetch_watermarks(&topic, p, Duration::from_secs(5))?
+                        .1,
+                );
+            }
+            let committed: BTreeMap<i32, i64> = client
+                .committed_offsets(list, Duration::from_secs(5))?
+                .elements()
+                .iter()
+                .filter_map(|e| e.offset().to_raw().map(|o| (e.partition(), o)))
+                .collect();
+            Ok((ends, committed))
+        })?;
+        if committed == ends {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > within {
+            anyhow::bail!("the group committed {committed:?}, the log ends at {ends:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow::Result<()> {
     let mut stack = Stack::start_with(&[("RATEWIRE_TOPIC_PARTITIONS", "6")]).await?;
     let first = Projector {
@@ -152,6 +205,10 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     assert_eq!(rows["rates"], accepted * 3);
     assert_eq!(rows["dead_letters"], 0);
 
+    // Lag tools see the group at the log's end too.
+    let took = group_at_log_end(&stack, COMMITTED_WITHIN).await?;
+    eprintln!("the group's committed offsets reached the log's end {took:?} after the fold");
+
     // Every change of ownership was logged by the member it reached.
     let log = std::fs::read_to_string(stack.logs.join("projector-d.log"))?;
     assert!(
@@ -198,6 +255,71 @@ async fn with_the_classic_protocol_the_members_share_the_partitions_too() -> any
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack
         .wait_served("the board, folded by the one left", bank, &key, "155.1")
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_projector_beyond_the_partition_count_is_ready_and_stands_by() -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[("RATEWIRE_TOPIC_PARTITIONS", "2")]).await?;
+    let first = Projector {
+        name: "ratewire-projector".to_owned(),
+        url: stack.projector_url.clone(),
+    };
+    let b = Projector::start(&mut stack, "projector-b")?;
+    let spare = Projector::start(&mut stack, "projector-spare")?;
+    owners_of(&stack, &[&first, &b, &spare], 2, Duration::from_secs(30)).await?;
+
+    // The member given nothing still reports ready (an orchestrator would
+    // otherwise restart it forever), listing no partitions.
+    let started = Instant::now();
+    let idle = loop {
+        let mut idle = Vec::new();
+        for projector in [&first, &b, &spare] {
+            let response = stack
+                .http()
+                .get(format!("{}/readyz", projector.url))
+                .send()
+                .await?;
+            let ready = response.status() == 200;
+            let body: Value = response.json().await?;
+            if ready && body["partitions"].as_array().is_some_and(|p| p.is_empty()) {
+                idle.push(projector.name.clone());
+            }
+        }
+        if idle.len() == 1 {
+            break idle.remove(0);
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "no member was ready with no partitions; logs in {}",
+            stack.logs.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!(
+        "{idle} ready with no partitions after {:?}",
+        started.elapsed()
+    );
+
+    // It stands by: killed, an owner's partition goes to it.
+    let owner = [&first, &b, &spare]
+        .into_iter()
+        .find(|p| p.name != idle)
+        .expect("two owners");
+    stack.kill(&owner.name)?;
+    let live: Vec<&Projector> = [&first, &b, &spare]
+        .into_iter()
+        .filter(|p| p.name != owner.name)
+        .collect();
+    let took = owners_of(&stack, &live, 2, TAKEOVER_WITHIN).await?;
+    eprintln!("the standby took over a killed owner's partition in {took:?}");
+    let (bank, token) = stack.bank_with_token("SBY", "Standby").await?;
+    let key = stack.api_key("standby").await?;
+    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    stack
+        .wait_served("a board after the takeover", bank, &key, "155.1")
         .await?;
     Ok(())
 }
