@@ -17,6 +17,7 @@ use tracing::info;
 use crate::config::Config;
 use crate::db;
 use crate::error::Result;
+use crate::key_directory::KeyDirectory;
 use crate::keys::KeyStore;
 use crate::limits::Limiter;
 use crate::read_model::ReadModels;
@@ -79,7 +80,9 @@ impl Application {
         );
         let stream_slots = Arc::new(crate::stream_slots::StreamSlots::new(redis.clone(), prefix));
         let state = AppState::new(Shared {
-            key_store: KeyStore::new(pool.clone(), redis.clone(), prefix),
+            key_store: KeyStore::new(pool.clone(), redis.clone(), prefix).with_directory(
+                KeyDirectory::new(&config.schema, config.key_directory_max as usize),
+            ),
             limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
             pool,
             redis,
@@ -184,6 +187,9 @@ impl Application {
             .await;
         let sync = prepared.then(|| {
             info!("api ready");
+            state
+                .key_store
+                .follow_changes(state.pool.clone(), shutdown.clone());
             let read = state.read.clone();
             tokio::spawn(read.clone().watch(state.pool.clone(), shutdown.clone()));
             tokio::spawn(

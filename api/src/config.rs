@@ -69,6 +69,12 @@ pub struct Config {
     /// from Postgres.
     #[arg(long, env = "RATEWIRE_REDIS_BUDGET_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub redis_budget_ms: u64,
+    /// Live API keys held in memory at most (prefix and hash, about 100
+    /// bytes each): with them a made-up key is refused without a query.
+    /// Past it, unknown keys are looked up in Postgres within each client
+    /// address's anonymous allowance, and refused with 503 beyond it.
+    #[arg(long, env = "RATEWIRE_API_KEY_DIRECTORY_MAX", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub key_directory_max: u64,
     /// Seconds between saves of monthly counts to Postgres (and restores
     /// after Redis lost them): the most a Redis loss can undercount.
     #[arg(long, env = "RATEWIRE_USAGE_SYNC_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -33,6 +33,10 @@ pub enum Error {
     /// The live stream cannot start while Redis cannot be read.
     #[error("the live stream needs Redis")]
     StreamUnavailable,
+    /// A key neither known valid nor known invalid, and not checked now
+    /// (see `keys::Lookup::NotChecked`): never answered as invalid.
+    #[error("Service Unavailable")]
+    KeyUnchecked,
     /// The process is still preparing a dependency (e.g. started while
     /// Postgres was down).
     #[error("{0}")]
@@ -99,7 +103,7 @@ impl Error {
             Error::RateLimited | Error::QuotaExceeded | Error::TooManyStreams => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            Error::StreamUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Error::StreamUnavailable | Error::KeyUnchecked => StatusCode::SERVICE_UNAVAILABLE,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Shared {
@@ -143,6 +147,9 @@ impl IntoResponse for Error {
             Error::TooManyStreams => {
                 json!({"status": 429, "message": self.to_string(), "code": "RATE_LIMIT_EXCEEDED"})
             }
+            // One per request of a flood: counted by the gate, not logged.
+            // (`ratewire_api_keys_unchecked_total`).
+            Error::KeyUnchecked => json!({"status": 503, "message": self.to_string()}),
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %self, "dependency unavailable; answering 503");
                 json!({"status": 503, "message": "Service Unavailable"})

@@ -1,9 +1,9 @@
 //! The gate every public request passes: who is calling, and may they?
 //!
-//! A request with a valid key is counted against its key's plan. Any other
-//! request (no key, unknown or revoked key) is counted against its client IP
-//! under the `anonymous` plan *before* it is refused, so keyless floods are
-//! throttled too. The decision's numbers go on every response as
+//! A request with a valid key is counted against its key's plan, whatever
+//! others send from its address. Any other request (no key, unknown or
+//! revoked key) is counted against its client IP under the `anonymous` plan
+//! *before* it is refused, so keyless floods are throttled too. The decision's numbers go on every response as
 //! X-RateLimit-Limit, -Remaining and -Reset; a refused request gets 429 with
 //! Retry-After. Handlers learn the caller from [`Identified`].
 
@@ -108,16 +108,21 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
     let headers = request.headers();
     let caller = match key {
         Some(key) => {
-            // A key no cache knows costs a Postgres query; each client gets
-            // at most its anonymous allowance of those a minute, so a flood
-            // of made-up keys costs no more, however concurrent.
+            // Only while the directory of live keys is not current does a
+            // key no cache knows cost a Postgres query; each client address
+            // then gets at most its anonymous allowance of those a minute.
             let may_ask_postgres = || match state.clients.client(peer, headers) {
                 Some(client) => state.key_lookups.try_take(client),
                 None => true,
             };
             match state.key_store.lookup(key, may_ask_postgres).await {
                 Ok(Lookup::Valid(caller)) => Some(caller),
-                Ok(Lookup::Invalid | Lookup::NotChecked) => None,
+                Ok(Lookup::Invalid) => None,
+                // Not known to be invalid: never answered as if it were.
+                Ok(Lookup::NotChecked) => {
+                    metrics::counter!("ratewire_api_keys_unchecked_total").increment(1);
+                    return Error::KeyUnchecked.into_response();
+                }
                 Err(e) => return e.into_response(),
             }
         }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 
 use crate::error::{postgres_unavailable, Error, FieldErrors, Result};
+use crate::key_directory::{Entry, KeyDirectory};
 use crate::plans::Plans;
 use crate::redis_guard::RedisGuard;
 
@@ -140,6 +141,8 @@ pub struct KeyStore {
     id: u64,
     /// Revocations made through this instance (see [`Recent`]).
     revocations: Arc<AtomicU64>,
+    /// Every live key's prefix and hash (see [`KeyDirectory`]).
+    directory: KeyDirectory,
 }
 
 /// How long this process trusts that a key is valid.
@@ -235,8 +238,9 @@ pub enum Lookup {
     Valid(Caller),
     /// Unknown, malformed or revoked.
     Invalid,
-    /// Not in any cache, and Postgres was not asked (the client is over its
-    /// limit); the request is treated as unauthenticated.
+    /// Not in any cache, and Postgres was not asked (the directory of live
+    /// keys is not current and the client is over its allowance): neither
+    /// valid nor known invalid, so answered 503.
     NotChecked,
 }
 
@@ -255,7 +259,7 @@ enum Shared {
     /// Valid, and checked against Postgres within the last second.
     Fresh(Caller),
     /// Valid when last checked, longer ago than a second.
-    Stale,
+    Stale(Caller),
     Missing,
 }
 
@@ -265,6 +269,10 @@ enum Shared {
 struct CachedKey {
     caller: Caller,
     checked_at: i64,
+}
+
+fn never() -> bool {
+    false
 }
 
 fn now_millis() -> i64 {
@@ -311,42 +319,60 @@ impl KeyStore {
             cache_unless_revoked: redis::Script::new(CACHE_UNLESS_REVOKED),
             id: STORES.fetch_add(1, Ordering::Relaxed),
             revocations: Arc::default(),
+            // Never current until given one that follows the changes.
+            directory: KeyDirectory::new("", 0),
         }
     }
 
-    /// Who a key belongs to: from this process's memory, the shared Redis
-    /// cache, or, when `may_ask_postgres` agrees, Postgres. It is asked
-    /// once per key no cache knows (concurrent requests with one key wait
-    /// for one answer), so a client's allowance of Postgres lookups counts
-    /// distinct keys: a burst with a new valid key costs one query, a
-    /// flood of made-up keys at most the allowance.
+    /// Keeps the directory of live keys current from Postgres's
+    /// notifications, until `shutdown`.
+    pub fn follow_changes(&self, pool: PgPool, shutdown: tokio_util::sync::CancellationToken) {
+        self.directory.spawn(pool, shutdown);
+    }
+
+    /// Makes a key created through this instance known here at once, ahead
+    /// of its notification.
+    pub fn created(&self, key: &CreatedKey) {
+        self.directory
+            .set(&key.info.prefix, &secret::hash(&key.key), true);
+    }
+
+    /// This store with `directory` (which the caller keeps current).
+    pub fn with_directory(mut self, directory: KeyDirectory) -> Self {
+        self.directory = directory;
+        self
+    }
+
+    /// Who a key belongs to. A key the directory of live keys does not
+    /// hold is invalid at once, at no cost. A live one is read from this
+    /// process's memory, the shared Redis cache, or Postgres.
+    ///
+    /// Only while the directory is not current does a key no cache knows
+    /// need `may_ask_postgres` (the client's allowance of lookups); it is
+    /// asked once per key (concurrent requests with one key wait for one
+    /// answer), so a flood of made-up keys costs at most the allowance.
     pub async fn lookup(
         &self,
         key: &str,
         may_ask_postgres: impl FnOnce() -> bool,
     ) -> Result<Lookup> {
-        if secret::prefix_of(KEY_KIND, key).is_none() {
+        let Some(prefix) = secret::prefix_of(KEY_KIND, key) else {
+            return Ok(Lookup::Invalid);
+        };
+        let digest = secret::digest(key);
+        let entry = self.directory.entry(prefix, &digest);
+        if entry == Entry::Unknown {
             return Ok(Lookup::Invalid);
         }
-        let hash = secret::hash(key);
-        let answer = self
-            .answers
-            .try_get_with_by_ref(&hash, async {
-                let known = |store: &Self| store.seen_valid.contains_key(&hash);
-                let found = match self.lookup_shared(&hash).await {
-                    Shared::Revoked => Ok(None),
-                    Shared::Fresh(caller) => Ok(Some(caller)),
-                    // A key the shared cache or this process knew valid is
-                    // checked again outside the client's allowance.
-                    Shared::Stale => self.lookup_postgres(&hash).await.map_err(Unanswered::from),
-                    Shared::Missing if known(self) || may_ask_postgres() => {
-                        self.lookup_postgres(&hash).await.map_err(Unanswered::from)
-                    }
-                    Shared::Missing => Err(Unanswered::NotChecked),
-                };
-                found.map(|caller| caller.map(Known::new))
-            })
-            .await;
+        let hash = hex::encode(digest);
+        let find = self.find(&hash, prefix, &digest, entry, may_ask_postgres);
+        let mut answer = self.answers.try_get_with_by_ref(&hash, find).await;
+        if entry == Entry::Live && matches!(answer, Ok(None)) {
+            // Answered invalid before the directory knew of the key.
+            self.answers.invalidate(&hash).await;
+            let find = self.find(&hash, prefix, &digest, entry, never);
+            answer = self.answers.try_get_with_by_ref(&hash, find).await;
+        }
         match answer {
             Ok(Some(known)) => Ok(Lookup::Valid(known.caller.clone())),
             Ok(None) => Ok(Lookup::Invalid),
@@ -364,11 +390,56 @@ impl KeyStore {
         }
     }
 
+    /// The answer to keep for a key no answer of this process holds.
+    async fn find(
+        &self,
+        hash: &str,
+        prefix: &str,
+        digest: &Digest,
+        entry: Entry,
+        may_ask_postgres: impl FnOnce() -> bool,
+    ) -> Result<Option<Arc<Known>>, Unanswered> {
+        let found = match self.lookup_shared(hash).await {
+            Shared::Revoked => Ok(None),
+            Shared::Fresh(caller) => Ok(Some(caller)),
+            // A key the shared cache or this process knew valid is checked
+            // again outside the client's allowance. While Postgres is
+            // unreachable no key can be revoked, so the cached answer stands.
+            Shared::Stale(cached) => match self.lookup_postgres(hash).await {
+                Err(e) if postgres_unavailable(&e) => Ok(Some(cached)),
+                found => found.map_err(Unanswered::from),
+            },
+            Shared::Missing
+                if entry == Entry::Live
+                    || self.seen_valid.contains_key(hash)
+                    || may_ask_postgres() =>
+            {
+                match self.lookup_postgres(hash).await {
+                    // Nor can one be created: a key the directory did not
+                    // hold when last current is invalid.
+                    Err(e)
+                        if postgres_unavailable(&e)
+                            && self.directory.last_known(prefix, digest) == Some(false) =>
+                    {
+                        Ok(None)
+                    }
+                    found => found.map_err(Unanswered::from),
+                }
+            }
+            Shared::Missing => Err(Unanswered::NotChecked),
+        };
+        found.map(|caller| caller.map(Known::new))
+    }
+
     /// Who `key` belongs to when this process's own answer says it is
     /// valid (no round trip, never Postgres); `None` when that takes one.
     pub async fn known_valid(&self, key: &str) -> Option<Arc<Known>> {
-        secret::prefix_of(KEY_KIND, key)?;
+        let prefix = secret::prefix_of(KEY_KIND, key)?;
         let digest = secret::digest(key);
+        // Revoked anywhere: gone from the directory within milliseconds.
+        if self.directory.entry(prefix, &digest) == Entry::Unknown {
+            return None;
+        }
         let revocations = self.revocations.load(Ordering::Acquire);
         let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations));
         if recent.is_some() {
@@ -405,10 +476,11 @@ impl KeyStore {
             Ok(entry) if entry.checked_at + LOCAL_TTL.as_millis() as i64 >= now_millis() => {
                 Shared::Fresh(entry.caller)
             }
-            // Checked too long ago (or written by an older build): a
-            // revocation whose marker never reached Redis must still stop
-            // the key within a second.
-            _ => Shared::Stale,
+            // Checked too long ago: a revocation whose marker never
+            // reached Redis must still stop the key within a second.
+            Ok(entry) => Shared::Stale(entry.caller),
+            // Written by an older build: never trusted without Postgres.
+            Err(_) => Shared::Missing,
         }
     }
 
@@ -466,6 +538,7 @@ impl KeyStore {
         let Some(hash) = hash else {
             return Ok(Revocation::NotFound);
         };
+        self.directory.set(prefix, &hash, false);
         self.answers.invalidate(&hash).await;
         self.seen_valid.invalidate(&hash);
         self.revocations.fetch_add(1, Ordering::AcqRel);

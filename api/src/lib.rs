@@ -37,6 +37,7 @@ pub mod error;
 pub mod fanout;
 pub mod gate;
 pub mod hot_metrics;
+pub mod key_directory;
 pub mod keys;
 pub mod limits;
 pub mod lists;

@@ -219,7 +219,7 @@ fn made_up_key() -> String {
 }
 
 #[tokio::test]
-async fn ten_thousand_made_up_keys_cost_a_handful_of_postgres_queries() -> anyhow::Result<()> {
+async fn ten_thousand_made_up_keys_cost_no_postgres_query() -> anyhow::Result<()> {
     use futures_util::stream::{self, StreamExt};
     let stack = Stack::start().await?;
     let before = sample(
@@ -256,11 +256,9 @@ async fn ten_thousand_made_up_keys_cost_a_handful_of_postgres_queries() -> anyho
         &api_metrics(&stack).await?,
         "ratewire_api_key_lookups_postgres_total",
     ) - before;
-    // The anonymous plan allows 10 a minute per client; a flood longer than
-    // a minute gets a second window.
-    let windows = took.as_secs() / 60 + 1;
-    assert!(
-        queries <= (10 * windows) as f64,
+    // Refused from the directory of live keys, without a query.
+    assert_eq!(
+        queries, 0.0,
         "{queries} Postgres key lookups for 10,000 made-up keys in {took:?}"
     );
     eprintln!("10,000 made-up keys: {queries} Postgres lookups in {took:?}");

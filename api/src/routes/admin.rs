@@ -24,10 +24,9 @@ async fn create(
     body: std::result::Result<Json<NewKey>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreatedKey>)> {
     let Json(new) = body.map_err(|e| Error::validation("body", e.body_text()))?;
-    Ok((
-        StatusCode::CREATED,
-        Json(keys::create(&state.pool, &state.plans, new).await?),
-    ))
+    let created = keys::create(&state.pool, &state.plans, new).await?;
+    state.key_store.created(&created);
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {

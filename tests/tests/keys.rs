@@ -1,0 +1,222 @@
+//! A valid key is served under its own plan whatever else comes from its
+//! address: made-up keys are refused from the API's directory of live keys,
+//! at no cost to Postgres and to no one's allowance; a key revoked on one
+//! instance stops on every other within a second; and while Postgres is
+//! away, no valid key is ever called invalid.
+
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{self, StreamExt};
+use ratewire_e2e::{sample, Stack, ADMIN_TOKEN, POSTGRES_PROXY};
+use serde_json::Value;
+
+/// A well-formed API key nobody was given.
+fn made_up_key() -> String {
+    use rand::distributions::Alphanumeric;
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut part = |n| -> String {
+        (&mut rng)
+            .sample_iter(Alphanumeric)
+            .take(n)
+            .map(char::from)
+            .collect()
+    };
+    format!("rwk_{}_{}", part(8), part(32))
+}
+
+/// Status, X-RateLimit-Limit and message of a GET on `base`'s /currencies.
+async fn call(stack: &Stack, base: &str, key: &str) -> anyhow::Result<(u16, u64, String)> {
+    let response = stack
+        .http()
+        .get(format!("{base}/api/v1/currencies"))
+        .header("x-api-key", key)
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    let limit = response
+        .headers()
+        .get("x-ratelimit-limit")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(0);
+    let body: Value = response.json().await?;
+    let message = body["message"].as_str().unwrap_or_default().to_owned();
+    Ok((status, limit, message))
+}
+
+async fn key_lookups(stack: &Stack) -> anyhow::Result<f64> {
+    let metrics = stack
+        .http()
+        .get(format!("{}/metrics", stack.api_operator_url))
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(sample(&metrics, "ratewire_api_key_lookups_postgres_total"))
+}
+
+/// Transactions on the stack's database so far, every process's.
+async fn transactions(stack: &Stack) -> anyhow::Result<i64> {
+    // Backends report their counts at most every second, and idle ones
+    // within ten: wait them out.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    Ok(stack
+        .sql_number(
+            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+             WHERE datname = current_database()",
+        )
+        .await?
+        .unwrap_or(0))
+}
+
+#[tokio::test]
+async fn a_flood_of_made_up_keys_locks_no_valid_key_out() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (lookups, before) = (key_lookups(&stack).await?, transactions(&stack).await?);
+    let statuses: Vec<u16> = stream::iter(0..1_000)
+        .map(|_| {
+            let request = stack
+                .http()
+                .get(format!("{}/api/v1/currencies", stack.api_url))
+                .header("x-api-key", made_up_key());
+            async move {
+                request
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "a made-up key is refused, never served or 503: {:?}",
+        statuses
+            .iter()
+            .filter(|s| **s != 401 && **s != 429)
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    let after = transactions(&stack).await?;
+    assert_eq!(
+        key_lookups(&stack).await? - lookups,
+        0.0,
+        "made-up keys are refused without a query"
+    );
+    eprintln!(
+        "1,000 made-up keys: {} Postgres transactions on the database meanwhile (every process's)",
+        after - before
+    );
+    assert!(after - before <= 100, "{} transactions", after - before);
+
+    // From the same address, a key created now is served under its plan.
+    let key = stack.api_key_on("after-the-flood", "free").await?;
+    for _ in 0..5 {
+        let (status, limit, message) = call(&stack, &stack.api_url, &key).await?;
+        assert_eq!((status, limit), (200, 60), "{message}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn fifty_keys_made_and_used_once_from_one_address_are_all_served() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let started = Instant::now();
+    for i in 0..50 {
+        let key = stack.api_key_on(&format!("key {i}"), "free").await?;
+        let (status, limit, message) = call(&stack, &stack.api_url, &key).await?;
+        assert_eq!((status, limit), (200, 60), "key {i}: {message}");
+    }
+    eprintln!("50 keys made and used in {:?}", started.elapsed());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_key_made_or_revoked_on_one_instance_counts_on_another_within_a_second(
+) -> anyhow::Result<()> {
+    let mut stack = Stack::start().await?;
+    let (other, _) = stack.start_api_as("api-b").await?;
+    // Made on the first instance, served by the other within a second.
+    let key = stack.api_key("revoked-elsewhere").await?;
+    let started = Instant::now();
+    while call(&stack, &other, &key).await?.0 != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "not served by the other instance a second after it was made"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "served by the other instance {:?} after it was made",
+        started.elapsed()
+    );
+    let prefix = key.split('_').nth(1).expect("a prefix").to_owned();
+
+    let revoked = stack
+        .http()
+        .delete(format!("{}/v1/admin/keys/{prefix}", stack.api_operator_url))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await?;
+    assert_eq!(revoked.status(), 204);
+    let started = Instant::now();
+    loop {
+        let (status, _, message) = call(&stack, &other, &key).await?;
+        if status == 401 {
+            assert_eq!(message, "Invalid API key");
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "still served a second after its revocation"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "refused by the other instance {:?} after the revocation",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_postgres_away_no_valid_key_is_called_invalid() -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[(POSTGRES_PROXY, "")]).await?;
+    let used = stack.api_key_on("used", "free").await?;
+    let unused = stack.api_key_on("never used", "free").await?;
+    assert_eq!(call(&stack, &stack.api_url, &used).await?.0, 200);
+
+    stack.postgres_down()?;
+    // Past every cache's freshness: the answers are what stands while
+    // Postgres cannot be asked.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, limit, _) = call(&stack, &stack.api_url, &used).await?;
+    assert_eq!((status, limit), (200, 60), "a key known valid is served");
+    let (status, _, _) = call(&stack, &stack.api_url, &unused).await?;
+    assert_eq!(status, 503, "a valid key no cache holds cannot be checked");
+    let (status, _, message) = call(&stack, &stack.api_url, &made_up_key()).await?;
+    assert_eq!(
+        (status, message.as_str()),
+        (401, "Invalid API key"),
+        "a key no one issued is invalid all the same"
+    );
+
+    stack.postgres_up().await?;
+    let started = Instant::now();
+    loop {
+        let (status, _, _) = call(&stack, &stack.api_url, &unused).await?;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "not served again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
