@@ -66,6 +66,8 @@ pub fn layer(origins: &Origins) -> CorsLayer {
             HeaderName::from_static("x-ratelimit-limit"),
             HeaderName::from_static("x-ratelimit-remaining"),
             HeaderName::from_static("x-ratelimit-reset"),
+            HeaderName::from_static("ratelimit-policy"),
+            HeaderName::from_static("ratelimit"),
             header::RETRY_AFTER,
             header::ETAG,
         ])

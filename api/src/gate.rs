@@ -61,18 +61,68 @@ pub fn counts_monthly(path: &str) -> bool {
     !matches!(path, "/me" | "/usage" | "/api/v1/me" | "/api/v1/usage")
 }
 
+/// The window of the `month` policy in `RateLimit-Policy`: the allowance
+/// resets with the calendar month, which the field's seconds cannot say;
+/// 30 days. `t` in `RateLimit` gives the real time to the reset.
+pub const MONTH_WINDOW_SECS: u64 = 30 * 24 * 3600;
+
 pub fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
     // Names made at compile time, numbers without the formatting machinery:
     // every answer carries these.
     const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
     const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
     const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+    const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
     headers.insert(LIMIT, HeaderValue::from(decision.limits.per_minute));
     headers.insert(REMAINING, HeaderValue::from(decision.minute_remaining()));
     headers.insert(RESET, HeaderValue::from(decision.minute_reset));
+    headers.insert(POLICY, policy(&decision.limits));
+    headers.insert(RATELIMIT, ratelimit(decision));
     if let Some(retry_after) = decision.retry_after() {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
     }
+}
+
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): both windows
+/// of the plan. The same few plans answer nearly every request, so each
+/// thread keeps the last value it made.
+fn policy(limits: &crate::plans::Limits) -> HeaderValue {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<((u64, u64), HeaderValue)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let plan = (limits.per_minute, limits.per_month);
+    LAST.with_borrow_mut(|last| match last {
+        Some((made_for, value)) if *made_for == plan => value.clone(),
+        _ => {
+            let value = HeaderValue::try_from(format!(
+                "\"minute\";q={};w=60, \"month\";q={};w={MONTH_WINDOW_SECS}",
+                plan.0, plan.1
+            ))
+            .expect("digits and quotes make a header value");
+            *last = Some((plan, value.clone()));
+            value
+        }
+    })
+}
+
+/// `RateLimit`: the minute window as the X- fields give it, or the month
+/// once the monthly allowance refused the request.
+fn ratelimit(decision: &Decision) -> HeaderValue {
+    let value = match decision.verdict {
+        Verdict::QuotaExceeded => format!(
+            "\"month\";r={};t={}",
+            decision.month_remaining(),
+            decision.month_reset
+        ),
+        _ => format!(
+            "\"minute\";r={};t={}",
+            decision.minute_remaining(),
+            decision.minute_reset
+        ),
+    };
+    HeaderValue::try_from(value).expect("digits and quotes make a header value")
 }
 
 /// The path whose key may also come as the `apiKey` query parameter:

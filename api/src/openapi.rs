@@ -67,8 +67,59 @@ pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
             param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
         }
     }
+    limit_headers(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
 });
+
+/// The rate-limit fields every answer carries, declared once and named on
+/// every response (no derive attribute reaches them all).
+fn limit_headers(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let integer = |description: &str| json!({"description": description, "required": true, "schema": {"type": "integer", "minimum": 0}});
+    let text = |description: &str, example: &str| json!({"description": description, "required": true, "schema": {"type": "string"}, "example": example});
+    let headers = json!({
+        "X-RateLimit-Limit": integer("Requests allowed in the minute window (the plan's per-minute limit)."),
+        "X-RateLimit-Remaining": integer("Requests left in the minute window."),
+        "X-RateLimit-Reset": integer("Seconds until the minute window resets."),
+        "RateLimit-Policy": text(
+            "The plan's quota policies (draft-ietf-httpapi-ratelimit-headers): `minute` (q: the \
+             per-minute limit, w=60) and `month` (q: the monthly allowance; w: 30 days, as the \
+             allowance resets with the calendar month in the service time zone).",
+            "\"minute\";q=60;w=60, \"month\";q=10000;w=2592000",
+        ),
+        "RateLimit": text(
+            "The policy in effect now (draft-ietf-httpapi-ratelimit-headers): `minute` with r and \
+             t equal to X-RateLimit-Remaining and X-RateLimit-Reset; `month` on a 429 for the \
+             monthly allowance, with t equal to Retry-After.",
+            "\"minute\";r=57;t=43",
+        ),
+    });
+    let names: Vec<String> = headers
+        .as_object()
+        .map(|h| h.keys().cloned().collect())
+        .unwrap_or_default();
+    doc["components"]["headers"] = headers;
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for operation in paths
+        .values_mut()
+        .filter_map(|p| p.as_object_mut())
+        .flat_map(|p| p.values_mut())
+    {
+        let Some(responses) = operation
+            .get_mut("responses")
+            .and_then(|r| r.as_object_mut())
+        else {
+            continue;
+        };
+        for response in responses.values_mut().filter(|r| r.get("$ref").is_none()) {
+            for name in &names {
+                response["headers"][name] = json!({"$ref": format!("#/components/headers/{name}")});
+            }
+        }
+    }
+}
 
 struct ApiKeyScheme;
 

@@ -24,6 +24,31 @@ fn limit_headers(headers: &HeaderMap) -> (u64, u64, u64) {
     )
 }
 
+/// The IETF fields (draft-ietf-httpapi-ratelimit-headers) agree with the
+/// X- ones: the plan's two policies, and the minute window's numbers, or
+/// the month's after a quota 429 (then `t` is Retry-After).
+fn assert_ietf_fields_agree(headers: &HeaderMap, month_quota: u64, quota_refused: bool) {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (limit, remaining, reset) = limit_headers(headers);
+    assert_eq!(
+        text("ratelimit-policy"),
+        format!("\"minute\";q={limit};w=60, \"month\";q={month_quota};w=2592000")
+    );
+    let expected = if quota_refused {
+        format!("\"month\";r=0;t={}", text("retry-after"))
+    } else {
+        format!("\"minute\";r={remaining};t={reset}")
+    };
+    assert_eq!(text("ratelimit"), expected);
+}
+
 async fn call(
     stack: &Stack,
     path: &str,
@@ -60,6 +85,7 @@ async fn every_response_carries_the_rate_limit_headers() -> anyhow::Result<()> {
         assert_eq!(got, status, "{path}");
         let (limit, remaining, reset) = limit_headers(&headers);
         assert_eq!(limit, if key.is_some() { 60 } else { 10 }, "{path}");
+        assert_ietf_fields_agree(&headers, if key.is_some() { 10_000 } else { 1_000 }, false);
         assert!(remaining < limit, "{path}: this request was counted");
         assert!(
             (1..=60).contains(&reset),
@@ -87,6 +113,12 @@ async fn a_free_key_admits_exactly_60_of_1000_concurrent_requests() -> anyhow::R
                 .headers()
                 .get("retry-after")
                 .map(|v| v.to_str().unwrap_or("").to_owned());
+            assert_ietf_fields_agree(response.headers(), 10_000, false);
+            if status == 429 {
+                let retry_after = retry_after.as_deref().unwrap_or_default();
+                let reset = response.headers()["x-ratelimit-reset"].to_str()?;
+                assert_eq!(retry_after, reset, "the minute's reset");
+            }
             let body: Value = response.json().await?;
             anyhow::Ok((status, retry_after, body))
         }
@@ -195,6 +227,7 @@ async fn the_monthly_allowance_ends_with_quota_exceeded_until_next_month() -> an
     assert_eq!(status, 429);
     assert_eq!(body["code"], "QUOTA_EXCEEDED");
     let retry_after: u64 = headers["retry-after"].to_str()?.parse()?;
+    assert_ietf_fields_agree(&headers, 3, true);
     assert!(
         retry_after > 60 && retry_after <= 31 * 86_400,
         "to the start of next month: {retry_after}"
