@@ -95,11 +95,14 @@ pub struct Converted<'a> {
 }
 
 impl Converted<'_> {
+    /// The newest quote used; with none (a currency to itself), the bank's
+    /// board.
     fn updated_at(&self) -> DateTime<Utc> {
         self.legs
             .iter()
             .map(|l| l.updated_at)
             .max()
+            .or(self.bank.last_rates_updated_at)
             .unwrap_or(DateTime::UNIX_EPOCH)
     }
 }
@@ -137,6 +140,19 @@ pub fn convert_at<'a>(
     amount: Decimal,
     transactional: bool,
 ) -> Vec<Converted<'a>> {
+    if from == to {
+        // Nothing to exchange: the amount itself at every bank, at rate 1.
+        return banks
+            .iter()
+            .map(|bank| Converted {
+                bank,
+                amount: amount
+                    .round_dp_with_strategy(AMOUNT_DIGITS, RoundingStrategy::MidpointAwayFromZero),
+                rate: Decimal::ONE,
+                legs: Vec::new(),
+            })
+            .collect();
+    }
     let mut results: Vec<Converted<'a>> = banks
         .iter()
         .filter_map(|bank| {
@@ -224,8 +240,8 @@ struct Envelope<'a> {
 #[utoipa::path(get, path = "/api/v1/convert", tag = "rates",
     params(
         ("from" = String, Query, description = "The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400"),
-        ("to" = String, Query, description = "The currency wanted; not `from`"),
-        ("amount" = String, Query, pattern = "^([1-9][0-9]{0,11}(\\.[0-9]{1,15})?|0\\.[0-9]{0,14}[1-9])$", description = "A positive decimal, at most 1000000000000"),
+        ("to" = String, Query, description = "The currency wanted; `from` itself gives every bank at rate 1 with no legs"),
+        ("amount" = String, Query, pattern = "^(1000000000000(\\.0{1,15})?|[1-9][0-9]{0,11}(\\.[0-9]{1,15})?|0\\.[0-9]{0,14}[1-9])$", description = "A positive decimal, at most 1000000000000"),
         ("bankId" = Option<i64>, Query, minimum = 1, description = "Only this bank (one not active: 404)"),
         ("transactional" = Option<bool>, Query, description = "Use transactional rates: true, false, 1 or 0"),
     ),
@@ -251,10 +267,6 @@ pub async fn convert(
     let (Some(from), Some(to), Some(amount)) = (from, to, amount) else {
         unreachable!("finish() reports every bad parameter");
     };
-    if from == to {
-        return Err(Error::validation("to", "to must differ from from"));
-    }
-
     let boards = boards(&state, prefetched).await?;
     let banks: Vec<BankView> = match bank_id {
         Some(id) => {
@@ -429,5 +441,19 @@ mod tests {
         assert_eq!(results[0].amount, dec("150"));
         let sides: Vec<Side> = results[0].legs.iter().map(|l| l.side).collect();
         assert_eq!(sides, [Side::Buying, Side::Selling]);
+    }
+
+    #[test]
+    fn a_currency_to_itself_is_the_amount_at_rate_one_at_every_bank() {
+        let banks = [bank(1, &[("USD", "150", "160")]), bank(2, &[])];
+        let results = convert_at(&banks, code("AED"), code("AED"), dec("12.5"), false);
+        assert_eq!(results.len(), 2, "no quote is needed");
+        for converted in &results {
+            assert_eq!(
+                (converted.amount, converted.rate),
+                (dec("12.5"), Decimal::ONE)
+            );
+            assert!(converted.legs.is_empty());
+        }
     }
 }
