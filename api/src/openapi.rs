@@ -68,8 +68,56 @@ pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
         }
     }
     limit_headers(&mut doc);
+    stream_events(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
 });
+
+/// Each event of the live stream, as OpenAPI 3.1 lets a `text/event-stream`
+/// schema describe one event: its type, its id, and its data, a JSON
+/// document whose schema depends on the type.
+fn stream_events(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let event = |name: &str, id: bool, data: serde_json::Value, description: &str| {
+        let mut required = vec!["event", "data"];
+        if id {
+            required.push("id");
+        }
+        json!({
+            "type": "object",
+            "description": description,
+            "required": required,
+            "properties": {
+                "event": {"const": name},
+                "id": {"type": "string", "description": "For Last-Event-ID"},
+                "retry": {"type": "integer"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": data,
+                },
+            },
+        })
+    };
+    let reason = json!({
+        "type": "object",
+        "required": ["reason"],
+        "properties": {"reason": {"type": "string"}},
+    });
+    let schema = json!({"oneOf": [
+        event("board", true, json!({"$ref": "#/components/schemas/RatesBank"}),
+            "A bank's element of /api/v1/rates changed; data is that element."),
+        event("best", true, json!({"$ref": "#/components/schemas/BestRates"}),
+            "A currency's best rates changed; data is the best-rates `data` object."),
+        event("reset", false, reason.clone(),
+            "What changed since Last-Event-ID is no longer kept; a snapshot follows."),
+        event("dropped", false, reason,
+            "The stream ends (too slow a reader, or the server stopping); reconnect with Last-Event-ID."),
+    ]});
+    let content = &mut doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"]["content"];
+    if let Some(media) = content.get_mut("text/event-stream") {
+        media["schema"] = schema;
+    }
+}
 
 /// The rate-limit fields every answer carries, declared once and named on
 /// every response (no derive attribute reaches them all).
@@ -617,6 +665,40 @@ mod tests {
 
     /// What the server refuses with 400, the document refuses too: a
     /// client generated from it sends nothing the server turns away.
+    #[test]
+    fn every_reference_resolves_and_every_answer_declares_the_limit_fields() {
+        fn refs<'a>(value: &'a serde_json::Value, found: &mut Vec<&'a str>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if let Some(r) = map.get("$ref").and_then(|r| r.as_str()) {
+                        found.push(r);
+                    }
+                    map.values().for_each(|v| refs(v, found));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+                _ => {}
+            }
+        }
+        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        for reference in found {
+            let pointer = reference.trim_start_matches('#');
+            assert!(
+                doc.pointer(pointer).is_some(),
+                "{reference} resolves to nothing"
+            );
+        }
+        let stream = &doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"];
+        let events = stream["content"]["text/event-stream"]["schema"]["oneOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(events.len(), 4, "board, best, reset, dropped");
+        for name in ["RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"] {
+            assert!(stream["headers"][name].is_object(), "{name}");
+        }
+    }
+
     #[test]
     fn every_parameter_states_the_rules_the_server_enforces() {
         let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();

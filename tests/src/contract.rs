@@ -37,6 +37,11 @@ impl Contract {
         }
     }
 
+    /// The document checked against.
+    pub fn document(&self) -> &Value {
+        &self.document
+    }
+
     /// Validates a JSON response of `GET path` with `status`. Paths the
     /// document does not describe are not checked; a status it does not list
     /// for a described path is an error.
@@ -51,32 +56,7 @@ impl Contract {
             bail!("GET {path} answered {status}, which the OpenAPI document does not list: {body}");
         };
         let key = format!("{path} {status}");
-        let validator = {
-            let mut cache = self.validators.lock().expect("validator cache");
-            match cache.get(&key) {
-                Some(v) => v.clone(),
-                None => {
-                    // The whole document is the root, so `$ref`s into
-                    // components resolve; the response schema is the entry.
-                    let mut root = self.document.clone();
-                    root.as_object_mut()
-                        .context("document is an object")?
-                        .extend(schema.clone());
-                    let validator = jsonschema::options()
-                        .with_draft(jsonschema::Draft::Draft202012)
-                        .should_validate_formats(true)
-                        .build(&root)
-                        .map_err(|e| anyhow::anyhow!("schema for {key}: {e}"))?;
-                    let validator = std::sync::Arc::new(validator);
-                    cache.insert(key.clone(), validator.clone());
-                    validator
-                }
-            }
-        };
-        let errors: Vec<String> = validator
-            .iter_errors(body)
-            .map(|e| format!("{} at {}", e, e.instance_path))
-            .collect();
+        let errors = self.violations(&key, &Value::Object(schema.clone()), body)?;
         if !errors.is_empty() {
             bail!(
                 "GET {path} {status} does not match the OpenAPI document:\n  {}\nbody: {body}",
@@ -84,6 +64,69 @@ impl Contract {
             );
         }
         Ok(())
+    }
+
+    /// Validates one event of the live stream: its fields against the
+    /// document's schema for its type, and its data against that type's
+    /// `contentSchema` (which schema validators only annotate).
+    pub fn check_event(&self, event: &str, id: &str, data: &str) -> Result<()> {
+        let events = &self.document["paths"]["/api/v1/stream"]["get"]["responses"]["200"]
+            ["content"]["text/event-stream"]["schema"]["oneOf"];
+        let Some(schema) = events
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["properties"]["event"]["const"] == event)
+        else {
+            bail!("the OpenAPI document declares no `{event}` event");
+        };
+        let mut fields = serde_json::json!({"event": event, "data": data});
+        if !id.is_empty() {
+            fields["id"] = id.into();
+        }
+        let mut errors = self.violations(&format!("event {event}"), schema, &fields)?;
+        let parsed: Value =
+            serde_json::from_str(data).with_context(|| format!("`{event}` data is not JSON"))?;
+        let content = &schema["properties"]["data"]["contentSchema"];
+        errors.extend(self.violations(&format!("event {event} data"), content, &parsed)?);
+        if !errors.is_empty() {
+            bail!(
+                "the `{event}` event does not match the OpenAPI document:\n  {}\ndata: {data}",
+                errors.join("\n  ")
+            );
+        }
+        Ok(())
+    }
+
+    /// What `instance` breaks of `schema` (resolved against the document),
+    /// with the validator kept under `key`.
+    fn violations(&self, key: &str, schema: &Value, instance: &Value) -> Result<Vec<String>> {
+        let validator = {
+            let mut cache = self.validators.lock().expect("validator cache");
+            match cache.get(key) {
+                Some(v) => v.clone(),
+                None => {
+                    // The whole document is the root, so `$ref`s into
+                    // components resolve; the schema is the entry.
+                    let mut root = self.document.clone();
+                    root.as_object_mut()
+                        .context("document is an object")?
+                        .extend(schema.as_object().cloned().unwrap_or_default());
+                    let validator = jsonschema::options()
+                        .with_draft(jsonschema::Draft::Draft202012)
+                        .should_validate_formats(true)
+                        .build(&root)
+                        .map_err(|e| anyhow::anyhow!("schema for {key}: {e}"))?;
+                    let validator = std::sync::Arc::new(validator);
+                    cache.insert(key.to_owned(), validator.clone());
+                    validator
+                }
+            }
+        };
+        Ok(validator
+            .iter_errors(instance)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect())
     }
 }
 
@@ -133,6 +176,30 @@ mod tests {
         assert!(
             c.check("/elsewhere", 200, &json!(null)).is_ok(),
             "undocumented paths are not checked"
+        );
+    }
+
+    #[test]
+    fn stream_events_are_checked_by_type_and_their_data_by_its_schema() {
+        let c = Contract::new(json!({
+            "openapi": "3.1.0",
+            "paths": {"/api/v1/stream": {"get": {"responses": {"200": {"content": {"text/event-stream": {"schema": {"oneOf": [
+                {"type": "object", "required": ["event", "data", "id"], "properties": {
+                    "event": {"const": "board"}, "id": {"type": "string"},
+                    "data": {"type": "string", "contentSchema": {"$ref": "#/components/schemas/X"}}}}
+            ]}}}}}}}},
+            "components": {"schemas": {"X": {"type": "object", "required": ["id"], "properties": {
+                "id": {"type": "integer"}}}}}
+        }));
+        assert!(c.check_event("board", "1-0", r#"{"id": 1}"#).is_ok());
+        assert!(
+            c.check_event("board", "1-0", r#"{"id": "1"}"#).is_err(),
+            "data"
+        );
+        assert!(c.check_event("board", "", r#"{"id": 1}"#).is_err(), "no id");
+        assert!(
+            c.check_event("best", "1-0", r#"{"id": 1}"#).is_err(),
+            "undeclared"
         );
     }
 }

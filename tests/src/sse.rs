@@ -1,4 +1,5 @@
-//! A live-stream subscriber for tests (reqwest-eventsource).
+//! A live-stream subscriber for tests (reqwest-eventsource); every event it
+//! receives is checked against the OpenAPI document.
 
 use std::time::Duration;
 
@@ -6,7 +7,12 @@ use futures_util::StreamExt;
 use reqwest_eventsource::{Event, EventSource, RequestBuilderExt};
 use serde_json::Value;
 
+use crate::contract::Contract;
 use crate::{Stack, VISIBLE_WITHIN};
+
+/// What every event received is checked against: the document the API
+/// serves (one build, so every stack's is the same).
+static DOCUMENT: std::sync::OnceLock<Contract> = std::sync::OnceLock::new();
 
 /// A subscriber's stream of `(event, id, data)`.
 pub async fn subscribe(
@@ -15,6 +21,9 @@ pub async fn subscribe(
     query: &str,
     last_id: Option<&str>,
 ) -> EventSource {
+    if let Some(contract) = &stack.contract {
+        DOCUMENT.get_or_init(|| Contract::new(contract.document().clone()));
+    }
     let mut request = stack
         .http()
         .get(format!("{}/api/v1/stream?{query}", stack.api_url))
@@ -45,6 +54,11 @@ pub async fn next_event(
             match event {
                 Ok(Event::Open) => continue,
                 Ok(Event::Message(m)) => {
+                    if let Some(contract) = DOCUMENT.get() {
+                        if let Err(violation) = contract.check_event(&m.event, &m.id, &m.data) {
+                            panic!("{violation:#}");
+                        }
+                    }
                     let data = serde_json::from_str(&m.data).unwrap_or(Value::Null);
                     return Ok((m.event, m.id, data));
                 }
