@@ -186,15 +186,25 @@ impl<'a> Checker<'a> {
         choices: &[&'static str],
         default: &'static str,
     ) -> Option<&'static str> {
+        let expected = format!("one of {}", choices.join(", "));
+        self.choice_as(name, choices, default, &expected)
+    }
+
+    /// [`Checker::choice`], with what is expected said in words (when the
+    /// choices are spellings of fewer things).
+    pub fn choice_as(
+        &mut self,
+        name: &str,
+        choices: &[&'static str],
+        default: &'static str,
+        expected: &str,
+    ) -> Option<&'static str> {
         let Some(value) = self.params.get(name) else {
             return Some(default);
         };
         let found = choices.iter().find(|c| **c == value).copied();
         if found.is_none() {
-            self.fail(
-                name,
-                format!("{name} must be one of {}", choices.join(", ")),
-            );
+            self.fail(name, format!("{name} must be {expected}"));
         }
         found
     }

@@ -126,6 +126,11 @@ impl BankPatch {
 
     fn validate(&self) -> Result<()> {
         let mut errors = FieldErrors::new();
+        if self.is_empty() {
+            errors.entry("body".into()).or_default().push(
+                "a change needs at least one of code, name, imageUrl, socialLinks, active".into(),
+            );
+        }
         if let Some(code) = &self.code {
             check_text(&mut errors, "code", code, 32);
         }

@@ -88,6 +88,11 @@ fn render(doc: utoipa::openapi::OpenApi, with_currencies: &[&str]) -> String {
             "transactionalSelling": ["transactionalBuying"],
         });
     }
+    // At least one field. Set here: utoipa 5 writes its `min_properties`
+    // attribute out as `maxProperties`.
+    if let Some(patch) = json["components"]["schemas"].get_mut("BankPatch") {
+        patch["minProperties"] = Value::from(1);
+    }
     serde_json::to_string_pretty(&json).expect("JSON values serialize")
 }
 
@@ -233,7 +238,6 @@ pub struct NewBank {
 /// What changes; at least one field.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schema(min_properties = 1)]
 pub struct BankPatch {
     #[schema(
         min_length = 1,
@@ -277,6 +281,14 @@ mod tests {
 
     fn doc(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_bank_patch_needs_at_least_one_field() {
+        let doc = doc(&OPERATOR);
+        let patch = &doc["components"]["schemas"]["BankPatch"];
+        assert_eq!(patch["minProperties"], 1, "{patch}");
+        assert!(patch.get("maxProperties").is_none(), "{patch}");
     }
 
     #[test]

@@ -236,6 +236,25 @@ impl Publisher {
         let admin: AdminClient<KafkaContext> = client_config(config)
             .create_with_context(self.context.clone())
             .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
+        // Asking to create a topic that exists makes the broker log an
+        // error; look first. Every topic is listed, as a request naming a
+        // missing one may create it with the broker's defaults.
+        let admin = std::sync::Arc::new(admin);
+        let listing = std::sync::Arc::clone(&admin);
+        let exists = tokio::task::spawn_blocking(move || {
+            listing
+                .inner()
+                .fetch_metadata(None, Duration::from_secs(10))
+        })
+        .await
+        .map_err(|e| Error::Startup(format!("topic listing task: {e}")))?
+        .map_err(|e| unavailable_broker(&e))?
+        .topics()
+        .iter()
+        .any(|t| t.name() == config.topic && t.error().is_none() && !t.partitions().is_empty());
+        if exists {
+            return Ok(());
+        }
         // The log is the system of record (replays start at offset zero), so a
         // topic made here keeps its events forever whatever the broker's default.
         let min_insync = config.min_insync_replicas().to_string();

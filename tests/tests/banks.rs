@@ -113,6 +113,14 @@ async fn bank_updates_show_and_deactivated_banks_leave_the_list() -> anyhow::Res
     })
     .await?;
 
+    // A change that changes nothing is refused, and changes nothing.
+    let empty = stack.update_bank(awash, json!({})).await;
+    let refusal = format!("{:#}", empty.expect_err("an empty change is refused"));
+    assert!(
+        refusal.contains("400") && refusal.contains("at least one of"),
+        "{refusal}"
+    );
+
     stack.update_bank(cbe, json!({"active": false})).await?;
     let body = banks_when(&stack, &key, "", |b| {
         b["data"].as_array().is_some_and(|d| d.len() == 1)

@@ -74,10 +74,11 @@ impl Filter {
             social_links: check.flag("socialLinks"),
         };
         let snapshot = check.flag("snapshot");
-        let events = check.choice(
+        let events = check.choice_as(
             "events",
             &["board,best", "board", "best", "best,board"],
             "board,best",
+            "board, best, or both (board,best)",
         );
         check.finish()?;
         let events = events.unwrap_or("board,best");
