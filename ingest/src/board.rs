@@ -46,6 +46,29 @@ struct RawEntry<'a> {
 
 struct Problems(FieldErrors);
 
+/// The fields of a board, and of one of its rate entries.
+const BOARD_FIELDS: [&str; 2] = ["asOf", "rates"];
+const ENTRY_FIELDS: [&str; 5] = [
+    "currency",
+    "cashBuying",
+    "cashSelling",
+    "transactionalBuying",
+    "transactionalSelling",
+];
+
+/// The names in the JSON object `text` that are not `known` (a misspelt
+/// field would otherwise be ignored, and its value lost without a word).
+fn unknown_fields(text: &str, known: &[&str]) -> Vec<String> {
+    serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(text)
+        .map(|fields| {
+            fields
+                .into_keys()
+                .filter(|name| !known.contains(&name.as_str()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Problems {
     fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.entry(field.into()).or_default().push(message.into());
@@ -90,6 +113,10 @@ pub fn parse_since(
             return Err(problems.0);
         }
     };
+    let text = std::str::from_utf8(body).unwrap_or_default();
+    for name in unknown_fields(text, &BOARD_FIELDS) {
+        problems.add(name, "is not a field of a board (asOf, rates)");
+    }
 
     let as_of = match raw.as_of.filter(|v| v.get() != "null") {
         None => Some(now),
@@ -185,7 +212,13 @@ fn read_entry<'a>(entry: &'a RawValue) -> Parsed {
             result: Err(vec![(String::new(), "must be an object".into())]),
         };
     };
-    let mut problems: Vec<(String, String)> = Vec::new();
+    let mut problems: Vec<(String, String)> = unknown_fields(entry.get(), &ENTRY_FIELDS)
+        .into_iter()
+        .map(|name| {
+            let known = ENTRY_FIELDS.join(", ");
+            (name, format!("is not a field of a rate entry ({known})"))
+        })
+        .collect();
     let currency = match raw
         .currency
         .map(|c| serde_json::from_str::<String>(c.get()))
@@ -208,15 +241,19 @@ fn read_entry<'a>(entry: &'a RawValue) -> Parsed {
         transactional_buying: amount(raw.transactional_buying),
         transactional_selling: amount(raw.transactional_selling),
     };
-    let result = parts.check().map_err(|violations| {
-        for v in violations {
-            // A currency that is not a string was reported as such.
-            if !problems.iter().any(|(field, _)| *field == v.field) {
-                problems.push((v.field, v.message));
+    let result = match parts.check() {
+        Ok(rate) if problems.is_empty() => Ok(rate),
+        Ok(_) => Err(problems),
+        Err(violations) => {
+            for v in violations {
+                // A currency that is not a string was reported as such.
+                if !problems.iter().any(|(field, _)| *field == v.field) {
+                    problems.push((v.field, v.message));
+                }
             }
+            Err(problems)
         }
-        problems
-    });
+    };
     Parsed {
         currency: parts
             .currency
@@ -235,6 +272,17 @@ mod tests {
 
     fn problems(body: &str) -> FieldErrors {
         parse(body.as_bytes(), now()).expect_err("the board should be rejected")
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_each_by_name() {
+        let errors = problems(
+            r#"{"asof":"2026-11-19T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2,"transactionalbuying":3}],"note":1}"#,
+        );
+        assert_eq!(
+            errors.keys().collect::<Vec<_>>(),
+            ["asof", "note", "rates[0].transactionalbuying"]
+        );
     }
 
     #[test]

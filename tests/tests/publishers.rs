@@ -233,6 +233,14 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
         assert!(body["errors"].is_object());
     }
 
+    // A misspelt field is refused by name, never ignored (the board would
+    // otherwise be stored at the current time, its transactional rate lost).
+    let misspelt = r#"{"asof":"2026-11-19T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2,"transactionalbuying":1}]}"#;
+    let (status, body) = push(&stack, bank, &token, None, misspelt).await?;
+    assert_eq!(status, 400, "{body}");
+    let named: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
+    assert_eq!(named, ["asof", "rates[0].transactionalbuying"], "{body}");
+
     // Random bodies, valid and not, small and huge, never get a 5xx, and only
     // valid ones publish.
     use rand::{Rng, SeedableRng};
