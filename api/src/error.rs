@@ -33,6 +33,8 @@ pub enum Error {
     /// The live stream cannot start while Redis cannot be read.
     #[error("the live stream needs Redis")]
     StreamUnavailable,
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
     /// A key neither known valid nor known invalid, and not checked now
     /// (see `keys::Lookup::NotChecked`): never answered as invalid.
     #[error("Service Unavailable")]
@@ -100,6 +102,7 @@ impl Error {
             Error::MissingKey | Error::InvalidKey => StatusCode::UNAUTHORIZED,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::RateLimited | Error::QuotaExceeded | Error::TooManyStreams => {
                 StatusCode::TOO_MANY_REQUESTS
             }

@@ -68,6 +68,12 @@ pub struct NewKey {
     pub plan: Option<String>,
 }
 
+impl ratewire_service::body::Fields for NewKey {
+    const WHAT: &'static str = "a new key";
+    const FIELDS: &'static [&'static str] = &["name", "plan"];
+    const REQUIRED: &'static [&'static str] = &["name"];
+}
+
 /// A key just created: the only time its secret exists outside the client.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

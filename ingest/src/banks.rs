@@ -45,6 +45,12 @@ pub struct NewBank {
     pub social_links: Vec<SocialLink>,
 }
 
+impl ratewire_service::body::Fields for NewBank {
+    const WHAT: &'static str = "a new bank";
+    const FIELDS: &'static [&'static str] = &["code", "name", "imageUrl", "socialLinks"];
+    const REQUIRED: &'static [&'static str] = &["code", "name", "imageUrl"];
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BankPatch {
@@ -112,6 +118,12 @@ impl NewBank {
             Err(Error::Validation(errors))
         }
     }
+}
+
+impl ratewire_service::body::Fields for BankPatch {
+    const WHAT: &'static str = "a bank change";
+    const FIELDS: &'static [&'static str] = &["code", "name", "imageUrl", "socialLinks", "active"];
+    const REQUIRED: &'static [&'static str] = &[];
 }
 
 impl BankPatch {

@@ -31,6 +31,7 @@
 //! Kafka or Redis clients (the Kafka settings are plain properties). It knows nothing of banks or rates.
 
 pub mod allocator;
+pub mod body;
 pub mod clients;
 pub mod compatibility;
 pub mod error;

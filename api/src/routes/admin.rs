@@ -21,9 +21,15 @@ pub fn router() -> Router<AppState> {
 async fn create(
     _: Operator,
     State(state): State<AppState>,
-    body: std::result::Result<Json<NewKey>, JsonRejection>,
+    body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreatedKey>)> {
-    let Json(new) = body.map_err(|e| Error::validation("body", e.body_text()))?;
+    // As ingest's operator endpoints answer: 415 for another content type,
+    // then every problem under its field.
+    let Json(value) = body.map_err(|e| match e.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
+        _ => Error::validation("body", e.body_text()),
+    })?;
+    let new: NewKey = ratewire_service::body::read(value).map_err(Error::Validation)?;
     let created = keys::create(&state.pool, &state.plans, new).await?;
     state.key_store.created(&created);
     Ok((StatusCode::CREATED, Json(created)))

@@ -106,10 +106,26 @@ fn still_starting() -> Response {
     .into_response()
 }
 
-/// `axum::Json` with rejections in our error envelope.
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(Error))]
+/// A JSON body of type `T`: 415 for another content type, 413 past the
+/// limit, and 400 naming every problem under its field
+/// ([`ratewire_service::body`]).
 pub struct AppJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for AppJson<T>
+where
+    T: serde::de::DeserializeOwned + ratewire_service::body::Fields,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Error> {
+        let axum::Json(value) =
+            axum::Json::<serde_json::Value>::from_request(request, state).await?;
+        ratewire_service::body::read(value)
+            .map(AppJson)
+            .map_err(Error::Validation)
+    }
+}
 
 impl From<JsonRejection> for Error {
     fn from(rejection: JsonRejection) -> Self {
