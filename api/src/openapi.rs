@@ -67,6 +67,19 @@ pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
             param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
         }
     }
+    // Served under both paths; the short ones are described as the long.
+    for (short, long) in [("/me", "/api/v1/me"), ("/usage", "/api/v1/usage")] {
+        let mut item = doc["paths"][long].clone();
+        if let Some(operation) = item.get_mut("get") {
+            operation["operationId"] = format!(
+                "{}_short",
+                operation["operationId"].as_str().unwrap_or("get")
+            )
+            .into();
+            operation["description"] = format!("The same as {long}.").into();
+        }
+        doc["paths"][short] = item;
+    }
     limit_headers(&mut doc);
     stream_events(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
@@ -640,6 +653,13 @@ mod tests {
             "/api/v1/rates",
             "/api/v1/rates/best-rates",
             "/api/v1/history",
+            "/api/v1/rates/series",
+            "/api/v1/convert",
+            "/api/v1/stream",
+            "/api/v1/me",
+            "/api/v1/usage",
+            "/me",
+            "/usage",
         ] {
             assert!(doc["paths"][path]["get"].is_object(), "{path} missing");
         }
