@@ -71,6 +71,8 @@ pub enum Delivery {
     Best {
         at: Position,
         currency: CurrencyCode,
+        /// The banks holding any of its best quotes (for `bankId` filters).
+        banks: Vec<BankId>,
         frame: Bytes,
     },
     /// The stream the positions refer to is another now (a replay switched
@@ -280,7 +282,8 @@ impl Reader {
                     deliveries.push(Delivery::Best {
                         at: *at,
                         currency: *currency,
-                        frame: frame("best", Some(*at), data),
+                        banks: best_banks(data),
+                        frame: frame("best", Some(*at), &named(*currency, data)),
                     });
                 }
                 Change::Lists | Change::Currencies => {}
@@ -364,6 +367,53 @@ fn codes_of_element(element: &[u8]) -> Vec<CurrencyCode> {
 }
 
 /// The `data` of a stored response (the best rates' object).
+/// The best-rates `data` object with the currency it is about first.
+fn named(currency: CurrencyCode, data: &str) -> String {
+    let rest = data
+        .trim_start()
+        .strip_prefix('{')
+        .unwrap_or("}")
+        .trim_start();
+    let comma = if rest.starts_with('}') { "" } else { "," };
+    format!(r#"{{"currencyCode":"{currency}"{comma}{rest}"#)
+}
+
+/// The banks of a best-rates `data` object's quotes.
+fn best_banks(data: &str) -> Vec<BankId> {
+    #[derive(Deserialize)]
+    struct Bank {
+        id: i64,
+    }
+    #[derive(Deserialize)]
+    struct Quote {
+        bank: Bank,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Best {
+        cash_buying: Option<Quote>,
+        cash_selling: Option<Quote>,
+        transactional_buying: Option<Quote>,
+        transactional_selling: Option<Quote>,
+    }
+    let Ok(best) = serde_json::from_str::<Best>(data) else {
+        return Vec::new();
+    };
+    let mut banks: Vec<BankId> = [
+        best.cash_buying,
+        best.cash_selling,
+        best.transactional_buying,
+        best.transactional_selling,
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|quote| BankId::new(quote.bank.id).ok())
+    .collect();
+    banks.sort_unstable();
+    banks.dedup();
+    banks
+}
+
 fn data_of(body: &[u8]) -> Option<&str> {
     #[derive(Deserialize)]
     struct Response<'a> {
@@ -585,5 +635,20 @@ mod tests {
             data_of(br#"{"message":"s","status":200,"data":{"b":2}}"#),
             Some(r#"{"b":2}"#)
         );
+    }
+
+    #[test]
+    fn a_best_event_names_its_currency_and_knows_its_banks() {
+        let usd = CurrencyCode::parse("USD").unwrap();
+        let data = r#"{"cashBuying":{"bank":{"id":2}},"cashSelling":{"bank":{"id":1}},"transactionalBuying":null,"transactionalSelling":{"bank":{"id":2}}}"#;
+        let with_code = named(usd, data);
+        assert!(
+            with_code.starts_with(r#"{"currencyCode":"USD","cashBuying""#),
+            "{with_code}"
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&with_code).is_ok());
+        assert_eq!(named(usd, "{}"), r#"{"currencyCode":"USD"}"#);
+        let ids: Vec<i64> = best_banks(data).iter().map(|b| b.get()).collect();
+        assert_eq!(ids, [1, 2]);
     }
 }

@@ -32,7 +32,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
         crate::routes::me::me,
         crate::routes::me::usage,
     ),
-    components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody)),
+    components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody, BestEvent)),
     modifiers(&ApiKeyScheme),
     security(("api_key" = []))
 )]
@@ -119,8 +119,8 @@ fn stream_events(doc: &mut serde_json::Value) {
     let schema = json!({"oneOf": [
         event("board", true, json!({"$ref": "#/components/schemas/RatesBank"}),
             "A bank's element of /api/v1/rates changed; data is that element."),
-        event("best", true, json!({"$ref": "#/components/schemas/BestRates"}),
-            "A currency's best rates changed; data is the best-rates `data` object."),
+        event("best", true, json!({"$ref": "#/components/schemas/BestEvent"}),
+            "A currency's best rates changed; data names the currency, then the best-rates `data` object."),
         event("reset", false, reason.clone(),
             "What changed since Last-Event-ID is no longer kept; a snapshot follows."),
         event("dropped", false, reason,
@@ -362,6 +362,23 @@ pub struct BestRate {
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BestRates {
+    #[schema(required = true)]
+    pub cash_buying: Option<BestRate>,
+    #[schema(required = true)]
+    pub cash_selling: Option<BestRate>,
+    #[schema(required = true)]
+    pub transactional_buying: Option<BestRate>,
+    #[schema(required = true)]
+    pub transactional_selling: Option<BestRate>,
+}
+
+/// The data of a live stream's `best` event: the currency, then its best
+/// rates as `data` on best-rates (each names its bank).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BestEvent {
+    /// The ISO 4217 code these best rates are of.
+    pub currency_code: String,
     #[schema(required = true)]
     pub cash_buying: Option<BestRate>,
     #[schema(required = true)]

@@ -45,6 +45,9 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
     let mut only_awash =
         subscribe(&stack, &key, &format!("bankId={awash}&events=board"), None).await;
     let mut only_eur = subscribe(&stack, &key, "currencyCode=EUR", None).await;
+    // Best rates too, but only those where one of its banks is best.
+    let mut awash_best =
+        subscribe(&stack, &key, &format!("bankId={awash}&events=best"), None).await;
 
     assert_eq!(
         stack
@@ -70,6 +73,10 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
     loop {
         let (event, _, data) = next_event(&mut everything, VISIBLE_WITHIN).await?;
         if event == "best" {
+            assert_eq!(
+                data["currencyCode"], "USD",
+                "a best event names its currency"
+            );
             assert_eq!(data["cashBuying"]["price"], 155.1);
             break;
         }
@@ -95,6 +102,13 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
     );
     let (_, bank) = next_board(&mut only_eur).await?;
     assert_eq!(bank["id"], awash, "CBE quotes no EUR");
+    let (event, _, data) = next_event(&mut awash_best, VISIBLE_WITHIN).await?;
+    assert_eq!(
+        (event.as_str(), &data["currencyCode"]),
+        ("best", &"EUR".into()),
+        "USD's best is CBE's, so the first best event for Awash is EUR's"
+    );
+    assert_eq!(data["cashBuying"]["bank"]["id"], awash);
     Ok(())
 }
 

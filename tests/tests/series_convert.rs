@@ -179,12 +179,24 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
         .await?;
     assert_eq!(one["data"]["results"].as_array().unwrap().len(), 1);
 
+    // A currency to itself: the amount at rate 1 at every bank, no legs.
+    let (got, same) = stack
+        .get("/api/v1/convert?from=USD&to=USD&amount=12.5", Some(&key))
+        .await?;
+    assert_eq!(got, 200, "{same}");
+    for result in same["data"]["results"].as_array().unwrap() {
+        assert_eq!(
+            (&result["amount"], &result["rate"]),
+            (&12.5.into(), &1.into())
+        );
+        assert!(result["legs"].as_array().unwrap().is_empty());
+    }
+
     for (query, status) in [
         ("from=USD&to=ETB&amount=0", 400),
         ("from=USD&to=ETB&amount=-5", 400),
         ("from=USD&to=ETB&amount=1e30", 400),
         ("from=QQQ&to=ETB&amount=1", 400),
-        ("from=USD&to=USD&amount=1", 400),
         ("from=JPY&to=ETB&amount=1", 400),
         ("from=USD&to=ETB&amount=1&bankId=999", 404),
     ] {

@@ -101,8 +101,16 @@ impl Filter {
                 || currencies.iter().any(|c| self.currencies.contains(c)))
     }
 
-    fn wants_best(&self, currency: CurrencyCode) -> bool {
-        self.best && (self.currencies.is_empty() || self.currencies.contains(&currency))
+    /// A currency's best rates, when they are of a currency asked for and
+    /// (with `bankId`) one of the banks asked for holds a best quote.
+    fn wants_best(&self, currency: CurrencyCode, banks: &[BankId]) -> bool {
+        self.best
+            && self.wants_currency(currency)
+            && (self.banks.is_empty() || banks.iter().any(|b| self.banks.contains(b)))
+    }
+
+    fn wants_currency(&self, currency: CurrencyCode) -> bool {
+        self.currencies.is_empty() || self.currencies.contains(&currency)
     }
 
     /// What the fan-out lists this subscriber under.
@@ -127,8 +135,9 @@ impl Filter {
             Delivery::Best {
                 at,
                 currency,
+                banks,
                 frame,
-            } if self.wants_best(*currency) => Some((*at, frame.clone())),
+            } if self.wants_best(*currency, banks) => Some((*at, frame.clone())),
             _ => None,
         }
     }
@@ -139,7 +148,7 @@ impl Filter {
 /// with `Last-Event-ID`.
 #[utoipa::path(get, path = "/api/v1/stream", tag = "live",
     params(
-        ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards (repeat, or comma-separate)"),
+        ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards, and best rates where one of them holds a best quote (repeat, or comma-separate)"),
         ("currencyCode" = Option<String>, Query, description = "Only boards quoting, and best rates of, these currencies (repeat, or comma-separate)"),
         ("events" = Option<String>, Query, pattern = "^(board|best|board,best|best,board)$", description = "Which events: board, best or both (default)"),
         ("transactional" = Option<bool>, Query, description = "Boards with transactional rates: true, false, 1 or 0"),
@@ -294,7 +303,11 @@ async fn snapshot_frames(
             ));
         }
     }
-    for currency in currencies.into_iter().filter(|c| filter.wants_best(*c)) {
+    // Which banks hold them is known once read: `frame_of` below decides.
+    for currency in currencies
+        .into_iter()
+        .filter(|c| filter.best && filter.wants_currency(*c))
+    {
         changes.push((newest, Change::Best { currency }));
     }
     let mut frames = VecDeque::new();
