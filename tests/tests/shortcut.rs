@@ -12,11 +12,13 @@ use ratewire_e2e::{eventually, room_in_this_minute, sample, Stack};
 
 /// Headers that differ between any two answers: when, which request, and
 /// the limit's countdown (two instances count one key's requests together).
-const VARYING: [&str; 4] = [
+const VARYING: [&str; 5] = [
     "date",
     "x-request-id",
     "x-ratelimit-remaining",
     "x-ratelimit-reset",
+    // The IETF form of the two above.
+    "ratelimit",
 ];
 
 /// An answer as compared: status, headers but the varying ones, body bytes.
@@ -190,7 +192,7 @@ async fn shortcut_answers_are_the_routers_header_for_header() -> Result<()> {
             let (shortcut, all) = on_the_shortcut(&stack, &instances, path, &headers).await?;
             let (routed, _) = answer(&stack, router, path, &headers).await?;
             assert_eq!(shortcut, routed, "{path} with {extra:?}");
-            assert!(all.contains_key("x-ratelimit-remaining"));
+            assert!(all.contains_key("x-ratelimit-remaining") && all.contains_key("ratelimit"));
             let id = all.get("x-request-id").context("a request id")?.to_str()?;
             if extra.iter().any(|(n, _)| *n == "x-request-id") {
                 assert_eq!(id, "from-the-client");
