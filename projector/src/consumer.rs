@@ -49,6 +49,12 @@ pub fn client_config(config: &Config) -> ClientConfig {
 pub struct KafkaContext(Arc<ClientReports>);
 
 impl KafkaContext {
+    /// A context with a record of its own, for the first of a process's
+    /// clients (the others share its clones).
+    pub fn new(config: &Config) -> Self {
+        Self(Arc::new(ClientReports::new(&config.kafka)))
+    }
+
     /// Records that the brokers answered this process.
     pub fn reached(&self) {
         self.0.reached();
@@ -67,8 +73,7 @@ impl ClientContext for KafkaContext {
 
 impl ConsumerContext for KafkaContext {}
 
-pub fn create(config: &Config) -> Result<Arc<LogConsumer>> {
-    let context = KafkaContext(Arc::new(ClientReports::new(&config.kafka)));
+pub fn create(config: &Config, context: KafkaContext) -> Result<Arc<LogConsumer>> {
     let consumer: LogConsumer = client_config(config)
         // Not a member of the group (that is `group`'s consumer); librdkafka
         // wants an id for a consumer all the same.
@@ -95,8 +100,9 @@ pub struct Log {
 
 impl Log {
     pub fn connect(config: &Config) -> Result<Self> {
-        let consumer = create(config)?;
-        let queries = LogQueries::create(config, &consumer)?;
+        let context = KafkaContext::new(config);
+        let consumer = create(config, context.clone())?;
+        let queries = LogQueries::create(config, context)?;
         Ok(Self { consumer, queries })
     }
 }
@@ -110,13 +116,13 @@ impl Log {
 pub struct LogQueries(Arc<BaseConsumer<KafkaContext>>);
 
 impl LogQueries {
-    /// A client beside `fold`'s, sharing its record of having reached the
-    /// brokers. It never joins a group nor reads a partition.
-    pub fn create(config: &Config, fold: &LogConsumer) -> Result<Self> {
+    /// A client with `context` (the fold's, beside it). It never joins a
+    /// group nor reads a partition.
+    pub fn create(config: &Config, context: KafkaContext) -> Result<Self> {
         let client: BaseConsumer<KafkaContext> = client_config(config)
             .set("group.id", format!("{}.queries", config.group_id))
             .set("enable.auto.commit", "false")
-            .create_with_context(fold.context().as_ref().clone())?;
+            .create_with_context(context)?;
         Ok(Self(Arc::new(client)))
     }
 

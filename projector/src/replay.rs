@@ -18,7 +18,7 @@ use tracing::info;
 use ratewire_readmodel::{db, generation, redis};
 
 use crate::config::{Config, Partitions};
-use crate::consumer::Log;
+use crate::consumer::{KafkaContext, Log, LogQueries};
 use crate::error::{Error, Result};
 use crate::holes::{Reads, Start};
 use crate::rebuild::rebuild_views;
@@ -89,7 +89,8 @@ pub async fn replay(
         "replay starting from offset zero"
     );
 
-    let queries = Log::connect(config)?.queries;
+    // Only questions here: the lanes read, each on a consumer of its own.
+    let queries = LogQueries::create(config, KafkaContext::new(config))?;
     let partitions = queries
         .owned_partitions(&config.topic, &Partitions::All)
         .await?;

@@ -59,32 +59,25 @@ pub fn read<T: DeserializeOwned + Fields>(value: Value) -> Result<T, Problems> {
     }
     // Values of the wrong type, one field at a time: each is named, then
     // left out so that the next comes to light.
+    let mut body = Value::Object(fields);
     loop {
-        match serde_path_to_error::deserialize::<_, T>(Value::Object(fields.clone())) {
-            Ok(body) if problems.is_empty() => return Ok(body),
+        let e = match serde_path_to_error::deserialize::<_, T>(&body) {
+            Ok(read) if problems.is_empty() => return Ok(read),
             Ok(_) => return Err(problems),
-            Err(e) => {
-                let top = top_level(&e.path().to_string());
-                let message = e.inner().to_string();
-                match top {
-                    Some(field) if fields.contains_key(&field) => {
-                        add(&mut problems, e.path().to_string(), short(&message));
-                        fields.remove(&field);
-                    }
-                    // A field left out above is now missing: reported.
-                    _ if message.starts_with("missing field") => {
-                        if problems.is_empty() {
-                            add(&mut problems, "body", short(&message));
-                        }
-                        return Err(problems);
-                    }
-                    _ => {
-                        add(&mut problems, "body", short(&message));
-                        return Err(problems);
-                    }
-                }
-            }
+            Err(e) => e,
+        };
+        let path = e.path().to_string();
+        let message = short(&e.inner().to_string());
+        let removed = top_level(&path).and_then(|field| body.as_object_mut()?.remove(&field));
+        if removed.is_some() {
+            add(&mut problems, path, message);
+            continue;
         }
+        // A field left out above is now missing: reported already.
+        if problems.is_empty() || !message.starts_with("missing field") {
+            add(&mut problems, "body", message);
+        }
+        return Err(problems);
     }
 }
 
