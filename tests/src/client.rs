@@ -266,6 +266,29 @@ impl Stack {
         Ok(body["key"].as_str().context("no key")?.to_owned())
     }
 
+    /// Revokes the key named by `prefix` on the API's operator listener;
+    /// returns the status.
+    pub async fn revoke_key(&self, prefix: &str) -> Result<u16> {
+        let answer = self
+            .http
+            .delete(format!("{}/v1/admin/keys/{prefix}", self.api_operator_url))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await?;
+        Ok(answer.status().as_u16())
+    }
+
+    /// The API's `/metrics` text (its operator listener).
+    pub async fn api_metrics(&self) -> Result<String> {
+        Ok(self
+            .http
+            .get(format!("{}/metrics", self.api_operator_url))
+            .send()
+            .await?
+            .text()
+            .await?)
+    }
+
     /// GET on the API; returns the status and the body as raw text.
     pub async fn get_raw(&self, path_and_query: &str, key: Option<&str>) -> Result<(u16, String)> {
         let mut request = self.http.get(format!("{}{path_and_query}", self.api_url));

@@ -87,3 +87,18 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// A well-formed API key nobody was given.
+pub fn made_up_key() -> String {
+    use rand::distributions::Alphanumeric;
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut part = |n| -> String {
+        (&mut rng)
+            .sample_iter(Alphanumeric)
+            .take(n)
+            .map(char::from)
+            .collect()
+    };
+    format!("rwk_{}_{}", part(8), part(32))
+}

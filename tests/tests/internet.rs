@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{sample, Stack, ADMIN_TOKEN};
+use ratewire_e2e::{made_up_key, sample, Stack, ADMIN_TOKEN};
 
 fn host_port(url: &str) -> &str {
     url.trim_start_matches("http://")
@@ -193,37 +193,12 @@ async fn past_the_connection_cap_new_clients_wait_and_operators_still_get_in() -
     Ok(())
 }
 
-async fn api_metrics(stack: &Stack) -> anyhow::Result<String> {
-    Ok(stack
-        .http()
-        .get(format!("{}/metrics", stack.api_operator_url))
-        .send()
-        .await?
-        .text()
-        .await?)
-}
-
-/// A well-formed API key nobody was given.
-fn made_up_key() -> String {
-    use rand::distributions::Alphanumeric;
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    let mut part = |n| -> String {
-        (&mut rng)
-            .sample_iter(Alphanumeric)
-            .take(n)
-            .map(char::from)
-            .collect()
-    };
-    format!("rwk_{}_{}", part(8), part(32))
-}
-
 #[tokio::test]
 async fn ten_thousand_made_up_keys_cost_no_postgres_query() -> anyhow::Result<()> {
     use futures_util::stream::{self, StreamExt};
     let stack = Stack::start().await?;
     let before = sample(
-        &api_metrics(&stack).await?,
+        &stack.api_metrics().await?,
         "ratewire_api_key_lookups_postgres_total",
     );
     let url = format!("{}/api/v1/currencies", stack.api_url);
@@ -253,7 +228,7 @@ async fn ten_thousand_made_up_keys_cost_no_postgres_query() -> anyhow::Result<()
             .collect::<Vec<_>>()
     );
     let queries = sample(
-        &api_metrics(&stack).await?,
+        &stack.api_metrics().await?,
         "ratewire_api_key_lookups_postgres_total",
     ) - before;
     // Refused from the directory of live keys, without a query.

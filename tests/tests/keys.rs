@@ -7,23 +7,8 @@
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
-use ratewire_e2e::{sample, Stack, ADMIN_TOKEN, POSTGRES_PROXY};
+use ratewire_e2e::{made_up_key, sample, Stack, POSTGRES_PROXY};
 use serde_json::Value;
-
-/// A well-formed API key nobody was given.
-fn made_up_key() -> String {
-    use rand::distributions::Alphanumeric;
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    let mut part = |n| -> String {
-        (&mut rng)
-            .sample_iter(Alphanumeric)
-            .take(n)
-            .map(char::from)
-            .collect()
-    };
-    format!("rwk_{}_{}", part(8), part(32))
-}
 
 /// Status, X-RateLimit-Limit and message of a GET on `base`'s /currencies.
 async fn call(stack: &Stack, base: &str, key: &str) -> anyhow::Result<(u16, u64, String)> {
@@ -45,13 +30,7 @@ async fn call(stack: &Stack, base: &str, key: &str) -> anyhow::Result<(u16, u64,
 }
 
 async fn key_lookups(stack: &Stack) -> anyhow::Result<f64> {
-    let metrics = stack
-        .http()
-        .get(format!("{}/metrics", stack.api_operator_url))
-        .send()
-        .await?
-        .text()
-        .await?;
+    let metrics = stack.api_metrics().await?;
     Ok(sample(&metrics, "ratewire_api_key_lookups_postgres_total"))
 }
 
@@ -154,13 +133,7 @@ async fn a_key_made_or_revoked_on_one_instance_counts_on_another_within_a_second
     );
     let prefix = key.split('_').nth(1).expect("a prefix").to_owned();
 
-    let revoked = stack
-        .http()
-        .delete(format!("{}/v1/admin/keys/{prefix}", stack.api_operator_url))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await?;
-    assert_eq!(revoked.status(), 204);
+    assert_eq!(stack.revoke_key(&prefix).await?, 204);
     let started = Instant::now();
     loop {
         let (status, _, message) = call(&stack, &other, &key).await?;

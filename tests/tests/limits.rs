@@ -298,13 +298,7 @@ async fn a_revoked_key_stops_working_at_once() -> anyhow::Result<()> {
         .clone();
     assert!(entry.get("key").is_none(), "lists never show secrets");
     let prefix = entry["prefix"].as_str().unwrap();
-    let revoked = stack
-        .http()
-        .delete(format!("{}/v1/admin/keys/{prefix}", stack.api_operator_url))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await?;
-    assert_eq!(revoked.status(), 204);
+    assert_eq!(stack.revoke_key(prefix).await?, 204);
     let (status, _, body) = call(&stack, "/api/v1/currencies", Some(&key), None).await?;
     assert_eq!(
         (status, body["message"].as_str()),

@@ -65,13 +65,7 @@ async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Res
         (&ready["status"], &ready["redis"]),
         (&serde_json::json!("degraded"), &serde_json::json!(false))
     );
-    let metrics = stack
-        .http()
-        .get(format!("{}/metrics", stack.api_operator_url))
-        .send()
-        .await?
-        .text()
-        .await?;
+    let metrics = stack.api_metrics().await?;
     let local_refusals: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("ratewire_api_limiter_decisions_total{"))
