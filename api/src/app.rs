@@ -97,6 +97,7 @@ impl Application {
                 Duration::from_secs(60),
             ),
             timezone: config.timezone,
+            series_page_points: config.series_page_points as usize,
             plans: Arc::new(config.plans.clone()),
             anonymous_access: config.anonymous_access,
             cors_origins: config.cors_origins.clone(),

@@ -43,6 +43,10 @@ pub struct Config {
     /// Postgres schema for the API's own tables (keys).
     #[arg(long, env = "RATEWIRE_API_SCHEMA", default_value = "api", value_parser = parse_schema)]
     pub schema: String,
+    /// Points one `raw` series answer holds at most; the rest of the range
+    /// is the next page (`next`, and a `Link` header).
+    #[arg(long, env = "RATEWIRE_SERIES_PAGE_POINTS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub series_page_points: u32,
     /// The service time zone (IANA name): history days are calendar days here.
     #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
     pub timezone: chrono_tz::Tz,

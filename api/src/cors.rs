@@ -70,6 +70,7 @@ pub fn layer(origins: &Origins) -> CorsLayer {
             HeaderName::from_static("ratelimit"),
             header::RETRY_AFTER,
             header::ETAG,
+            header::LINK,
         ])
         .max_age(Duration::from_secs(600))
 }

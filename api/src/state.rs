@@ -59,6 +59,8 @@ pub struct Shared {
     /// anonymous plan's per-minute allowance.
     pub key_lookups: AttemptLimit,
     pub timezone: chrono_tz::Tz,
+    /// Points one `raw` series answer holds at most.
+    pub series_page_points: usize,
     pub plans: Arc<Plans>,
     pub limiter: Arc<Limiter>,
     pub anonymous_access: bool,

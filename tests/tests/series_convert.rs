@@ -119,7 +119,6 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     );
 
     for bad in [
-        format!("bankId={a}&interval=raw&from=2020-01-01"),
         "interval=raw".to_owned(),
         format!("bankId={a}&from=2026-11-20&to=2026-11-01"),
         format!("bankId={a}&interval=minute"),
@@ -133,6 +132,93 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
         .get("/api/v1/rates/series?bankId=999", Some(&key))
         .await?;
     assert_eq!(status, 404);
+    Ok(())
+}
+
+/// Follows `next` from `first` to the end of the range: each page's
+/// points, checking that its `Link` header agrees.
+async fn pages(stack: &Stack, key: &str, first: String) -> anyhow::Result<Vec<Vec<Value>>> {
+    let mut pages = Vec::new();
+    let mut path = Some(first);
+    while let Some(at) = path.take() {
+        anyhow::ensure!(pages.len() < 100, "more than 100 pages");
+        let response = stack
+            .http()
+            .get(format!("{}{at}", stack.api_url))
+            .header("x-api-key", key)
+            .send()
+            .await?;
+        assert_eq!(response.status(), 200, "{at}");
+        let link = response
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let body: Value = response.json().await?;
+        let next = body["data"]["next"].as_str().map(str::to_owned);
+        assert_eq!(
+            link,
+            next.as_ref().map(|n| format!("<{n}>; rel=\"next\"")),
+            "{body}"
+        );
+        if let Some(next) = &next {
+            // A page that is not the last ends where the next begins.
+            let to = body["data"]["to"].as_str().unwrap().to_owned();
+            let from = next.split("&from=").nth(1).unwrap();
+            assert_eq!(to[..19], from[..19], "{body}");
+        }
+        pages.push(body["data"]["points"].as_array().unwrap().clone());
+        path = next;
+    }
+    Ok(pages)
+}
+
+#[tokio::test]
+async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> {
+    let stack = Stack::start_with(&[("RATEWIRE_SERIES_PAGE_POINTS", "2")]).await?;
+    let (a, _, key) = two_banks(&stack).await?;
+
+    // Raw over 80 days: 31 days a page, and 2 points at most.
+    let from = (Utc::now() - Duration::days(80)).date_naive();
+    let raw = pages(
+        &stack,
+        &key,
+        format!("/api/v1/rates/series?bankId={a}&interval=raw&from={from}"),
+    )
+    .await?;
+    let sizes: Vec<usize> = raw.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [0, 0, 2, 1], "31 + 31 days, then 2 of the last 18");
+    let values: Vec<&Value> = raw.iter().flatten().map(|p| &p["cashBuying"]).collect();
+    assert_eq!(values, [150.5, 151.0, 152.0], "each board once, in order");
+
+    // Hourly over 80 days: every hour from the first board's once, in order.
+    let hourly = pages(
+        &stack,
+        &key,
+        format!("/api/v1/rates/series?bankId={a}&interval=hour&from={from}"),
+    )
+    .await?;
+    assert_eq!(hourly.len(), 3);
+    let stamps: Vec<chrono::DateTime<Utc>> = hourly
+        .iter()
+        .flatten()
+        .map(|p| p["timestamp"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(stamps.len() >= 48, "{}", stamps.len());
+    assert!(
+        stamps.windows(2).all(|w| w[1] - w[0] == Duration::hours(1)),
+        "hours in a row across pages"
+    );
+
+    // The best across banks per day over six years: two pages.
+    let daily = pages(
+        &stack,
+        &key,
+        "/api/v1/rates/series?currencyCode=USD&from=2020-11-01".to_owned(),
+    )
+    .await?;
+    assert_eq!(daily.len(), 2);
+    assert!(daily[0].is_empty());
+    assert!(daily[1].len() >= 3);
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{
@@ -23,10 +23,13 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rates/series", get(series))
 }
 
-/// The longest range of `raw` and `hour` series.
-pub const MOST_DAYS_FINE: i64 = 31;
-/// The longest range of `day` series: five years.
-pub const MOST_DAYS_DAILY: i64 = 5 * 366;
+/// The most one `raw` or `hour` answer spans; a longer range is paged.
+pub const PAGE_DAYS_FINE: i64 = 31;
+/// The most one `day` answer spans: five years.
+pub const PAGE_DAYS_DAILY: i64 = 5 * 366;
+/// How far past now a board may be dated (publishers' clock skew): no page
+/// starts later than this.
+const LATEST_BOARD: Duration = Duration::minutes(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Interval {
@@ -44,12 +47,27 @@ impl Interval {
         }
     }
 
-    fn most_days(self) -> i64 {
+    fn page_days(self) -> i64 {
         match self {
-            Interval::Raw | Interval::Hour => MOST_DAYS_FINE,
-            Interval::Day => MOST_DAYS_DAILY,
+            Interval::Raw | Interval::Hour => PAGE_DAYS_FINE,
+            Interval::Day => PAGE_DAYS_DAILY,
         }
     }
+
+    /// Where a page starting at `from` ends: on an interval's boundary, so
+    /// the next page's first interval is not this page's last.
+    fn page_end(self, from: DateTime<Utc>, tz: chrono_tz::Tz) -> DateTime<Utc> {
+        let days = Duration::days(self.page_days());
+        match self {
+            Interval::Raw => from + days,
+            Interval::Hour => hour_start(from) + days,
+            Interval::Day => start_of_day(from.with_timezone(&tz).date_naive() + days, tz),
+        }
+    }
+}
+
+fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(at.timestamp().div_euclid(3600) * 3600, 0).unwrap_or(at)
 }
 
 /// What a series request asks for.
@@ -60,6 +78,8 @@ struct SeriesRequest {
     interval: Interval,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    /// The `format` asked for, kept in the next page's link.
+    format: Option<&'static str>,
     csv: bool,
 }
 
@@ -109,7 +129,7 @@ impl SeriesRequest {
                 _ => DateTime::from_timestamp((now.timestamp().div_euclid(3600) + 1) * 3600, 0)
                     .unwrap_or(now),
             });
-        let days = interval.map_or(30, |i| i.most_days().min(30));
+        let days = 30;
         let from = check
             .instant("from", tz, false)
             .unwrap_or(to - Duration::days(days));
@@ -122,31 +142,16 @@ impl SeriesRequest {
         if from >= to {
             return Err(Error::validation("from", "from must be before to"));
         }
-        if to - from > Duration::days(interval.most_days()) {
-            return Err(Error::validation(
-                "to",
-                format!(
-                    "the range is longer than {} days, the most interval={} returns{}",
-                    interval.most_days(),
-                    interval.name(),
-                    if interval == Interval::Day {
-                        ""
-                    } else {
-                        " (interval=day returns up to five years)"
-                    }
-                ),
-            ));
-        }
         if interval == Interval::Raw && bank.is_none() {
             return Err(Error::validation(
                 "interval",
                 "interval=raw needs a bankId (the best across banks is given per hour or day)",
             ));
         }
-        let csv = match format {
-            "csv" => true,
-            "json" => false,
-            _ => wants_csv(headers),
+        let (format, csv) = match format {
+            "csv" => (Some("csv"), true),
+            "json" => (Some("json"), false),
+            _ => (None, wants_csv(headers)),
         };
         Ok(Self {
             bank,
@@ -155,8 +160,34 @@ impl SeriesRequest {
             interval,
             from,
             to,
+            format,
             csv,
         })
+    }
+
+    /// The link to the rest of the range, from `from` on: every choice
+    /// spelled out, and `to` as resolved now, so that a default end does
+    /// not move while a client pages.
+    fn next_link(&self, currency: CurrencyCode, from: DateTime<Utc>) -> String {
+        let mut query = Vec::with_capacity(7);
+        if let Some(bank) = self.bank {
+            query.push(format!("bankId={bank}"));
+        }
+        query.push(format!("currencyCode={currency}"));
+        query.push(format!("interval={}", self.interval.name()));
+        if self.bank.is_none() {
+            query.push(format!("field={}", self.field.key()));
+        }
+        if let Some(format) = self.format {
+            query.push(format!("format={format}"));
+        }
+        for (name, at) in [("from", from), ("to", self.to)] {
+            query.push(format!(
+                "{name}={}",
+                at.to_rfc3339_opts(SecondsFormat::Micros, true)
+            ));
+        }
+        format!("/api/v1/rates/series?{}", query.join("&"))
     }
 }
 
@@ -182,8 +213,7 @@ fn intervals(
     match interval {
         Interval::Raw => {}
         Interval::Hour => {
-            let mut start = DateTime::from_timestamp(from.timestamp().div_euclid(3600) * 3600, 0)
-                .unwrap_or(from);
+            let mut start = hour_start(from);
             while start < to && start <= now {
                 let end = start + Duration::hours(1);
                 spans.push((start, end.min(now)));
@@ -214,7 +244,7 @@ fn intervals(
         ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, any case; default USD"),
         ("from" = Option<String>, Query, description = "Start: a date YYYY-MM-DD (its start in the service time zone) or an RFC 3339 time; default 30 days before `to`"),
         ("to" = Option<String>, Query, description = "End: a date (its end) or an RFC 3339 time; default the end of the interval in progress (today, or this hour)"),
-        ("interval" = Option<String>, Query, pattern = "^(raw|hour|day)$", description = "raw: every published board (31 days at most, needs bankId); hour or day: the value in force at the end of each hour (UTC, 31 days at most) or day (service time zone, five years at most); default day"),
+        ("interval" = Option<String>, Query, pattern = "^(raw|hour|day)$", description = "raw: every published board (needs bankId); hour or day: the value in force at the end of each hour (UTC) or day (service time zone); default day. Any range is answered: an answer spans 31 days at most for raw and hour, five years for day, and 10,000 raw points; `next` links to the rest"),
         ("field" = Option<String>, Query, pattern = "^(cashBuying|cashSelling|transactionalBuying|transactionalSelling)$", description = "For the best across banks: which rate; default cashBuying"),
         ("format" = Option<String>, Query, pattern = "^(json|csv)$", description = "json or csv; default by Accept (text/csv), else json"),
     ),
@@ -231,89 +261,115 @@ pub async fn series(
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let now = Utc::now();
-    let request = SeriesRequest::parse(query.as_deref(), &headers, state.timezone, now)?;
+    let tz = state.timezone;
+    let request = SeriesRequest::parse(query.as_deref(), &headers, tz, now)?;
     let CurrencyArg::Known(currency) = request.currency else {
         return Err(Error::NotFound("Currency not found"));
     };
     let read = state.read.current();
-    let of = SeriesOf {
-        currency,
-        interval: request.interval.name(),
-        from: request.from,
-        to: request.to,
-    };
-    let body = match request.bank {
+    let mut page_end = request.interval.page_end(request.from, tz).min(request.to);
+    let points = match request.bank {
         Some(bank) => {
             if store::bank(read.history(), bank).await?.is_none() {
                 return Err(Error::NotFound("Bank not found"));
             }
-            let points = bank_points(
+            let (points, end) = bank_points(
                 read.history(),
                 bank,
                 currency,
                 &request,
-                state.timezone,
+                page_end,
+                state.series_page_points,
+                tz,
                 now,
             )
             .await?;
-            if request.csv {
-                bank_series_csv(&points)
-            } else {
-                bank_series_json(of, bank, &points)
-            }
+            page_end = end;
+            Points::Bank(bank, points)
         }
         None => {
-            let spans = intervals(
-                request.interval,
-                request.from,
-                request.to,
-                state.timezone,
-                now,
-            );
+            let spans = intervals(request.interval, request.from, page_end, tz, now);
             let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
             let best = store::best_at(read.history(), currency, request.field, &ends).await?;
-            let points: Vec<_> = spans
-                .iter()
-                .zip(best)
-                .filter_map(|((start, _), (_, best))| {
-                    best.map(|(bank, value, at)| (*start, bank, value, at))
-                })
-                .collect();
-            if request.csv {
-                best_series_csv(&points)
-            } else {
-                best_series_json(of, request.field, &points)
-            }
+            Points::Best(
+                spans
+                    .iter()
+                    .zip(best)
+                    .filter_map(|((start, _), (_, best))| {
+                        best.map(|(bank, value, at)| (*start, bank, value, at))
+                    })
+                    .collect(),
+            )
         }
     };
-    Ok(if request.csv {
+    // Nothing is dated later than a board can be: no page beyond that.
+    let next = (page_end < request.to && page_end <= now + LATEST_BOARD)
+        .then(|| request.next_link(currency, page_end));
+    let of = SeriesOf {
+        currency,
+        interval: request.interval.name(),
+        from: request.from,
+        to: if next.is_some() { page_end } else { request.to },
+        next: next.as_deref(),
+    };
+    let body = match (&points, request.csv) {
+        (Points::Bank(_, points), true) => bank_series_csv(points),
+        (Points::Bank(bank, points), false) => bank_series_json(of, *bank, points),
+        (Points::Best(points), true) => best_series_csv(points),
+        (Points::Best(points), false) => best_series_json(of, request.field, points),
+    };
+    let mut response = if request.csv {
         csv_body(body)
     } else {
         json_body(body)
-    })
+    };
+    if let Some(next) = next {
+        if let Ok(link) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
+            response.headers_mut().insert(header::LINK, link);
+        }
+    }
+    Ok(response)
 }
 
+enum Points {
+    Bank(BankId, Vec<ratewire_readmodel::views::BankPoint>),
+    Best(Vec<ratewire_readmodel::views::BestPoint>),
+}
+
+/// A bank's points up to `page_end`, and where they end: at `page_end`,
+/// or, for `raw`, just after the last point when `most` points came first.
+#[allow(clippy::too_many_arguments)]
 async fn bank_points(
     pool: &sqlx::PgPool,
     bank: BankId,
     currency: CurrencyCode,
     request: &SeriesRequest,
+    page_end: DateTime<Utc>,
+    most: usize,
     tz: chrono_tz::Tz,
     now: DateTime<Utc>,
-) -> Result<Vec<ratewire_readmodel::views::BankPoint>> {
+) -> Result<(Vec<ratewire_readmodel::views::BankPoint>, DateTime<Utc>)> {
     if request.interval == Interval::Raw {
-        let records =
-            store::records_between(pool, bank, currency, request.from, request.to).await?;
-        return Ok(records.into_iter().map(|r| (r.as_of, r)).collect());
+        let mut records =
+            store::records_between(pool, bank, currency, request.from, page_end, most + 1).await?;
+        let mut end = page_end;
+        if records.len() > most {
+            records.truncate(most);
+            // Publish times are unique per bank and currency and stored
+            // to the microsecond: the next page starts right after.
+            end = records[most - 1].as_of + Duration::microseconds(1);
+        }
+        return Ok((records.into_iter().map(|r| (r.as_of, r)).collect(), end));
     }
-    let spans = intervals(request.interval, request.from, request.to, tz, now);
+    let spans = intervals(request.interval, request.from, page_end, tz, now);
     let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
     let records = store::records_at(pool, bank, currency, &ends).await?;
-    Ok(spans
+    let points = spans
         .iter()
         .zip(records)
         .filter_map(|((start, _), (_, record))| record.map(|r| (*start, r)))
-        .collect())
+        .collect();
+    Ok((points, page_end))
 }
 
 fn csv_body(body: String) -> Response {
@@ -372,10 +428,42 @@ mod tests {
     }
 
     #[test]
-    fn ranges_are_bounded_and_raw_needs_a_bank() {
+    fn pages_end_on_a_boundary_of_their_interval() {
+        let tz = chrono_tz::Africa::Addis_Ababa;
+        let from = at("2026-01-10T10:30:00Z");
+        assert_eq!(Interval::Raw.page_end(from, tz), at("2026-02-10T10:30:00Z"));
+        assert_eq!(
+            Interval::Hour.page_end(from, tz),
+            at("2026-02-10T10:00:00Z")
+        );
+        // Days start at 21:00 UTC in Addis Ababa; 10:30 UTC is on the 10th.
+        assert_eq!(Interval::Day.page_end(from, tz), at("2031-01-13T21:00:00Z"));
+    }
+
+    #[test]
+    fn the_next_link_spells_out_every_choice() {
+        let now = at("2026-11-23T10:00:00Z");
+        let request = SeriesRequest::parse(
+            Some("currencyCode=eur&interval=hour&format=csv&from=2026-01-01"),
+            &HeaderMap::new(),
+            chrono_tz::UTC,
+            now,
+        )
+        .unwrap();
+        let eur = CurrencyCode::parse("EUR").unwrap();
+        assert_eq!(
+            request.next_link(eur, at("2026-02-01T00:00:00Z")),
+            "/api/v1/rates/series?currencyCode=EUR&interval=hour&field=cashBuying&format=csv\
+             &from=2026-02-01T00:00:00.000000Z&to=2026-11-23T11:00:00.000000Z"
+        );
+    }
+
+    #[test]
+    fn any_range_is_accepted_and_raw_needs_a_bank() {
         let now = at("2026-11-23T10:00:00Z");
         let parse = |q: &str| SeriesRequest::parse(Some(q), &HeaderMap::new(), chrono_tz::UTC, now);
-        assert!(parse("bankId=1&interval=raw&from=2026-01-01&to=2026-03-01").is_err());
+        assert!(parse("bankId=1&interval=raw&from=2026-01-01&to=2026-03-01").is_ok());
+        assert!(parse("interval=hour&from=0001-01-01&to=9999-12-31").is_ok());
         assert!(parse("bankId=1&interval=day&from=2021-01-01&to=2026-01-01").is_ok());
         assert!(parse("interval=raw").is_err());
         assert!(parse("from=2026-11-23&to=2026-11-01").is_err());

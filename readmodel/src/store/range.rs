@@ -36,24 +36,26 @@ fn record(code: CurrencyCode, row: &sqlx::postgres::PgRow) -> Result<HistoryReco
     })
 }
 
-/// Every record of `bank` and `code` published in `[from, to)`, oldest
-/// first.
+/// The first `limit` records of `bank` and `code` published in
+/// `[from, to)`, oldest first.
 pub async fn records_between<'e>(
     db: impl PgExecutor<'e>,
     bank: BankId,
     code: CurrencyCode,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
+    limit: usize,
 ) -> Result<Vec<HistoryRecord>> {
     let rows = sqlx::query(&format!(
         "SELECT {RECORD_COLUMNS} FROM rates
          WHERE bank_id = $1 AND currency = $2::bpchar AND as_of >= $3 AND as_of < $4
-         ORDER BY as_of"
+         ORDER BY as_of LIMIT $5"
     ))
     .bind(bank.get())
     .bind(code.as_str())
     .bind(from)
     .bind(to)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .fetch_all(db)
     .await?;
     rows.iter().map(|row| record(code, row)).collect()

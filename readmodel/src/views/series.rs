@@ -21,6 +21,8 @@ pub struct SeriesOf<'a> {
     pub interval: &'a str,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
+    /// The link to the rest of the range, when this answer is one page of it.
+    pub next: Option<&'a str>,
 }
 
 /// One bank's point: its time and the record in force then.
@@ -38,12 +40,13 @@ struct Envelope<T> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BankSeries {
+struct BankSeries<'a> {
     bank_id: i64,
     currency_code: CurrencyCode,
     interval: String,
     from: String,
     to: String,
+    next: Option<&'a str>,
     points: Vec<BankPointJson>,
 }
 
@@ -60,12 +63,13 @@ struct BankPointJson {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BestSeries {
+struct BestSeries<'a> {
     currency_code: CurrencyCode,
     field: &'static str,
     interval: String,
     from: String,
     to: String,
+    next: Option<&'a str>,
     points: Vec<BestPointJson>,
 }
 
@@ -85,6 +89,7 @@ pub fn bank_series_json(of: SeriesOf<'_>, bank: BankId, points: &[BankPoint]) ->
         interval: of.interval.to_owned(),
         from: timestamp(of.from),
         to: timestamp(of.to),
+        next: of.next,
         points: points
             .iter()
             .map(|(at, r)| BankPointJson {
@@ -107,6 +112,7 @@ pub fn best_series_json(of: SeriesOf<'_>, field: Field, points: &[BestPoint]) ->
         interval: of.interval.to_owned(),
         from: timestamp(of.from),
         to: timestamp(of.to),
+        next: of.next,
         points: points
             .iter()
             .map(|(at, bank, value, published)| BestPointJson {
@@ -189,6 +195,7 @@ mod tests {
             interval: "day",
             from: "2026-11-01T00:00:00Z".parse().unwrap(),
             to: "2026-11-03T00:00:00Z".parse().unwrap(),
+            next: None,
         };
         let points = vec![(
             "2026-11-01T00:00:00Z".parse().unwrap(),
@@ -198,6 +205,7 @@ mod tests {
         assert!(json.contains(r#""cashBuying":155.10"#), "{json}");
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(value["data"]["bankId"], 3);
+        assert!(value["data"]["next"].is_null(), "{json}");
         assert_eq!(
             value["data"]["points"][0]["timestamp"],
             "2026-11-01T00:00:00.000Z"
