@@ -56,8 +56,28 @@ pub struct KeyInfo {
     pub prefix: String,
     pub name: String,
     pub plan: String,
+    #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "millis::maybe")]
     pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Times as every other answer writes them: to the millisecond, in UTC.
+mod millis {
+    use chrono::{DateTime, Utc};
+    use ratewire_readmodel::views::timestamp;
+    use serde::Serializer;
+
+    pub fn one<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&timestamp(*at))
+    }
+
+    pub fn maybe<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match at {
+            Some(at) => one(at, s),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -92,13 +112,24 @@ pub async fn create(pool: &PgPool, plans: &Plans, new: NewKey) -> Result<Created
             .or_default()
             .push("name must be 1 to 200 characters".into());
     }
+    if name.contains('\0') {
+        errors
+            .entry("name".into())
+            .or_default()
+            .push("name must not contain NUL characters".into());
+    }
     let plan = new.plan.as_deref().unwrap_or(DEFAULT_PLAN);
     if !plans.assignable().any(|p| p == plan) {
         let names: Vec<&str> = plans.assignable().collect();
-        errors
-            .entry("plan".into())
-            .or_default()
-            .push(format!("plan must be one of {}", names.join(", ")));
+        let problem = if new.plan.is_none() {
+            format!(
+                "plan is required: there is no {DEFAULT_PLAN} plan (plans: {})",
+                names.join(", ")
+            )
+        } else {
+            format!("plan must be one of {}", names.join(", "))
+        };
+        errors.entry("plan".into()).or_default().push(problem);
     }
     if !errors.is_empty() {
         return Err(Error::Validation(errors));
@@ -535,6 +566,9 @@ impl KeyStore {
     /// revocation's marker reaches Redis (entries are re-checked against
     /// Postgres when older than a second).
     pub async fn revoke(&self, prefix: &str) -> Result<Revocation> {
+        if !secret::is_prefix(prefix) {
+            return Ok(Revocation::NotFound);
+        }
         let hash: Option<String> = sqlx::query_scalar(
             "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE prefix = $1 RETURNING key_hash",
         )

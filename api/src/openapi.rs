@@ -38,6 +38,100 @@ use utoipa::{Modify, OpenApi, ToSchema};
 )]
 pub struct ApiDoc;
 
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ratewire API operator API",
+        description = "Operators create, list and revoke API keys. Served on the API's operator listener only.",
+        version = "1.0.0"
+    ),
+    paths(
+        crate::routes::admin::create,
+        crate::routes::admin::list,
+        crate::routes::admin::revoke,
+    ),
+    components(schemas(ErrorBody, ValidationErrorBody, NewKey, CreatedKey, KeyInfo)),
+    modifiers(&AdminToken),
+    security(("admin_token" = []))
+)]
+pub struct OperatorDoc;
+
+/// The operator document as served on the operator listener, with the
+/// plans a key may have (this process's `RATEWIRE_PLANS`) as the choices
+/// of `plan`.
+pub fn operator_document(plans: &crate::plans::Plans) -> String {
+    let mut doc =
+        serde_json::to_value(OperatorDoc::openapi()).expect("the OpenAPI document serializes");
+    let names: Vec<serde_json::Value> = plans.assignable().map(serde_json::Value::from).collect();
+    let new_key = &mut doc["components"]["schemas"]["NewKey"];
+    new_key["properties"]["plan"]["enum"] = serde_json::Value::Array(names);
+    // Without a free plan, there is no default to fall back on.
+    if !plans.assignable().any(|p| p == crate::keys::DEFAULT_PLAN) {
+        if let Some(required) = new_key["required"].as_array_mut() {
+            required.push("plan".into());
+        }
+    }
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+}
+
+struct AdminToken;
+
+impl Modify for AdminToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+/// A key to create. The name is 1 to 200 characters once trimmed.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewKey {
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000]*[^\s\u0085\u0000][^\u0000]*$"
+    )]
+    pub name: String,
+    /// One of the plans of `RATEWIRE_PLANS` but `anonymous`; default free
+    /// (required when there is no free plan).
+    #[schema(nullable = false)]
+    pub plan: Option<String>,
+}
+
+/// A key as operators see it: never its secret.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    pub prefix: String,
+    pub name: String,
+    pub plan: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Null while the key works.
+    #[schema(format = DateTime, required = true)]
+    pub revoked_at: Option<String>,
+}
+
+/// A key just created: `key` is its secret, shown only here.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedKey {
+    /// `rwk_<prefix>_<32 characters>`; only its SHA-256 is stored.
+    pub key: String,
+    pub prefix: String,
+    pub name: String,
+    pub plan: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime, required = true)]
+    pub revoked_at: Option<String>,
+}
+
 /// The document as served, rendered once: with the ISO 4217 codes this
 /// build knows listed where a code must be one (no derive attribute can
 /// hold a computed list).
@@ -441,6 +535,11 @@ pub struct BankSeries {
     pub from: String,
     #[schema(format = DateTime)]
     pub to: String,
+    /// The link (relative to this service) to the rest of the range when
+    /// this answer is one page of it, then also in a `Link` header;
+    /// otherwise null.
+    #[schema(required = true)]
+    pub next: Option<String>,
     pub points: Vec<BankSeriesPoint>,
 }
 
@@ -468,6 +567,11 @@ pub struct BestSeries {
     pub from: String,
     #[schema(format = DateTime)]
     pub to: String,
+    /// The link (relative to this service) to the rest of the range when
+    /// this answer is one page of it, then also in a `Link` header;
+    /// otherwise null.
+    #[schema(required = true)]
+    pub next: Option<String>,
     pub points: Vec<BestSeriesPoint>,
 }
 
@@ -659,6 +763,25 @@ pub enum CommonErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operator_document_offers_the_configured_plans() {
+        let plans: crate::plans::Plans = "anonymous=10/100,free=60/1000,team=600/100000"
+            .parse()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&operator_document(&plans)).unwrap();
+        assert!(doc["paths"]["/v1/admin/keys"]["post"].is_object());
+        assert!(doc["paths"]["/v1/admin/keys"]["get"].is_object());
+        assert!(doc["paths"]["/v1/admin/keys/{prefix}"]["delete"].is_object());
+        assert_eq!(
+            doc["components"]["schemas"]["NewKey"]["properties"]["plan"]["enum"],
+            serde_json::json!(["free", "team"])
+        );
+        assert_eq!(
+            doc["components"]["securitySchemes"]["admin_token"]["scheme"],
+            "bearer"
+        );
+    }
 
     #[test]
     fn the_document_is_openapi_3_1_with_every_endpoint() {

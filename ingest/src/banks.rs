@@ -308,6 +308,9 @@ pub async fn create_token(pool: &PgPool, id: BankId) -> Result<secrets::NewSecre
 
 /// Revokes a token by its prefix; false when no live token has it.
 pub async fn revoke_token(pool: &PgPool, prefix: &str) -> Result<bool> {
+    if !ratewire_service::secret::is_prefix(prefix) {
+        return Ok(false);
+    }
     let revoked = sqlx::query(
         "UPDATE publisher_tokens SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL",
     )

@@ -54,13 +54,14 @@ pub fn digest(secret: &str) -> [u8; 32] {
 pub fn prefix_of<'a>(kind: &str, secret: &'a str) -> Option<&'a str> {
     let rest = secret.strip_prefix(kind)?.strip_prefix('_')?;
     let (prefix, body) = rest.split_once('_')?;
-    (prefix.len() == 8
-        && body.len() == 32
-        && prefix
-            .bytes()
-            .chain(body.bytes())
-            .all(|b| b.is_ascii_alphanumeric()))
-    .then_some(prefix)
+    (is_prefix(prefix) && body.len() == 32 && body.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then_some(prefix)
+}
+
+/// Whether `prefix` has the form of a secret's prefix: no secret has
+/// another, so nothing else needs looking up.
+pub fn is_prefix(prefix: &str) -> bool {
+    prefix.len() == 8 && prefix.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
 /// The token of an `Authorization: Bearer <token>` header value.

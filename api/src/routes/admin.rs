@@ -18,7 +18,17 @@ pub fn router() -> Router<AppState> {
         .route("/v1/admin/keys/{prefix}", delete(revoke))
 }
 
-async fn create(
+#[utoipa::path(post, path = "/v1/admin/keys", tag = "keys",
+    request_body(content = crate::openapi::NewKey, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created; the key's secret is in this answer only", body = crate::openapi::CreatedKey),
+        (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn create(
     _: Operator,
     State(state): State<AppState>,
     body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
@@ -35,11 +45,27 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {
+#[utoipa::path(get, path = "/v1/admin/keys", tag = "keys",
+    responses(
+        (status = 200, description = "Every key, revoked ones too, oldest first; never a secret", body = Vec<crate::openapi::KeyInfo>),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {
     Ok(Json(keys::list(&state.pool).await?))
 }
 
-async fn revoke(
+#[utoipa::path(delete, path = "/v1/admin/keys/{prefix}", tag = "keys",
+    params(("prefix" = String, Path, pattern = "^[A-Za-z0-9]{8}$", description = "The part of the key after `rwk_`, up to the next `_`")),
+    responses(
+        (status = 204, description = "Revoked (again, if it was): refused at once here, within a second on every instance"),
+        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Key not found", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
+        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn revoke(
     _: Operator,
     State(state): State<AppState>,
     Path(prefix): Path<String>,

@@ -73,9 +73,14 @@ pub fn public(state: AppState) -> Router {
 
 /// The operator listener: key management, metrics and the probes.
 pub fn operator(state: AppState) -> Router {
+    let document = std::sync::Arc::new(crate::openapi::operator_document(&state.plans));
     let routes = Router::new()
         .merge(admin::router())
         .merge(health::router())
+        .route(
+            "/v1/openapi.json",
+            get(move || async move { json_body(String::clone(&document)) }),
+        )
         .route("/metrics", get(render_metrics))
         .fallback(|| async { Error::NotFound("Not Found") })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed });

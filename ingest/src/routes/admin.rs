@@ -173,7 +173,7 @@ pub async fn create_token(
 }
 
 #[utoipa::path(delete, path = "/v1/admin/tokens/{prefix}", tag = "tokens",
-    params(("prefix" = String, Path, description = "The part of the token after `rwp_`, up to the next `_`")),
+    params(("prefix" = String, Path, pattern = "^[A-Za-z0-9]{8}$", description = "The part of the token after `rwp_`, up to the next `_`")),
     responses(
         (status = 204, description = "Revoked: it stops working at once"),
         (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
