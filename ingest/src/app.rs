@@ -74,9 +74,11 @@ impl Application {
         );
         let prepared = state
             .readiness
-            .prepare("preparing Postgres and the topic", &shutdown, || {
-                prepare(config, state)
-            })
+            .prepare(
+                "preparing Postgres, the topic and the bank registry",
+                &shutdown,
+                || prepare(config, state),
+            )
             .await;
         let background = prepared.then(|| {
             info!("ingest ready");
@@ -111,13 +113,22 @@ impl Application {
     }
 }
 
-/// Migrations, then the topic (when ingest creates it).
+/// Migrations, then the topic (when ingest creates it), then the banks the
+/// log has that ingest's tables lack: nothing is taken before ingest knows
+/// every id and code the log has.
 async fn prepare(config: &Config, state: &AppState) -> Result<()> {
     compatibility::require_postgres(&state.pool).await?;
     db::migrate(&state.pool, &config.schema).await?;
     if config.create_topic {
         state.publisher.ensure_topic(config).await?;
     }
+    crate::log_registry::reconcile(
+        &state.pool,
+        state.publisher.settings(),
+        &config.topic,
+        Duration::from_secs(10),
+    )
+    .await?;
     Ok(())
 }
 

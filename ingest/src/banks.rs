@@ -222,6 +222,7 @@ pub async fn update(
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| Error::NotFound("Bank not found".into()))?;
+    agrees_with_log(&mut *tx, id).await?;
     let after: Bank = sqlx::query_as(
         "UPDATE banks SET code = COALESCE($2, code), name = COALESCE($3, name), image_url = COALESCE($4, image_url),
              social_links = COALESCE($5, social_links), active = COALESCE($6, active), updated_at = now()
@@ -295,6 +296,7 @@ pub async fn create_token(pool: &PgPool, id: BankId) -> Result<secrets::NewSecre
     if get(pool, id).await?.is_none() {
         return Err(Error::NotFound("Bank not found".into()));
     }
+    agrees_with_log(pool, id).await?;
     let token = secrets::generate(TOKEN_KIND);
     sqlx::query("INSERT INTO publisher_tokens (prefix, bank_id, token_hash) VALUES ($1, $2, $3)")
         .bind(&token.prefix)
@@ -321,19 +323,45 @@ pub async fn revoke_token(pool: &PgPool, prefix: &str) -> Result<bool> {
     Ok(revoked == 1)
 }
 
-/// The bank a live token publishes for, and whether that bank is active.
+/// Refuses a bank whose record disagrees with the log (see
+/// [`crate::log_registry`]).
+pub async fn agrees_with_log<'e>(db: impl sqlx::PgExecutor<'e>, id: BankId) -> Result<()> {
+    let conflict: Option<Option<String>> =
+        sqlx::query_scalar("SELECT log_conflict FROM banks WHERE id = $1")
+            .bind(id.get())
+            .fetch_optional(db)
+            .await?;
+    match conflict.flatten() {
+        Some(reason) => Err(Error::LogConflict {
+            bank: id.get(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The bank a live token publishes for, and whether that bank is active;
+/// [`Error::LogConflict`] for a bank that disagrees with the log.
 pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<(BankId, bool)>> {
     let Some(prefix) = secrets::prefix_of(TOKEN_KIND, token) else {
         return Ok(None);
     };
-    let row: Option<(i64, String, bool)> = sqlx::query_as(
-        "SELECT t.bank_id, t.token_hash, b.active FROM publisher_tokens t JOIN banks b ON b.id = t.bank_id
+    let row: Option<(i64, String, bool, Option<String>)> = sqlx::query_as(
+        "SELECT t.bank_id, t.token_hash, b.active, b.log_conflict
+         FROM publisher_tokens t JOIN banks b ON b.id = t.bank_id
          WHERE t.prefix = $1 AND t.revoked_at IS NULL",
     )
     .bind(prefix)
     .fetch_optional(pool)
     .await?;
-    Ok(row
-        .filter(|(_, hash, _)| secrets::same_hash(hash, &secrets::hash(token)))
-        .and_then(|(id, _, active)| BankId::new(id).ok().map(|id| (id, active))))
+    let Some((id, hash, active, conflict)) = row else {
+        return Ok(None);
+    };
+    if !secrets::same_hash(&hash, &secrets::hash(token)) {
+        return Ok(None);
+    }
+    if let Some(reason) = conflict {
+        return Err(Error::LogConflict { bank: id, reason });
+    }
+    Ok(BankId::new(id).ok().map(|id| (id, active)))
 }

@@ -12,6 +12,7 @@ use crate::banks::{self, BankPatch, NewBank};
 use crate::config::Config;
 use crate::db;
 use crate::error::Error;
+use crate::log_registry;
 use crate::publisher::Publisher;
 
 #[derive(Subcommand, Debug)]
@@ -98,18 +99,28 @@ async fn pool(config: &Config) -> anyhow::Result<sqlx::PgPool> {
     Ok(pool)
 }
 
-/// A producer on a topic that exists, for commands that publish.
-async fn publisher(config: &Config) -> anyhow::Result<Publisher> {
+/// A producer on a topic that exists, for commands that publish or hand
+/// out tokens, with ingest's tables reconciled with the log first (as the
+/// service does at start: see [`crate::log_registry`]).
+async fn publisher(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<Publisher> {
     let publisher = Publisher::new(config)?;
+    let reach = || format!("reaching the broker at {}", config.kafka.brokers);
     if config.create_topic {
         publisher
             .ensure_topic(config)
             .await
             .map_err(explain)
-            .with_context(|| format!("reaching the broker at {}", config.kafka.brokers))?;
+            .with_context(reach)?;
     }
+    log_registry::reconcile(pool, publisher.settings(), &config.topic, LOG_WAIT)
+        .await
+        .map_err(explain)
+        .with_context(reach)?;
     Ok(publisher)
 }
+
+/// How long the log may keep a command waiting.
+const LOG_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Field errors spelled out one per line, as a person at a shell reads them.
 fn explain(error: Error) -> anyhow::Error {
@@ -149,7 +160,7 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
             image_url,
             social_links,
         } => {
-            let publisher = publisher(config).await?;
+            let publisher = publisher(config, &pool).await?;
             let new = NewBank {
                 code,
                 name,
@@ -204,7 +215,7 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
         ),
     };
     let (id, patch) = patch;
-    let publisher = publisher(config).await?;
+    let publisher = publisher(config, &pool).await?;
     let bank = banks::update(&pool, &publisher, id, patch)
         .await
         .map_err(explain)?;
@@ -220,7 +231,7 @@ pub async fn boards(config: &Config, command: BoardsCommand) -> anyhow::Result<S
             event_id,
             reason,
         } => {
-            let publisher = publisher(config).await?;
+            let publisher = publisher(config, &pool).await?;
             let retraction = crate::retraction::retract(
                 &pool,
                 &publisher,
@@ -241,6 +252,7 @@ pub async fn tokens(config: &Config, command: TokensCommand) -> anyhow::Result<S
     let pool = pool(config).await?;
     match command {
         TokensCommand::Create { bank_id } => {
+            publisher(config, &pool).await?;
             let token = banks::create_token(&pool, bank_id).await.map_err(explain)?;
             pretty(&json!({"token": token.secret, "prefix": token.prefix, "bankId": bank_id.get()}))
         }

@@ -37,6 +37,11 @@ pub enum Error {
     /// The broker did not acknowledge in time, or a dependency is down.
     #[error("{what} unavailable: {cause}")]
     Unavailable { what: &'static str, cause: String },
+    /// Ingest's record of the bank and the log disagree (see
+    /// [`crate::log_registry`]): anything published for it would land on
+    /// the log's bank.
+    #[error("bank {bank} disagrees with the log: {reason}")]
+    LogConflict { bank: i64, reason: String },
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
     #[error("startup: {0}")]
@@ -70,7 +75,9 @@ impl Error {
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::TooManyFailures(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Unavailable { .. } | Error::LogConflict { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Error::Postgres(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -101,6 +108,14 @@ impl IntoResponse for Error {
             Error::Unavailable { what, cause } => {
                 tracing::warn!(what, cause, "answering 503");
                 json!({"status": 503, "message": "Service Unavailable"})
+            }
+            Error::LogConflict { bank, reason } => {
+                tracing::error!(
+                    bank_id = bank,
+                    reason,
+                    "refused: the bank disagrees with the log"
+                );
+                json!({"status": 503, "message": "This bank's record disagrees with the event log; an operator must reconcile it"})
             }
             Error::Postgres(e) if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %e, "postgres unavailable; answering 503");

@@ -29,6 +29,7 @@ pub mod db;
 pub mod error;
 pub mod feed;
 pub mod idempotency;
+pub mod log_registry;
 pub mod openapi;
 pub mod outbox;
 pub mod publisher;

@@ -67,6 +67,11 @@ pub struct Acknowledged {
 }
 
 impl Publisher {
+    /// The client settings (brokers, security) for ingest's other clients.
+    pub fn settings(&self) -> &ClientConfig {
+        &self.settings
+    }
+
     pub fn new(config: &Config) -> Result<Self> {
         let timeout = config.publish_timeout();
         let mut settings = client_config(config);

@@ -49,6 +49,7 @@ pub async fn retract(
     retraction
         .check()
         .map_err(|v| Error::validation(&v.field, v.message))?;
+    crate::banks::agrees_with_log(pool, bank).await?;
     let mut tx = pool.begin().await?;
     let found: Option<Option<Uuid>> = sqlx::query_scalar(
         "SELECT retracted_by FROM published_boards

@@ -194,6 +194,19 @@ pub fn encode(envelope: &Envelope) -> Vec<u8> {
     serde_json::to_vec(&wire).expect("the envelope always serializes")
 }
 
+/// The `type` of an envelope, read without decoding its payload (which
+/// is skipped, not parsed into values).
+pub fn event_type(bytes: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(rename = "type")]
+        event_type: String,
+    }
+    serde_json::from_slice::<Kind>(bytes)
+        .ok()
+        .map(|k| k.event_type)
+}
+
 /// Decodes one message's payload, upcasting older versions to the current
 /// shape, and checks every rule the payload and its envelope can tell
 /// (see [`crate::rules`]); [`decode_message`] adds the rules of the message
