@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use ratewire_readmodel::generation;
+use ratewire_readmodel::generation::{self, Generation};
 use ratewire_readmodel::redis::Keys;
 use ratewire_service::periodic::every;
 use ratewire_service::postgres;
@@ -20,7 +20,8 @@ use crate::error::Result;
 
 /// One generation as the API reads it.
 pub struct ReadModel {
-    pub schema: String,
+    /// Its schema and identity (see `ratewire_readmodel::generation`).
+    pub generation: Generation,
     /// A pool whose `search_path` is the generation's schema.
     pub pool: PgPool,
     /// A replica's pool on the same schema, when one is configured.
@@ -67,7 +68,10 @@ impl ReadModels {
             config.read_database_url.as_deref(),
             &replica_up,
             &settings.redis_prefix,
-            &settings.read_schema,
+            Generation {
+                schema: settings.read_schema.clone(),
+                identity: String::new(),
+            },
         )?;
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(initial)),
@@ -85,13 +89,14 @@ impl ReadModels {
         self.current.load_full()
     }
 
-    /// Reads the control row and switches when it names another generation.
+    /// Reads the control row and switches when it names another generation
+    /// or identity: views another identity wrote are never read.
     pub async fn refresh(&self, pool: &PgPool) -> Result<()> {
         let active = generation::active(pool, &self.control, &self.default).await?;
-        if active != self.current().schema {
+        if active != self.current().generation {
             info!(
-                from = self.current().schema,
-                to = active,
+                from = ?self.current().generation,
+                to = ?active,
                 "serving another read-model generation"
             );
             let next = model(
@@ -99,7 +104,7 @@ impl ReadModels {
                 self.replica_url.as_deref(),
                 &self.replica_up,
                 &self.redis_prefix,
-                &active,
+                active,
             )?;
             self.current.store(Arc::new(next));
         }
@@ -146,16 +151,17 @@ fn model(
     replica_url: Option<&str>,
     replica_up: &Arc<AtomicBool>,
     redis_prefix: &str,
-    schema: &str,
+    generation: Generation,
 ) -> Result<ReadModel> {
+    let schema = &generation.schema;
     let replica = replica_url
         .map(|url| ratewire_readmodel::db::pool(url, schema, 16))
         .transpose()?;
     Ok(ReadModel {
-        schema: schema.to_owned(),
         pool: ratewire_readmodel::db::pool(database_url, schema, 16)?,
         replica,
         replica_up: Arc::clone(replica_up),
-        views: Keys::new(&generation::views_prefix(redis_prefix, schema)),
+        views: Keys::new(&generation.views_prefix(redis_prefix)),
+        generation,
     })
 }

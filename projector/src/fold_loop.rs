@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use crate::consumer::{Log, LogConsumer, LogQueries};
 use futures_util::future::maybe_done;
 use ratewire_readmodel::continuity::Continuity;
-use ratewire_readmodel::{db, generation};
+use ratewire_readmodel::db;
+use ratewire_readmodel::generation::{self, Generation};
+use ratewire_readmodel::store::Version;
 use ratewire_service::{compatibility, retry};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -50,8 +52,9 @@ enum Applied {
 
 pub struct FoldLoop {
     config: Config,
-    /// The generation folded into: its schema, a pool on it, its views.
-    schema: String,
+    /// The generation folded into: its schema and identity, a pool on the
+    /// schema, its views.
+    generation: Generation,
     pool: PgPool,
     views: RedisViews,
     control: PgPool,
@@ -99,7 +102,11 @@ impl FoldLoop {
         ownership: Option<Ownership>,
         shutdown: &CancellationToken,
     ) -> Result<Self> {
-        let schema = config.read_model.read_schema.clone();
+        // Until `run` reads the active one.
+        let generation = Generation {
+            schema: config.read_model.read_schema.clone(),
+            identity: String::new(),
+        };
         let continuity = Continuity::new(
             &config.read_model.redis_prefix,
             &config.read_model.control_schema,
@@ -114,9 +121,13 @@ impl FoldLoop {
         };
         let pacing = Pacing::new(config.idle_after());
         Ok(Self {
-            pool: db::pool(&config.common.database_url, &schema, config.pool_size())?,
-            views: RedisViews::for_generation(redis.clone(), &config.read_model, &schema),
-            schema,
+            pool: db::pool(
+                &config.common.database_url,
+                &generation.schema,
+                config.pool_size(),
+            )?,
+            views: RedisViews::for_generation(redis.clone(), &config.read_model, &generation),
+            generation,
             config,
             control,
             redis,
@@ -149,15 +160,16 @@ impl FoldLoop {
             self.config.read_model.control_schema.clone(),
             self.config.read_model.read_schema.clone(),
         );
-        let Some(schema) = retry("reading the active generation", shutdown, || {
-            generation::active(&control, &name, &default)
+        let Some(active) = retry("reading the active generation", shutdown, || async {
+            generation::prepare(&control, &name, &default).await?;
+            generation::active(&control, &name, &default).await
         })
         .await
         else {
             return Ok(());
         };
-        self.use_generation(schema)?;
-        let (schema, pool) = (self.schema.clone(), self.pool.clone());
+        self.use_generation(active)?;
+        let (schema, pool) = (self.generation.schema.clone(), self.pool.clone());
         if retry("applying migrations", shutdown, || async {
             compatibility::require_postgres(&pool).await?;
             db::migrate(&pool, &schema).await
@@ -356,21 +368,22 @@ impl FoldLoop {
         }
     }
 
-    /// Points the fold at generation `schema`.
-    fn use_generation(&mut self, schema: String) -> Result<()> {
+    /// Points the fold at `generation`.
+    fn use_generation(&mut self, generation: Generation) -> Result<()> {
         self.pool = db::pool(
             &self.config.common.database_url,
-            &schema,
+            &generation.schema,
             self.config.pool_size(),
         )?;
         self.views =
-            RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &schema);
-        self.schema = schema;
+            RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &generation);
+        self.generation = generation;
         Ok(())
     }
 
-    /// Follows a replay's switch to another generation; true when this
-    /// projector switched and must read on from that generation's offsets.
+    /// Follows a replay's switch to another generation, or a new identity
+    /// of this one (another Postgres, or a new epoch); true when the schema
+    /// changed and this projector must read on from its offsets.
     async fn follow_switch(&mut self) -> bool {
         let active = generation::active(
             &self.control,
@@ -378,24 +391,35 @@ impl FoldLoop {
             &self.config.read_model.read_schema,
         )
         .await;
-        let schema = match active {
-            Ok(schema) if schema != self.schema => schema,
+        let active = match active {
+            Ok(active) if active != self.generation => active,
             Ok(_) => return false,
             Err(e) => {
                 warn!(error = %e, "reading the active generation failed; will retry");
                 return false;
             }
         };
-        info!(
-            from = self.schema,
-            to = schema,
-            "following the switch to another read-model generation"
-        );
-        if let Err(e) = self.use_generation(schema) {
+        let schema_changed = active.schema != self.generation.schema;
+        if schema_changed {
+            info!(
+                from = self.generation.schema,
+                to = active.schema,
+                "following the switch to another read-model generation"
+            );
+        } else {
+            // Views under the new identity are written from Postgres.
+            warn!(
+                from = self.generation.identity,
+                to = active.identity,
+                "the read model has another identity (another Postgres, or a restore); rebuilding the views"
+            );
+            self.rebuild = true;
+        }
+        if let Err(e) = self.use_generation(active) {
             error!(error = %e, "switching generation failed");
             return false;
         }
-        true
+        schema_changed
     }
 
     /// [`FoldLoop::reassign`], and on success drops the receive in flight
@@ -642,15 +666,48 @@ impl FoldLoop {
     /// Where the current generation's views go.
     fn target(&self) -> Target {
         Target {
-            generation: self.schema.clone(),
+            generation: format!("{}.{}", self.generation.schema, self.generation.identity),
             pool: self.pool.clone(),
             views: self.views.clone(),
         }
     }
 
+    /// The greatest snapshot position the views carry and Postgres's now,
+    /// when the views are ahead: Postgres went back in time.
+    async fn postgres_went_back(&mut self) -> Result<Option<(i64, i64)>> {
+        let now = {
+            let mut conn = self.pool.acquire().await?;
+            Version::of(&mut conn).await?
+        };
+        Ok(self.views.ahead_of(now).await?.map(|high| (high, now.xmax)))
+    }
+
     /// The periodic housekeeping: rebuild everything when Redis lost the
     /// views (flush, restart, first start), else retry what failed before.
     async fn maintain_views(&mut self) {
+        match self.postgres_went_back().await {
+            Ok(None) => {}
+            Ok(Some((high, now))) => {
+                warn!(
+                    views_written_at = high,
+                    postgres_now = now,
+                    "the views are newer than anything postgres has seen: it was restored from a backup; \
+                     giving the read model a new epoch and rebuilding the views"
+                );
+                if let Err(e) =
+                    generation::new_epoch(&self.control, &self.config.read_model.control_schema)
+                        .await
+                {
+                    warn!(error = %e, "a new epoch could not be recorded; will retry");
+                    return;
+                }
+                self.follow_switch().await;
+            }
+            Err(e) => {
+                warn!(error = %e, "redis or postgres unavailable; views will catch up when they return");
+                return;
+            }
+        }
         match self
             .continuity
             .check(&self.control, self.redis.clone())

@@ -125,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(banks, "views rebuilt");
         }
         Command::DeadLetters(command) => {
-            let (schema, pool) = active_generation(&cli.config).await?;
+            let (active, pool) = active_generation(&cli.config).await?;
             let mut out = std::io::stdout().lock();
             match command {
                 DeadLettersCommand::List { filter } => {
@@ -153,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
                         let mut views = ratewire_projector::redis_views::RedisViews::for_generation(
                             redis,
                             &cli.config.read_model,
-                            &schema,
+                            &active,
                         );
                         let banks: Vec<_> = changed.banks.into_iter().collect();
                         let currencies: Vec<_> = changed.currencies.into_iter().collect();

@@ -73,9 +73,9 @@ pub async fn refresh_views(
 /// The `rebuild` command: the active generation's views from Postgres,
 /// unconditionally, then exit.
 pub async fn rebuild_once(config: &Config) -> Result<usize> {
-    let (schema, pool) = active_generation(config).await?;
+    let (active, pool) = active_generation(config).await?;
     let redis = redis::connect(&config.read_model.redis_url)?;
-    let mut views = RedisViews::for_generation(redis, &config.read_model, &schema);
+    let mut views = RedisViews::for_generation(redis, &config.read_model, &active);
     // An operator's rebuild writes what Postgres holds now, whatever was
     // written before: after Postgres was restored from a backup, every
     // stored view looks newer than anything it can read.
@@ -83,14 +83,15 @@ pub async fn rebuild_once(config: &Config) -> Result<usize> {
     rebuild_views(&pool, &mut views).await
 }
 
-/// The active generation's schema and a pool on it, migrated (for the
+/// The active generation and a pool on its schema, migrated (for the
 /// operator commands).
-pub async fn active_generation(config: &Config) -> Result<(String, PgPool)> {
+pub async fn active_generation(config: &Config) -> Result<(generation::Generation, PgPool)> {
     let settings = &config.read_model;
     let control = db::pool(&config.common.database_url, &settings.control_schema, 1)?;
-    let schema =
+    generation::prepare(&control, &settings.control_schema, &settings.read_schema).await?;
+    let active =
         generation::active(&control, &settings.control_schema, &settings.read_schema).await?;
-    let pool = db::pool(&config.common.database_url, &schema, 2)?;
-    db::migrate(&pool, &schema).await?;
-    Ok((schema, pool))
+    let pool = db::pool(&config.common.database_url, &active.schema, 2)?;
+    db::migrate(&pool, &active.schema).await?;
+    Ok((active, pool))
 }

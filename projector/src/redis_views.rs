@@ -2,7 +2,7 @@
 //! (`ratewire_readmodel::redis::Keys`, where the key layout is described).
 
 use ratewire_proto::{BankId, CurrencyCode};
-use ratewire_readmodel::generation;
+use ratewire_readmodel::generation::Generation;
 use ratewire_readmodel::redis::Connection;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::store::Version;
@@ -55,13 +55,16 @@ return {ids, over('HMGET', ARGV[3], fields)}
 /// version is stored, `E` adds `value` to the changes stream
 /// if a view since the previous `E` changed (written or removed). Every
 /// view the API serves as stored is followed by an `E` naming it: API
-/// instances that keep views drop them on it. Returns how many were
-/// written.
+/// instances that keep views drop them on it. The hash's `~high` field
+/// keeps the greatest `xmax` any write carried (see
+/// [`RedisViews::ahead_of`]). Returns how many were written.
 const WRITE_IF_NEWER: &str = r#"
 local versions, xmax, settled, active = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local etags, stream, oldest = ARGV[5], ARGV[6], ARGV[7]
 local stamp = ARGV[2] .. ':' .. ARGV[3]
 local written, changed = 0, false
+local high = tonumber(redis.call('HGET', versions, '~high') or '0')
+if high < xmax then redis.call('HSET', versions, '~high', ARGV[2]) end
 for i = 8, #ARGV, 4 do
   local op, key, value, fingerprint = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if op == 'E' then
@@ -173,9 +176,13 @@ pub struct RedisViews {
 }
 
 impl RedisViews {
-    /// The views of generation `schema`, as `settings` place and style them.
-    pub fn for_generation(conn: Connection, settings: &ReadModelSettings, schema: &str) -> Self {
-        let prefix = generation::views_prefix(&settings.redis_prefix, schema);
+    /// The views of `generation`, as `settings` place and style them.
+    pub fn for_generation(
+        conn: Connection,
+        settings: &ReadModelSettings,
+        generation: &Generation,
+    ) -> Self {
+        let prefix = generation.views_prefix(&settings.redis_prefix);
         Self::new(conn, &prefix, settings.view_style()).keeping_changes(settings.stream_retention())
     }
 
@@ -310,6 +317,19 @@ impl RedisViews {
             .query_async::<()>(&mut self.conn)
             .await?;
         Ok(())
+    }
+
+    /// Whether these views carry a snapshot position beyond `now` (the
+    /// `xmax` of a snapshot taken now): positions never go back within one
+    /// Postgres, so Postgres is then a restore from before those views
+    /// were written, and their versions mean nothing to it.
+    pub async fn ahead_of(&mut self, now: Version) -> Result<Option<i64>> {
+        let high: Option<i64> = redis::cmd("HGET")
+            .arg(self.keys.view_versions())
+            .arg("~high")
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(high.filter(|high| *high > now.xmax))
     }
 
     /// Every bank in the active set and the version its views were last

@@ -55,13 +55,19 @@ pub async fn replay(
     let started = Instant::now();
     let read_model = &config.read_model;
     let control = db::pool(&config.common.database_url, &read_model.control_schema, 2)?;
+    generation::prepare(
+        &control,
+        &read_model.control_schema,
+        &read_model.read_schema,
+    )
+    .await?;
     let active = generation::active(
         &control,
         &read_model.control_schema,
         &read_model.read_schema,
     )
     .await?;
-    if settings.schema == active {
+    if settings.schema == active.schema {
         return Err(Error::Config(format!(
             "{} is the active generation; replay into a new schema",
             settings.schema
@@ -80,10 +86,15 @@ pub async fn replay(
     )?;
     db::migrate(&pool, &settings.schema).await?;
     let redis = redis::connect(&read_model.redis_url)?;
-    let mut views = RedisViews::for_generation(redis, read_model, &settings.schema);
+    // The same Postgres as the active generation's, so the same identity.
+    let target = generation::Generation {
+        schema: settings.schema.clone(),
+        identity: active.identity.clone(),
+    };
+    let mut views = RedisViews::for_generation(redis, read_model, &target);
     let stale = views.clear().await?;
     info!(
-        from = active,
+        from = active.schema,
         into = settings.schema,
         stale_views = stale,
         "replay starting from offset zero"

@@ -6,6 +6,18 @@
 //! of `{RATEWIRE_CONTROL_SCHEMA}.read_model`; until a replay switches it,
 //! there is no row and `RATEWIRE_READ_SCHEMA` is active.
 //!
+//! Views are also tied to the Postgres that wrote them: their versions are
+//! that cluster's snapshot positions, which mean nothing to another cluster
+//! or to the same one restored from a backup. So a generation's identity
+//! holds, beside its schema, the cluster's system identifier and an epoch
+//! (a random id in the control row, made with the row: a fresh database
+//! has a new one). The identity is in the views' Redis prefix, so views
+//! another Postgres wrote are never read, nor compared with: they are as
+//! good as absent, and the projectors rebuild them. A restore keeps both
+//! the system identifier and the row; the projector notices it as views
+//! newer than anything Postgres has seen (see `store::Version`) and rolls
+//! the epoch.
+//!
 //! `ratewire-projector replay` builds a new generation from offset zero
 //! while everything keeps serving the active one, then switches the row.
 //! API instances and running projectors watch the row and follow within a
@@ -16,59 +28,130 @@ use sqlx::PgPool;
 
 use crate::error::Result;
 
-/// The Redis key prefix of a generation's views. The schema is a hash tag:
-/// in a Redis Cluster every view of a generation is in one slot, so the
-/// scripts that write views can touch them together, and the elements of
-/// an all-banks list are read in one pipeline; the prefix stays in front,
-/// so a scan of it finds them.
-pub fn views_prefix(redis_prefix: &str, schema: &str) -> String {
-    format!("{redis_prefix}{{{schema}}}:")
+/// The active read model: its schema, and who wrote its views.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    pub schema: String,
+    /// The Postgres cluster's system identifier and the control row's
+    /// epoch (empty before any process prepared the control row).
+    pub identity: String,
 }
 
-/// Creates the control table if needed; `control` is a checked identifier.
-pub async fn prepare(pool: &PgPool, control: &str) -> Result<()> {
-    ratewire_service::postgres::create_schema(pool, control).await?;
-    let created = sqlx::query(&format!(
-        "CREATE TABLE IF NOT EXISTS {control}.read_model (
-             singleton   BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
-             schema_name TEXT        NOT NULL,
-             switched_at TIMESTAMPTZ NOT NULL DEFAULT now()
-         )"
-    ))
-    .execute(pool)
-    .await;
-    match created {
-        Ok(_) => Ok(()),
-        // Two processes creating it at once: the loser finds it made.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => Ok(()),
-        Err(e) => Err(e.into()),
+impl Generation {
+    /// The Redis key prefix of the generation's views. Schema and identity
+    /// are a hash tag: in a Redis Cluster every view of a generation is in
+    /// one slot, so the scripts that write views can touch them together,
+    /// and the elements of an all-banks list are read in one pipeline; the
+    /// prefix stays in front, so a scan of it finds them.
+    pub fn views_prefix(&self, redis_prefix: &str) -> String {
+        format!("{redis_prefix}{{{}.{}}}:", self.schema, self.identity)
     }
 }
 
-/// The active generation's schema: the control row's, else `default`.
-pub async fn active(pool: &PgPool, control: &str, default: &str) -> Result<String> {
-    let row: std::result::Result<Option<String>, sqlx::Error> =
-        sqlx::query_scalar(&format!("SELECT schema_name FROM {control}.read_model"))
-            .fetch_optional(pool)
-            .await;
-    match row {
-        Ok(schema) => Ok(schema.unwrap_or_else(|| default.to_owned())),
-        // No control table yet: nothing was ever switched.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
-            Ok(default.to_owned())
+/// Creates the control table and its row if needed; `control` is a checked
+/// identifier, `default` the schema active until a replay switches.
+pub async fn prepare(pool: &PgPool, control: &str, default: &str) -> Result<()> {
+    ratewire_service::postgres::create_schema(pool, control).await?;
+    for statement in [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {control}.read_model (
+                 singleton   BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+                 schema_name TEXT        NOT NULL,
+                 switched_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             )"
+        ),
+        format!("ALTER TABLE {control}.read_model ADD COLUMN IF NOT EXISTS epoch TEXT"),
+        format!(
+            "INSERT INTO {control}.read_model (singleton, schema_name) VALUES (TRUE, $1)
+             ON CONFLICT (singleton) DO NOTHING"
+        ),
+        format!(
+            "UPDATE {control}.read_model SET epoch = left(md5(gen_random_uuid()::text), 12)
+             WHERE epoch IS NULL"
+        ),
+    ] {
+        let query = sqlx::query(&statement);
+        let query = if statement.contains("$1") {
+            query.bind(default)
+        } else {
+            query
+        };
+        let done = query.execute(pool).await;
+        match done {
+            Ok(_) => {}
+            // Two processes creating it at once: the loser finds it made.
+            Err(sqlx::Error::Database(e))
+                if matches!(e.code().as_deref(), Some("23505") | Some("42P07")) => {}
+            Err(e) => return Err(e.into()),
         }
+    }
+    Ok(())
+}
+
+/// The active generation: the control row's, else `default` with no
+/// identity yet.
+pub async fn active(pool: &PgPool, control: &str, default: &str) -> Result<Generation> {
+    let row: std::result::Result<Option<(String, Option<String>)>, sqlx::Error> = sqlx::query_as(
+        &format!("SELECT schema_name, epoch FROM {control}.read_model"),
+    )
+    .fetch_optional(pool)
+    .await;
+    let (schema, epoch) = match row {
+        Ok(Some(row)) => row,
+        Ok(None) => (default.to_owned(), None),
+        // No control table (or no epoch column) yet: nothing was prepared.
+        Err(sqlx::Error::Database(e))
+            if matches!(e.code().as_deref(), Some("42P01") | Some("42703")) =>
+        {
+            (default.to_owned(), None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(epoch) = epoch else {
+        return Ok(Generation {
+            schema,
+            identity: String::new(),
+        });
+    };
+    Ok(Generation {
+        schema,
+        identity: format!("{}.{epoch}", system_identifier(pool).await?),
+    })
+}
+
+/// The cluster's system identifier ("0" where the role may not read it:
+/// the epoch alone then tells clusters apart, and a restore is noticed as
+/// one).
+async fn system_identifier(pool: &PgPool) -> Result<String> {
+    let found: std::result::Result<String, sqlx::Error> =
+        sqlx::query_scalar("SELECT system_identifier::text FROM pg_control_system()")
+            .fetch_one(pool)
+            .await;
+    match found {
+        Ok(id) => Ok(id),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => Ok("0".into()),
         Err(e) => Err(e.into()),
     }
 }
 
 /// Makes `schema` the active generation.
 pub async fn switch(pool: &PgPool, control: &str, schema: &str) -> Result<()> {
-    prepare(pool, control).await?;
+    prepare(pool, control, schema).await?;
     sqlx::query(&format!(
-        "INSERT INTO {control}.read_model (singleton, schema_name) VALUES (TRUE, $1)
-         ON CONFLICT (singleton) DO UPDATE SET schema_name = $1, switched_at = now()"
+        "UPDATE {control}.read_model SET schema_name = $1, switched_at = now()"
     ))
     .bind(schema)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Gives the active generation a new epoch: every view written before is
+/// from then on another identity's, never read again.
+pub async fn new_epoch(pool: &PgPool, control: &str) -> Result<()> {
+    sqlx::query(&format!(
+        "UPDATE {control}.read_model SET epoch = left(md5(gen_random_uuid()::text), 12), switched_at = now()"
+    ))
     .execute(pool)
     .await?;
     Ok(())

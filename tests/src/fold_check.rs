@@ -51,6 +51,30 @@ impl Stack {
         Ok(active.unwrap_or_else(|| "readmodel".into()))
     }
 
+    /// The Redis prefix of `schema`'s views: the schema with the read
+    /// model's identity (the cluster's system identifier and the control
+    /// row's epoch), as the processes form it.
+    pub async fn views_prefix_of(&self, schema: &str) -> Result<String> {
+        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let (epoch, system): (String, String) = sqlx::query_as(
+            "SELECT epoch, (SELECT system_identifier::text FROM pg_control_system())
+             FROM ratewire.read_model",
+        )
+        .fetch_one(&pool)
+        .await
+        .context("the control row (no projector started yet?)")?;
+        pool.close().await;
+        Ok(format!(
+            "{}{{{schema}.{system}.{epoch}}}:",
+            self.redis_prefix
+        ))
+    }
+
+    /// The Redis prefix of the active generation's views.
+    pub async fn views_prefix(&self) -> Result<String> {
+        self.views_prefix_of(&self.active_generation().await?).await
+    }
+
     /// Replays the whole topic into a fresh schema (without switching) and
     /// fails, naming the differences, unless every table and view of the
     /// active generation equals it. Call when the stream has been applied.
@@ -128,7 +152,7 @@ impl Stack {
     async fn views_of(&self, schema: &str) -> Result<BTreeMap<String, String>> {
         let client = redis::Client::open(self.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let prefix = format!("{}{{{schema}}}:", self.redis_prefix);
+        let prefix = self.views_prefix_of(schema).await?;
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}view:*"))
             .query_async(&mut conn)

@@ -627,10 +627,7 @@ impl Stack {
     pub async fn bank_view_written(&self, bank: i64) -> Result<bool> {
         let client = redis::Client::open(self.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let key = format!(
-            "{}{{readmodel}}:view:rates:bank:{bank}:00",
-            self.redis_prefix
-        );
+        let key = format!("{}view:rates:bank:{bank}:00", self.views_prefix().await?);
         Ok(redis::cmd("EXISTS").arg(key).query_async(&mut conn).await?)
     }
 
@@ -641,7 +638,7 @@ impl Stack {
     pub async fn stored_views(&self) -> Result<std::collections::BTreeMap<String, Value>> {
         let client = redis::Client::open(self.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let prefix = format!("{}{{readmodel}}:view:", self.redis_prefix);
+        let prefix = format!("{}view:", self.views_prefix().await?);
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}*"))
             .query_async(&mut conn)

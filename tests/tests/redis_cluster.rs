@@ -127,7 +127,7 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
     let keys = cluster.keys()?;
     let view_nodes: std::collections::BTreeSet<u16> = keys
         .iter()
-        .filter(|(_, k)| k.contains("{readmodel}:"))
+        .filter(|(_, k)| k.contains("{readmodel."))
         .map(|(port, _)| *port)
         .collect();
     assert_eq!(view_nodes.len(), 1, "one slot for the views: {keys:?}");

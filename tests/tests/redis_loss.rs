@@ -86,11 +86,12 @@ async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result
         );
     }
     // The projector notices and renders the views again.
+    let prefix = stack.views_prefix().await?;
     eventually("views back in redis", VISIBLE_WITHIN, || async {
         let client = redis::Client::open("redis://127.0.0.1:6379/0").ok()?;
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}{{readmodel}}:view:*", stack.redis_prefix))
+            .arg(format!("{prefix}view:*"))
             .query_async(&mut conn)
             .await
             .ok()?;
@@ -106,7 +107,7 @@ async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result
         ];
         expected
             .iter()
-            .all(|k| keys.contains(&format!("{}{{readmodel}}:{k}", stack.redis_prefix)))
+            .all(|k| keys.contains(&format!("{prefix}{k}")))
             .then_some(())
     })
     .await?;

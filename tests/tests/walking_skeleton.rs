@@ -175,14 +175,12 @@ async fn views_come_back_after_redis_loses_them() -> anyhow::Result<()> {
     assert_eq!(status, 200);
     assert_eq!(during, before);
     // And the projector puts the views back by itself.
+    let prefix = stack.views_prefix().await?;
     eventually("views rebuilt in redis", VISIBLE_WITHIN, || async {
         let client = redis::Client::open("redis://127.0.0.1:6379/0").ok()?;
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
         let exists: bool = redis::cmd("EXISTS")
-            .arg(format!(
-                "{}{{readmodel}}:view:rates:bank:{bank}:00",
-                stack.redis_prefix
-            ))
+            .arg(format!("{prefix}view:rates:bank:{bank}:00"))
             .query_async(&mut conn)
             .await
             .ok()?;
