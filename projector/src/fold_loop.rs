@@ -31,6 +31,7 @@ use crate::http::Status;
 use crate::idle::{self, Doorbell, Pacing};
 use crate::metrics::{self as report, Progress};
 use crate::redis_views::RedisViews;
+use crate::restore_marks::RestoreMarks;
 use crate::retention;
 
 /// How long a new group member waits for its first partitions before it
@@ -74,6 +75,8 @@ pub struct FoldLoop {
     retention: Option<(Instant, tokio::task::JoinHandle<()>)>,
     /// Notices a Redis that lost its data or went back in time.
     continuity: Continuity,
+    /// Marks that tell a restored Postgres (see `restore_marks`).
+    restore_marks: RestoreMarks,
     /// When the unresolved dead letters were last counted.
     dead_letters_counted: Option<Instant>,
     /// The partitions the consumer is assigned.
@@ -120,6 +123,7 @@ impl FoldLoop {
             None => Doorbell::default(),
         };
         let pacing = Pacing::new(config.idle_after());
+        let restore_marks = RestoreMarks::new(&config.read_model.control_schema);
         Ok(Self {
             pool: db::pool(
                 &config.common.database_url,
@@ -139,6 +143,7 @@ impl FoldLoop {
             progress: Arc::default(),
             retention: None,
             continuity,
+            restore_marks,
             dead_letters_counted: None,
             partitions: Vec::new(),
             ownership,
@@ -180,8 +185,9 @@ impl FoldLoop {
             return Ok(());
         }
         let control = self.control.clone();
-        if retry("preparing the continuity marks", shutdown, || {
-            self.continuity.prepare(&control)
+        if retry("preparing the continuity marks", shutdown, || async {
+            self.continuity.prepare(&control).await?;
+            self.restore_marks.prepare(&control).await
         })
         .await
         .is_none()
@@ -672,14 +678,27 @@ impl FoldLoop {
         }
     }
 
-    /// The greatest snapshot position the views carry and Postgres's now,
-    /// when the views are ahead: Postgres went back in time.
-    async fn postgres_went_back(&mut self) -> Result<Option<(i64, i64)>> {
+    /// Why the views were written after what Postgres holds (it went back
+    /// in time: a restore), if they were: they carry a mark Postgres lacks,
+    /// or a snapshot position it has not reached.
+    async fn postgres_went_back(&mut self) -> Result<Option<String>> {
+        if !self
+            .restore_marks
+            .postgres_has_views_mark(&self.control, &mut self.views)
+            .await?
+        {
+            return Ok(Some("the views carry a mark postgres does not have".into()));
+        }
         let now = {
             let mut conn = self.pool.acquire().await?;
             Version::of(&mut conn).await?
         };
-        Ok(self.views.ahead_of(now).await?.map(|high| (high, now.xmax)))
+        Ok(self.views.ahead_of(now).await?.map(|high| {
+            format!(
+                "the views were written at snapshot position {high}, postgres is at {}",
+                now.xmax
+            )
+        }))
     }
 
     /// The periodic housekeeping: rebuild everything when Redis lost the
@@ -687,11 +706,10 @@ impl FoldLoop {
     async fn maintain_views(&mut self) {
         match self.postgres_went_back().await {
             Ok(None) => {}
-            Ok(Some((high, now))) => {
+            Ok(Some(why)) => {
                 warn!(
-                    views_written_at = high,
-                    postgres_now = now,
-                    "the views are newer than anything postgres has seen: it was restored from a backup; \
+                    why,
+                    "the views are newer than postgres: it was restored from a backup; \
                      giving the read model a new epoch and rebuilding the views"
                 );
                 if let Err(e) =
@@ -745,6 +763,15 @@ impl FoldLoop {
                     self.rebuild = false;
                 }
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
+            }
+        }
+        if !self.rebuild {
+            if let Err(e) = self
+                .restore_marks
+                .write_if_due(&self.control, &mut self.views)
+                .await
+            {
+                warn!(error = %e, "writing a restore mark failed; will retry");
             }
         }
     }

@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod rebuild;
 pub mod redis_views;
 pub mod replay;
+pub mod restore_marks;
 pub mod retention;
 pub mod series_cache;
 

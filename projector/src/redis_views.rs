@@ -332,6 +332,25 @@ impl RedisViews {
         Ok(high.filter(|high| *high > now.xmax))
     }
 
+    /// The mark these views carry (see `crate::restore_marks`).
+    pub async fn restore_mark(&mut self) -> Result<Option<String>> {
+        Ok(redis::cmd("HGET")
+            .arg(self.keys.view_versions())
+            .arg("~mark")
+            .query_async(&mut self.conn)
+            .await?)
+    }
+
+    pub async fn set_restore_mark(&mut self, mark: &str) -> Result<()> {
+        redis::cmd("HSET")
+            .arg(self.keys.view_versions())
+            .arg("~mark")
+            .arg(mark)
+            .query_async::<()>(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
     /// Every bank in the active set and the version its views were last
     /// written at, by any projector (`None`: none recorded).
     pub async fn bank_versions(&mut self) -> Result<Vec<(BankId, Option<Version>)>> {

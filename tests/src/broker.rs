@@ -63,7 +63,7 @@ pub fn wait_listening(child: &mut Child, port: u16, log: &Path) -> Result<()> {
     )
 }
 
-fn stack_script() -> PathBuf {
+pub(crate) fn stack_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")

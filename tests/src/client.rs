@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::stack::flush_prefix;
 use crate::support::eventually;
-use crate::{Stack, ADMIN_TOKEN, POSTGRES, VISIBLE_WITHIN};
+use crate::{Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 
 impl Stack {
     /// Publishes `boards` boards for each of `banks` (id, token), banks in
@@ -323,7 +323,7 @@ impl Stack {
     /// Runs one SQL statement in this stack's database (to break things on
     /// purpose).
     pub async fn sql(&self, statement: &str) -> Result<()> {
-        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
         sqlx::query(statement).execute(&pool).await?;
         pool.close().await;
         Ok(())
@@ -331,7 +331,7 @@ impl Stack {
 
     /// The first column of the first row of `query` as a number, if any.
     pub async fn sql_number(&self, query: &str) -> Result<Option<i64>> {
-        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
         let value: Option<i64> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
         pool.close().await;
         Ok(value)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{Stack, POSTGRES};
+use crate::Stack;
 
 /// Every read-model table, with its columns in a comparable form (numbers
 /// as text, so 155.10 and 155.1 differ as they do when served).
@@ -41,7 +41,7 @@ pub type RowCounts = BTreeMap<&'static str, i64>;
 impl Stack {
     /// The schema readers use now.
     pub async fn active_generation(&self) -> Result<String> {
-        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
         let active: Option<String> =
             sqlx::query_scalar("SELECT schema_name FROM ratewire.read_model")
                 .fetch_optional(&pool)
@@ -55,7 +55,7 @@ impl Stack {
     /// model's identity (the cluster's system identifier and the control
     /// row's epoch), as the processes form it.
     pub async fn views_prefix_of(&self, schema: &str) -> Result<String> {
-        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
         let (epoch, system): (String, String) = sqlx::query_as(
             "SELECT epoch, (SELECT system_identifier::text FROM pg_control_system())
              FROM ratewire.read_model",
@@ -101,7 +101,7 @@ impl Stack {
 
     /// Fails unless the two generations' tables hold the same rows.
     pub async fn compare_schemas(&self, a: &str, b: &str) -> Result<RowCounts> {
-        let pool = sqlx::PgPool::connect(&format!("{POSTGRES}/{}", self.database)).await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
         let mut counts = RowCounts::new();
         let mut differences = Vec::new();
         for (table, columns) in TABLES {

@@ -16,6 +16,8 @@
 //!   call the API, checked against its OpenAPI document, read the database);
 //! - `support`: dates, ports and polling with a deadline;
 //! - `broker`: the shared broker and the command that runs one;
+//! - `own_postgres`: a cluster of a test's own, to lose, replace or
+//!   restore from a backup;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut.
 //!
@@ -26,6 +28,7 @@ mod broker;
 mod client;
 pub mod contract;
 pub mod fold_check;
+mod own_postgres;
 pub mod proxy;
 pub mod redis_cluster;
 pub mod sse;
@@ -52,6 +55,10 @@ pub const OWN_BROKER: &str = "own broker";
 pub const SASL_SSL_BROKER: &str = "sasl_ssl broker";
 /// The SCRAM user of a [`SASL_SSL_BROKER`].
 pub const SASL_USER: &str = "ratewire-e2e";
+/// A setting for [`Stack::start_with`]: a PostgreSQL cluster of the stack's
+/// own (`deploy/stack postgres-cluster`), which the test may back up,
+/// restore ([`Stack::restore_postgres`]) or replace with an empty one.
+pub const OWN_POSTGRES: &str = "own postgres";
 /// A setting for [`Stack::start_with`]: the processes reach Postgres through
 /// a proxy the test may cut ([`Stack::postgres_down`]) and restore.
 pub const POSTGRES_PROXY: &str = "postgres through a proxy";

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::support::{eventually, free_port};
 use crate::{
-    broker, contract, proxy, ADMIN_TOKEN, OWN_BROKER, OWN_REDIS, POSTGRES, POSTGRES_PROXY,
-    PROCESSES, READ_REPLICA, REDIS, SASL_SSL_BROKER, SASL_USER,
+    broker, contract, proxy, ADMIN_TOKEN, OWN_BROKER, OWN_POSTGRES, OWN_REDIS, POSTGRES,
+    POSTGRES_PROXY, PROCESSES, READ_REPLICA, REDIS, SASL_SSL_BROKER, SASL_USER,
 };
 
 pub struct Stack {
@@ -51,6 +51,11 @@ pub struct Stack {
     pub(crate) env: Vec<(String, String)>,
     postgres_proxy: Option<proxy::Proxy>,
     replica_proxy: Option<proxy::Proxy>,
+    /// The Postgres this harness reads and sets up directly (the processes
+    /// may reach it through a proxy).
+    pub(crate) postgres: String,
+    /// This stack's own cluster, when it has one ([`OWN_POSTGRES`]).
+    pub(crate) own_postgres: Option<crate::own_postgres::Cluster>,
 }
 
 /// A broker listener taking SCRAM over TLS ([`SASL_SSL_BROKER`]).
@@ -95,9 +100,20 @@ impl Stack {
             .join(&id);
         std::fs::create_dir_all(&logs)?;
 
-        let admin = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres"))
+        let own_postgres = match settings.iter().any(|(name, _)| *name == OWN_POSTGRES) {
+            true => {
+                let cluster = crate::own_postgres::Cluster::new(&id, free_port());
+                cluster.start()?;
+                Some(cluster)
+            }
+            false => None,
+        };
+        let direct = own_postgres
+            .as_ref()
+            .map_or_else(|| POSTGRES.to_owned(), |c| c.url());
+        let admin = sqlx::PgPool::connect(&format!("{direct}/postgres"))
             .await
-            .context("postgres at 127.0.0.1:5432")?;
+            .with_context(|| format!("postgres at {direct}"))?;
         sqlx::query(&format!("CREATE DATABASE {database}"))
             .execute(&admin)
             .await?;
@@ -132,6 +148,8 @@ impl Stack {
             env: Vec::new(),
             postgres_proxy: None,
             replica_proxy: None,
+            postgres: direct,
+            own_postgres,
         };
         let postgres = match settings.iter().find(|(name, _)| *name == POSTGRES_PROXY) {
             Some(_) => {
@@ -141,7 +159,7 @@ impl Stack {
                 stack.postgres_proxy = Some(proxy);
                 url
             }
-            None => POSTGRES.to_owned(),
+            None => stack.postgres.clone(),
         };
         let mut replica = Vec::new();
         if settings.iter().any(|(name, _)| *name == READ_REPLICA) {
@@ -241,6 +259,7 @@ impl Stack {
                             SASL_SSL_BROKER,
                             POSTGRES_PROXY,
                             READ_REPLICA,
+                            OWN_POSTGRES,
                         ]
                         .contains(n)
                     })
@@ -250,20 +269,7 @@ impl Stack {
         for name in PROCESSES {
             stack.start_process(name)?;
         }
-        for url in [&stack.ingest_url, &stack.projector_url, &stack.api_url] {
-            let ready = format!("{url}/readyz");
-            eventually(&ready, Duration::from_secs(60), || async {
-                let response = stack.http.get(&ready).send().await.ok()?;
-                response.status().is_success().then_some(())
-            })
-            .await
-            .with_context(|| {
-                format!(
-                    "stack did not become ready; logs in {}",
-                    stack.logs.display()
-                )
-            })?;
-        }
+        stack.wait_ready().await?;
         let document: Value = stack
             .http
             .get(format!("{}/api/v1/openapi.json", stack.api_url))
@@ -273,6 +279,25 @@ impl Stack {
             .await?;
         stack.contract = Some(contract::Contract::new(document));
         Ok(stack)
+    }
+
+    /// Waits until the three processes report ready.
+    pub async fn wait_ready(&self) -> Result<()> {
+        for url in [&self.ingest_url, &self.projector_url, &self.api_url] {
+            let ready = format!("{url}/readyz");
+            eventually(&ready, Duration::from_secs(60), || async {
+                let response = self.http.get(&ready).send().await.ok()?;
+                response.status().is_success().then_some(())
+            })
+            .await
+            .with_context(|| {
+                format!(
+                    "stack did not become ready; logs in {}",
+                    self.logs.display()
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Starts (again) this stack's own Redis, without persistence, as the
@@ -782,6 +807,8 @@ impl Drop for Stack {
         }
         let database = self.database.clone();
         let prefix = self.redis_prefix.clone();
+        let postgres = self.postgres.clone();
+        let own_postgres = self.own_postgres.take();
         // Drop may run inside the test's runtime, so clean up on a thread
         // with a runtime of its own.
         let _ = std::thread::spawn(move || {
@@ -790,11 +817,19 @@ impl Drop for Stack {
                 .build()
                 .ok()?;
             runtime.block_on(async {
-                if let Ok(admin) = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres")).await {
-                    let _ =
-                        sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+                match own_postgres {
+                    Some(cluster) => cluster.remove(),
+                    None => {
+                        if let Ok(admin) =
+                            sqlx::PgPool::connect(&format!("{postgres}/postgres")).await
+                        {
+                            let _ = sqlx::query(&format!(
+                                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                            ))
                             .execute(&admin)
                             .await;
+                        }
+                    }
                 }
                 let _ = flush_prefix(&prefix).await;
             });

@@ -1,0 +1,330 @@
+//! The log is the system of record, also on a bad day: after Postgres is
+//! replaced by an empty cluster or restored from an earlier backup (the log
+//! and Redis kept), and after Redis is emptied while the projector is down,
+//! every answer is what the log gives, new banks never take an id the log
+//! has, and the month's usage survives. Each recovery's time is printed
+//! (`recovery:` lines) for docs/operations.md.
+
+use std::time::{Duration, Instant};
+
+use ratewire_e2e::{ago, eventually, Stack, OWN_POSTGRES};
+use serde_json::Value;
+
+/// Long enough for a replay of a few dozen events and a rebuild of the
+/// views on a busy machine.
+const RECOVERED_WITHIN: Duration = Duration::from_secs(60);
+
+/// Drops what each rendering stamps with its own time (the best rates'
+/// `timestamp`), the one thing two renderings of the same data differ in.
+fn without_computed_time(mut body: Value) -> Value {
+    if let Some(data) = body["data"].as_object_mut() {
+        for entry in data.values_mut() {
+            if let Some(entry) = entry.as_object_mut() {
+                entry.remove("timestamp");
+            }
+        }
+    }
+    body
+}
+
+/// What a client sees of every bank: the lists, each bank's rates and
+/// history, the best rates and the currencies.
+fn paths(banks: &[i64]) -> Vec<String> {
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let mut paths = vec![
+        "/api/v1/banks".to_owned(),
+        "/api/v1/banks?withRecentEx=true".to_owned(),
+        "/api/v1/currencies".to_owned(),
+        "/api/v1/rates".to_owned(),
+        "/api/v1/rates/best-rates?currencyCode=USD".to_owned(),
+        "/api/v1/rates/best-rates?currencyCode=EUR".to_owned(),
+    ];
+    for bank in banks {
+        paths.push(format!("/api/v1/rates?bankId={bank}"));
+        paths.push(format!("/api/v1/history?bankId={bank}&date={today}"));
+        paths.push(format!(
+            "/api/v1/history?bankId={bank}&date={today}&currencyCode=EUR"
+        ));
+    }
+    paths
+}
+
+async fn answers(stack: &Stack, key: &str, paths: &[String]) -> anyhow::Result<Vec<Value>> {
+    let mut answers = Vec::new();
+    for path in paths {
+        let (status, body) = stack.get(path, Some(key)).await?;
+        anyhow::ensure!(status == 200, "{path}: {status} {body}");
+        answers.push(without_computed_time(body));
+    }
+    Ok(answers)
+}
+
+/// Waits until every path answers `expected`; how long that took.
+async fn until_answers(
+    stack: &Stack,
+    key: &str,
+    paths: &[String],
+    expected: &[Value],
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let found = eventually("the answers of before", RECOVERED_WITHIN, || async {
+        let now = answers(stack, key, paths).await.ok()?;
+        (now == expected).then_some(())
+    })
+    .await;
+    if found.is_err() {
+        let now = answers(stack, key, paths).await?;
+        for ((path, was), is) in paths.iter().zip(expected).zip(&now) {
+            assert_eq!(is, was, "{path}");
+        }
+    }
+    Ok(started.elapsed())
+}
+
+fn board(usd: &str, hours: i64) -> String {
+    format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{usd},"cashSelling":160,"transactionalBuying":{usd},"transactionalSelling":159}},{{"currency":"EUR","cashBuying":180,"cashSelling":184.5}}]}}"#,
+        ago(0, hours)
+    )
+}
+
+/// Views over all banks are recomputed on the projector's one-second
+/// tick: this lets one pass after the last board is served.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}
+
+#[tokio::test]
+async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[(OWN_POSTGRES, "")]).await?;
+    let key = stack.api_key_on("ops", "pro").await?;
+    let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    for (bank, token, usd, hours) in [
+        (cbe, &cbe_token, "155.10", 5),
+        (cbe, &cbe_token, "155.35", 2),
+        (awash, &awash_token, "154.90", 3),
+    ] {
+        assert_eq!(
+            stack
+                .publish_board(bank, token, &board(usd, hours))
+                .await?
+                .0,
+            202
+        );
+    }
+    stack
+        .wait_served("cbe's last board", cbe, &key, "155.35")
+        .await?;
+    stack
+        .wait_served("awash's board", awash, &key, "154.90")
+        .await?;
+    settle().await;
+    let paths = paths(&[cbe, awash]);
+    let before = answers(&stack, &key, &paths).await?;
+
+    let restarted = stack.replace_postgres().await?;
+    // API keys lived only in the lost Postgres (docs/operations.md: back
+    // them up); this one is made on the new cluster.
+    let key = stack.api_key_on("ops", "pro").await?;
+    let recovered = until_answers(&stack, &key, &paths, &before).await?;
+    eprintln!(
+        "recovery: postgres replaced by an empty cluster: processes ready after {restarted:?}, \
+         every answer as before {recovered:?} later"
+    );
+    // What a replay of the log gives, and what the API renders from
+    // Postgres without the views.
+    stack.assert_fold_matches_replay().await?;
+    stack.flush_redis().await?;
+    let key = stack.api_key_on("ops", "pro").await?;
+    assert_eq!(answers(&stack, &key, &paths).await?, before);
+
+    // A bank registered now takes an id above the log's, and its boards
+    // land on it alone.
+    let (newb, newb_token) = stack.bank_with_token("NEWB", "New Bank").await?;
+    assert!(newb > awash, "bank {newb} after the log's {awash}");
+    assert_eq!(
+        stack
+            .publish_board(newb, &newb_token, &board("150.00", 1))
+            .await?
+            .0,
+        202
+    );
+    stack
+        .wait_served("the new bank's board", newb, &key, "150.00")
+        .await?;
+    for bank in [cbe, awash] {
+        let path = format!("/api/v1/rates?bankId={bank}");
+        let at = paths.iter().position(|p| *p == path).unwrap();
+        assert_eq!(answers(&stack, &key, &[path]).await?[0], before[at]);
+    }
+
+    // Publisher tokens died with the old cluster; a restored bank takes a
+    // new one, and its boards are served again.
+    assert_eq!(
+        stack
+            .publish_board(cbe, &cbe_token, &board("156.00", 1))
+            .await?
+            .0,
+        401
+    );
+    let token = stack.publisher_token(cbe).await?;
+    assert_eq!(
+        stack
+            .publish_board(cbe, &token, &board("156.00", 1))
+            .await?
+            .0,
+        202
+    );
+    stack
+        .wait_served("cbe's board after", cbe, &key, "156.00")
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[(OWN_POSTGRES, "")]).await?;
+    let key = stack.api_key_on("ops", "pro").await?;
+    let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
+    for (usd, hours) in [("155.10", 6), ("155.20", 5)] {
+        assert_eq!(
+            stack
+                .publish_board(cbe, &cbe_token, &board(usd, hours))
+                .await?
+                .0,
+            202
+        );
+    }
+    stack
+        .wait_served("the second board", cbe, &key, "155.20")
+        .await?;
+    stack.backup_postgres("nightly").await?;
+
+    // After the backup: two more boards, and a new bank with its own.
+    for (usd, hours) in [("155.30", 4), ("155.40", 3)] {
+        assert_eq!(
+            stack
+                .publish_board(cbe, &cbe_token, &board(usd, hours))
+                .await?
+                .0,
+            202
+        );
+    }
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    assert_eq!(
+        stack
+            .publish_board(awash, &awash_token, &board("154.90", 2))
+            .await?
+            .0,
+        202
+    );
+    stack
+        .wait_served("the fourth board", cbe, &key, "155.40")
+        .await?;
+    stack
+        .wait_served("awash's board", awash, &key, "154.90")
+        .await?;
+    settle().await;
+    let paths = paths(&[cbe, awash]);
+    let before = answers(&stack, &key, &paths).await?;
+
+    let restarted = stack.restore_postgres("nightly").await?;
+    // The key was made before the backup.
+    let recovered = until_answers(&stack, &key, &paths, &before).await?;
+    eprintln!(
+        "recovery: postgres restored from an earlier backup: processes ready after {restarted:?}, \
+         every answer as before {recovered:?} later"
+    );
+    // Nothing applied twice, and the read model is a fold of the log.
+    let boards = stack
+        .sql_number(&format!(
+            "SELECT count(*) FROM readmodel.boards WHERE bank_id = {cbe}"
+        ))
+        .await?;
+    assert_eq!(boards, Some(4));
+    stack.assert_fold_matches_replay().await?;
+
+    // A board after the restore is served: views written before it do not
+    // hide it.
+    assert_eq!(
+        stack
+            .publish_board(cbe, &cbe_token, &board("155.50", 1))
+            .await?
+            .0,
+        202
+    );
+    stack
+        .wait_served("a board after the restore", cbe, &key, "155.50")
+        .await?;
+    // Awash's token was made after the backup: gone with it. Awash itself
+    // came back from the log and takes a new one.
+    assert_eq!(
+        stack
+            .publish_board(awash, &awash_token, &board("154.95", 1))
+            .await?
+            .0,
+        401
+    );
+    let token = stack.publisher_token(awash).await?;
+    assert_eq!(
+        stack
+            .publish_board(awash, &token, &board("154.95", 1))
+            .await?
+            .0,
+        202
+    );
+    stack
+        .wait_served("awash after the restore", awash, &key, "154.95")
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn redis_emptied_while_the_projector_is_down_is_rebuilt_and_keeps_the_month(
+) -> anyhow::Result<()> {
+    let mut stack = Stack::start_with(&[("RATEWIRE_USAGE_SYNC_SECS", "1")]).await?;
+    let key = stack.api_key_on("ops", "pro").await?;
+    let (cbe, token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
+    assert_eq!(
+        stack
+            .publish_board(cbe, &token, &board("155.10", 1))
+            .await?
+            .0,
+        202
+    );
+    stack.wait_served("the board", cbe, &key, "155.10").await?;
+    for _ in 0..10 {
+        stack.get("/api/v1/currencies", Some(&key)).await?;
+    }
+    settle().await;
+    let paths = paths(&[cbe]);
+    let before = answers(&stack, &key, &paths).await?;
+    let (_, usage) = stack.get("/api/v1/usage", Some(&key)).await?;
+    let used = usage["data"]["month"]["used"].as_u64().unwrap();
+    // Saved to Postgres within the sync period.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    stack.kill("ratewire-projector")?;
+    stack.flush_redis().await?;
+    let started = Instant::now();
+    stack.start_process("ratewire-projector")?;
+    eventually("the views rebuilt", RECOVERED_WITHIN, || async {
+        stack.bank_view_written(cbe).await.ok()?.then_some(())
+    })
+    .await?;
+    let rebuilt = started.elapsed();
+    assert_eq!(answers(&stack, &key, &paths).await?, before);
+    // The month's count came back from Postgres: it counts on from there.
+    let restored = eventually("the month's usage restored", RECOVERED_WITHIN, || async {
+        let (_, usage) = stack.get("/api/v1/usage", Some(&key)).await.ok()?;
+        let now = usage["data"]["month"]["used"].as_u64()?;
+        (now >= used).then_some(now)
+    })
+    .await?;
+    eprintln!(
+        "recovery: redis emptied with the projector down: views rebuilt {rebuilt:?} after its start; \
+         month's usage {used} before, {restored} after"
+    );
+    Ok(())
+}
