@@ -704,7 +704,12 @@ impl FoldLoop {
     /// The periodic housekeeping: rebuild everything when Redis lost the
     /// views (flush, restart, first start), else retry what failed before.
     async fn maintain_views(&mut self) {
-        match self.postgres_went_back().await {
+        let check = self.restore_marks.due();
+        let went_back = match check {
+            true => self.postgres_went_back().await,
+            false => Ok(None),
+        };
+        match went_back {
             Ok(None) => {}
             Ok(Some(why)) => {
                 warn!(
@@ -765,10 +770,10 @@ impl FoldLoop {
                 Err(e) => error!(error = %e, "rebuilding views failed; will retry"),
             }
         }
-        if !self.rebuild {
+        if check && !self.rebuild {
             if let Err(e) = self
                 .restore_marks
-                .write_if_due(&self.control, &mut self.views)
+                .write(&self.control, &mut self.views)
                 .await
             {
                 warn!(error = %e, "writing a restore mark failed; will retry");

@@ -19,7 +19,7 @@ use sqlx::PgPool;
 use crate::error::Result;
 use crate::redis_views::RedisViews;
 
-/// How often a mark is written.
+/// How often the views are checked and a mark is written (and at start).
 const EVERY: Duration = Duration::from_secs(10);
 
 pub struct RestoreMarks {
@@ -81,11 +81,13 @@ impl RestoreMarks {
         .await?)
     }
 
-    /// Writes a new mark when one is due: to Postgres, then to the views.
-    pub async fn write_if_due(&mut self, pool: &PgPool, views: &mut RedisViews) -> Result<()> {
-        if self.last.is_some_and(|last| last.elapsed() < EVERY) {
-            return Ok(());
-        }
+    /// Whether a check and a new mark are due.
+    pub fn due(&self) -> bool {
+        self.last.is_none_or(|last| last.elapsed() >= EVERY)
+    }
+
+    /// Writes a new mark: to Postgres, then to the views.
+    pub async fn write(&mut self, pool: &PgPool, views: &mut RedisViews) -> Result<()> {
         let mark = uuid::Uuid::new_v4();
         sqlx::query(&format!(
             "WITH old AS (DELETE FROM {0} WHERE written_at < now() - interval '7 days')
