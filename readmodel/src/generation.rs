@@ -91,47 +91,49 @@ pub async fn prepare(pool: &PgPool, control: &str, default: &str) -> Result<()> 
 /// The active generation: the control row's, else `default` with no
 /// identity yet.
 pub async fn active(pool: &PgPool, control: &str, default: &str) -> Result<Generation> {
-    let row: std::result::Result<Option<(String, Option<String>)>, sqlx::Error> = sqlx::query_as(
-        &format!("SELECT schema_name, epoch FROM {control}.read_model"),
-    )
-    .fetch_optional(pool)
-    .await;
-    let (schema, epoch) = match row {
-        Ok(Some(row)) => row,
-        Ok(None) => (default.to_owned(), None),
+    // One statement (it runs every second in every process); where the
+    // role may not read the system identifier, the epoch alone tells
+    // clusters apart, and a restore is noticed as one.
+    let with_system = format!(
+        "SELECT schema_name, epoch, (SELECT system_identifier::text FROM pg_control_system())
+         FROM {control}.read_model"
+    );
+    let without = format!("SELECT schema_name, epoch, '0' FROM {control}.read_model");
+    let mut row = read_row(pool, &with_system).await;
+    if matches!(&row, Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501")) {
+        row = read_row(pool, &without).await;
+    }
+    let unprepared = || Generation {
+        schema: default.to_owned(),
+        identity: String::new(),
+    };
+    match row {
+        Ok(Some((schema, Some(epoch), system))) => Ok(Generation {
+            schema,
+            identity: format!("{system}.{epoch}"),
+        }),
+        Ok(Some((schema, None, _))) => Ok(Generation {
+            schema,
+            identity: String::new(),
+        }),
+        Ok(None) => Ok(unprepared()),
         // No control table (or no epoch column) yet: nothing was prepared.
         Err(sqlx::Error::Database(e))
             if matches!(e.code().as_deref(), Some("42P01") | Some("42703")) =>
         {
-            (default.to_owned(), None)
+            Ok(unprepared())
         }
-        Err(e) => return Err(e.into()),
-    };
-    let Some(epoch) = epoch else {
-        return Ok(Generation {
-            schema,
-            identity: String::new(),
-        });
-    };
-    Ok(Generation {
-        schema,
-        identity: format!("{}.{epoch}", system_identifier(pool).await?),
-    })
-}
-
-/// The cluster's system identifier ("0" where the role may not read it:
-/// the epoch alone then tells clusters apart, and a restore is noticed as
-/// one).
-async fn system_identifier(pool: &PgPool) -> Result<String> {
-    let found: std::result::Result<String, sqlx::Error> =
-        sqlx::query_scalar("SELECT system_identifier::text FROM pg_control_system()")
-            .fetch_one(pool)
-            .await;
-    match found {
-        Ok(id) => Ok(id),
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => Ok("0".into()),
         Err(e) => Err(e.into()),
     }
+}
+
+type ControlRow = (String, Option<String>, String);
+
+async fn read_row(
+    pool: &PgPool,
+    query: &str,
+) -> std::result::Result<Option<ControlRow>, sqlx::Error> {
+    sqlx::query_as(query).fetch_optional(pool).await
 }
 
 /// Makes `schema` the active generation.
