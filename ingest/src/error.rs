@@ -38,7 +38,7 @@ pub enum Error {
     #[error("{what} unavailable: {cause}")]
     Unavailable { what: &'static str, cause: String },
     /// Ingest's record of the bank and the log disagree (see
-    /// [`crate::log_registry`]): anything published for it would land on
+    /// `log_registry`): anything published for it would land on
     /// the log's bank.
     #[error("bank {bank} disagrees with the log: {reason}")]
     LogConflict { bank: i64, reason: String },

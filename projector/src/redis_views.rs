@@ -332,7 +332,7 @@ impl RedisViews {
         Ok(high.filter(|high| *high > now.xmax))
     }
 
-    /// The mark these views carry (see `crate::restore_marks`).
+    /// The mark these views carry (see the projector's `restore_marks`).
     pub async fn restore_mark(&mut self) -> Result<Option<String>> {
         Ok(redis::cmd("HGET")
             .arg(self.keys.view_versions())
