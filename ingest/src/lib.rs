@@ -2,14 +2,17 @@
 //!
 //! - [`routes`] holds the HTTP surface: publishers push boards
 //!   ([`routes::boards`]), operators manage banks and tokens
-//!   ([`routes::admin`]), and probes ask [`routes::health`].
+//!   ([`routes::admin`]), probes ask [`routes::health`], and
+//!   [`routes::docs`] serves the OpenAPI documents, whose shapes are in
+//!   [`openapi`].
 //! - [`board`] turns a request body into a valid `BoardPublished`, reporting
 //!   every problem at once.
 //! - [`publisher`] puts events on the log and answers only once the broker
 //!   has acknowledged them; bank changes go through the [`outbox`], so
 //!   ingest's record and the log never disagree.
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
-//!   in events) and hashed publisher tokens.
+//!   in events) and hashed publisher tokens; [`log_registry`] restores the
+//!   banks the log has and the tables lack, before ingest takes anything.
 //! - [`cli`] runs the same bank and token operations from a shell.
 //! - [`feed`] is the client side: the demo simulator the stack runs and
 //!   the backfill of boards from files.

@@ -37,7 +37,7 @@ pub async fn track(request: Request, next: Next) -> Response {
 
 /// Counts one request of `method` to `route` answered `status` after
 /// `latency` (for answers made outside the router, see
-/// [`crate::serve::Shortcut`]).
+/// `serve::Shortcut`).
 pub fn record(route: &str, method: &Method, status: u16, latency: Duration) {
     let method = known_method(method);
     HANDLES.with_borrow_mut(|handles| {

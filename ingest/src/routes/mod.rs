@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod boards;
 pub mod body;
+pub mod docs;
 pub mod health;
 
 use axum::extract::rejection::JsonRejection;
@@ -51,7 +52,7 @@ pub fn public(state: AppState) -> Router {
         .merge(health::router())
         .route(
             "/v1/openapi.json",
-            get(|| async { json_document(&crate::openapi::PUBLISHER) }),
+            get(|| async { json_document(&docs::PUBLISHER) }),
         );
     finish(routes, state).layer(DefaultBodyLimit::max(body_limit))
 }
@@ -64,7 +65,7 @@ pub fn operator(state: AppState) -> Router {
         .route("/metrics", get(render_metrics))
         .route(
             "/v1/openapi.json",
-            get(|| async { json_document(&crate::openapi::OPERATOR) }),
+            get(|| async { json_document(&docs::OPERATOR) }),
         );
     finish(routes, state)
 }
