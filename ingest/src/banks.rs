@@ -2,7 +2,7 @@
 //! that tell the rest of ratewire about them.
 //!
 //! Every change and its events are committed in one Postgres transaction
-//! through the [`outbox`](crate::outbox), then published: ingest's record
+//! through the [`outbox`], then published: ingest's record
 //! and the log always agree, and the answer comes once the broker has the
 //! events (or, while it is unavailable, once they are safely waiting).
 
