@@ -3,7 +3,7 @@
 //!
 //! The fold's consumer is assigned its partitions at the offsets stored with
 //! the read model, which are the authority. Which partitions those are comes
-//! from the consumer group ([`crate::group`], a member beside this consumer)
+//! from the consumer group (`group`, a member beside this consumer)
 //! or from `RATEWIRE_PROJECTOR_PARTITIONS` set by hand; the row lock on each
 //! partition's offset (see `fold`) keeps an overlap from applying anything
 //! twice.

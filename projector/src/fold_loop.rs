@@ -593,7 +593,9 @@ impl FoldLoop {
         let Some(first) = batch.first() else {
             return Applied::Done;
         };
-        let holes = self.reads.holes(batch);
+        let holes = self
+            .reads
+            .holes(batch.iter().map(|m| (m.partition, m.offset)));
         let span = info_span!(
             "batch",
             size = batch.len(),

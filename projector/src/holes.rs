@@ -16,8 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::fold::Incoming;
-
 /// Offsets `from..to` of a partition hold no message for this consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hole {
@@ -66,11 +64,12 @@ impl Reads {
             .collect();
     }
 
-    /// The holes `batch` (the next messages delivered, in order) proves.
-    pub fn holes(&mut self, batch: &[Incoming]) -> Vec<Hole> {
+    /// The holes the next messages delivered, as (partition, offset) in
+    /// order, prove.
+    pub fn holes(&mut self, delivered: impl IntoIterator<Item = (i32, i64)>) -> Vec<Hole> {
         let mut holes = Vec::new();
-        for message in batch {
-            let Some(read) = self.reads.get_mut(&message.partition) else {
+        for (partition, offset) in delivered {
+            let Some(read) = self.reads.get_mut(&partition) else {
                 continue;
             };
             let from = match read.last {
@@ -78,14 +77,14 @@ impl Reads {
                 None if read.start.at_log_start => Some(read.start.offset),
                 None => None,
             };
-            if let Some(from) = from.filter(|from| message.offset > *from) {
+            if let Some(from) = from.filter(|from| offset > *from) {
                 holes.push(Hole {
-                    partition: message.partition,
+                    partition,
                     from,
-                    to: message.offset,
+                    to: offset,
                 });
             }
-            read.last = Some(read.last.map_or(message.offset, |l| l.max(message.offset)));
+            read.last = Some(read.last.map_or(offset, |l| l.max(offset)));
         }
         holes
     }
@@ -138,15 +137,8 @@ impl Rewind {
 mod tests {
     use super::*;
 
-    fn message(partition: i32, offset: i64) -> Incoming {
-        Incoming {
-            partition,
-            offset,
-            payload: Default::default(),
-            key: None,
-            timestamp: None,
-            decoded: Default::default(),
-        }
+    fn message(partition: i32, offset: i64) -> (i32, i64) {
+        (partition, offset)
     }
 
     fn started(partition: i32, offset: i64, at_log_start: bool) -> Reads {
@@ -164,9 +156,9 @@ mod tests {
     #[test]
     fn a_jump_inside_one_read_is_a_hole() {
         let mut reads = started(0, 10, false);
-        assert_eq!(reads.holes(&[message(0, 10), message(0, 11)]), vec![]);
+        assert_eq!(reads.holes([message(0, 10), message(0, 11)]), vec![]);
         assert_eq!(
-            reads.holes(&[message(0, 14), message(0, 15)]),
+            reads.holes([message(0, 14), message(0, 15)]),
             vec![Hole {
                 partition: 0,
                 from: 12,
@@ -178,14 +170,14 @@ mod tests {
     #[test]
     fn a_read_that_begins_past_its_start_proves_nothing() {
         let mut reads = started(0, 10, false);
-        assert_eq!(reads.holes(&[message(0, 12), message(0, 13)]), vec![]);
+        assert_eq!(reads.holes([message(0, 12), message(0, 13)]), vec![]);
     }
 
     #[test]
     fn from_the_log_start_the_first_message_proves_the_offsets_before_it() {
         let mut reads = started(0, 0, true);
         assert_eq!(
-            reads.holes(&[message(0, 3)]),
+            reads.holes([message(0, 3)]),
             vec![Hole {
                 partition: 0,
                 from: 0,
@@ -197,7 +189,7 @@ mod tests {
     #[test]
     fn a_new_assignment_forgets_what_was_delivered() {
         let mut reads = started(0, 10, false);
-        reads.holes(&[message(0, 10)]);
+        reads.holes([message(0, 10)]);
         reads.started(&BTreeMap::from([(
             0,
             Start {
@@ -205,13 +197,13 @@ mod tests {
                 at_log_start: false,
             },
         )]));
-        assert_eq!(reads.holes(&[message(0, 20)]), vec![]);
+        assert_eq!(reads.holes([message(0, 20)]), vec![]);
     }
 
     #[test]
     fn other_partitions_do_not_prove_anything_for_each_other() {
         let mut reads = started(0, 10, false);
-        assert_eq!(reads.holes(&[message(1, 10), message(1, 30)]), vec![]);
+        assert_eq!(reads.holes([message(1, 10), message(1, 30)]), vec![]);
     }
 
     #[test]

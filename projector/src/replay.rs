@@ -257,7 +257,7 @@ impl Lane {
                     batch = &mut next => batch?,
                 };
                 next.set(receive(Arc::clone(&kafka)));
-                let holes = reads.holes(&batch);
+                let holes = reads.holes(batch.iter().map(|m| (m.partition, m.offset)));
                 let outcome = fold::apply_batch(&self.pool, &config.topic, &batch, &holes).await?;
                 self.applied
                     .fetch_add(outcome.applied as u64, Ordering::Relaxed);

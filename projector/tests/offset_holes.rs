@@ -69,7 +69,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
             at_log_start: false,
         },
     )]));
-    let holes = reads.holes(&on_broker[2..]);
+    let holes = reads.holes(on_broker[2..].iter().map(|m| (m.partition, m.offset)));
     assert_eq!(holes, vec![]);
     let outcome = apply_batch(&pool, TOPIC, &on_broker[2..], &holes).await?;
     assert_eq!(outcome.applied, 0);
@@ -92,7 +92,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
             at_log_start: false,
         },
     )]));
-    let holes = reads.holes(&on_broker[1..]);
+    let holes = reads.holes(on_broker[1..].iter().map(|m| (m.partition, m.offset)));
     assert_eq!(
         holes,
         vec![Hole {

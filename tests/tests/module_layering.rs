@@ -143,11 +143,7 @@ fn the_circles_of_api_and_projector_only_shrink() {
         ),
         (
             "projector",
-            vec![
-                set(&["fold", "holes"]),
-                set(&["consumer", "group"]),
-                set(&["aggregates", "bank_views", "rebuild"]),
-            ],
+            vec![set(&["aggregates", "bank_views", "rebuild"])],
         ),
     ];
     for (krate, allowed) in standing {
