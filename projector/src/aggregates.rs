@@ -33,9 +33,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::bank_views::Target;
 use crate::error::Result;
 use crate::metrics as report;
+use crate::redis_views::Target;
 use crate::redis_views::{Rendered, ViewUpdate};
 use crate::series_cache::{SeriesCache, SeriesKey};
 use ratewire_readmodel::store::{self, Version};
@@ -386,7 +386,7 @@ async fn read_again(
         .filter_map(|(id, v)| v.map(|v| (*id, v)))
         .collect();
     let mut touched = BTreeSet::new();
-    for update in crate::rebuild::load_updates(&target.pool, &ids).await? {
+    for update in ViewUpdate::load_banks(&target.pool, &ids).await? {
         for (id, view) in update.banks {
             let version = shown
                 .get(&id)
@@ -460,7 +460,7 @@ async fn read_all(pool: &PgPool) -> Result<(Version, BTreeMap<BankId, (Version, 
     let ids = store::active_bank_ids(pool).await?;
     let mut banks = BTreeMap::new();
     let mut newest = None;
-    for update in crate::rebuild::load_updates(pool, &ids).await? {
+    for update in ViewUpdate::load_banks(pool, &ids).await? {
         newest = newest.max(Some(update.version));
         for (id, view) in update.banks {
             if let Some(view) = view.filter(|v| v.bank.active) {

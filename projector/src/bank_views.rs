@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
-use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -30,7 +29,7 @@ use tracing::{debug, info, warn};
 use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{RedisViews, ViewUpdate};
+use crate::redis_views::{Target, ViewUpdate};
 
 /// Most events remembered for the visibility delay while Redis is away;
 /// beyond it the delay is known well enough from the ones kept.
@@ -38,15 +37,6 @@ const UNSEEN_KEPT: usize = 100_000;
 
 /// How soon a failed write is tried again when nothing new arrives.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// Where the views of one read-model generation go.
-#[derive(Clone)]
-pub struct Target {
-    /// The generation's read schema, `pool`'s search path.
-    pub generation: String,
-    pub pool: PgPool,
-    pub views: RedisViews,
-}
 
 enum Message {
     /// Banks whose boards changed in a committed batch, the currencies
@@ -272,7 +262,7 @@ fn hand_on(aggregates: &Aggregates, written: Pending, updates: Vec<ViewUpdate>) 
 async fn write(pending: &mut Pending) -> Result<Vec<ViewUpdate>> {
     let banks: Vec<BankId> = pending.banks.iter().copied().collect();
     let started = Instant::now();
-    let updates = crate::rebuild::load_updates(&pending.target.pool, &banks).await?;
+    let updates = ViewUpdate::load_banks(&pending.target.pool, &banks).await?;
     let read = started.elapsed();
     for update in &updates {
         pending.target.views.apply(update).await?;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
 
 use crate::aggregates::Aggregates;
-use crate::bank_views::{BankViews, Target};
+use crate::bank_views::BankViews;
 use crate::config::Config;
 use crate::consumer;
 use crate::error::Result;
@@ -30,7 +30,7 @@ use crate::holes::{Reads, Rewind, Start};
 use crate::http::Status;
 use crate::idle::{self, Doorbell, Pacing};
 use crate::metrics::{self as report, Progress};
-use crate::redis_views::RedisViews;
+use crate::redis_views::{RedisViews, Target};
 use crate::restore_marks::RestoreMarks;
 use crate::retention;
 

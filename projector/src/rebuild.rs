@@ -12,26 +12,11 @@ use crate::error::Result;
 use crate::redis_views::{RedisViews, ViewUpdate};
 use crate::series_cache::SeriesCache;
 
-/// Reads and renders the views of `banks`: one update per slice of 500, so
-/// a rebuild of many banks holds no huge result at once, each with the
-/// version of the snapshot it was read in.
-pub async fn load_updates(pool: &PgPool, banks: &[BankId]) -> Result<Vec<ViewUpdate>> {
-    let mut updates = Vec::new();
-    for slice in banks.chunks(500) {
-        if let (Some(version), views) = store::bank_views_at(pool, slice).await? {
-            let mut update = ViewUpdate::at(version);
-            update.banks = views;
-            updates.push(update);
-        }
-    }
-    Ok(updates)
-}
-
 /// Renders every view from Postgres into Redis; returns the number of banks.
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
     let banks = store::bank_ids(pool).await?;
     let currencies = store::known_currencies(pool).await?;
-    for update in load_updates(pool, &banks).await? {
+    for update in ViewUpdate::load_banks(pool, &banks).await? {
         views.apply(&update).await?;
     }
     let update = aggregates::load(
@@ -56,7 +41,7 @@ pub async fn refresh_views(
     banks: &[BankId],
     currencies: &[ratewire_proto::CurrencyCode],
 ) -> Result<()> {
-    for update in load_updates(pool, banks).await? {
+    for update in ViewUpdate::load_banks(pool, banks).await? {
         views.apply(&update).await?;
     }
     let update = aggregates::load(

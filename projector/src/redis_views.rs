@@ -129,6 +129,15 @@ impl Rendered {
     }
 }
 
+/// Where the views of one read-model generation go.
+#[derive(Clone)]
+pub struct Target {
+    /// The generation's read schema and identity, `pool`'s search path.
+    pub generation: String,
+    pub pool: sqlx::PgPool,
+    pub views: RedisViews,
+}
+
 /// What one refresh writes, read in one snapshot.
 pub struct ViewUpdate {
     /// The snapshot the views were read in: what an older one can never
@@ -148,6 +157,23 @@ pub struct ViewUpdate {
 }
 
 impl ViewUpdate {
+    /// Reads and renders the views of `banks`: one update per slice of 500,
+    /// so a rebuild of many banks holds no huge result at once, each with
+    /// the version of the snapshot it was read in.
+    pub async fn load_banks(pool: &sqlx::PgPool, banks: &[BankId]) -> Result<Vec<ViewUpdate>> {
+        let mut updates = Vec::new();
+        for slice in banks.chunks(500) {
+            if let (Some(version), views) =
+                ratewire_readmodel::store::bank_views_at(pool, slice).await?
+            {
+                let mut update = ViewUpdate::at(version);
+                update.banks = views;
+                updates.push(update);
+            }
+        }
+        Ok(updates)
+    }
+
     /// Nothing yet, read at `version`.
     pub fn at(version: Version) -> Self {
         Self {
