@@ -14,3 +14,15 @@ CREATE TABLE log_positions (
 -- with another code): its boards and changes are refused until they agree,
 -- as the projector would apply them to the log's bank.
 ALTER TABLE banks ADD COLUMN log_conflict TEXT;
+
+-- What the log said of each bank up to those positions: the next start
+-- folds what it reads onto it (a change to a bank registered earlier) and
+-- checks every bank against it, so a conflict an operator mended clears.
+CREATE TABLE log_banks (
+    id           BIGINT  PRIMARY KEY,
+    code         TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    image_url    TEXT    NOT NULL,
+    social_links JSONB   NOT NULL,
+    active       BOOLEAN NOT NULL
+);

@@ -7,15 +7,18 @@
 //! one). So before ingest takes any change, it reads the bank events on the
 //! topic from where it last read (everything, when it never has), folds
 //! them as the projector does (a second registration of an id or a code
-//! is ignored), and then, in one transaction:
+//! is ignored) onto what the log said up to there (`log_banks`), and then,
+//! in one transaction, for every bank the log has:
 //! - restores each bank its tables lack (metadata and active flag; not its
 //!   publisher tokens, which only ever existed as hashes in the lost
 //!   tables: each such bank needs a new one);
 //! - brings metadata up to the log's where the tables are behind;
 //! - marks a bank whose id the log gives another code as conflicting: its
-//!   boards and changes are refused until the two agree again;
+//!   boards and changes are refused until the two agree again (marks are
+//!   made afresh each time, so one an operator mended clears at the next
+//!   start);
 //! - moves the id sequence past the log's highest id;
-//! - records how far it read.
+//! - records what the log said and how far it read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -24,13 +27,15 @@ use ratewire_proto::{decode_message, Decoded, Event, Message, SocialLink};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use sqlx::PgPool;
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 use tracing::{error, info, warn};
 
 use crate::error::{Error, Result};
 
-/// A bank as the log's events have made it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A bank as the log's events have made it (and as ingest's table has it,
+/// read as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct LogBank {
     pub code: String,
     pub name: String,
@@ -111,8 +116,9 @@ pub struct Reconciled {
     pub conflicts: Vec<i64>,
 }
 
-/// Reads the bank events of `topic` that ingest has not read yet and
-/// brings its tables in line with them (see the module docs).
+/// Reads the bank events of `topic` that ingest has not read yet, folds
+/// them onto what it read before, and brings its tables in line with the
+/// result (see the module docs).
 pub async fn reconcile(
     pool: &PgPool,
     settings: &ClientConfig,
@@ -120,55 +126,95 @@ pub async fn reconcile(
     wait: Duration,
 ) -> Result<Reconciled> {
     let started = Instant::now();
-    let positions: HashMap<i32, i64> =
-        sqlx::query_as("SELECT partition, next_offset FROM log_positions WHERE topic = $1")
-            .bind(topic)
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .collect();
-    // Read with no transaction open: after a loss, the whole log.
-    let (settings, name) = (settings.clone(), topic.to_owned());
-    let LogRead {
-        registry,
-        ends,
-        read,
-    } = tokio::task::spawn_blocking(move || read_bank_events(&settings, &name, &positions, wait))
+    loop {
+        let positions = read_positions(pool, topic).await?;
+        let mut registry = Registry::default();
+        for (id, bank) in sqlx::query_as::<_, (i64, Json<LogBank>)>(
+            "SELECT id, to_jsonb(log_banks) FROM log_banks",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            registry.banks.insert(id, bank.0);
+        }
+        // Read with no transaction open: after a loss, the whole log.
+        let (settings, name, from) = (settings.clone(), topic.to_owned(), positions.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            read_bank_events(&settings, &name, &from, registry, wait)
+        })
         .await
         .map_err(|e| Error::Startup(format!("reading the log's banks: {e}")))??;
-    // One ingest at a time: two starting together would both restore. What
-    // another did meanwhile only adds to the tables, which the steps below
-    // take as they find them.
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ratewire-ingest-log-registry'))")
-        .execute(&mut *tx)
-        .await?;
+        // One ingest at a time: two starting together would both restore.
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ratewire-ingest-log-registry'))")
+            .execute(&mut *tx)
+            .await?;
+        if read_positions(&mut *tx, topic).await? != positions {
+            // Another ingest recorded a later read meanwhile: start from it.
+            continue;
+        }
+        let done = bring_in_line(&mut tx, &read).await?;
+        record(&mut tx, topic, &read).await?;
+        tx.commit().await?;
+        info!(
+            read = done.read,
+            banks_in_log = read.registry.banks.len(),
+            restored = done.restored.len(),
+            updated = done.updated.len(),
+            conflicts = done.conflicts.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "bank registry reconciled with the log"
+        );
+        return Ok(done);
+    }
+}
+
+async fn read_positions<'e>(db: impl PgExecutor<'e>, topic: &str) -> Result<HashMap<i32, i64>> {
+    Ok(
+        sqlx::query_as("SELECT partition, next_offset FROM log_positions WHERE topic = $1")
+            .bind(topic)
+            .fetch_all(db)
+            .await?
+            .into_iter()
+            .collect(),
+    )
+}
+
+/// Brings `banks` in line with every bank the log has.
+async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Result<Reconciled> {
     let mut done = Reconciled {
-        read,
+        read: read.read,
         ..Reconciled::default()
     };
-    for (id, bank) in &registry.banks {
-        let row: Option<Stored> = sqlx::query_as(
-            "SELECT code, name, image_url, social_links, active FROM banks WHERE id = $1",
+    // Marks are made afresh: one an operator mended clears.
+    let marked: Vec<i64> = sqlx::query_scalar(
+        "UPDATE banks SET log_conflict = NULL WHERE log_conflict IS NOT NULL RETURNING id",
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    for (id, bank) in &read.registry.banks {
+        let row: Option<Json<LogBank>> = sqlx::query_scalar(
+            "SELECT to_jsonb(b) FROM (SELECT code, name, image_url, social_links, active
+                                      FROM banks WHERE id = $1) b",
         )
         .bind(id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
-        match row {
+        match row.map(|row| row.0) {
             None => {
                 // The code may be held by a bank the log gave another id:
                 // that one conflicts, and this one cannot be restored.
                 let holder: Option<i64> =
                     sqlx::query_scalar("SELECT id FROM banks WHERE code = $1")
                         .bind(&bank.code)
-                        .fetch_optional(&mut *tx)
+                        .fetch_optional(&mut **tx)
                         .await?;
                 if let Some(holder) = holder {
                     let reason = format!(
                         "the log registered code {} as bank {id}, this database as bank {holder}",
                         bank.code
                     );
-                    mark_conflict(&mut tx, holder, &reason).await?;
+                    mark_conflict(tx, holder, &reason).await?;
                     done.conflicts.push(holder);
                     continue;
                 }
@@ -180,9 +226,9 @@ pub async fn reconcile(
                 .bind(&bank.code)
                 .bind(&bank.name)
                 .bind(&bank.image_url)
-                .bind(sqlx::types::Json(&bank.social_links))
+                .bind(Json(&bank.social_links))
                 .bind(bank.active)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
                 warn!(bank_id = id, code = bank.code,
                     "bank restored from the log; it has no publisher token: create one (ratewire-ingest tokens create)");
@@ -193,42 +239,30 @@ pub async fn reconcile(
                     "the log has bank {id} as {}, this database as {}",
                     bank.code, stored.code
                 );
-                mark_conflict(&mut tx, *id, &reason).await?;
+                mark_conflict(tx, *id, &reason).await?;
                 done.conflicts.push(*id);
             }
-            Some(stored) => {
-                let same = stored.name == bank.name
-                    && stored.image_url == bank.image_url
-                    && stored.social_links.0 == bank.social_links
-                    && stored.active == bank.active;
-                let cleared = sqlx::query(
-                    "UPDATE banks SET log_conflict = NULL WHERE id = $1 AND log_conflict IS NOT NULL",
+            Some(stored) if stored != *bank => {
+                sqlx::query(
+                    "UPDATE banks SET name = $2, image_url = $3, social_links = $4, active = $5,
+                         updated_at = now()
+                     WHERE id = $1",
                 )
                 .bind(id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if cleared > 0 {
-                    info!(bank_id = id, "bank agrees with the log again");
-                }
-                if !same {
-                    sqlx::query(
-                        "UPDATE banks SET name = $2, image_url = $3, social_links = $4, active = $5,
-                             updated_at = now()
-                         WHERE id = $1",
-                    )
-                    .bind(id)
-                    .bind(&bank.name)
-                    .bind(&bank.image_url)
-                    .bind(sqlx::types::Json(&bank.social_links))
-                    .bind(bank.active)
-                    .execute(&mut *tx)
-                    .await?;
-                    info!(bank_id = id, "bank brought up to the log's metadata");
-                    done.updated.push(*id);
-                }
+                .bind(&bank.name)
+                .bind(&bank.image_url)
+                .bind(Json(&bank.social_links))
+                .bind(bank.active)
+                .execute(&mut **tx)
+                .await?;
+                info!(bank_id = id, "bank brought up to the log's metadata");
+                done.updated.push(*id);
             }
+            Some(_) => {}
         }
+    }
+    for id in marked.iter().filter(|id| !done.conflicts.contains(id)) {
+        info!(bank_id = id, "bank agrees with the log again");
     }
     // Past every id the log or the tables have: an id is never handed out
     // twice, even one whose registration the log refused.
@@ -237,10 +271,32 @@ pub async fn reconcile(
                 GREATEST((SELECT COALESCE(max(id), 0) FROM banks), $1, 1),
                 (SELECT COALESCE(max(id), 0) FROM banks) > 0 OR $1 > 0)",
     )
-    .bind(registry.banks.keys().next_back().copied().unwrap_or(0))
-    .execute(&mut *tx)
+    .bind(read.registry.banks.keys().next_back().copied().unwrap_or(0))
+    .execute(&mut **tx)
     .await?;
-    for (partition, next) in &ends {
+    Ok(done)
+}
+
+/// Keeps what the log says of each bank and how far it was read, so the
+/// next start reads on from there.
+async fn record(tx: &mut Transaction<'_, Postgres>, topic: &str, read: &LogRead) -> Result<()> {
+    for (id, bank) in &read.registry.banks {
+        sqlx::query(
+            "INSERT INTO log_banks (id, code, name, image_url, social_links, active)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET code = $2, name = $3, image_url = $4,
+                 social_links = $5, active = $6",
+        )
+        .bind(id)
+        .bind(&bank.code)
+        .bind(&bank.name)
+        .bind(&bank.image_url)
+        .bind(Json(&bank.social_links))
+        .bind(bank.active)
+        .execute(&mut **tx)
+        .await?;
+    }
+    for (partition, next) in &read.ends {
         sqlx::query(
             "INSERT INTO log_positions (topic, partition, next_offset) VALUES ($1, $2, $3)
              ON CONFLICT (topic, partition) DO UPDATE SET next_offset = GREATEST(log_positions.next_offset, $3)",
@@ -248,27 +304,13 @@ pub async fn reconcile(
         .bind(topic)
         .bind(partition)
         .bind(next)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    tx.commit().await?;
-    info!(
-        read = done.read,
-        banks_in_log = registry.banks.len(),
-        restored = done.restored.len(),
-        updated = done.updated.len(),
-        conflicts = done.conflicts.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "bank registry reconciled with the log"
-    );
-    Ok(done)
+    Ok(())
 }
 
-async fn mark_conflict(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    bank: i64,
-    reason: &str,
-) -> Result<()> {
+async fn mark_conflict(tx: &mut Transaction<'_, Postgres>, bank: i64, reason: &str) -> Result<()> {
     sqlx::query("UPDATE banks SET log_conflict = $2 WHERE id = $1")
         .bind(bank)
         .bind(reason)
@@ -277,16 +319,6 @@ async fn mark_conflict(
     error!(bank_id = bank, reason,
         "bank conflicts with the log: its boards and changes are refused until they agree (docs/operations.md)");
     Ok(())
-}
-
-/// A bank as ingest's table has it.
-#[derive(sqlx::FromRow)]
-struct Stored {
-    code: String,
-    name: String,
-    image_url: String,
-    social_links: sqlx::types::Json<Vec<SocialLink>>,
-    active: bool,
 }
 
 /// What a read of the log found.
@@ -299,11 +331,13 @@ struct LogRead {
 }
 
 /// Reads every message of `topic` from `positions` (or the start) up to
-/// the ends the partitions had when it began.
+/// the ends the partitions had when it began, folding its bank events onto
+/// `registry` (what the log said up to `positions`).
 fn read_bank_events(
     settings: &ClientConfig,
     topic: &str,
     positions: &HashMap<i32, i64>,
+    mut registry: Registry,
     wait: Duration,
 ) -> Result<LogRead> {
     let unavailable = |e: rdkafka::error::KafkaError| Error::Unavailable {
@@ -343,7 +377,6 @@ fn read_bank_events(
             remaining.insert(partition, high);
         }
     }
-    let mut registry = Registry::default();
     let mut read = 0u64;
     if remaining.is_empty() {
         return Ok(LogRead {

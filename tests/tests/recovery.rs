@@ -201,7 +201,14 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
         .await?;
     stack.backup_postgres("nightly").await?;
 
-    // After the backup: two more boards, and a new bank with its own.
+    // After the backup: two more boards, a new name, and a new bank with
+    // its own.
+    stack
+        .update_bank(
+            cbe,
+            serde_json::json!({"name": "Commercial Bank of Ethiopia"}),
+        )
+        .await?;
     for (usd, hours) in [("155.30", 4), ("155.40", 3)] {
         assert_eq!(
             stack
@@ -244,6 +251,20 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
         .await?;
     assert_eq!(boards, Some(4));
     stack.assert_fold_matches_replay().await?;
+    // Ingest's own record took the name the log has, given to a bank it
+    // had registered before the backup.
+    let record: Value = stack
+        .http()
+        .get(format!(
+            "{}/v1/admin/banks/{cbe}",
+            stack.ingest_operator_url
+        ))
+        .bearer_auth(ratewire_e2e::ADMIN_TOKEN)
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(record["name"], "Commercial Bank of Ethiopia", "{record}");
 
     // A board after the restore is served: views written before it do not
     // hide it.
