@@ -37,7 +37,8 @@ mod support;
 
 pub use stack::{binary, Stack};
 pub use support::{
-    ago, at, day, eventually, free_port, made_up_key, room_in_this_minute, sample, VISIBLE_WITHIN,
+    ago, at, day, eventually, free_port, made_up_key, room_in_this_minute, sample,
+    without_computed_time, VISIBLE_WITHIN,
 };
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";

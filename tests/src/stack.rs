@@ -688,15 +688,7 @@ impl Stack {
                     let mut value: Value = serde_json::from_str(&format!("[{text}]"))
                         .with_context(|| format!("{key} holds no JSON"))?;
                     if name.starts_with("best:") {
-                        for entry in value[0]["data"]
-                            .as_object_mut()
-                            .into_iter()
-                            .flat_map(|d| d.values_mut())
-                        {
-                            if let Some(entry) = entry.as_object_mut() {
-                                entry.remove("timestamp");
-                            }
-                        }
+                        value[0] = crate::support::without_computed_time(value[0].take());
                     }
                     value
                 }

@@ -102,3 +102,17 @@ pub fn made_up_key() -> String {
     };
     format!("rwk_{}_{}", part(8), part(32))
 }
+
+/// An answer without what each rendering stamps with its own time (the
+/// best rates' `timestamp` in each entry of `data`), so two renderings of
+/// the same data compare equal.
+pub fn without_computed_time(mut body: serde_json::Value) -> serde_json::Value {
+    if let Some(data) = body["data"].as_object_mut() {
+        for entry in data.values_mut() {
+            if let Some(entry) = entry.as_object_mut() {
+                entry.remove("timestamp");
+            }
+        }
+    }
+    body
+}

@@ -7,25 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, Stack, OWN_POSTGRES};
+use ratewire_e2e::{ago, eventually, without_computed_time, Stack, OWN_POSTGRES};
 use serde_json::Value;
 
 /// Long enough for a replay of a few dozen events and a rebuild of the
 /// views on a busy machine.
 const RECOVERED_WITHIN: Duration = Duration::from_secs(60);
-
-/// Drops what each rendering stamps with its own time (the best rates'
-/// `timestamp`), the one thing two renderings of the same data differ in.
-fn without_computed_time(mut body: Value) -> Value {
-    if let Some(data) = body["data"].as_object_mut() {
-        for entry in data.values_mut() {
-            if let Some(entry) = entry.as_object_mut() {
-                entry.remove("timestamp");
-            }
-        }
-    }
-    body
-}
 
 /// What a client sees of every bank: the lists, each bank's rates and
 /// history, the best rates and the currencies.
@@ -88,6 +75,31 @@ fn board(usd: &str, hours: i64) -> String {
     )
 }
 
+/// Pushes `board(usd, hours)` as `bank`'s publisher; the answer's status.
+async fn push(stack: &Stack, bank: i64, token: &str, usd: &str, hours: i64) -> anyhow::Result<u16> {
+    Ok(stack
+        .publish_board(bank, token, &board(usd, hours))
+        .await?
+        .0)
+}
+
+/// `bank`'s token from before is refused; a new one is taken, and a board
+/// pushed with it is served.
+async fn takes_a_new_token(
+    stack: &Stack,
+    key: &str,
+    bank: i64,
+    lost: &str,
+    usd: &str,
+) -> anyhow::Result<()> {
+    assert_eq!(push(stack, bank, lost, usd, 1).await?, 401);
+    let token = stack.publisher_token(bank).await?;
+    assert_eq!(push(stack, bank, &token, usd, 1).await?, 202);
+    stack
+        .wait_served("a board with the new token", bank, key, usd)
+        .await
+}
+
 /// Views over all banks are recomputed on the projector's one-second
 /// tick: this lets one pass after the last board is served.
 async fn settle() {
@@ -105,13 +117,7 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
         (cbe, &cbe_token, "155.35", 2),
         (awash, &awash_token, "154.90", 3),
     ] {
-        assert_eq!(
-            stack
-                .publish_board(bank, token, &board(usd, hours))
-                .await?
-                .0,
-            202
-        );
+        assert_eq!(push(&stack, bank, token, usd, hours).await?, 202);
     }
     stack
         .wait_served("cbe's last board", cbe, &key, "155.35")
@@ -143,13 +149,7 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
     // land on it alone.
     let (newb, newb_token) = stack.bank_with_token("NEWB", "New Bank").await?;
     assert!(newb > awash, "bank {newb} after the log's {awash}");
-    assert_eq!(
-        stack
-            .publish_board(newb, &newb_token, &board("150.00", 1))
-            .await?
-            .0,
-        202
-    );
+    assert_eq!(push(&stack, newb, &newb_token, "150.00", 1).await?, 202);
     stack
         .wait_served("the new bank's board", newb, &key, "150.00")
         .await?;
@@ -161,24 +161,7 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
 
     // Publisher tokens died with the old cluster; a restored bank takes a
     // new one, and its boards are served again.
-    assert_eq!(
-        stack
-            .publish_board(cbe, &cbe_token, &board("156.00", 1))
-            .await?
-            .0,
-        401
-    );
-    let token = stack.publisher_token(cbe).await?;
-    assert_eq!(
-        stack
-            .publish_board(cbe, &token, &board("156.00", 1))
-            .await?
-            .0,
-        202
-    );
-    stack
-        .wait_served("cbe's board after", cbe, &key, "156.00")
-        .await?;
+    takes_a_new_token(&stack, &key, cbe, &cbe_token, "156.00").await?;
     Ok(())
 }
 
@@ -188,13 +171,7 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
     for (usd, hours) in [("155.10", 6), ("155.20", 5)] {
-        assert_eq!(
-            stack
-                .publish_board(cbe, &cbe_token, &board(usd, hours))
-                .await?
-                .0,
-            202
-        );
+        assert_eq!(push(&stack, cbe, &cbe_token, usd, hours).await?, 202);
     }
     stack
         .wait_served("the second board", cbe, &key, "155.20")
@@ -210,22 +187,10 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
         )
         .await?;
     for (usd, hours) in [("155.30", 4), ("155.40", 3)] {
-        assert_eq!(
-            stack
-                .publish_board(cbe, &cbe_token, &board(usd, hours))
-                .await?
-                .0,
-            202
-        );
+        assert_eq!(push(&stack, cbe, &cbe_token, usd, hours).await?, 202);
     }
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
-    assert_eq!(
-        stack
-            .publish_board(awash, &awash_token, &board("154.90", 2))
-            .await?
-            .0,
-        202
-    );
+    assert_eq!(push(&stack, awash, &awash_token, "154.90", 2).await?, 202);
     stack
         .wait_served("the fourth board", cbe, &key, "155.40")
         .await?;
@@ -268,36 +233,13 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
 
     // A board after the restore is served: views written before it do not
     // hide it.
-    assert_eq!(
-        stack
-            .publish_board(cbe, &cbe_token, &board("155.50", 1))
-            .await?
-            .0,
-        202
-    );
+    assert_eq!(push(&stack, cbe, &cbe_token, "155.50", 1).await?, 202);
     stack
         .wait_served("a board after the restore", cbe, &key, "155.50")
         .await?;
     // Awash's token was made after the backup: gone with it. Awash itself
     // came back from the log and takes a new one.
-    assert_eq!(
-        stack
-            .publish_board(awash, &awash_token, &board("154.95", 1))
-            .await?
-            .0,
-        401
-    );
-    let token = stack.publisher_token(awash).await?;
-    assert_eq!(
-        stack
-            .publish_board(awash, &token, &board("154.95", 1))
-            .await?
-            .0,
-        202
-    );
-    stack
-        .wait_served("awash after the restore", awash, &key, "154.95")
-        .await?;
+    takes_a_new_token(&stack, &key, awash, &awash_token, "154.95").await?;
     Ok(())
 }
 
@@ -307,13 +249,7 @@ async fn redis_emptied_while_the_projector_is_down_is_rebuilt_and_keeps_the_mont
     let mut stack = Stack::start_with(&[("RATEWIRE_USAGE_SYNC_SECS", "1")]).await?;
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
-    assert_eq!(
-        stack
-            .publish_board(cbe, &token, &board("155.10", 1))
-            .await?
-            .0,
-        202
-    );
+    assert_eq!(push(&stack, cbe, &token, "155.10", 1).await?, 202);
     stack.wait_served("the board", cbe, &key, "155.10").await?;
     for _ in 0..10 {
         stack.get("/api/v1/currencies", Some(&key)).await?;

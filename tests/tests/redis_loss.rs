@@ -1,20 +1,7 @@
 //! Redis holds only derived views: when they vanish, every endpoint answers
 //! the same from Postgres, and the projector puts the views back.
 
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
-use serde_json::Value;
-
-/// Drops the view-computation time, the one field that may differ.
-fn without_computed_time(mut body: Value) -> Value {
-    if let Some(data) = body["data"].as_object_mut() {
-        for entry in data.values_mut() {
-            if let Some(entry) = entry.as_object_mut() {
-                entry.remove("timestamp");
-            }
-        }
-    }
-    body
-}
+use ratewire_e2e::{ago, eventually, without_computed_time, Stack, VISIBLE_WITHIN};
 
 #[tokio::test]
 async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result<()> {
