@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::stack::flush_prefix;
 use crate::support::eventually;
-use crate::{Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+use crate::{made_up_key, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 
 impl Stack {
     /// Publishes `boards` boards for each of `banks` (id, token), banks in
@@ -276,6 +276,28 @@ impl Stack {
             .send()
             .await?;
         Ok(answer.status().as_u16())
+    }
+
+    /// `count` requests to `/api/v1/currencies`, each with a made-up key,
+    /// `concurrency` at a time, all from this machine's address; their
+    /// statuses (0 for no answer).
+    pub async fn made_up_key_flood(&self, count: usize, concurrency: usize) -> Vec<u16> {
+        use futures_util::stream::{self, StreamExt};
+        let url = format!("{}/api/v1/currencies", self.api_url);
+        stream::iter(0..count)
+            .map(|_| {
+                let request = self.http.get(&url).header("x-api-key", made_up_key());
+                async move {
+                    request
+                        .send()
+                        .await
+                        .map(|r| r.status().as_u16())
+                        .unwrap_or(0)
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await
     }
 
     /// The API's `/metrics` text (its operator listener).

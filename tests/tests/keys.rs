@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{self, StreamExt};
 use ratewire_e2e::{made_up_key, sample, Stack, POSTGRES_PROXY};
 use serde_json::Value;
 
@@ -52,23 +51,7 @@ async fn transactions(stack: &Stack) -> anyhow::Result<i64> {
 async fn a_flood_of_made_up_keys_locks_no_valid_key_out() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let (lookups, before) = (key_lookups(&stack).await?, transactions(&stack).await?);
-    let statuses: Vec<u16> = stream::iter(0..1_000)
-        .map(|_| {
-            let request = stack
-                .http()
-                .get(format!("{}/api/v1/currencies", stack.api_url))
-                .header("x-api-key", made_up_key());
-            async move {
-                request
-                    .send()
-                    .await
-                    .map(|r| r.status().as_u16())
-                    .unwrap_or(0)
-            }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
+    let statuses = stack.made_up_key_flood(1_000, 32).await;
     assert!(
         statuses.iter().all(|s| *s == 401 || *s == 429),
         "a made-up key is refused, never served or 503: {:?}",
