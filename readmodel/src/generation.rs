@@ -48,30 +48,44 @@ impl Generation {
     }
 }
 
+/// A new epoch, in SQL: 12 random hex digits.
+const NEW_EPOCH: &str = "left(md5(gen_random_uuid()::text), 12)";
+
 /// Creates the control table and its row if needed; `control` is a checked
 /// identifier, `default` the schema active until a replay switches.
 pub async fn prepare(pool: &PgPool, control: &str, default: &str) -> Result<()> {
     ratewire_service::postgres::create_schema(pool, control).await?;
-    for statement in [
-        format!(
-            "CREATE TABLE IF NOT EXISTS {control}.read_model (
+    // Each with whether it takes `default`.
+    for (statement, with_default) in [
+        (
+            format!(
+                "CREATE TABLE IF NOT EXISTS {control}.read_model (
                  singleton   BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
                  schema_name TEXT        NOT NULL,
                  switched_at TIMESTAMPTZ NOT NULL DEFAULT now()
              )"
+            ),
+            false,
         ),
-        format!("ALTER TABLE {control}.read_model ADD COLUMN IF NOT EXISTS epoch TEXT"),
-        format!(
-            "INSERT INTO {control}.read_model (singleton, schema_name) VALUES (TRUE, $1)
+        (
+            format!("ALTER TABLE {control}.read_model ADD COLUMN IF NOT EXISTS epoch TEXT"),
+            false,
+        ),
+        (
+            format!(
+                "INSERT INTO {control}.read_model (singleton, schema_name) VALUES (TRUE, $1)
              ON CONFLICT (singleton) DO NOTHING"
+            ),
+            true,
         ),
-        format!(
-            "UPDATE {control}.read_model SET epoch = left(md5(gen_random_uuid()::text), 12)
-             WHERE epoch IS NULL"
+        // A row from before epochs gets one too.
+        (
+            format!("UPDATE {control}.read_model SET epoch = {NEW_EPOCH} WHERE epoch IS NULL"),
+            false,
         ),
     ] {
         let query = sqlx::query(&statement);
-        let query = if statement.contains("$1") {
+        let query = if with_default {
             query.bind(default)
         } else {
             query
@@ -152,7 +166,7 @@ pub async fn switch(pool: &PgPool, control: &str, schema: &str) -> Result<()> {
 /// from then on another identity's, never read again.
 pub async fn new_epoch(pool: &PgPool, control: &str) -> Result<()> {
     sqlx::query(&format!(
-        "UPDATE {control}.read_model SET epoch = left(md5(gen_random_uuid()::text), 12), switched_at = now()"
+        "UPDATE {control}.read_model SET epoch = {NEW_EPOCH}, switched_at = now()"
     ))
     .execute(pool)
     .await?;
