@@ -2,8 +2,14 @@
 //! log into Postgres and renders the API's views into Redis.
 //!
 //! Reading the flow top-down:
-//! - [`app`] is the process: the health listener and the [`fold_loop`]
-//!   beside it;
+//! - [`app`] is the process: the health listener ([`http`]) and the
+//!   [`fold_loop`] beside it; [`cli`] holds the operator commands;
+//! - [`fold_loop`] takes a batch, folds it, hands the changed banks to the
+//!   view tasks, and once a second follows a generation switch;
+//!   [`assignment`] decides which partitions it reads and from where
+//!   ([`holes`] for offsets that hold nothing, [`idle`] for pausing on a
+//!   quiet log), and [`housekeeping`] keeps the views complete, purges old
+//!   bookkeeping ([`retention`]) and counts the [`dead_letters`];
 //! - [`consumer`] takes messages from the topic in per-partition order and
 //!   hands them over in bounded batches; [`group`] shares the partitions
 //!   among the live instances through Kafka's consumer group;
@@ -11,24 +17,20 @@
 //!   the consumed offsets (exactly-once in effect: a crash before commit
 //!   re-reads the batch, a crash after it finds the offsets already moved);
 //! - the read model's `store` reads back what a view needs and its `views`
-//!   render it (both in `ratewire-readmodel`); [`redis_views`] writes them
-//!   to Redis after the commit ([`bank_views`] for the banks a batch
-//!   changed, [`aggregates`] for the views over all banks, each a task
-//!   beside the fold, [`series_cache`] keeping what the latter read).
-//!   Redis is derived state: [`rebuild`] renders it again from Postgres on
-//!   start, so a crash between commit and Redis loses nothing;
-//! - [`replay`] folds the whole log into a new generation;
-//! - [`retention`] purges old bookkeeping (applied event ids, resolved
-//!   [`dead_letters`]) beside the fold.
+//!   render it (both in `ratewire-readmodel`); [`views`] writes them to
+//!   Redis after the commit, each a task beside the fold. Redis is derived
+//!   state, rendered again from Postgres when it lost them; a restored
+//!   Postgres is told by [`restore_marks`];
+//! - [`replay`] folds the whole log into a new generation.
 //!
 //! Depends on the event contract (`ratewire-proto`), the read model
 //! (`ratewire-readmodel`) and the service shell (`ratewire-service`). Must
 //! not depend on the API: readers learn about the model from
 //! `ratewire-readmodel`, never from here.
 
-pub mod aggregates;
 pub mod app;
-pub mod bank_views;
+pub mod assignment;
+pub mod cli;
 pub mod config;
 pub mod consumer;
 pub mod dead_letters;
@@ -37,15 +39,14 @@ pub mod fold;
 pub mod fold_loop;
 pub mod group;
 pub mod holes;
+pub mod housekeeping;
 pub mod http;
 pub mod idle;
 pub mod metrics;
-pub mod rebuild;
-pub mod redis_views;
 pub mod replay;
 pub mod restore_marks;
 pub mod retention;
-pub mod series_cache;
+pub mod views;
 
 pub use app::Application;
 pub use config::Config;

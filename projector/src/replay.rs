@@ -21,8 +21,8 @@ use crate::config::{Config, Partitions};
 use crate::consumer::{KafkaContext, Log, LogQueries};
 use crate::error::{Error, Result};
 use crate::holes::{Reads, Start};
-use crate::rebuild::rebuild_views;
-use crate::redis_views::RedisViews;
+use crate::views::rebuild::rebuild_views;
+use crate::views::redis::RedisViews;
 use crate::{consumer, fold};
 
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 
 use crate::error::Result;
-use crate::redis_views::RedisViews;
+use crate::views::redis::RedisViews;
 
 /// How often the views are checked and a mark is written (and at start).
 const EVERY: Duration = Duration::from_secs(10);

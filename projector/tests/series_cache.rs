@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratewire_projector::fold::{apply_batch, Incoming};
-use ratewire_projector::series_cache::{SeriesCache, SeriesKey};
+use ratewire_projector::views::series_cache::{SeriesCache, SeriesKey};
 use ratewire_proto::{
     encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event,
 };

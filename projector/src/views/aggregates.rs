@@ -35,9 +35,9 @@ use tracing::{debug, warn};
 
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::Target;
-use crate::redis_views::{Rendered, ViewUpdate};
-use crate::series_cache::{SeriesCache, SeriesKey};
+use crate::views::redis::Target;
+use crate::views::redis::{Rendered, ViewUpdate};
+use crate::views::series_cache::{SeriesCache, SeriesKey};
 use ratewire_readmodel::store::{self, Version};
 use ratewire_readmodel::views::{self, BankInfo, BankView, BestEntry, Field, RateView, ViewStyle};
 

@@ -12,7 +12,7 @@
 //! One task writes every bank view, rebuilds included, one write at a time:
 //! each write reads Postgres after the one before it reached Redis, so an
 //! older rendering never lands over a newer one. Each written view then
-//! goes to the task of the views over all banks ([`crate::aggregates`]),
+//! goes to the task of the views over all banks ([`crate::views::aggregates`]),
 //! with the currencies whose history the fold changed, so best rates and
 //! /currencies follow it at once. The all-banks lists are joined by the
 //! API from the elements written here.
@@ -26,10 +26,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::aggregates::{Aggregates, Work};
 use crate::error::Result;
 use crate::metrics as report;
-use crate::redis_views::{Target, ViewUpdate};
+use crate::views::aggregates::{Aggregates, Work};
+use crate::views::redis::{Target, ViewUpdate};
 
 /// Most events remembered for the visibility delay while Redis is away;
 /// beyond it the delay is known well enough from the ones kept.
@@ -198,7 +198,7 @@ async fn take(pending: &mut Option<Pending>, aggregates: &Aggregates, message: M
         }
         Message::Rebuild { target, done } => {
             let mut views = target.views.clone();
-            let rebuilt = crate::rebuild::rebuild_views(&target.pool, &mut views).await;
+            let rebuilt = crate::views::rebuild::rebuild_views(&target.pool, &mut views).await;
             if rebuilt.is_ok() {
                 // It read every bank after the changes queued before it.
                 if let Some(p) = pending.take() {

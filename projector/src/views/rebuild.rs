@@ -6,11 +6,11 @@ use ratewire_proto::BankId;
 use ratewire_readmodel::{db, generation, redis, store};
 use sqlx::PgPool;
 
-use crate::aggregates;
 use crate::config::Config;
 use crate::error::Result;
-use crate::redis_views::{RedisViews, ViewUpdate};
-use crate::series_cache::SeriesCache;
+use crate::views::aggregates;
+use crate::views::redis::{RedisViews, ViewUpdate};
+use crate::views::series_cache::SeriesCache;
 
 /// Renders every view from Postgres into Redis; returns the number of banks.
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {
