@@ -14,17 +14,20 @@ use ratewire_service::{ListenerLimits, Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::access::key_directory::KeyDirectory;
+use crate::access::keys::KeyStore;
+use crate::access::limits::Limiter;
+use crate::access::stream_slots::StreamSlots;
+use crate::access::usage_sync::UsageSync;
+use crate::access::Access;
 use crate::config::Config;
 use crate::db;
 use crate::error::Result;
-use crate::key_directory::KeyDirectory;
-use crate::keys::KeyStore;
-use crate::limits::Limiter;
-use crate::read_model::ReadModels;
 use crate::redis_guard::RedisGuard;
 use crate::routes;
 use crate::state::{AppState, Shared};
-use crate::usage_sync::UsageSync;
+use crate::views::read_model::ReadModels;
+use crate::views::Views;
 
 pub struct Application {
     listeners: Listeners,
@@ -41,7 +44,7 @@ pub struct Application {
     shortcut: bool,
 }
 
-/// The retention job's settings (see [`crate::retention`]).
+/// The retention job's settings (see [`crate::access::retention`]).
 struct Retention {
     schedule: RetentionSchedule,
     keep_months: u32,
@@ -69,44 +72,53 @@ impl Application {
             interval: Duration::from_secs(config.usage_sync_secs),
             continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
-        let views = Arc::new(crate::view_cache::ViewCache::new(
+        let cache = Arc::new(crate::views::cache::ViewCache::new(
             Duration::from_millis(config.view_cache_ms),
             usize::try_from(config.view_cache_mb << 20).unwrap_or(usize::MAX),
         ));
         let relay = crate::live::Relay::new(
             crate::live::Reader::new(redis.conn()),
             config.stream_buffer as usize,
-            Arc::clone(&views),
+            Arc::clone(&cache),
         );
-        let stream_slots = Arc::new(crate::stream_slots::StreamSlots::new(redis.clone(), prefix));
-        let state = AppState::new(Shared {
+        let access = Arc::new(Access {
             key_store: KeyStore::new(pool.clone(), redis.clone(), prefix).with_directory(
                 KeyDirectory::new(&config.schema, config.key_directory_max as usize),
             ),
             limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
-            pool,
-            redis,
-            read: ReadModels::new(&config)?,
-            fallbacks: Default::default(),
-            read_back: Default::default(),
-            style: Arc::new(config.read_model.view_style()),
-            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
+            plans: Arc::new(config.plans.clone()),
             clients: config.clients.clone(),
             key_lookups: AttemptLimit::new(
                 config.plans.anonymous().per_minute.min(u64::from(u32::MAX)) as u32,
                 Duration::from_secs(60),
             ),
+            anonymous_access: config.anonymous_access,
+            rate_limits: config.rate_limits,
+            stream_slots: Arc::new(StreamSlots::new(redis.clone(), prefix)),
+        });
+        let state = AppState::new(Shared {
+            pool,
+            views: Arc::new(Views {
+                redis: redis.clone(),
+                read: ReadModels::new(
+                    &config.common.database_url,
+                    config.read_database_url.as_deref(),
+                    &config.read_model,
+                )?,
+                cache,
+                lists: Default::default(),
+                fallbacks: Default::default(),
+                read_back: Default::default(),
+                style: Arc::new(config.read_model.view_style()),
+            }),
+            access,
+            redis,
+            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
             timezone: config.timezone,
             series_page_points: config.series_page_points as usize,
-            plans: Arc::new(config.plans.clone()),
-            anonymous_access: config.anonymous_access,
             cors_origins: config.cors_origins.clone(),
-            rate_limits: config.rate_limits,
             readiness: Readiness::default(),
             relay,
-            views,
-            lists: Arc::default(),
-            stream_slots,
             shutdown: CancellationToken::new(),
         });
         Ok(Self {
@@ -156,10 +168,10 @@ impl Application {
         // (degraded), and its probe checks it when Redis comes.
         let _ = redis::require_version(state.redis.conn()).await;
         tokio::spawn(state.redis.clone().watch(shutdown.clone()));
-        tokio::spawn(Arc::clone(&state.limiter).track_instances(shutdown.clone()));
-        tokio::spawn(Arc::clone(&state.limiter).reconcile_after_outages(shutdown.clone()));
-        tokio::spawn(Arc::clone(&state.limiter).return_idle_leases(shutdown.clone()));
-        tokio::spawn(Arc::clone(&state.stream_slots).renew(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.access.limiter).track_instances(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.access.limiter).reconcile_after_outages(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.access.limiter).return_idle_leases(shutdown.clone()));
+        tokio::spawn(Arc::clone(&state.access.stream_slots).renew(shutdown.clone()));
         // Live streams end when the process stops, so the graceful
         // shutdown does not wait for them.
         let streams = state.shutdown.clone();
@@ -183,15 +195,16 @@ impl Application {
                 compatibility::require_postgres(&state.pool).await?;
                 db::migrate(&state.pool, &schema).await?;
                 usage_sync.continuity.prepare(&state.pool).await?;
-                state.read.refresh(&state.pool).await
+                state.views.read.refresh(&state.pool).await
             })
             .await;
         let sync = prepared.then(|| {
             info!("api ready");
             state
+                .access
                 .key_store
                 .follow_changes(state.pool.clone(), shutdown.clone());
-            let read = state.read.clone();
+            let read = state.views.read.clone();
             tokio::spawn(read.clone().watch(state.pool.clone(), shutdown.clone()));
             tokio::spawn(
                 state
@@ -208,7 +221,7 @@ impl Application {
                     let pool = pool.clone();
                     async move {
                         let now = chrono::Utc::now();
-                        crate::retention::purge(
+                        crate::access::retention::purge(
                             &pool,
                             retention.timezone,
                             retention.keep_months,
@@ -222,7 +235,7 @@ impl Application {
             tokio::spawn(usage_sync.run(shutdown.clone()))
         });
         let served = servers.stopped().await;
-        state.limiter.give_back_leases(Duration::ZERO).await;
+        state.access.limiter.give_back_leases(Duration::ZERO).await;
         if let Some(sync) = sync {
             let _ = sync.await;
         }

@@ -52,8 +52,8 @@ pub struct Config {
     pub timezone: chrono_tz::Tz,
     /// Plans as `name=perMinute/perMonth`, comma separated; `anonymous` is
     /// required (callers without a valid key).
-    #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::plans::DEFAULT_PLANS)]
-    pub plans: crate::plans::Plans,
+    #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::access::plans::DEFAULT_PLANS)]
+    pub plans: crate::access::plans::Plans,
     /// Count requests against plans (`false` only to measure the limiter's
     /// cost: every request is then admitted).
     #[arg(long, env = "RATEWIRE_RATE_LIMITS", default_value_t = true, action = clap::ArgAction::Set)]

@@ -56,7 +56,7 @@ pub fn layer(origins: &Origins) -> CorsLayer {
         .allow_origin(allow)
         .allow_methods([Method::GET, Method::HEAD])
         .allow_headers([
-            HeaderName::from_static(crate::gate::API_KEY_HEADER),
+            HeaderName::from_static(crate::access::keys::API_KEY_HEADER),
             header::IF_NONE_MATCH,
             HeaderName::from_static("last-event-id"),
             header::ACCEPT,

@@ -1,5 +1,6 @@
 use clap::Subcommand;
-use ratewire_api::keys::{self, NewKey};
+use ratewire_api::access::key_records::{self, NewKey};
+use ratewire_api::access::keys;
 use ratewire_api::redis_guard::RedisGuard;
 use ratewire_api::{db, Application, Config};
 use ratewire_service::allocator::purge_freed_memory_after;
@@ -25,7 +26,7 @@ enum KeysCommand {
     Create {
         #[arg(long)]
         name: String,
-        #[arg(long, default_value = keys::DEFAULT_PLAN)]
+        #[arg(long, default_value = key_records::DEFAULT_PLAN)]
         plan: String,
     },
     /// List keys (never their secrets).
@@ -57,7 +58,7 @@ async fn main() -> anyhow::Result<()> {
             db::migrate(&pool, &config.schema).await?;
             let output = match command {
                 KeysCommand::Create { name, plan } => serde_json::to_string_pretty(
-                    &keys::create(
+                    &key_records::create(
                         &pool,
                         &config.plans,
                         NewKey {
@@ -67,7 +68,9 @@ async fn main() -> anyhow::Result<()> {
                     )
                     .await?,
                 )?,
-                KeysCommand::List => serde_json::to_string_pretty(&keys::list(&pool).await?)?,
+                KeysCommand::List => {
+                    serde_json::to_string_pretty(&key_records::list(&pool).await?)?
+                }
                 KeysCommand::Revoke { prefix } => {
                     let redis = RedisGuard::new(
                         ratewire_readmodel::redis::connect(&config.read_model.redis_url)?,

@@ -1,5 +1,6 @@
-//! The OpenAPI 3.1 description of api-v1, generated from the handlers'
-//! `#[utoipa::path]` annotations and the shapes below.
+//! The OpenAPI 3.1 description of api-v1: the shapes below and the
+//! document's frame; the paths come from the handlers' `#[utoipa::path]`
+//! annotations, through the route list (`routes::api_v1`).
 //!
 //! The views are serialized by hand (to keep published digits exact), so the
 //! shapes here describe them rather than produce them; the end-to-end tests
@@ -8,10 +9,11 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::access::plans::Plans;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,18 +21,6 @@ use utoipa::{Modify, OpenApi, ToSchema};
         title = "ratewire api-v1",
         description = "Bank exchange rates: latest boards, differences, best rates and history.",
         version = "1.0.0"
-    ),
-    paths(
-        crate::routes::banks::banks,
-        crate::routes::currencies::currencies,
-        crate::routes::rates::rates,
-        crate::routes::best_rates::best_rates,
-        crate::routes::history::history,
-        crate::routes::series::series,
-        crate::routes::convert::convert,
-        crate::routes::stream::stream,
-        crate::routes::me::me,
-        crate::routes::me::usage,
     ),
     components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody, BestEvent)),
     modifiers(&ApiKeyScheme),
@@ -45,11 +35,6 @@ pub struct ApiDoc;
         description = "Operators create, list and revoke API keys. Served on the API's operator listener only.",
         version = "1.0.0"
     ),
-    paths(
-        crate::routes::admin::create,
-        crate::routes::admin::list,
-        crate::routes::admin::revoke,
-    ),
     components(schemas(ErrorBody, ValidationErrorBody, NewKey, CreatedKey, KeyInfo)),
     modifiers(&AdminToken),
     security(("admin_token" = []))
@@ -59,14 +44,16 @@ pub struct OperatorDoc;
 /// The operator document as served on the operator listener, with the
 /// plans a key may have (this process's `RATEWIRE_PLANS`) as the choices
 /// of `plan`.
-pub fn operator_document(plans: &crate::plans::Plans) -> String {
-    let mut doc =
-        serde_json::to_value(OperatorDoc::openapi()).expect("the OpenAPI document serializes");
+pub fn operator_document(doc: utoipa::openapi::OpenApi, plans: &Plans) -> String {
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     let names: Vec<serde_json::Value> = plans.assignable().map(serde_json::Value::from).collect();
     let new_key = &mut doc["components"]["schemas"]["NewKey"];
     new_key["properties"]["plan"]["enum"] = serde_json::Value::Array(names);
     // Without a free plan, there is no default to fall back on.
-    if !plans.assignable().any(|p| p == crate::keys::DEFAULT_PLAN) {
+    if !plans
+        .assignable()
+        .any(|p| p == crate::access::key_records::DEFAULT_PLAN)
+    {
         if let Some(required) = new_key["required"].as_array_mut() {
             required.push("plan".into());
         }
@@ -132,11 +119,11 @@ pub struct CreatedKey {
     pub revoked_at: Option<String>,
 }
 
-/// The document as served, rendered once: with the ISO 4217 codes this
+/// The document as served (`doc`, from the routes): with the ISO 4217 codes this
 /// build knows listed where a code must be one (no derive attribute can
 /// hold a computed list).
-pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     let codes: Vec<serde_json::Value> = ratewire_proto::CurrencyCode::all()
         .iter()
         .map(|c| serde_json::Value::from(c.as_str()))
@@ -177,7 +164,7 @@ pub static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     limit_headers(&mut doc);
     stream_events(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
-});
+}
 
 /// Each event of the live stream, as OpenAPI 3.1 lets a `text/event-stream`
 /// schema describe one event: its type, its id, and its data, a JSON
@@ -766,10 +753,14 @@ mod tests {
 
     #[test]
     fn the_operator_document_offers_the_configured_plans() {
-        let plans: crate::plans::Plans = "anonymous=10/100,free=60/1000,team=600/100000"
+        let plans: crate::access::plans::Plans = "anonymous=10/100,free=60/1000,team=600/100000"
             .parse()
             .unwrap();
-        let doc: serde_json::Value = serde_json::from_str(&operator_document(&plans)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&operator_document(
+            crate::routes::operator_v1().split_for_parts().1,
+            &plans,
+        ))
+        .unwrap();
         assert!(doc["paths"]["/v1/admin/keys"]["post"].is_object());
         assert!(doc["paths"]["/v1/admin/keys"]["get"].is_object());
         assert!(doc["paths"]["/v1/admin/keys/{prefix}"]["delete"].is_object());
@@ -785,7 +776,7 @@ mod tests {
 
     #[test]
     fn the_document_is_openapi_3_1_with_every_endpoint() {
-        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
         assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
         for path in [
             "/api/v1/banks",
@@ -839,7 +830,7 @@ mod tests {
                 _ => {}
             }
         }
-        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
         let mut found = Vec::new();
         refs(&doc, &mut found);
         for reference in found {
@@ -861,7 +852,7 @@ mod tests {
 
     #[test]
     fn every_parameter_states_the_rules_the_server_enforces() {
-        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
         for path in ["/api/v1/rates", "/api/v1/history"] {
             assert_eq!(parameter(&doc, path, "bankId")["minimum"], 1, "{path}");
         }

@@ -6,8 +6,7 @@
 //! limiter decides in this process, views come from Postgres, keys from
 //! this process's memory and Postgres. Meanwhile a probe pings Redis a few
 //! times a second and closes the breaker once it answers within the budget.
-//! Then the counts taken meanwhile are added to Redis (see
-//! [`crate::limits`]).
+//! Then the counts taken meanwhile are added to Redis (see the limiter).
 //!
 //! A Redis that refuses connections fails fast anyway; this is what keeps
 //! the API answering when Redis hangs (accepts connections and never

@@ -11,12 +11,12 @@
 //! and a boxed future) cost more than that answer; here the same pieces
 //! run in line:
 //!
-//! - the view key and the kept view ([`crate::requests::view_ref`],
-//!   [`crate::view_cache`]);
-//! - the key's local answer ([`crate::keys::KeyStore::known_valid`]);
-//! - the limiter, as the gate asks it ([`crate::limits::Limiter`]);
-//! - the handlers' answer for a stored view ([`routes::stored_list`],
-//!   [`routes::with_etag`]), conditional GETs ([`conditional::tagged`]),
+//! - the view key and the kept view ([`crate::views::requests::view_ref`],
+//!   [`crate::views::cache`]);
+//! - the key's local answer ([`crate::access::keys::KeyStore::known_valid`]);
+//! - the limiter, as the gate asks it ([`crate::access::limits::Limiter`]);
+//! - the handlers' answer for a stored view ([`stored_list`],
+//!   [`with_etag`]), conditional GETs ([`conditional::tagged`]),
 //!   the limit headers ([`gate::set_headers`]) and the CORS headers a
 //!   request without `Origin` gets.
 //!
@@ -38,23 +38,16 @@ use chrono::Utc;
 use ratewire_service::{Answered, Shortcut};
 use tower::ServiceExt;
 
+use crate::access::gate;
+use crate::access::keys::API_KEY_HEADER;
+use crate::access::limits::{Decision, Verdict};
 use crate::conditional;
 use crate::error::Error;
-use crate::gate::{self, API_KEY_HEADER};
-use crate::limits::{Decision, Verdict};
-use crate::read_model::ReadModel;
-use crate::requests::{view_ref, ViewRef};
-use crate::routes::{self, AcceptsGzip};
 use crate::state::AppState;
-
-/// The routes answered here, and whether their views are lists (sent
-/// gzip-encoded to clients that take it).
-const ROUTES: [(&str, bool); 4] = [
-    ("/api/v1/rates", true),
-    ("/api/v1/rates/best-rates", false),
-    ("/api/v1/banks", true),
-    ("/api/v1/currencies", false),
-];
+use crate::views::answer::{stored_list, with_etag, AcceptsGzip};
+use crate::views::body::json_body;
+use crate::views::read_model::ReadModel;
+use crate::views::requests::{view_ref, view_route, ViewRef, ViewRoute};
 
 /// The public listener's shortcut (see the module docs).
 #[derive(Clone)]
@@ -88,8 +81,9 @@ impl Reads {
     }
 }
 
-fn route(path: &str) -> Option<(&'static str, bool)> {
-    ROUTES.into_iter().find(|(route, _)| *route == path)
+/// The view route at `path`, if it is answered here.
+fn route(path: &str) -> Option<&'static ViewRoute> {
+    view_route(path).filter(|route| route.shortcut)
 }
 
 impl Shortcut for Reads {
@@ -103,7 +97,7 @@ impl Shortcut for Reads {
 
     async fn answer(&self, request: Request) -> Result<Answered, Request> {
         let state = &self.state;
-        let Some((route, list)) = route(request.uri().path()) else {
+        let Some(route) = route(request.uri().path()) else {
             return Err(request);
         };
         let Some(view) = view_of(state, request.uri()) else {
@@ -112,19 +106,20 @@ impl Shortcut for Reads {
         let Some(key) = api_key(request.headers()) else {
             return Err(request);
         };
-        let Some(known) = state.key_store.known_valid(key).await else {
+        let Some(known) = state.access.key_store.known_valid(key).await else {
             return Err(request);
         };
         let caller = &known.caller;
-        let Some(stored) = routes::kept_view(state, &view) else {
+        let Some(stored) = state.views.kept(&view) else {
             return Err(request);
         };
         tracing::Span::current().record("key", caller.prefix.as_str());
-        let limits = gate::limits_of(state, caller);
+        let limits = state.access.limits_of(caller);
         let now = Utc::now();
-        let decision = if state.rate_limits {
+        let decision = if state.access.rate_limits {
             let counts_monthly = gate::counts_monthly(request.uri().path());
             state
+                .access
                 .limiter
                 .check(&known.subject, limits, counts_monthly, now)
                 .await
@@ -133,13 +128,13 @@ impl Shortcut for Reads {
         };
         let mut response = match decision.verdict {
             Verdict::Allowed => {
-                routes::served_from("redis");
+                crate::views::served_from("redis");
                 let headers = request.headers();
-                let answer = if list {
+                let answer = if route.list {
                     let gzip = AcceptsGzip(crate::web::accepts_gzip(headers));
-                    routes::stored_list(state, gzip, &view.key, stored)
+                    stored_list(&state.views.cache, gzip, &view.key, stored)
                 } else {
-                    routes::with_etag(routes::json_body(stored.body), stored.etag.as_deref())
+                    with_etag(json_body(stored.body), stored.etag.as_deref())
                 };
                 conditional::tagged(headers.get(header::IF_NONE_MATCH), answer)
             }
@@ -162,7 +157,10 @@ impl Shortcut for Reads {
             "ratewire_api_shortcut_answers_total",
             [crate::hot_metrics::NONE; 2],
         );
-        Ok(Answered { route, response })
+        Ok(Answered {
+            route: route.path,
+            response,
+        })
     }
 }
 
@@ -187,7 +185,7 @@ thread_local! {
 /// ([`view_ref`]).
 fn view_of(state: &AppState, uri: &Uri) -> Option<Arc<ViewRef>> {
     let target = uri.path_and_query()?.as_str();
-    let read = state.read.current();
+    let read = state.views.read.current();
     let remembered = TARGETS.with_borrow(|targets| {
         targets
             .views

@@ -11,7 +11,7 @@
 //!   rates or not);
 //! - the all-banks lists are not stored whole: each API instance joins
 //!   them from these elements of the active banks, in id order
-//!   (`ratewire_api::lists`); `view:{rates|banks}:all:{variant}` names a
+//!   (`ratewire_api::views::lists`); `view:{rates|banks}:all:{variant}` names a
 //!   joined list in its memory only;
 //! - `P view:built`: set by a rebuild once every view is written; absent
 //!   after a flush or on a new Redis, when the views are incomplete;

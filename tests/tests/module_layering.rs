@@ -1,9 +1,7 @@
 //! Inside each crate, the top-level modules import downward: no two of
 //! them reach each other through `crate::` paths (in code or doc links).
 //! Read from the sources, so a new import that closes a circle fails here,
-//! not in review. The same holds inside each folder module. The circle
-//! api still has is listed as it stands, and may only shrink until it is
-//! gone.
+//! not in review. The same holds inside each folder module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -96,7 +94,13 @@ fn folder_modules(krate: &str) -> Vec<String> {
     sources(&src, &mut files);
     let folders: BTreeSet<String> = files
         .iter()
-        .filter_map(|f| f.parent()?.strip_prefix(&src).ok()?.to_str().map(str::to_owned))
+        .filter_map(|f| {
+            f.parent()?
+                .strip_prefix(&src)
+                .ok()?
+                .to_str()
+                .map(str::to_owned)
+        })
         .filter(|dir| !dir.is_empty() && !dir.starts_with("bin"))
         .collect();
     folders.into_iter().collect()
@@ -136,8 +140,15 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 #[test]
-fn the_libraries_ingest_and_projector_have_no_circle() {
-    for krate in ["proto", "service", "readmodel", "ingest", "projector"] {
+fn no_crate_has_a_circle_of_modules() {
+    for krate in [
+        "proto",
+        "service",
+        "readmodel",
+        "ingest",
+        "projector",
+        "api",
+    ] {
         let found = circles(&imports(krate));
         assert!(found.is_empty(), "{krate}: modules in a circle: {found:?}");
     }
@@ -145,46 +156,19 @@ fn the_libraries_ingest_and_projector_have_no_circle() {
 
 #[test]
 fn inside_every_folder_the_modules_have_no_circle() {
-    for krate in ["proto", "service", "readmodel", "ingest", "projector", "api"] {
+    for krate in [
+        "proto",
+        "service",
+        "readmodel",
+        "ingest",
+        "projector",
+        "api",
+    ] {
         for folder in folder_modules(krate) {
             let found = circles(&imports_in(krate, &folder));
             assert!(
                 found.is_empty(),
                 "{krate}/src/{folder}: modules in a circle: {found:?}"
-            );
-        }
-    }
-}
-
-#[test]
-fn the_circle_of_api_only_shrinks() {
-    let standing: [(&str, Vec<BTreeSet<String>>); 1] = [(
-        "api",
-        vec![set(&[
-            "auth",
-            "config",
-            "cors",
-            "fanout",
-            "gate",
-            "keys",
-            "limits",
-            "lists",
-            "live",
-            "openapi",
-            "read_model",
-            "redis_guard",
-            "requests",
-            "routes",
-            "state",
-            "stream_slots",
-            "view_cache",
-        ])],
-    )];
-    for (krate, allowed) in standing {
-        for circle in circles(&imports(krate)) {
-            assert!(
-                allowed.iter().any(|a| circle.is_subset(a)),
-                "{krate}: a new or larger circle: {circle:?}"
             );
         }
     }
@@ -211,22 +195,32 @@ const LONGEST_FILE: usize = 600;
 fn no_source_file_is_longer_than_600_lines() {
     // Still to be split, each no longer than it is now.
     let standing: BTreeMap<&str, usize> = [
-        ("api/src/openapi.rs", 890),
-        ("api/src/limits.rs", 683),
-        ("api/src/live.rs", 654),
-        ("api/src/keys.rs", 603),
+        ("api/src/openapi.rs", 881),
+        ("api/src/access/limits.rs", 683),
         ("proto/src/board.rs", 610),
         ("ingest/src/feed/load.rs", 616),
     ]
     .into_iter()
     .collect();
     let mut long = Vec::new();
-    for krate in ["proto", "service", "readmodel", "ingest", "projector", "api"] {
+    for krate in [
+        "proto",
+        "service",
+        "readmodel",
+        "ingest",
+        "projector",
+        "api",
+    ] {
         let mut files = Vec::new();
         sources(&root().join(krate).join("src"), &mut files);
         for file in files {
             let lines = std::fs::read_to_string(&file).unwrap().lines().count();
-            let name = file.strip_prefix(root()).unwrap().to_str().unwrap().to_owned();
+            let name = file
+                .strip_prefix(root())
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
             let allowed = standing.get(name.as_str()).copied().unwrap_or(LONGEST_FILE);
             if lines > allowed {
                 long.push(format!("{name}: {lines} lines"));

@@ -4,19 +4,13 @@
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, post};
-use axum::{Json, Router};
+use axum::Json;
 
-use crate::auth::Operator;
+use crate::access::auth::Operator;
+use crate::access::key_records::{self, CreatedKey, KeyInfo, NewKey};
+use crate::access::keys::Revocation;
 use crate::error::{Error, Result};
-use crate::keys::{self, CreatedKey, KeyInfo, NewKey, Revocation};
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/admin/keys", post(create).get(list))
-        .route("/v1/admin/keys/{prefix}", delete(revoke))
-}
 
 #[utoipa::path(post, path = "/v1/admin/keys", tag = "keys",
     request_body(content = crate::openapi::NewKey, content_type = "application/json"),
@@ -40,8 +34,8 @@ pub async fn create(
         _ => Error::validation("body", e.body_text()),
     })?;
     let new: NewKey = ratewire_service::body::read(value).map_err(Error::Validation)?;
-    let created = keys::create(&state.pool, &state.plans, new).await?;
-    state.key_store.created(&created);
+    let created = key_records::create(&state.pool, &state.access.plans, new).await?;
+    state.access.key_store.created(&created);
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -53,7 +47,7 @@ pub async fn create(
         (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
     ))]
 pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {
-    Ok(Json(keys::list(&state.pool).await?))
+    Ok(Json(key_records::list(&state.pool).await?))
 }
 
 #[utoipa::path(delete, path = "/v1/admin/keys/{prefix}", tag = "keys",
@@ -70,7 +64,7 @@ pub async fn revoke(
     State(state): State<AppState>,
     Path(prefix): Path<String>,
 ) -> Result<StatusCode> {
-    match state.key_store.revoke(&prefix).await? {
+    match state.access.key_store.revoke(&prefix).await? {
         Revocation::Revoked => Ok(StatusCode::NO_CONTENT),
         Revocation::NotFound => Err(Error::NotFound("Key not found")),
     }

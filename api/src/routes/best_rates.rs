@@ -4,25 +4,19 @@
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use chrono::Utc;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::best_rates_fingerprinted;
 
-use super::{cached_view, json_body, with_etag, Cached};
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
 use crate::error::Result;
-use crate::gate::Prefetched;
-use crate::requests::{BestRatesRequest, Stored};
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/rates/best-rates", get(best_rates))
-}
+use crate::views::requests;
+use crate::views::requests::{BestRatesRequest, Stored};
+use crate::views::{Prefetched, Shape};
 
 /// The best cash and transactional buying and selling rates of one currency.
-#[utoipa::path(get, path = "/api/v1/rates/best-rates", tag = "rates",
+#[utoipa::path(get, path = requests::BEST_RATES, tag = "rates",
     params(("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case (one no active bank quotes: 404)")),
     responses(
         (status = 200, description = "success", body = crate::openapi::BestRatesResponse),
@@ -37,23 +31,16 @@ pub async fn best_rates(
 ) -> Result<Response> {
     let request = BestRatesRequest::parse(query.as_deref())?;
     let code = request.code;
-    let read = state.read.current();
+    let read = state.views.read.current();
     let view = request.view(&read.views);
-    let key = &view.key;
-    let cached = match cached_view(&state, prefetched, &view).await {
-        Cached::Found(stored) => {
-            return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
-        }
-        cached => cached,
-    };
-    let body = state
-        .fallbacks
-        .render(cached.shared(&state), key, || async {
+    state
+        .views
+        .serve(prefetched, read, &view, Shape::Whole, |read| async move {
             let now = Utc::now();
             Ok(match store::best_rates(&read.pool, code, now).await? {
-                // Fingerprinted as the projector does, without the
-                // render time: the same content keeps its tag wherever
-                // it was rendered.
+                // Fingerprinted as the projector does, without the render
+                // time: the same content keeps its tag wherever it was
+                // rendered.
                 Some(entries) => {
                     let (body, digest) = best_rates_fingerprinted(&entries, now);
                     Ok(Stored {
@@ -64,6 +51,5 @@ pub async fn best_rates(
                 None => Err("Currency not found"),
             })
         })
-        .await?;
-    Ok(with_etag(json_body(body.body), body.etag.as_deref()))
+        .await
 }

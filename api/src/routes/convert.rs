@@ -7,38 +7,22 @@
 //! selling). The boards come from the stored list of every active bank
 //! (read once per change of it, by its fingerprint), or from Postgres.
 
-use std::sync::Arc;
-
-use arc_swap::ArcSwapOption;
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
-use ratewire_readmodel::store;
-use ratewire_readmodel::views::{rates_elements, timestamp, BankView, Num, RatesVariant};
+use ratewire_readmodel::views::{timestamp, BankView, Num};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
 
-use super::{cached_view, json_body, Cached};
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
 use crate::error::{Error, Result};
-use crate::gate::Prefetched;
 use crate::query::{Checker, Params};
-use crate::requests::{List, ViewRef};
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/convert", get(convert))
-}
-
-/// The stored list a conversion reads: every active bank, transactional.
-pub const BOARDS: RatesVariant = RatesVariant {
-    transactional: true,
-    social_links: false,
-};
+use crate::views::boards::boards;
+use crate::views::body::json_body;
+use crate::views::requests;
+use crate::views::Prefetched;
 
 /// The largest amount converted.
 pub const MOST: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0);
@@ -47,26 +31,6 @@ pub const MOST: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0);
 const AMOUNT_DIGITS: u32 = 4;
 /// Fraction digits of an effective rate through the birr.
 const RATE_DIGITS: u32 = 8;
-
-/// The boards last read back from the stored list, by its fingerprint.
-#[derive(Default)]
-pub struct ReadBack(ArcSwapOption<(String, Arc<Vec<BankView>>)>);
-
-impl ReadBack {
-    fn boards(&self, etag: &str, body: &Bytes) -> Result<Arc<Vec<BankView>>> {
-        if let Some(kept) = self.0.load_full() {
-            if kept.0 == etag {
-                return Ok(Arc::clone(&kept.1));
-            }
-        }
-        let boards = Arc::new(rates_elements(body).map_err(|e| {
-            Error::Startup(format!("the stored list of boards does not read back: {e}"))
-        })?);
-        self.0
-            .store(Some(Arc::new((etag.to_owned(), Arc::clone(&boards)))));
-        Ok(boards)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -237,7 +201,7 @@ struct Envelope<'a> {
 
 /// `amount` of `from` converted to `to` at each active bank (or one),
 /// best first, with the rates and sides used.
-#[utoipa::path(get, path = "/api/v1/convert", tag = "rates",
+#[utoipa::path(get, path = requests::CONVERT, tag = "rates",
     params(
         ("from" = String, Query, description = "The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400"),
         ("to" = String, Query, description = "The currency wanted; `from` itself gives every bank at rate 1 with no legs"),
@@ -267,7 +231,7 @@ pub async fn convert(
     let (Some(from), Some(to), Some(amount)) = (from, to, amount) else {
         unreachable!("finish() reports every bad parameter");
     };
-    let boards = boards(&state, prefetched).await?;
+    let boards = boards(&state.views, prefetched).await?;
     let banks: Vec<BankView> = match bank_id {
         Some(id) => {
             let bank = boards.iter().find(|b| b.bank.id == id);
@@ -350,22 +314,6 @@ fn unquoted(
         format!("{code} has no {kind}rates from {by}")
     };
     Error::validation(name, message)
-}
-
-/// Every active bank's current board: from the stored list (read back once
-/// per change of it), else from Postgres.
-async fn boards(state: &AppState, prefetched: Prefetched) -> Result<Arc<Vec<BankView>>> {
-    let read = state.read.current();
-    let view = ViewRef::list(&read.views, List::Rates(BOARDS));
-    match cached_view(state, prefetched, &view).await {
-        Cached::Found(stored) => match &stored.etag {
-            Some(etag) => state.read_back.boards(etag, &stored.body),
-            None => rates_elements(&stored.body)
-                .map(Arc::new)
-                .map_err(|e| Error::Startup(format!("the stored list does not read back: {e}"))),
-        },
-        _ => Ok(Arc::new(store::active_bank_views(&read.pool).await?)),
-    }
 }
 
 #[cfg(test)]

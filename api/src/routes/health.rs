@@ -27,7 +27,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     // whole API out of service.
     let ready = started && postgres;
     // A replica down sends history and series to the primary: degraded.
-    let replica = state.read.replica_up();
+    let replica = state.views.read.replica_up();
     let status = match (ready, redis && replica != Some(false)) {
         (false, _) => "not ready",
         (true, false) => "degraded",

@@ -2,21 +2,15 @@
 
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::history_response;
 
-use super::json_body;
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{Checker, CurrencyArg, Params};
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/history", get(history))
-}
+use crate::views::body::json_body;
 
 /// The first instant after `date` in the service time zone.
 pub fn end_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> DateTime<Utc> {
@@ -66,7 +60,7 @@ pub async fn history(
     };
 
     // History stays readable after a bank is deactivated.
-    let read = state.read.current();
+    let read = state.views.read.current();
     if store::bank(read.history(), bank_id).await?.is_none() {
         return Err(Error::NotFound("Bank not found"));
     }
@@ -84,7 +78,11 @@ pub async fn history(
     )
     .await?
     .ok_or(Error::NotFound("No history found"))?;
-    Ok(json_body(history_response(date, &record, &state.style)))
+    Ok(json_body(history_response(
+        date,
+        &record,
+        &state.views.style,
+    )))
 }
 
 #[cfg(test)]

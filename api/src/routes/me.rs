@@ -2,32 +2,24 @@
 //! plan and consumption. They count toward the per-minute window only.
 
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
+use crate::access::gate::Identified;
+use crate::access::limits::Decision;
 use crate::error::Result;
-use crate::gate::Identified;
-use crate::limits::Decision;
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/me", get(me))
-        .route("/api/v1/me", get(me))
-        .route("/usage", get(usage))
-        .route("/api/v1/usage", get(usage))
-}
 
 /// The caller's key: name, plan, limits and creation time.
 #[utoipa::path(get, path = "/api/v1/me", tag = "usage",
     responses((status = 200, description = "success", body = crate::openapi::MeResponse), crate::openapi::CommonErrors))]
 pub async fn me(ApiKey(caller): ApiKey, State(state): State<AppState>) -> Result<Json<Value>> {
     let limits = state
+        .access
         .plans
         .get(&caller.plan)
-        .unwrap_or_else(|| state.plans.anonymous());
+        .unwrap_or_else(|| state.access.plans.anonymous());
     Ok(Json(json!({
         "message": "success",
         "status": 200,

@@ -4,8 +4,6 @@
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::store;
@@ -13,15 +11,11 @@ use ratewire_readmodel::views::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, Field, SeriesOf,
 };
 
-use super::json_body;
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{start_of_day, Checker, CurrencyArg, Params};
 use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/rates/series", get(series))
-}
+use crate::views::body::json_body;
 
 /// The most one `raw` or `hour` answer spans; a longer range is paged.
 pub const PAGE_DAYS_FINE: i64 = 31;
@@ -266,7 +260,7 @@ pub async fn series(
     let CurrencyArg::Known(currency) = request.currency else {
         return Err(Error::NotFound("Currency not found"));
     };
-    let read = state.read.current();
+    let read = state.views.read.current();
     let mut page_end = request.interval.page_end(request.from, tz).min(request.to);
     let points = match request.bank {
         Some(bank) => {

@@ -26,26 +26,21 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Extension, Router};
+use axum::Extension;
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use crate::auth::ApiKey;
+use crate::access::auth::ApiKey;
+use crate::access::gate::Identified;
+use crate::access::stream_slots::Slot;
 use crate::error::{Error, Result};
-use crate::fanout::{Ended, Interest, Subscriber};
-use crate::gate::Identified;
+use crate::live::fanout::{Ended, Interest, Subscriber};
 use crate::live::{frame, variant_index, Change, Delivery, Position, Relay};
 use crate::query::{Checker, Params};
-use crate::read_model::ReadModels;
 use crate::state::AppState;
-use crate::stream_slots::Slot;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/stream", get(stream))
-}
+use crate::views::read_model::ReadModels;
 
 /// How often a comment keeps a quiet stream open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -172,13 +167,14 @@ pub async fn stream(
     let plan = identified
         .caller
         .as_ref()
-        .map_or(crate::plans::ANONYMOUS, |c| c.plan.as_str());
+        .map_or(crate::access::plans::ANONYMOUS, |c| c.plan.as_str());
     let slot = state
+        .access
         .stream_slots
         .take(
             &identified.subject,
-            state.plans.streams(plan),
-            state.limiter.instances(),
+            state.access.plans.streams(plan),
+            state.access.limiter.instances(),
         )
         .await
         .ok_or(Error::TooManyStreams)?;
@@ -186,7 +182,7 @@ pub async fn stream(
     // Subscribed before anything is read, so nothing falls between the
     // catching up and the live deliveries (duplicates are skipped by id).
     let live = relay.subscribe(filter.interest());
-    let views = state.read.current().views.clone();
+    let views = state.views.read.current().views.clone();
     let last_event_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -212,7 +208,7 @@ pub async fn stream(
         heartbeat,
         relay,
         views,
-        read: state.read.clone(),
+        read: state.views.read.clone(),
         ended: false,
         shutdown: Box::pin(state.shutdown.clone().cancelled_owned()),
         _slot: slot,

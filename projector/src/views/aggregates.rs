@@ -1,6 +1,6 @@
 //! The views over all banks (/currencies, best rates), kept up to date
 //! board by board. The all-banks lists are joined by the API from the
-//! banks' elements (`ratewire_api::lists`).
+//! banks' elements (`ratewire_api::views::lists`).
 //!
 //! A task of their own keeps every active bank's current board in memory
 //! ([`Boards`]). The bank-views task hands it each bank view it has just

@@ -258,7 +258,7 @@ impl RedisViews {
             let active = format!("{}:{id}", self.keys.active_banks());
             match view.as_ref().filter(|v| v.bank.active) {
                 // The bank's elements of the all-banks lists, which the
-                // API joins (`ratewire_api::lists`): in /rates in each of
+                // API joins (`ratewire_api::views::lists`): in /rates in each of
                 // its shapes, in /banks without and with recent boards.
                 Some(view) => {
                     for variant in RatesVariant::ALL {

@@ -11,6 +11,12 @@ use ratewire_readmodel::views::RatesVariant;
 use crate::error::{Error, Result};
 use crate::query::{Checker, CurrencyArg, Params};
 
+/// The stored list a conversion reads: every active bank, transactional.
+pub const BOARDS: RatesVariant = RatesVariant {
+    transactional: true,
+    social_links: false,
+};
+
 /// `GET /api/v1/rates`: every active bank, or one, in one of four shapes.
 #[derive(Debug, Clone, Copy)]
 pub struct RatesRequest {
@@ -84,7 +90,7 @@ impl BestRatesRequest {
 }
 
 /// An all-banks list: nothing stores it whole; it is joined in this
-/// process from its banks' elements (see [`crate::lists`]).
+/// process from its banks' elements (see `views::lists`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum List {
     /// `/rates` in one of its four shapes.
@@ -155,18 +161,69 @@ pub struct Stored {
     pub etag: Option<String>,
 }
 
+/// A public route answered from a stored view: what its query names, and
+/// how it is answered. The router, the gate's view lookup and the fast
+/// path all read [`VIEW_ROUTES`]; the handlers declare these paths.
+pub struct ViewRoute {
+    pub path: &'static str,
+    /// The view a valid query names (`None` for an invalid one: its
+    /// handler refuses it).
+    pub view: fn(&Keys, Option<&str>) -> Option<ViewRef>,
+    /// The view is a list of elements, sent gzip-encoded to clients that
+    /// take it.
+    pub list: bool,
+    /// Answered by the public listener's fast path, before the router.
+    pub shortcut: bool,
+}
+
+pub const RATES: &str = "/api/v1/rates";
+pub const BEST_RATES: &str = "/api/v1/rates/best-rates";
+pub const BANKS: &str = "/api/v1/banks";
+pub const CURRENCIES: &str = "/api/v1/currencies";
+pub const CONVERT: &str = "/api/v1/convert";
+
+/// Every route answered from a stored view.
+pub static VIEW_ROUTES: [ViewRoute; 5] = [
+    ViewRoute {
+        path: RATES,
+        view: |views, query| RatesRequest::parse(query).ok().map(|r| r.view(views)),
+        list: true,
+        shortcut: true,
+    },
+    ViewRoute {
+        path: BEST_RATES,
+        view: |views, query| BestRatesRequest::parse(query).ok().map(|r| r.view(views)),
+        list: false,
+        shortcut: true,
+    },
+    ViewRoute {
+        path: BANKS,
+        view: |views, query| BanksRequest::parse(query).ok().map(|r| r.view(views)),
+        list: true,
+        shortcut: true,
+    },
+    ViewRoute {
+        path: CURRENCIES,
+        view: |views, _| Some(ViewRef::new(views, views.currencies())),
+        list: false,
+        shortcut: true,
+    },
+    ViewRoute {
+        path: CONVERT,
+        view: |views, _| Some(ViewRef::list(views, List::Rates(BOARDS))),
+        list: true,
+        // Computed from the view, not the view itself.
+        shortcut: false,
+    },
+];
+
+/// The view route at `path`.
+pub fn view_route(path: &str) -> Option<&'static ViewRoute> {
+    VIEW_ROUTES.iter().find(|route| route.path == path)
+}
+
 /// The stored view a public request is answered from, when its query is
 /// valid (an invalid one is refused by its handler, view or not).
 pub fn view_ref(views: &Keys, path: &str, query: Option<&str>) -> Option<ViewRef> {
-    match path {
-        "/api/v1/rates" => RatesRequest::parse(query).ok().map(|r| r.view(views)),
-        "/api/v1/rates/best-rates" => BestRatesRequest::parse(query).ok().map(|r| r.view(views)),
-        "/api/v1/banks" => BanksRequest::parse(query).ok().map(|r| r.view(views)),
-        "/api/v1/currencies" => Some(ViewRef::new(views, views.currencies())),
-        "/api/v1/convert" => Some(ViewRef::list(
-            views,
-            List::Rates(crate::routes::convert::BOARDS),
-        )),
-        _ => None,
-    }
+    (view_route(path)?.view)(views, query)
 }

@@ -12,7 +12,7 @@
 //! asked for, from the elements this process keeps (the same entries as
 //! `/rates?bankId=N`), reading from Redis only the elements it does not
 //! keep; a bank's change drops the lists with its elements
-//! ([`crate::live::Change::views`]), so a list is as fresh as the bank
+//! (the live stream's changes), so a list is as fresh as the bank
 //! views it is made of.
 //!
 //! The list's fingerprint is made of its elements' fingerprints, in order,
@@ -27,8 +27,8 @@ use ratewire_proto::BankId;
 use ratewire_readmodel::redis::Keys;
 
 use crate::redis_guard::Unavailable;
-use crate::requests::{List, Stored, ViewRef};
-use crate::state::AppState;
+use crate::views::requests::{List, Stored, ViewRef};
+use crate::views::Views;
 
 /// Most lists with a join lock: six per generation of the views, so this
 /// is only reached after many generation switches, when the locks are
@@ -65,7 +65,7 @@ impl Joins {
 /// flush, or before the projector's first rebuild: see
 /// `Keys::views_built`), so the caller renders it from Postgres.
 pub async fn join(
-    state: &AppState,
+    state: &Views,
     view: &ViewRef,
     list: List,
     views: &Keys,
@@ -73,9 +73,9 @@ pub async fn join(
     // Waiting is only worth it when what the first join keeps can be
     // served (the cache follows the changes stream). Only a join that
     // ended while this one waited counts: a list read again ahead of its
-    // age (see `crate::view_cache`) is still kept, and must be joined anew.
+    // age (see `views::cache`) is still kept, and must be joined anew.
     let turns = state
-        .views
+        .cache
         .enabled()
         .then(|| state.lists.turns_of(&view.key));
     let _turn = match &turns {
@@ -83,7 +83,7 @@ pub async fn join(
             let seen = turns.done.load(Ordering::Acquire);
             let turn = turns.lock.lock().await;
             if turns.done.load(Ordering::Acquire) != seen {
-                if let Some(kept) = state.views.peek(&view.key) {
+                if let Some(kept) = state.cache.peek(&view.key) {
                     return Ok(Some(kept));
                 }
             }
@@ -91,7 +91,7 @@ pub async fn join(
         }
         None => None,
     };
-    let ticket = state.views.ticket();
+    let ticket = state.cache.ticket();
     let (built, ids): (bool, Vec<i64>) = state
         .redis
         .call("reading the active banks", |mut conn| async move {
@@ -110,7 +110,7 @@ pub async fn join(
         .filter_map(|id| BankId::new(id).ok())
         .map(|id| list.element(views, id))
         .collect();
-    let mut elements: Vec<Option<Stored>> = keys.iter().map(|k| state.views.peek(k)).collect();
+    let mut elements: Vec<Option<Stored>> = keys.iter().map(|k| state.cache.peek(k)).collect();
     let missing: Vec<&String> = keys
         .iter()
         .zip(&elements)
@@ -149,13 +149,13 @@ pub async fn join(
                     body: Bytes::from(body),
                     etag,
                 };
-                state.views.keep(ticket, key, &stored);
+                state.cache.keep(ticket, key, &stored);
                 stored
             });
         }
     }
     let stored = joined(elements.iter().flatten());
-    state.views.keep(ticket, &view.key, &stored);
+    state.cache.keep(ticket, &view.key, &stored);
     if let Some(turns) = &turns {
         turns.done.fetch_add(1, Ordering::AcqRel);
     }

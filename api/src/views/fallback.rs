@@ -25,7 +25,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 
 use crate::error::{Error, Result};
-use crate::requests::Stored;
+use crate::views::requests::Stored;
 
 /// How long a render is served before Postgres is asked again.
 pub const KEPT_FOR: Duration = Duration::from_secs(1);

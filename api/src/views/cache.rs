@@ -4,7 +4,7 @@
 //! and kept here until the projector changes it. The projector adds an
 //! entry to the changes stream in the same script that writes a view
 //! (`projector::redis_views`); the task that follows that stream for the
-//! live stream ([`crate::live::Relay::follow`]) drops the views an entry
+//! live stream (`live::Relay::follow`) drops the views an entry
 //! names before anything else reads it. A served view is therefore never
 //! older than the last entry this instance has read, a millisecond or two
 //! behind Redis.
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 
-use crate::requests::Stored;
+use crate::views::requests::Stored;
 
 /// `head + body + tail`, gzip-encoded.
 fn encode(head: &[u8], body: &[u8], tail: &[u8]) -> Bytes {
@@ -154,7 +154,7 @@ impl ViewCache {
     }
 
     /// The kept view of `key`, if any is current, as a part of another
-    /// (a list's element: see [`crate::lists`]): neither counted as served
+    /// (a list's element: see [`crate::views::lists`]): neither counted as served
     /// nor read again ahead of its age.
     pub fn peek(&self, key: &str) -> Option<Stored> {
         self.current(key, |kept| kept.stored.clone())

@@ -1,4 +1,5 @@
-//! /rates and /banks bodies made of stored views, sent without copying them.
+//! Answers' bodies: a ready-made JSON body, and /rates and /banks bodies
+//! made of stored views, sent without copying them.
 //!
 //! A view read from Redis is shared by every request that read it in the
 //! same round trip. Building each response as one new string copied the
@@ -12,11 +13,30 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use ratewire_readmodel::views::{LIST_HEAD, LIST_TAIL};
 
-use super::json_body;
+/// The headers a read's answer carries: type, tag, caching, `Vary`, the
+/// three limit headers, two CORS headers and the request id, and room for
+/// `Content-Encoding` and `Retry-After`.
+const ANSWER_HEADERS: usize = 12;
+
+/// A ready-made JSON body, sent as it is (a string, a stored view, or the
+/// parts of [`json_list`]).
+pub fn json_body(body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    // Room for every header a read's answer gets, made at once: a header
+    // map starts with room for six and grew on each answer, its table
+    // rebuilt (1.5% of the API's time in a profile at 30k requests/s).
+    response.headers_mut().reserve(ANSWER_HEADERS);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
 
 /// Comma-joined elements inside the list envelope.
 pub fn json_list(elements: Bytes) -> Response {
@@ -71,7 +91,6 @@ impl http_body::Body for Parts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::header;
 
     async fn sent(response: Response) -> String {
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)

@@ -15,8 +15,8 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::Config;
 use crate::error::Result;
+use ratewire_readmodel::ReadModelSettings;
 
 /// One generation as the API reads it.
 pub struct ReadModel {
@@ -59,13 +59,17 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 impl ReadModels {
     /// Starts on `RATEWIRE_READ_SCHEMA`; [`ReadModels::refresh`] finds the
-    /// active generation.
-    pub fn new(config: &Config) -> Result<Self> {
-        let settings = &config.read_model;
+    /// active generation. Reads go to the replica at `replica_url` while
+    /// it answers, else to the primary at `database_url`.
+    pub fn new(
+        database_url: &str,
+        replica_url: Option<&str>,
+        settings: &ReadModelSettings,
+    ) -> Result<Self> {
         let replica_up = Arc::new(AtomicBool::new(false));
         let initial = model(
-            &config.common.database_url,
-            config.read_database_url.as_deref(),
+            database_url,
+            replica_url,
             &replica_up,
             &settings.redis_prefix,
             Generation {
@@ -75,8 +79,8 @@ impl ReadModels {
         )?;
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(initial)),
-            database_url: config.common.database_url.clone(),
-            replica_url: config.read_database_url.clone(),
+            database_url: database_url.to_owned(),
+            replica_url: replica_url.map(str::to_owned),
             replica_up,
             redis_prefix: settings.redis_prefix.clone(),
             control: settings.control_schema.clone(),

@@ -31,7 +31,7 @@ use std::time::Duration;
 use ratewire_readmodel::redis::Connection;
 
 use super::{minute_key, month_key, Verdict, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
-use crate::plans::Limits;
+use crate::access::plans::Limits;
 
 /// Subjects kept at most: whatever an attacker sends, memory stays
 /// bounded, the least used going first.

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use ratewire_proto::{BankId, CurrencyCode};
 use tokio::sync::mpsc;
 
-use crate::live::Delivery;
+use crate::live::delivery::Delivery;
 
 /// What a subscriber follows; empty lists mean any.
 #[derive(Debug, Clone, Default)]
@@ -246,7 +246,7 @@ impl Drop for Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::Position;
+    use crate::live::delivery::Position;
     use axum::body::Bytes;
 
     fn board(at: u64, bank: i64) -> Delivery {

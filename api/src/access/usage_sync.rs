@@ -27,7 +27,7 @@ use ratewire_service::periodic::every;
 
 use ratewire_readmodel::continuity::Continuity;
 
-use crate::limits::{month_key, month_window, restored_key, MONTH_TTL_SECONDS};
+use crate::access::limits::{month_key, month_window, restored_key, MONTH_TTL_SECONDS};
 
 /// Adds a saved count (`ARGV[2]`) onto its counter (`KEYS[2]`) unless its
 /// marker (`KEYS[1]`) says it was added already; `ARGV[1]` the lifetime.

@@ -8,23 +8,22 @@
 //! Retry-After. Handlers learn the caller from [`Identified`].
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 
+use crate::access::keys::{Caller, Lookup, API_KEY_HEADER};
+use crate::access::limits::{Decision, Verdict};
+use crate::access::plans::ANONYMOUS;
+use crate::access::Access;
 use crate::error::Error;
-use crate::keys::{Caller, Lookup};
-use crate::limits::{Decision, Verdict};
-use crate::plans::ANONYMOUS;
-use crate::requests::{view_ref, Stored};
-use crate::state::AppState;
-
-/// The header callers send their API key in.
-pub const API_KEY_HEADER: &str = "x-api-key";
+use crate::views::requests::view_ref;
+use crate::views::Prefetched;
+use crate::views::Views;
 
 /// What the gate found out, for the handlers.
 #[derive(Debug, Clone)]
@@ -36,24 +35,6 @@ pub struct Identified {
     /// Who is counted: `key:{prefix}`, or the client's address.
     pub subject: String,
     pub decision: Decision,
-}
-
-/// The view the gate read along with the limiter (see
-/// [`crate::requests::view_ref`]): its key and what was stored (`None`
-/// when the view was missing). Requests that shared a round trip share
-/// the body.
-#[derive(Debug, Clone, Default)]
-pub struct Prefetched(pub Option<(String, Option<Stored>)>);
-
-impl FromRequestParts<AppState> for Prefetched {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _: &AppState,
-    ) -> std::result::Result<Self, Self::Rejection> {
-        Ok(parts.extensions.remove::<Prefetched>().unwrap_or_default())
-    }
 }
 
 /// Paths that count per minute but not toward the monthly allowance.
@@ -87,7 +68,7 @@ pub fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
 /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): both windows
 /// of the plan. The same few plans answer nearly every request, so each
 /// thread keeps the last value it made.
-fn policy(limits: &crate::plans::Limits) -> HeaderValue {
+fn policy(limits: &crate::access::plans::Limits) -> HeaderValue {
     thread_local! {
         static LAST: std::cell::RefCell<Option<((u64, u64), HeaderValue)>> =
             const { std::cell::RefCell::new(None) };
@@ -141,7 +122,19 @@ fn key_in_query(request: &Request) -> Option<String> {
         .map(|(_, key)| key)
 }
 
-pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// What the gate consults: callers' keys and limits, and the views it
+/// reads along with the limiter.
+#[derive(Clone)]
+pub struct Gate {
+    pub access: Arc<Access>,
+    pub views: Arc<Views>,
+}
+
+pub async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let Gate {
+        access: state,
+        views,
+    } = gate;
     let from_query = key_in_query(&request);
     let key = request
         .headers()
@@ -179,7 +172,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
         None => None,
     };
     let (subject, limits) = match &caller {
-        Some(caller) => (caller.subject(), limits_of(&state, caller)),
+        Some(caller) => (caller.subject(), state.limits_of(caller)),
         None => {
             let client = state.clients.client(peer, request.headers());
             (
@@ -194,14 +187,14 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
     let now = Utc::now();
     let (decision, prefetched) = if state.rate_limits {
         let view = view_ref(
-            &state.read.current().views,
+            &views.read.current().views,
             request.uri().path(),
             request.uri().query(),
         );
         // A view kept in this process needs no read; any other is read in
         // the limiter's round trip, and kept if nothing changed meanwhile.
         let (view, kept) = match view {
-            Some(view) => match crate::routes::kept_view(&state, &view) {
+            Some(view) => match views.kept(&view) {
                 Some(stored) => (None, Some((view.key, Some(stored)))),
                 // Joined by its handler, from elements kept or read.
                 None if view.list.is_some() => (None, None),
@@ -209,7 +202,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             },
             None => (None, None),
         };
-        let ticket = view.as_ref().and_then(|_| state.views.ticket());
+        let ticket = view.as_ref().and_then(|_| views.cache.ticket());
         let (decision, stored) = state
             .limiter
             .check_and_read(
@@ -222,7 +215,7 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
             .await;
         let read = view.map(|v| v.key).zip(stored);
         if let Some((key, Some(stored))) = &read {
-            state.views.keep(ticket, key, stored);
+            views.cache.keep(ticket, key, stored);
         }
         (decision, kept.or(read))
     } else {
@@ -244,19 +237,6 @@ pub async fn gate(State(state): State<AppState>, mut request: Request, next: Nex
     };
     set_headers(response.headers_mut(), &decision);
     response
-}
-
-/// The limits of `caller`'s plan (the anonymous plan's, with a warning,
-/// for a plan no longer configured).
-pub fn limits_of(state: &AppState, caller: &Caller) -> crate::plans::Limits {
-    state.plans.get(&caller.plan).unwrap_or_else(|| {
-        tracing::warn!(
-            plan = caller.plan,
-            key = caller.prefix,
-            "key on an unconfigured plan; using anonymous limits"
-        );
-        state.plans.anonymous()
-    })
 }
 
 /// The caller to show on /me for keyless access, when that is switched on.

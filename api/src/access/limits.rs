@@ -28,9 +28,9 @@ use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::plans::Limits;
+use crate::access::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
-use crate::requests::{Stored, ViewRef};
+use crate::views::requests::{Stored, ViewRef};
 use lease::Leases;
 use local::LocalCounts;
 use shared_trip::{Ask, Counted, Failed};

@@ -1,98 +1,15 @@
-//! The live stream's source: what changed, as the projector recorded it.
-//!
-//! The projector adds an entry to the active generation's changes stream
-//! (a Redis stream, see `ratewire_readmodel::redis`) in the same script
-//! that writes the views, so an entry exists only once the REST views show
-//! it. Each API instance follows that stream with one blocking read, reads
-//! the views an entry names once, encodes them as server-sent events once
-//! per variant, and offers the frames in log order to the subscribers that
-//! follow its bank or currency ([`crate::fanout`]): the API stays stateless
-//! (any instance can serve any subscriber, a restarted one resumes from
-//! Redis), and an event costs a pointer copy per interested subscriber,
-//! nothing for the others.
-//!
-//! Why Redis and not the topic: the views are in Redis, an entry is written
-//! atomically with them (a subscriber reacting with a GET sees at least
-//! that board), the stream keeps an hour for resuming, and the API needs
-//! no Kafka client (see the crate docs).
+//! Reading the changes stream: what each entry names, and the views it
+//! names read and encoded once per variant.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::body::Bytes;
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::redis::Connection;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
 
-use crate::fanout::{Fanout, Interest, Subscriber};
-use crate::read_model::ReadModels;
-use crate::requests::List;
-use crate::view_cache::ViewCache;
-
-/// Entries read per blocking read.
-const READ_AT_MOST: usize = 512;
-
-/// A position in the changes stream (`ms-seq`), ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Position(u64, u64);
-
-impl Position {
-    pub const START: Position = Position(0, 0);
-
-    pub fn parse(id: &str) -> Option<Position> {
-        let (ms, seq) = id.split_once('-')?;
-        Some(Position(ms.parse().ok()?, seq.parse().ok()?))
-    }
-}
-
-impl std::fmt::Display for Position {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.0, self.1)
-    }
-}
-
-/// One change, ready to send.
-#[derive(Debug)]
-pub enum Delivery {
-    /// A bank's /rates element changed; one frame per variant
-    /// ([`variant_index`]).
-    Board {
-        at: Position,
-        bank: BankId,
-        currencies: Vec<CurrencyCode>,
-        frames: [Bytes; 4],
-    },
-    /// A currency's best rates changed.
-    Best {
-        at: Position,
-        currency: CurrencyCode,
-        /// The banks holding any of its best quotes (for `bankId` filters).
-        banks: Vec<BankId>,
-        frame: Bytes,
-    },
-    /// The stream the positions refer to is another now (a replay switched
-    /// generations): subscribers start again from a snapshot.
-    Reset,
-}
-
-/// The index of `variant` among a board delivery's frames.
-pub fn variant_index(variant: RatesVariant) -> usize {
-    RatesVariant::ALL
-        .iter()
-        .position(|v| *v == variant)
-        .expect("every variant is listed")
-}
-
-/// A server-sent event's bytes.
-pub fn frame(event: &str, id: Option<Position>, data: &str) -> Bytes {
-    let id = id.map(|p| format!("id: {p}\n")).unwrap_or_default();
-    Bytes::from(format!("{id}event: {event}\ndata: {data}\n\n"))
-}
+use crate::live::delivery::{frame, Delivery, Position};
+use crate::views::requests::List;
 
 /// What an entry of the changes stream names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +56,7 @@ impl Change {
     }
 
     /// The views this change replaced (what an instance keeping views
-    /// must drop: see [`crate::view_cache`]).
+    /// must drop: see [`crate::views::cache`]).
     pub fn views(&self, views: &Keys) -> Vec<String> {
         match self {
             // The bank's elements, and the lists joined of them here.
@@ -311,7 +228,7 @@ impl Reader {
     }
 }
 
-fn parse_entries(entries: Vec<(String, Vec<(String, String)>)>) -> Vec<(Position, Change)> {
+pub fn parse_entries(entries: Vec<(String, Vec<(String, String)>)>) -> Vec<(Position, Change)> {
     entries
         .into_iter()
         .filter_map(|(id, fields)| {
@@ -445,149 +362,10 @@ fn codes_of(body: &[u8]) -> Vec<CurrencyCode> {
         .unwrap_or_default()
 }
 
-/// The fan-out: one task follows the changes stream; subscribers receive
-/// the deliveries they follow.
-#[derive(Clone)]
-pub struct Relay {
-    fanout: Arc<Fanout>,
-    pub reader: Reader,
-    /// The views kept in this process, dropped here as their entries are
-    /// read (and suspended while the stream cannot be followed).
-    cache: Arc<ViewCache>,
-}
-
-impl Relay {
-    /// A relay whose subscribers may fall `behind_at_most` deliveries
-    /// behind before they are dropped.
-    pub fn new(reader: Reader, behind_at_most: usize, cache: Arc<ViewCache>) -> Self {
-        Self {
-            fanout: Fanout::new(behind_at_most),
-            reader,
-            cache,
-        }
-    }
-
-    pub fn subscribe(&self, interest: Interest) -> Subscriber {
-        self.fanout.subscribe(interest)
-    }
-
-    pub fn subscribers(&self) -> usize {
-        self.fanout.subscribers()
-    }
-
-    /// Follows the active generation's changes stream until shutdown, with
-    /// `blocking` (a connection of its own: a blocking read holds it).
-    pub async fn follow(self, blocking: Connection, read: ReadModels, shutdown: CancellationToken) {
-        let mut following: Option<(String, Position)> = None;
-        let mut failing = false;
-        loop {
-            if shutdown.is_cancelled() {
-                return;
-            }
-            let views = read.current().views.clone();
-            let key = views.changes();
-            let from = match &following {
-                Some((followed, at)) if *followed == key => *at,
-                _ => match self.reader.newest(&views).await {
-                    Ok(newest) => {
-                        if following.is_some() {
-                            info!("the changes stream moved to another generation; subscribers start again");
-                            self.fanout.send(Delivery::Reset);
-                        }
-                        following = Some((key.clone(), newest));
-                        // Every entry from here on is read: views kept from
-                        // now are dropped when they change.
-                        self.cache.suspend();
-                        self.cache.resume();
-                        newest
-                    }
-                    Err(e) => {
-                        self.cache.suspend();
-                        failing = note_failure(failing, &e);
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                        }
-                        continue;
-                    }
-                },
-            };
-            let read_entries = async {
-                let mut conn = blocking.clone();
-                redis::cmd("XREAD")
-                    .arg("COUNT")
-                    .arg(READ_AT_MOST)
-                    .arg("BLOCK")
-                    .arg(1_000)
-                    .arg("STREAMS")
-                    .arg(&key)
-                    .arg(from.to_string())
-                    .query_async::<Option<Vec<(String, Vec<(String, Vec<(String, String)>)>)>>>(
-                        &mut conn,
-                    )
-                    .await
-            };
-            let entries = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                entries = read_entries => entries,
-            };
-            let changes = match entries {
-                Ok(streams) => parse_entries(
-                    streams
-                        .unwrap_or_default()
-                        .into_iter()
-                        .flat_map(|(_, entries)| entries)
-                        .collect(),
-                ),
-                Err(e) => {
-                    self.cache.suspend();
-                    failing = note_failure(failing, &e);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    }
-                    continue;
-                }
-            };
-            // Before anything else hears of them; the position kept is
-            // before these, so no entry after it goes unread.
-            for (_, change) in &changes {
-                self.cache
-                    .drop_views(change.views(&views).iter().map(String::as_str));
-            }
-            self.cache.resume();
-            let Some(last) = changes.last().map(|(at, _)| *at) else {
-                continue;
-            };
-            match self.reader.deliveries(&views, &changes).await {
-                Ok(deliveries) => {
-                    if failing {
-                        info!("following the changes stream again");
-                        failing = false;
-                    }
-                    metrics::counter!("ratewire_api_stream_changes_total")
-                        .increment(deliveries.len() as u64);
-                    for delivery in deliveries {
-                        self.fanout.send(delivery);
-                    }
-                    following = Some((key, last));
-                }
-                Err(e) => failing = note_failure(failing, &e),
-            }
-        }
-    }
-}
-
-fn note_failure(failing: bool, e: &redis::RedisError) -> bool {
-    if !failing {
-        warn!(error = %e, "following the changes stream failed; live subscribers wait until Redis answers");
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
 
     #[test]
     fn positions_order_as_the_stream_does() {

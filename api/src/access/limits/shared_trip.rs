@@ -33,9 +33,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::local::{LocalCounts, Sent};
 use super::{Verdict, Windows, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
-use crate::plans::Limits;
+use crate::access::plans::Limits;
 use crate::redis_guard::{RedisGuard, Unavailable};
-use crate::requests::{Stored, ViewRef};
+use crate::views::requests::{Stored, ViewRef};
 
 /// The most requests one round trip carries: the pipeline stays a few
 /// kilobytes and no request waits behind an unbounded trip.

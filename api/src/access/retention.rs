@@ -9,8 +9,8 @@
 use chrono::{DateTime, Months, Utc};
 use sqlx::PgPool;
 
+use crate::access::limits::month_window;
 use crate::error::Result;
-use crate::limits::month_window;
 
 /// What one purge removed.
 #[derive(Debug, Default, PartialEq, Eq)]
