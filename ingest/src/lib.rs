@@ -14,8 +14,9 @@
 //!   in events) and hashed publisher tokens; [`log_registry`] restores the
 //!   banks the log has and the tables lack, before ingest takes anything.
 //! - [`cli`] runs the same bank and token operations from a shell.
-//! - [`feed`] is the client side: the demo simulator the stack runs and
-//!   the backfill of boards from files.
+//!
+//! The client side (the demo simulator, backfill and load) is the tools
+//! crate's `ratewire-feed`.
 //!
 //! Depends on the event contract (`ratewire-proto`), which it writes, and
 //! the service shell (`ratewire-service`). Must not depend on the read
@@ -30,7 +31,6 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
-pub mod feed;
 pub mod idempotency;
 pub mod log_registry;
 pub mod openapi;

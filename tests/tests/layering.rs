@@ -91,6 +91,10 @@ fn processes_share_code_only_through_the_three_libraries() {
         ratewire_dependencies("readmodel"),
         set(&["proto", "service"])
     );
+    assert_eq!(
+        ratewire_dependencies("tools"),
+        set(&["proto", "service", "ingest"])
+    );
     assert_eq!(ratewire_dependencies("service"), set(&[]));
     assert_eq!(ratewire_dependencies("proto"), set(&[]));
 }

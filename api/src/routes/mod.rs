@@ -129,3 +129,22 @@ pub fn operator(state: AppState) -> Router {
 fn still_starting() -> Response {
     Error::Starting("still starting: waiting for Postgres").into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::requests::VIEW_ROUTES;
+
+    #[test]
+    fn every_view_route_is_a_declared_get_route() {
+        let (_, document) = api_v1().split_for_parts();
+        for route in &VIEW_ROUTES {
+            let item = document.paths.paths.get(route.path);
+            assert!(
+                item.is_some_and(|item| item.get.is_some()),
+                "{} is served from a view but is no declared GET route",
+                route.path
+            );
+        }
+    }
+}

@@ -147,7 +147,7 @@ fn check(boards: Vec<FileBoard>, summary: &mut Summary) -> Vec<FileBoard> {
     boards
         .into_iter()
         .filter(
-            |board| match crate::board::parse(board.body.as_bytes(), now) {
+            |board| match ratewire_ingest::board::parse(board.body.as_bytes(), now) {
                 Ok(_) => true,
                 Err(fields) => {
                     summary.rejected.add(board);

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ratewire_ingest::feed::backfill::{self, BackfillSettings, Format};
-use ratewire_ingest::feed::client::IngestClient;
-use ratewire_ingest::feed::load::{self, LoadSettings};
-use ratewire_ingest::feed::{self, DemoSettings};
 use ratewire_service::{init_telemetry, shutdown_on_signal};
+use ratewire_tools::feed::backfill::{self, BackfillSettings, Format};
+use ratewire_tools::feed::client::IngestClient;
+use ratewire_tools::feed::load::{self, LoadSettings};
+use ratewire_tools::feed::{self, DemoSettings};
 
 /// ratewire feed: publishes boards to ingest like a bank's feed would.
 #[derive(Parser)]

@@ -610,7 +610,7 @@ mod tests {
     #[test]
     fn a_load_board_quotes_thirty_valid_currencies() {
         let body = board(&Utc::now(), 30, 0.001);
-        let parsed = crate::board::parse(body.as_bytes(), Utc::now()).expect("valid");
+        let parsed = ratewire_ingest::board::parse(body.as_bytes(), Utc::now()).expect("valid");
         assert_eq!(parsed.rates().len(), 30);
     }
 }

@@ -412,6 +412,6 @@ x,2026-10-01T08:00:00Z,USD,1,2,,
         assert_eq!(board.idempotency_key(), same.idempotency_key());
         same.bank_id = 9;
         assert_ne!(board.idempotency_key(), same.idempotency_key());
-        assert!(crate::idempotency::check_key(&board.idempotency_key()).is_ok());
+        assert!(ratewire_ingest::idempotency::check_key(&board.idempotency_key()).is_ok());
     }
 }

@@ -200,8 +200,8 @@ mod tests {
                 .collect(),
         };
         let body = bank.next_board(&mut rng).into_bytes();
-        let board =
-            crate::board::parse(&body, Utc::now()).expect("the demo publishes valid boards");
+        let board = ratewire_ingest::board::parse(&body, Utc::now())
+            .expect("the demo publishes valid boards");
         assert_eq!(board.rates().len(), DEMO_CURRENCIES.len());
     }
 }
