@@ -72,59 +72,11 @@ impl Application {
             interval: Duration::from_secs(config.usage_sync_secs),
             continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
-        let cache = Arc::new(crate::views::cache::ViewCache::new(
-            Duration::from_millis(config.view_cache_ms),
-            usize::try_from(config.view_cache_mb << 20).unwrap_or(usize::MAX),
-        ));
-        let relay = crate::live::Relay::new(
-            crate::live::Reader::new(redis.conn()),
-            config.stream_buffer as usize,
-            Arc::clone(&cache),
-        );
-        let access = Arc::new(Access {
-            key_store: KeyStore::new(pool.clone(), redis.clone(), prefix).with_directory(
-                KeyDirectory::new(&config.schema, config.key_directory_max as usize),
-            ),
-            limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
-            plans: Arc::new(config.plans.clone()),
-            clients: config.clients.clone(),
-            key_lookups: AttemptLimit::new(
-                config.plans.anonymous().per_minute.min(u64::from(u32::MAX)) as u32,
-                Duration::from_secs(60),
-            ),
-            anonymous_access: config.anonymous_access,
-            rate_limits: config.rate_limits,
-            stream_slots: Arc::new(StreamSlots::new(redis.clone(), prefix)),
-        });
-        let state = AppState::new(Shared {
-            pool,
-            views: Arc::new(Views {
-                redis: redis.clone(),
-                read: ReadModels::new(
-                    &config.common.database_url,
-                    config.read_database_url.as_deref(),
-                    &config.read_model,
-                )?,
-                cache,
-                lists: Default::default(),
-                fallbacks: Default::default(),
-                read_back: Default::default(),
-                style: Arc::new(config.read_model.view_style()),
-            }),
-            access,
-            redis,
-            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
-            timezone: config.timezone,
-            series_page_points: config.series_page_points as usize,
-            cors_origins: config.cors_origins.clone(),
-            readiness: Readiness::default(),
-            relay,
-            shutdown: CancellationToken::new(),
-        });
+        let state = state(&config, pool, redis.clone())?;
         Ok(Self {
             listeners,
             live_connection: redis::connect(&config.read_model.redis_url)?,
-            limits: config.limits,
+            limits: config.serving.limits,
             state,
             schema: config.schema,
             usage_sync,
@@ -192,10 +144,9 @@ impl Application {
         let prepared = state
             .readiness
             .prepare("applying migrations", &shutdown, || async {
-                compatibility::require_postgres(&state.pool).await?;
-                db::migrate(&state.pool, &schema).await?;
+                prepare(&state, &schema).await?;
                 usage_sync.continuity.prepare(&state.pool).await?;
-                state.views.read.refresh(&state.pool).await
+                Ok::<(), crate::Error>(())
             })
             .await;
         let sync = prepared.then(|| {
@@ -243,4 +194,70 @@ impl Application {
         info!("api stopped");
         Ok(())
     }
+}
+
+/// Everything the routers share, wired from `config` on `pool` (the API's
+/// own schema) and `redis`; nothing is connected or started yet.
+pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<AppState> {
+    let prefix = &config.read_model.redis_prefix;
+    let cache = Arc::new(crate::views::cache::ViewCache::new(
+        Duration::from_millis(config.view_cache_ms),
+        usize::try_from(config.view_cache_mb << 20).unwrap_or(usize::MAX),
+    ));
+    let relay = crate::live::Relay::new(
+        crate::live::Reader::new(redis.conn()),
+        config.stream_buffer as usize,
+        Arc::clone(&cache),
+    );
+    let access = Arc::new(Access {
+        key_store: KeyStore::new(pool.clone(), redis.clone(), prefix).with_directory(
+            KeyDirectory::new(&config.schema, config.key_directory_max as usize),
+        ),
+        limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
+        plans: Arc::new(config.plans.clone()),
+        clients: config.serving.clients.clone(),
+        key_lookups: AttemptLimit::new(
+            config.plans.anonymous().per_minute.min(u64::from(u32::MAX)) as u32,
+            Duration::from_secs(60),
+        ),
+        anonymous_access: config.anonymous_access,
+        rate_limits: config.rate_limits,
+        stream_slots: Arc::new(StreamSlots::new(redis.clone(), prefix)),
+    });
+    Ok(AppState::new(Shared {
+        pool,
+        views: Arc::new(Views {
+            redis: redis.clone(),
+            read: ReadModels::new(
+                &config.common.database_url,
+                config.read_database_url.as_deref(),
+                &config.read_model,
+            )?,
+            cache,
+            lists: Default::default(),
+            fallbacks: Default::default(),
+            read_back: Default::default(),
+            style: Arc::new(config.read_model.view_style()),
+        }),
+        access,
+        redis,
+        operators: OperatorGate::new(
+            config.serving.operators.token(),
+            config.serving.clients.clone(),
+        ),
+        timezone: config.timezone,
+        series_page_points: config.series_page_points as usize,
+        cors_origins: config.cors_origins.clone(),
+        readiness: Readiness::default(),
+        relay,
+        shutdown: CancellationToken::new(),
+    }))
+}
+
+/// Makes the API ready to serve: Postgres is recent enough, the API's
+/// schema `schema` is migrated, and the active read-model generation known.
+pub async fn prepare(state: &AppState, schema: &str) -> Result<()> {
+    compatibility::require_postgres(&state.pool).await?;
+    db::migrate(&state.pool, schema).await?;
+    state.views.read.refresh(&state.pool).await
 }

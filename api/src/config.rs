@@ -7,9 +7,7 @@
 use std::net::SocketAddr;
 
 use ratewire_readmodel::ReadModelSettings;
-use ratewire_service::clients::ClientAddresses;
-use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
-use ratewire_service::ListenerLimits;
+use ratewire_service::settings::{parse_schema, Common, RetentionSchedule, Serving};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
@@ -25,13 +23,9 @@ pub struct Config {
     )]
     pub operator_listen: SocketAddr,
     #[command(flatten)]
-    pub limits: ListenerLimits,
-    #[command(flatten)]
-    pub clients: ClientAddresses,
-    #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
-    pub operators: Operators,
+    pub serving: Serving,
     #[command(flatten)]
     pub read_model: ReadModelSettings,
     /// A Postgres replica (a hot standby of the primary) for /history and

@@ -652,6 +652,21 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// The answers every operator endpoint may give besides its own.
+#[derive(utoipa::IntoResponses)]
+pub enum OperatorErrors {
+    /// Admin token missing or wrong.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// Too many failed authentications from this client.
+    #[response(status = 429)]
+    TooManyFailures(ErrorBody),
+    /// Postgres (or, for what is published on the log, the broker) is
+    /// unavailable.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
 /// 429: which limit was hit.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -28,18 +28,7 @@ impl Application {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
         let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
-        let pool = db::pool(&config.common.database_url, &config.schema)?;
-        let publisher = Publisher::new(&config)?.announcing(pool.clone());
-        let state = AppState {
-            pool,
-            publisher,
-            operators: OperatorGate::new(config.operators.token(), config.clients.clone()),
-            publishers: PublisherGate::new(config.clients.clone(), config.auth_failures_per_minute),
-            body_limit: config.body_limit,
-            as_of_horizon: config.as_of_horizon,
-            retraction_window: config.retraction_window(),
-            readiness: Readiness::default(),
-        };
+        let state = state(&config)?;
         Ok(Self {
             config,
             listeners,
@@ -69,7 +58,7 @@ impl Application {
         let servers = self.listeners.serve(
             routes::public(state.clone()),
             routes::operator(state.clone()),
-            config.limits,
+            config.serving.limits,
             &shutdown,
         );
         let prepared = state
@@ -111,6 +100,28 @@ impl Application {
         info!("ingest stopped");
         Ok(())
     }
+}
+
+/// What the routers share, wired from `config`; nothing is connected yet.
+pub fn state(config: &Config) -> Result<AppState> {
+    let pool = db::pool(&config.common.database_url, &config.schema)?;
+    let publisher = Publisher::new(config)?.announcing(pool.clone());
+    Ok(AppState {
+        pool,
+        publisher,
+        operators: OperatorGate::new(
+            config.serving.operators.token(),
+            config.serving.clients.clone(),
+        ),
+        publishers: PublisherGate::new(
+            config.serving.clients.clone(),
+            config.auth_failures_per_minute,
+        ),
+        body_limit: config.body_limit,
+        as_of_horizon: config.as_of_horizon,
+        retraction_window: config.retraction_window(),
+        readiness: Readiness::default(),
+    })
 }
 
 /// Migrations, then the topic (when ingest creates it), then the banks the

@@ -8,10 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use ratewire_proto::DEFAULT_TOPIC;
-use ratewire_service::clients::ClientAddresses;
 use ratewire_service::kafka::KafkaConnection;
-use ratewire_service::settings::{parse_schema, Common, Operators, RetentionSchedule};
-use ratewire_service::ListenerLimits;
+use ratewire_service::settings::{parse_schema, Common, RetentionSchedule, Serving};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
@@ -27,10 +25,6 @@ pub struct Config {
     )]
     pub operator_listen: SocketAddr,
     #[command(flatten)]
-    pub limits: ListenerLimits,
-    #[command(flatten)]
-    pub clients: ClientAddresses,
-    #[command(flatten)]
     pub retention: RetentionSchedule,
     /// Failed publisher authentications a client may make per minute; past
     /// them it gets 429 until the minute ends, without its token being
@@ -40,7 +34,7 @@ pub struct Config {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
-    pub operators: Operators,
+    pub serving: Serving,
     /// Postgres schema for ingest's own tables (banks, publisher tokens).
     #[arg(long, env = "RATEWIRE_INGEST_SCHEMA", default_value = "ingest", value_parser = parse_schema)]
     pub schema: String,

@@ -3,6 +3,9 @@
 //! variable when one is bad. The settings every process shares are defined
 //! here once and flattened into each process's `Config`.
 
+use crate::clients::ClientAddresses;
+use crate::serve::ListenerLimits;
+
 /// The settings of every ratewire process.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Common {
@@ -31,6 +34,19 @@ impl RetentionSchedule {
     pub fn interval(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.retention_interval_secs)
     }
+}
+
+/// What every process with public and operator listeners shares: the
+/// listeners' limits, who a request's client is, and the operators'
+/// credential. Each process names its own listen addresses.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Serving {
+    #[command(flatten)]
+    pub limits: ListenerLimits,
+    #[command(flatten)]
+    pub clients: ClientAddresses,
+    #[command(flatten)]
+    pub operators: Operators,
 }
 
 /// The operators' credential, for processes with operator endpoints.

@@ -47,14 +47,18 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
         other => panic!("no such process: {other}"),
     };
     let config = read(file);
-    let mut settings = env_names(struct_body(&config, "Config"));
-    for group in flattened_groups(&config) {
+    let body = struct_body(&config, "Config").expect("a Config");
+    let mut settings = env_names(Some(body));
+    // Groups flatten groups in turn.
+    let mut groups = flattened_groups(body);
+    while let Some(group) = groups.pop() {
         let body = SHARED_SETTINGS
             .iter()
             .map(|file| read(file))
             .find_map(|text| struct_body(&text, &group).map(str::to_owned))
             .unwrap_or_else(|| panic!("{file} flattens {group}, found in no shared settings file"));
         settings.extend(env_names(Some(&body)));
+        groups.extend(flattened_groups(&body));
     }
     settings
 }

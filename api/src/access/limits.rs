@@ -55,6 +55,40 @@ impl Verdict {
     }
 }
 
+/// What is counted in one window (a minute or a month), started afresh
+/// when the window changes: what was counted in an earlier one limits
+/// nothing now.
+#[derive(Debug, Default)]
+pub struct Window<T> {
+    /// The window, as its keys name it.
+    pub name: String,
+    counts: T,
+}
+
+impl<T: Default> Window<T> {
+    /// Moves to the window `name`, dropping the counts of another.
+    pub fn enter(&mut self, name: &str) {
+        if self.name != name {
+            self.name = name.to_owned();
+            self.counts = T::default();
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Window<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.counts
+    }
+}
+
+impl<T> std::ops::DerefMut for Window<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.counts
+    }
+}
+
 /// One request's decision and the numbers its headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {

@@ -17,10 +17,8 @@ use crate::state::AppState;
     responses(
         (status = 201, description = "Created; the key's secret is in this answer only", body = crate::openapi::CreatedKey),
         (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn create(
     _: Operator,
@@ -42,9 +40,7 @@ pub async fn create(
 #[utoipa::path(get, path = "/v1/admin/keys", tag = "keys",
     responses(
         (status = 200, description = "Every key, revoked ones too, oldest first; never a secret", body = Vec<crate::openapi::KeyInfo>),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<KeyInfo>>> {
     Ok(Json(key_records::list(&state.pool).await?))
@@ -54,10 +50,8 @@ pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec
     params(("prefix" = String, Path, pattern = "^[A-Za-z0-9]{8}$", description = "The part of the key after `rwk_`, up to the next `_`")),
     responses(
         (status = 204, description = "Revoked (again, if it was): refused at once here, within a second on every instance"),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Key not found", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn revoke(
     _: Operator,

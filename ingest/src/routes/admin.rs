@@ -38,11 +38,9 @@ fn parse_id(id: &str) -> Result<BankId> {
     responses(
         (status = 201, description = "Registered (BankRegistered is on the log, or waiting in the outbox while the broker is away)", body = crate::openapi::Bank),
         (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 409, description = "The code is taken", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn register(
     _: Operator,
@@ -56,9 +54,7 @@ pub async fn register(
 #[utoipa::path(get, path = "/v1/admin/banks", tag = "banks",
     responses(
         (status = 200, description = "Every bank, active or not, by id", body = Vec<crate::openapi::Bank>),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec<Bank>>> {
     Ok(Json(banks::list(&state.pool).await?))
@@ -69,10 +65,8 @@ pub async fn list(_: Operator, State(state): State<AppState>) -> Result<Json<Vec
     responses(
         (status = 200, description = "The bank", body = crate::openapi::Bank),
         (status = 400, description = "Validation errors occurred (an id that is not a positive 64-bit integer)", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn show(
     _: Operator,
@@ -92,12 +86,10 @@ pub async fn show(
     responses(
         (status = 200, description = "The bank as changed (BankUpdated, BankDeactivated or BankReactivated published)", body = crate::openapi::Bank),
         (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
         (status = 409, description = "The code is taken", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn update(
     _: Operator,
@@ -121,11 +113,9 @@ pub async fn update(
     responses(
         (status = 202, description = "The retraction is on the log", body = crate::openapi::Accepted),
         (status = 400, description = "Validation errors occurred", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Board not found (not this bank's, or past the retraction window)", body = crate::openapi::ErrorBody),
         (status = 415, description = "A body that is not application/json", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "The broker or Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn retract_board(
     _: Operator,
@@ -154,10 +144,8 @@ pub async fn retract_board(
     responses(
         (status = 201, description = "A new publisher token, shown only this once", body = crate::openapi::Token),
         (status = 400, description = "Validation errors occurred (an id that is not a positive 64-bit integer)", body = crate::openapi::ValidationErrorBody),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn create_token(
     _: Operator,
@@ -176,10 +164,8 @@ pub async fn create_token(
     params(("prefix" = String, Path, pattern = "^[A-Za-z0-9]{8}$", description = "The part of the token after `rwp_`, up to the next `_`")),
     responses(
         (status = 204, description = "Revoked: it stops working at once"),
-        (status = 401, description = "Admin token missing or wrong", body = crate::openapi::ErrorBody),
         (status = 404, description = "Token not found", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Too many failed authentications from this client", body = crate::openapi::ErrorBody),
-        (status = 503, description = "Postgres is unavailable", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
     ))]
 pub async fn revoke_token(
     _: Operator,

@@ -24,6 +24,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::Window;
 use crate::access::plans::Limits;
 
 /// Requests of a caller in one minute on this instance before it leases.
@@ -46,15 +47,8 @@ const CALLERS: u64 = 100_000;
 
 #[derive(Debug, Default)]
 struct Lease {
-    minute_window: String,
-    month_window: String,
-    /// Requests of this minute seen here, leased or not.
-    seen: u64,
-    minute_left: u64,
-    month_left: u64,
-    /// Redis's counts when the slice was granted (the slice included).
-    minute_counted: u64,
-    month_counted: u64,
+    minute: Window<Slice>,
+    month: Window<Slice>,
     /// When a request last took from the slice.
     used_at: Option<Instant>,
     /// When a round trip asking for a slice was sent, while it is under way
@@ -63,19 +57,21 @@ struct Lease {
     asking: Option<Instant>,
 }
 
+/// A lease's slice of one window.
+#[derive(Debug, Default)]
+struct Slice {
+    /// Requests of this window seen here, leased or not (counted for the
+    /// minute only).
+    seen: u64,
+    left: u64,
+    /// Redis's count when the slice was granted (the slice included).
+    counted: u64,
+}
+
 impl Lease {
     fn enter(&mut self, minute: &str, month: &str) {
-        if self.minute_window != minute {
-            self.minute_window = minute.to_owned();
-            self.seen = 0;
-            self.minute_left = 0;
-            self.minute_counted = 0;
-        }
-        if self.month_window != month {
-            self.month_window = month.to_owned();
-            self.month_left = 0;
-            self.month_counted = 0;
-        }
+        self.minute.enter(minute);
+        self.month.enter(month);
     }
 }
 
@@ -125,20 +121,20 @@ impl Leases {
         let lease = self.of(subject);
         let mut lease = lease.lock().expect("leases");
         lease.enter(minute, month);
-        lease.seen += 1;
-        if lease.minute_left > 0 && (!count_month || lease.month_left > 0) {
-            lease.minute_left -= 1;
-            lease.month_left -= u64::from(count_month);
+        lease.minute.seen += 1;
+        if lease.minute.left > 0 && (!count_month || lease.month.left > 0) {
+            lease.minute.left -= 1;
+            lease.month.left -= u64::from(count_month);
             lease.used_at = Some(Instant::now());
             return Ok(FromLease {
-                minute_used: lease.minute_counted - lease.minute_left,
-                month_used: lease.month_counted - lease.month_left,
+                minute_used: lease.minute.counted - lease.minute.left,
+                month_used: lease.month.counted - lease.month.left,
             });
         }
         let slice = slice(limits, instances);
         // Only requests counted toward the month lease: a slice holds both.
         let asking = lease.asking.is_some_and(|at| at.elapsed() < ASKING_AT_MOST);
-        if slice < 2 || !count_month || lease.seen < HOT || asking {
+        if slice < 2 || !count_month || lease.minute.seen < HOT || asking {
             return Err(0);
         }
         lease.asking = Some(Instant::now());
@@ -160,14 +156,14 @@ impl Leases {
         let lease = self.of(subject);
         let mut lease = lease.lock().expect("leases");
         lease.asking = None;
-        if granted == 0 || lease.minute_window != minute || lease.month_window != month {
+        if granted == 0 || lease.minute.name != minute || lease.month.name != month {
             return;
         }
         // What is left of an earlier month slice stays usable.
-        lease.minute_left = granted;
-        lease.minute_counted = minute_counted;
-        lease.month_left += granted;
-        lease.month_counted = month_counted;
+        lease.minute.left = granted;
+        lease.minute.counted = minute_counted;
+        lease.month.left += granted;
+        lease.month.counted = month_counted;
         lease.used_at = Some(Instant::now());
     }
 
@@ -182,9 +178,9 @@ impl Leases {
                 if lease.used_at.is_some_and(|at| at.elapsed() < idle) {
                     return None;
                 }
-                let unused = std::mem::take(&mut lease.month_left);
-                lease.minute_left = 0;
-                (unused > 0).then(|| (subject.as_ref().clone(), lease.month_window.clone(), unused))
+                let unused = std::mem::take(&mut lease.month.left);
+                lease.minute.left = 0;
+                (unused > 0).then(|| (subject.as_ref().clone(), lease.month.name.clone(), unused))
             })
             .collect()
     }

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use ratewire_readmodel::redis::Connection;
 
-use super::{minute_key, month_key, Verdict, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
+use super::{minute_key, month_key, Verdict, Window, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
 use crate::access::plans::Limits;
 
 /// Subjects kept at most: whatever an attacker sends, memory stays
@@ -43,36 +43,29 @@ const ADD_TIMEOUT: Duration = Duration::from_secs(2);
 /// One subject's windows, as this instance knows and counts them.
 #[derive(Debug, Default)]
 pub(crate) struct Local {
-    minute_window: String,
-    minute_known: u64,
-    minute_in_flight: u64,
-    minute_local: u64,
-    minute_unsent: u64,
-    month_window: String,
-    month_known: u64,
-    month_in_flight: u64,
-    month_local: u64,
-    month_unsent: u64,
+    minute: Window<Counts>,
+    month: Window<Counts>,
+}
+
+/// What this instance knows and counts of one subject in one window.
+#[derive(Debug, Default)]
+struct Counts {
+    /// The highest count Redis reported.
+    known: u64,
+    /// Admitted and on their way to Redis.
+    in_flight: u64,
+    /// Admitted here while Redis could not be asked.
+    local: u64,
+    /// Of those, not yet added to Redis.
+    unsent: u64,
 }
 
 impl Local {
     /// Starts the windows `minute` and `month` when they are not this
     /// entry's: what was known of earlier ones limits nothing now.
     fn enter(&mut self, minute: &str, month: &str) {
-        if self.minute_window != minute {
-            self.minute_window = minute.to_owned();
-            self.minute_known = 0;
-            self.minute_in_flight = 0;
-            self.minute_local = 0;
-            self.minute_unsent = 0;
-        }
-        if self.month_window != month {
-            self.month_window = month.to_owned();
-            self.month_known = 0;
-            self.month_in_flight = 0;
-            self.month_local = 0;
-            self.month_unsent = 0;
-        }
+        self.minute.enter(minute);
+        self.month.enter(month);
     }
 
     /// The rule while Redis cannot be asked: this instance's share of what
@@ -81,20 +74,20 @@ impl Local {
     /// allowance is. Returns the verdict and the minute's and month's use.
     fn decide(&mut self, limits: Limits, count_month: bool, instances: u64) -> (Verdict, u64, u64) {
         let instances = instances.max(1);
-        let minute_used = self.minute_known + self.minute_local;
-        let month_used = self.month_known + self.month_local;
+        let minute_used = self.minute.known + self.minute.local;
+        let month_used = self.month.known + self.month.local;
         let minute_share = limits
             .per_minute
-            .saturating_sub(self.minute_known + self.minute_in_flight)
+            .saturating_sub(self.minute.known + self.minute.in_flight)
             / instances;
         let month_share = limits
             .per_month
-            .saturating_sub(self.month_known + self.month_in_flight)
+            .saturating_sub(self.month.known + self.month.in_flight)
             / instances;
-        if self.minute_local >= minute_share {
+        if self.minute.local >= minute_share {
             return (Verdict::RateLimited, minute_used, month_used);
         }
-        if count_month && self.month_local >= month_share {
+        if count_month && self.month.local >= month_share {
             let verdict = if month_used >= limits.per_month {
                 Verdict::QuotaExceeded
             } else {
@@ -102,11 +95,11 @@ impl Local {
             };
             return (verdict, minute_used, month_used);
         }
-        self.minute_local += 1;
-        self.minute_unsent += 1;
+        self.minute.local += 1;
+        self.minute.unsent += 1;
         if count_month {
-            self.month_local += 1;
-            self.month_unsent += 1;
+            self.month.local += 1;
+            self.month.unsent += 1;
         }
         (
             Verdict::Allowed,
@@ -155,11 +148,11 @@ impl Sent {
     /// building the trip.
     pub(crate) fn take_unsent(&mut self) {
         let mut local = self.local.lock().expect("limiter counters");
-        if local.minute_window == self.minute_window {
-            self.carry.minute += std::mem::take(&mut local.minute_unsent);
+        if local.minute.name == self.minute_window {
+            self.carry.minute += std::mem::take(&mut local.minute.unsent);
         }
-        if local.month_window == self.month_window {
-            self.carry.month += std::mem::take(&mut local.month_unsent);
+        if local.month.name == self.month_window {
+            self.carry.month += std::mem::take(&mut local.month.unsent);
         }
     }
 
@@ -168,17 +161,18 @@ impl Sent {
     /// decided here next counts it.
     pub(crate) fn answered(&self, minute_used: u64, month_used: u64) {
         let mut local = self.lock();
-        if local.minute_window == self.minute_window {
-            local.minute_in_flight = local.minute_in_flight.saturating_sub(1);
-            local.minute_known = local.minute_known.max(minute_used);
-            local.minute_local = local.minute_local.saturating_sub(self.carry.minute);
+        if local.minute.name == self.minute_window {
+            local.minute.in_flight = local.minute.in_flight.saturating_sub(1);
+            local.minute.known = local.minute.known.max(minute_used);
+            local.minute.local = local.minute.local.saturating_sub(self.carry.minute);
         }
-        if local.month_window == self.month_window {
-            local.month_in_flight = local
-                .month_in_flight
+        if local.month.name == self.month_window {
+            local.month.in_flight = local
+                .month
+                .in_flight
                 .saturating_sub(u64::from(self.count_month));
-            local.month_known = local.month_known.max(month_used);
-            local.month_local = local.month_local.saturating_sub(self.carry.month);
+            local.month.known = local.month.known.max(month_used);
+            local.month.local = local.month.local.saturating_sub(self.carry.month);
         }
     }
 
@@ -186,15 +180,16 @@ impl Sent {
     /// carried waits for the next trip.
     pub(crate) fn unanswered(&self) {
         let mut local = self.lock();
-        if local.minute_window == self.minute_window {
-            local.minute_in_flight = local.minute_in_flight.saturating_sub(1);
-            local.minute_unsent += self.carry.minute;
+        if local.minute.name == self.minute_window {
+            local.minute.in_flight = local.minute.in_flight.saturating_sub(1);
+            local.minute.unsent += self.carry.minute;
         }
-        if local.month_window == self.month_window {
-            local.month_in_flight = local
-                .month_in_flight
+        if local.month.name == self.month_window {
+            local.month.in_flight = local
+                .month
+                .in_flight
                 .saturating_sub(u64::from(self.count_month));
-            local.month_unsent += self.carry.month;
+            local.month.unsent += self.carry.month;
         }
     }
 }
@@ -235,8 +230,8 @@ impl LocalCounts {
         {
             let mut counts = local.lock().expect("limiter counters");
             counts.enter(minute, month);
-            counts.minute_in_flight += 1;
-            counts.month_in_flight += u64::from(count_month);
+            counts.minute.in_flight += 1;
+            counts.month.in_flight += u64::from(count_month);
         }
         Sent {
             local,
@@ -279,17 +274,17 @@ impl LocalCounts {
             .filter_map(|(subject, counts)| {
                 let mut local = counts.lock().expect("limiter counters");
                 // A past minute's count no longer limits anything.
-                let minute = if local.minute_window == this_minute {
-                    std::mem::take(&mut local.minute_unsent)
+                let minute = if local.minute.name == this_minute {
+                    std::mem::take(&mut local.minute.unsent)
                 } else {
                     0
                 };
-                let month = std::mem::take(&mut local.month_unsent);
+                let month = std::mem::take(&mut local.month.unsent);
                 (month > 0 || minute > 0).then(|| Pending {
                     subject: subject.as_ref().clone(),
-                    minute_window: local.minute_window.clone(),
+                    minute_window: local.minute.name.clone(),
                     minute,
-                    month_window: local.month_window.clone(),
+                    month_window: local.month.name.clone(),
                     month,
                     counts: Arc::clone(&counts),
                 })
@@ -332,25 +327,25 @@ impl LocalCounts {
         };
         for p in &pending {
             let mut local = p.counts.lock().expect("limiter counters");
-            let same_minute = local.minute_window == p.minute_window;
-            let same_month = local.month_window == p.month_window;
+            let same_minute = local.minute.name == p.minute_window;
+            let same_month = local.month.name == p.month_window;
             if added.is_ok() {
                 // Now part of what Redis counts.
                 if same_minute {
-                    local.minute_local = local.minute_local.saturating_sub(p.minute);
-                    local.minute_known += p.minute;
+                    local.minute.local = local.minute.local.saturating_sub(p.minute);
+                    local.minute.known += p.minute;
                 }
                 if same_month {
-                    local.month_local = local.month_local.saturating_sub(p.month);
-                    local.month_known += p.month;
+                    local.month.local = local.month.local.saturating_sub(p.month);
+                    local.month.known += p.month;
                 }
             } else {
                 // Perhaps added after all: then counted twice, never zero times.
                 if same_minute {
-                    local.minute_unsent += p.minute;
+                    local.minute.unsent += p.minute;
                 }
                 if same_month {
-                    local.month_unsent += p.month;
+                    local.month.unsent += p.month;
                 }
             }
         }

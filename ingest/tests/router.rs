@@ -1,0 +1,199 @@
+//! Ingest's routers called in process (`tower::ServiceExt::oneshot`),
+//! against a Postgres database of their own and a broker that never
+//! answers: what publishers and operators get before anything reaches the
+//! log (authentication, validation, errors), and that a board the broker
+//! did not acknowledge is never answered 202. What needs the real
+//! processes and the broker is in `tests/`.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use clap::Parser;
+use ratewire_ingest::{app, db, routes, Config};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+const ADMIN_TOKEN: &str = "router-test-admin-token-0123456789";
+
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    config: Config,
+}
+
+/// Ingest's two routers on a database of their own, migrated, with a
+/// broker address where nothing listens.
+struct Ingest {
+    public: Router,
+    operator: Router,
+    database: String,
+}
+
+impl Ingest {
+    async fn new() -> Self {
+        let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
+        let database = format!("ingest_router_{id}");
+        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
+            .await
+            .unwrap();
+        sqlx::query(&format!("CREATE DATABASE {database}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        admin.close().await;
+        let url = format!("{POSTGRES}/{database}");
+        let config = Args::parse_from([
+            "ratewire-ingest",
+            "--database-url",
+            &url,
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--kafka-brokers",
+            "127.0.0.1:9",
+            "--publish-timeout-ms",
+            "300",
+        ])
+        .config;
+        let state = app::state(&config).unwrap();
+        // Migrations only: the topic and the log's banks need the broker.
+        let prepared = state
+            .readiness
+            .prepare("migrating", &Default::default(), || {
+                db::migrate(&state.pool, &config.schema)
+            })
+            .await;
+        assert!(prepared);
+        Self {
+            public: routes::public(state.clone()),
+            operator: routes::operator(state),
+            database,
+        }
+    }
+
+    async fn operator(&self, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.unwrap_or_default().to_owned()))
+            .unwrap();
+        send(&self.operator, request).await
+    }
+
+    async fn push(&self, bank: i64, token: &str, board: &str) -> (StatusCode, Value) {
+        let mut request = Request::post(format!("/v1/banks/{bank}/boards"))
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(board.to_owned()))
+            .unwrap();
+        // As the listener gives every connection.
+        let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        request.extensions_mut().insert(ConnectInfo(peer));
+        send(&self.public, request).await
+    }
+
+    async fn drop_database(self) {
+        drop((self.public, self.operator));
+        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
+            .await
+            .unwrap();
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.database
+        ))
+        .execute(&admin)
+        .await
+        .unwrap();
+    }
+}
+
+async fn send(router: &Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (parts.status, body)
+}
+
+fn error_fields(body: &Value) -> Vec<String> {
+    let mut fields: Vec<String> = body["errors"]
+        .as_object()
+        .map(|errors| errors.keys().cloned().collect())
+        .unwrap_or_default();
+    fields.sort_unstable();
+    fields
+}
+
+#[tokio::test]
+async fn operators_need_the_token_and_a_valid_body() {
+    let ingest = Ingest::new().await;
+    let request = Request::get("/v1/admin/banks").body(Body::empty()).unwrap();
+    let (status, _) = send(&ingest.operator, request).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    let (status, body) = ingest
+        .operator(
+            "POST",
+            "/v1/admin/banks",
+            Some(r#"{"code":"", "imageUrl": "ftp://x"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_fields(&body), ["name"], "{body}");
+
+    let (status, body) = ingest
+        .operator(
+            "POST",
+            "/v1/admin/banks",
+            Some(r#"{"code":"", "name": "A bank", "imageUrl": "ftp://x"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_fields(&body), ["code", "imageUrl"], "{body}");
+
+    let (status, body) = ingest.operator("GET", "/v1/admin/banks", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!([]), "nothing was registered");
+    ingest.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
+    let ingest = Ingest::new().await;
+    // The broker is away: the registration waits in the outbox.
+    let (status, bank) = ingest
+        .operator(
+            "POST",
+            "/v1/admin/banks",
+            Some(r#"{"code":"RTB","name":"Router Test Bank","imageUrl":"https://example.com/rtb.png"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{bank}");
+    let id = bank["id"].as_i64().unwrap();
+    let (status, token) = ingest
+        .operator("POST", &format!("/v1/admin/banks/{id}/tokens"), None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{token}");
+    let token = token["token"].as_str().unwrap().to_owned();
+
+    let (status, _) = ingest.push(id, "rwp_made0up0_x", "{}").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    let bad = r#"{"rates":[{"currency":"XYZ","cashBuying":1,"cashSelling":2},
+                           {"currency":"USD","cashBuying":-1,"cashSelling":2}]}"#;
+    let (status, body) = ingest.push(id, &token, bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["status"], 400);
+    assert!(error_fields(&body).len() >= 2, "{body}");
+
+    let good = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158.2}]}"#;
+    let (status, body) = ingest.push(id, &token, good).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    ingest.drop_database().await;
+}
