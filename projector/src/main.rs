@@ -8,10 +8,8 @@ use ratewire_service::allocator::purge_freed_memory_after;
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
 
 // Each round of the views over all banks builds and frees its bodies;
-// glibc's allocator handed such memory back to the OS and faulted it in
-// again every round. Measured while the rounds still composed the
-// all-banks lists (a few megabytes a round): page faults and clearing
-// pages were about a tenth of the projector's CPU under load.
+// glibc's allocator handed that memory back to the OS and faulted it in
+// again every round (docs/benchmarks.md has the measurements).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -41,10 +39,7 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     // Long enough that a round's buffers are used again by the next
     // (rounds come every 10-25 ms under load), short enough to bound what
-    // is held. Measured under 100 boards/s while the rounds still composed
-    // the all-banks lists: peak resident 52 MB at 50 ms, 108 MB at
-    // mimalloc's default, 40 MB at 0 ms, where composing the lists took
-    // twice as long again (the pages faulted in every round).
+    // is held (docs/benchmarks.md compares the settings).
     purge_freed_memory_after(50);
     let cli = CommandLine::<Config, Command>::parse(
         "ratewire-projector",

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ratewire_service::progress::Progress;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -136,7 +137,10 @@ pub async fn replay(
         tasks.spawn(lane.run(shutdown.clone()));
     }
     let mut report = ReplayReport::default();
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    // The log's messages, nearly all of them events.
+    let messages = marks.values().map(|(low, high)| high - low).sum::<i64>();
+    let progress = Progress::new("replay", Some(messages.max(0) as u64));
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
     tick.tick().await;
     loop {
         tokio::select! {
@@ -150,13 +154,13 @@ pub async fn replay(
                 Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
             },
             _ = tick.tick() => {
-                let events = applied.load(Ordering::Relaxed);
-                let rate = events as f64 / started.elapsed().as_secs_f64().max(0.001);
-                info!(events, events_per_sec = rate as u64, "replaying");
+                progress.set(applied.load(Ordering::Relaxed), "events applied");
             }
         }
     }
     report.events = applied.load(Ordering::Relaxed);
+    progress.set(report.events, "events applied");
+    progress.finish();
 
     // A replay is a bulk load: until autovacuum gets to the new schema its
     // tables have no statistics, and the views and the API's fallback reads

@@ -4,7 +4,7 @@
 //! envelope every event travels in ([`envelope`]), the events themselves
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
 //! published ([`topic`]), and the rules every event obeys ([`rules`]), held
-//! by the types themselves ([`board`]). Ingest writes these types, the
+//! by the types themselves ([`rate`], [`board`]). Ingest writes these types, the
 //! projector reads them.
 //!
 //! This crate is the contract and nothing else: a third party may depend on
@@ -29,15 +29,17 @@ pub mod board;
 pub mod envelope;
 pub mod event;
 pub mod ids;
+pub mod rate;
 pub mod rules;
 pub mod topic;
 
-pub use board::{BoardPublished, Pair, Rate, RateEntry};
+pub use board::{BoardPublished, Pair, RateEntry};
 pub use envelope::{decode, decode_message, encode, DecodeError, Decoded, Envelope, Message};
 pub use event::{
     BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardRetracted, Event,
     SocialLink,
 };
 pub use ids::{BankId, CurrencyCode, InvalidId};
+pub use rate::Rate;
 pub use rules::{Rule, Violation};
 pub use topic::{partition_key, APPENDED_CHANNEL, DEFAULT_TOPIC};

@@ -16,7 +16,8 @@
 //! - [`readiness`]: answering 503 while a process is still preparing its
 //!   dependencies, and [`retry`]: trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
-//!   housekeeping jobs that run every so often until then.
+//!   housekeeping jobs that run every so often until then; [`progress`]:
+//!   how far a long command-line job has come.
 //! - [`kafka`]: how ingest and the projector connect to Kafka (TLS, SASL,
 //!   other librdkafka properties), as properties for their clients;
 //! - [`postgres`]: a lazily connecting pool in a process's own schema;
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod operator;
 pub mod periodic;
 pub mod postgres;
+pub mod progress;
 pub mod readiness;
 pub mod retry;
 pub mod secret;

@@ -4,12 +4,9 @@
 //! Each active bank's element of each list is stored on its own by the
 //! projector, in the same script as the bank's other views and its entry
 //! on the changes stream. A list is those elements of the active banks
-//! (`view:banks:active`), comma-joined in id order. The projector used to
-//! join them itself and store every list whole: under 100 boards/s that
-//! was about 1.6 MB sent to Redis per round of its views over all banks
-//! (a third of the projector's CPU), and a list followed a board one such
-//! round after the bank's own view did. Here a list is joined only when
-//! asked for, from the elements this process keeps (the same entries as
+//! (`view:banks:active`), comma-joined in id order, joined here rather
+//! than stored whole by the projector (which cost it a third of its CPU:
+//! docs/benchmarks.md). A list is joined only when asked for, from the elements this process keeps (the same entries as
 //! `/rates?bankId=N`), reading from Redis only the elements it does not
 //! keep; a bank's change drops the lists with its elements
 //! (the live stream's changes), so a list is as fresh as the bank
@@ -35,11 +32,10 @@ use crate::views::Views;
 /// forgotten and made again.
 const MOST_LOCKS: usize = 64;
 
-/// One join of each list at a time. When a kept list runs out or changes,
-/// every request for it in the next moments used to join it on its own:
-/// at 70% of the API's rate for the 413 KB `/rates` that was about sixty
-/// joins at once, each reading every element from Redis, and a stall of
-/// over 100 ms. The first joins; the others wait and take what it kept.
+/// One join of each list at a time: when a kept list runs out or changes,
+/// every request for it in the next moments would otherwise join it on its
+/// own, each reading every element from Redis. The first joins; the others
+/// wait and take what it kept.
 #[derive(Default)]
 pub struct Joins(Mutex<HashMap<String, Arc<Turns>>>);
 

@@ -11,11 +11,6 @@
 //! series (the [`SeriesCache`] reads only rows written since it last read),
 //! and the /currencies counts, also from memory.
 //!
-//! It used to recompute every changed currency from Postgres on the fold's
-//! one-second tick (the quotes of every bank, tens of milliseconds per
-//! currency), paced to a third of its time: best rates and /currencies
-//! followed a board by up to about a second.
-//!
 //! Other projectors fold other partitions, so other banks: before each
 //! recomputation the task compares the version each active bank's views
 //! were last written at in Redis, by anyone, with the version of the board

@@ -1,13 +1,7 @@
 //! The views of banks whose boards changed are written by a task of their
-//! own, beside the fold.
-//!
-//! The fold loop used to write them itself after each batch: reading the
-//! banks' boards back (about 2.6 ms) and writing them to Redis (0.5-2 ms)
-//! before it took the next batch. At 100 boards a second that kept the loop
-//! busy for most of each 10 ms, so a board often waited for the previous
-//! one's views before its own fold began. Now the fold hands the banks over
-//! and goes on; the task takes every change waiting, writes each bank once
-//! and records when its events became visible.
+//! own, beside the fold, so the next batch never waits for Redis: the fold
+//! hands the banks over and goes on; the task takes every change waiting,
+//! writes each bank once and records when its events became visible.
 //!
 //! One task writes every bank view, rebuilds included, one write at a time:
 //! each write reads Postgres after the one before it reached Redis, so an

@@ -6,5 +6,6 @@ pub mod backfill;
 pub mod client;
 pub mod demo;
 pub mod load;
+pub mod watch;
 
 pub use demo::{run_demo, DemoSettings, DEMO_BANKS, DEMO_CURRENCIES};

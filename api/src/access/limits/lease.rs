@@ -24,7 +24,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::Window;
+use super::windows::Window;
 use crate::access::plans::Limits;
 
 /// Requests of a caller in one minute on this instance before it leases.

@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use ratewire_readmodel::redis::Connection;
 
-use super::{minute_key, month_key, Verdict, Window, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
+use super::windows::{minute_key, month_key, Window, MINUTE_TTL_SECONDS, MONTH_TTL_SECONDS};
+use super::Verdict;
 use crate::access::plans::Limits;
 
 /// Subjects kept at most: whatever an attacker sends, memory stays

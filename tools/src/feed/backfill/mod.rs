@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
+use ratewire_service::progress::Progress;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -236,19 +237,34 @@ pub async fn run(
     Ok(summary)
 }
 
+/// Every fifth of a second: a bar on a terminal, a log line every few
+/// seconds otherwise.
 async fn report_progress(done: Arc<AtomicUsize>, total: usize, summary: Arc<Mutex<Summary>>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
-    tick.tick().await;
-    loop {
-        tick.tick().await;
+    let progress = Progress::new("backfill", Some(total as u64));
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let report = || {
         let (accepted, rejected, failed) = {
             let s = summary.lock().unwrap_or_else(|p| p.into_inner());
             (s.accepted.boards, s.rejected.boards, s.failed.boards)
         };
-        info!(
-            done = done.load(Ordering::Relaxed),
-            total, accepted, rejected, failed, "backfill progress"
+        progress.set(
+            done.load(Ordering::Relaxed) as u64,
+            &format!("accepted {accepted}, rejected {rejected}, failed {failed}"),
         );
+    };
+    let _finish = Finish(&progress);
+    loop {
+        tick.tick().await;
+        report();
+    }
+}
+
+/// Ends the bar however the reporting task ends (it is aborted).
+struct Finish<'a>(&'a Progress);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
     }
 }
 

@@ -1,0 +1,368 @@
+//! The OpenAPI 3.1 description of api-v1: the document's frame here, the
+//! answers' [`shapes`] and the [`errors`]; the paths come from the handlers' `#[utoipa::path]`
+//! annotations, through the route list (`routes::api_v1`).
+//!
+//! The views are serialized by hand (to keep published digits exact), so the
+//! shapes here describe them rather than produce them; the end-to-end tests
+//! validate every response they receive against this document, which is
+//! what keeps the two in step.
+#![allow(dead_code)]
+
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::access::plans::Plans;
+
+pub use errors::*;
+pub use shapes::*;
+
+pub mod errors;
+pub mod shapes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ratewire api-v1",
+        description = "Bank exchange rates: latest boards, differences, best rates and history.",
+        version = "1.0.0"
+    ),
+    components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody, BestEvent)),
+    modifiers(&ApiKeyScheme),
+    security(("api_key" = []))
+)]
+pub struct ApiDoc;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ratewire API operator API",
+        description = "Operators create, list and revoke API keys. Served on the API's operator listener only.",
+        version = "1.0.0"
+    ),
+    components(schemas(ErrorBody, ValidationErrorBody, NewKey, CreatedKey, KeyInfo)),
+    modifiers(&AdminToken),
+    security(("admin_token" = []))
+)]
+pub struct OperatorDoc;
+
+/// The operator document as served on the operator listener, with the
+/// plans a key may have (this process's `RATEWIRE_PLANS`) as the choices
+/// of `plan`.
+pub fn operator_document(doc: utoipa::openapi::OpenApi, plans: &Plans) -> String {
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
+    let names: Vec<serde_json::Value> = plans.assignable().map(serde_json::Value::from).collect();
+    let new_key = &mut doc["components"]["schemas"]["NewKey"];
+    new_key["properties"]["plan"]["enum"] = serde_json::Value::Array(names);
+    // Without a free plan, there is no default to fall back on.
+    if !plans
+        .assignable()
+        .any(|p| p == crate::access::key_records::DEFAULT_PLAN)
+    {
+        if let Some(required) = new_key["required"].as_array_mut() {
+            required.push("plan".into());
+        }
+    }
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+}
+
+struct AdminToken;
+
+impl Modify for AdminToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+/// The document as served (`doc`, from the routes): with the ISO 4217 codes this
+/// build knows listed where a code must be one (no derive attribute can
+/// hold a computed list).
+pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
+    let codes: Vec<serde_json::Value> = ratewire_proto::CurrencyCode::all()
+        .iter()
+        .map(|c| serde_json::Value::from(c.as_str()))
+        .collect();
+    // A date or a time: more than one parameter attribute can say.
+    if let Some(params) = doc["paths"]["/api/v1/rates/series"]["get"]["parameters"].as_array_mut() {
+        for param in params
+            .iter_mut()
+            .filter(|p| p["name"] == "from" || p["name"] == "to")
+        {
+            param["schema"] = serde_json::json!({"anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+            ]});
+        }
+    }
+    if let Some(params) = doc["paths"]["/api/v1/convert"]["get"]["parameters"].as_array_mut() {
+        for param in params
+            .iter_mut()
+            .filter(|p| p["name"] == "from" || p["name"] == "to")
+        {
+            param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
+        }
+    }
+    // Served under both paths; the short ones are described as the long.
+    for (short, long) in [("/me", "/api/v1/me"), ("/usage", "/api/v1/usage")] {
+        let mut item = doc["paths"][long].clone();
+        if let Some(operation) = item.get_mut("get") {
+            operation["operationId"] = format!(
+                "{}_short",
+                operation["operationId"].as_str().unwrap_or("get")
+            )
+            .into();
+            operation["description"] = format!("The same as {long}.").into();
+        }
+        doc["paths"][short] = item;
+    }
+    limit_headers(&mut doc);
+    stream_events(&mut doc);
+    serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+}
+
+/// Each event of the live stream, as OpenAPI 3.1 lets a `text/event-stream`
+/// schema describe one event: its type, its id, and its data, a JSON
+/// document whose schema depends on the type.
+fn stream_events(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let event = |name: &str, id: bool, data: serde_json::Value, description: &str| {
+        let mut required = vec!["event", "data"];
+        if id {
+            required.push("id");
+        }
+        json!({
+            "type": "object",
+            "description": description,
+            "required": required,
+            "properties": {
+                "event": {"const": name},
+                "id": {"type": "string", "description": "For Last-Event-ID"},
+                "retry": {"type": "integer"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": data,
+                },
+            },
+        })
+    };
+    let reason = json!({
+        "type": "object",
+        "required": ["reason"],
+        "properties": {"reason": {"type": "string"}},
+    });
+    let schema = json!({"oneOf": [
+        event("board", true, json!({"$ref": "#/components/schemas/RatesBank"}),
+            "A bank's element of /api/v1/rates changed; data is that element."),
+        event("best", true, json!({"$ref": "#/components/schemas/BestEvent"}),
+            "A currency's best rates changed; data names the currency, then the best-rates `data` object."),
+        event("reset", false, reason.clone(),
+            "What changed since Last-Event-ID is no longer kept; a snapshot follows."),
+        event("dropped", false, reason,
+            "The stream ends (too slow a reader, or the server stopping); reconnect with Last-Event-ID."),
+    ]});
+    let content = &mut doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"]["content"];
+    if let Some(media) = content.get_mut("text/event-stream") {
+        media["schema"] = schema;
+    }
+}
+
+/// The rate-limit fields every answer carries, declared once and named on
+/// every response (no derive attribute reaches them all).
+fn limit_headers(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let integer = |description: &str| json!({"description": description, "required": true, "schema": {"type": "integer", "minimum": 0}});
+    let text = |description: &str, example: &str| json!({"description": description, "required": true, "schema": {"type": "string"}, "example": example});
+    let headers = json!({
+        "X-RateLimit-Limit": integer("Requests allowed in the minute window (the plan's per-minute limit)."),
+        "X-RateLimit-Remaining": integer("Requests left in the minute window."),
+        "X-RateLimit-Reset": integer("Seconds until the minute window resets."),
+        "RateLimit-Policy": text(
+            "The plan's quota policies (draft-ietf-httpapi-ratelimit-headers): `minute` (q: the \
+             per-minute limit, w=60) and `month` (q: the monthly allowance; w: 30 days, as the \
+             allowance resets with the calendar month in the service time zone).",
+            "\"minute\";q=60;w=60, \"month\";q=10000;w=2592000",
+        ),
+        "RateLimit": text(
+            "The policy in effect now (draft-ietf-httpapi-ratelimit-headers): `minute` with r and \
+             t equal to X-RateLimit-Remaining and X-RateLimit-Reset; `month` on a 429 for the \
+             monthly allowance, with t equal to Retry-After.",
+            "\"minute\";r=57;t=43",
+        ),
+    });
+    let names: Vec<String> = headers
+        .as_object()
+        .map(|h| h.keys().cloned().collect())
+        .unwrap_or_default();
+    doc["components"]["headers"] = headers;
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for operation in paths
+        .values_mut()
+        .filter_map(|p| p.as_object_mut())
+        .flat_map(|p| p.values_mut())
+    {
+        let Some(responses) = operation
+            .get_mut("responses")
+            .and_then(|r| r.as_object_mut())
+        else {
+            continue;
+        };
+        for response in responses.values_mut().filter(|r| r.get("$ref").is_none()) {
+            for name in &names {
+                response["headers"][name] = json!({"$ref": format!("#/components/headers/{name}")});
+            }
+        }
+    }
+}
+
+struct ApiKeyScheme;
+
+impl Modify for ApiKeyScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operator_document_offers_the_configured_plans() {
+        let plans: crate::access::plans::Plans = "anonymous=10/100,free=60/1000,team=600/100000"
+            .parse()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&operator_document(
+            crate::routes::operator_v1().split_for_parts().1,
+            &plans,
+        ))
+        .unwrap();
+        assert!(doc["paths"]["/v1/admin/keys"]["post"].is_object());
+        assert!(doc["paths"]["/v1/admin/keys"]["get"].is_object());
+        assert!(doc["paths"]["/v1/admin/keys/{prefix}"]["delete"].is_object());
+        assert_eq!(
+            doc["components"]["schemas"]["NewKey"]["properties"]["plan"]["enum"],
+            serde_json::json!(["free", "team"])
+        );
+        assert_eq!(
+            doc["components"]["securitySchemes"]["admin_token"]["scheme"],
+            "bearer"
+        );
+    }
+
+    #[test]
+    fn the_document_is_openapi_3_1_with_every_endpoint() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+        for path in [
+            "/api/v1/banks",
+            "/api/v1/currencies",
+            "/api/v1/rates",
+            "/api/v1/rates/best-rates",
+            "/api/v1/history",
+            "/api/v1/rates/series",
+            "/api/v1/convert",
+            "/api/v1/stream",
+            "/api/v1/me",
+            "/api/v1/usage",
+            "/me",
+            "/usage",
+        ] {
+            assert!(doc["paths"][path]["get"].is_object(), "{path} missing");
+        }
+        assert_eq!(
+            doc["components"]["securitySchemes"]["api_key"]["name"],
+            "x-api-key"
+        );
+        let bank = &doc["components"]["schemas"]["Bank"];
+        assert_eq!(bank["properties"]["id"]["type"], "string");
+        assert!(bank["properties"]["lastRatesUpdatedAt"].is_object());
+    }
+
+    /// The schema of `name` on `path`.
+    fn parameter(doc: &serde_json::Value, path: &str, name: &str) -> serde_json::Value {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} has no {name}"))["schema"]
+            .clone()
+    }
+
+    /// What the server refuses with 400, the document refuses too: a
+    /// client generated from it sends nothing the server turns away.
+    #[test]
+    fn every_reference_resolves_and_every_answer_declares_the_limit_fields() {
+        fn refs<'a>(value: &'a serde_json::Value, found: &mut Vec<&'a str>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if let Some(r) = map.get("$ref").and_then(|r| r.as_str()) {
+                        found.push(r);
+                    }
+                    map.values().for_each(|v| refs(v, found));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+                _ => {}
+            }
+        }
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        for reference in found {
+            let pointer = reference.trim_start_matches('#');
+            assert!(
+                doc.pointer(pointer).is_some(),
+                "{reference} resolves to nothing"
+            );
+        }
+        let stream = &doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"];
+        let events = stream["content"]["text/event-stream"]["schema"]["oneOf"]
+            .as_array()
+            .unwrap();
+        assert_eq!(events.len(), 4, "board, best, reset, dropped");
+        for name in ["RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"] {
+            assert!(stream["headers"][name].is_object(), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_parameter_states_the_rules_the_server_enforces() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        for path in ["/api/v1/rates", "/api/v1/history"] {
+            assert_eq!(parameter(&doc, path, "bankId")["minimum"], 1, "{path}");
+        }
+        for path in ["/api/v1/rates/best-rates", "/api/v1/history"] {
+            assert_eq!(
+                parameter(&doc, path, "currencyCode")["pattern"],
+                "^[A-Za-z]{3}$",
+                "{path}"
+            );
+        }
+        assert_eq!(parameter(&doc, "/api/v1/history", "date")["format"], "date");
+        for (path, name) in [
+            ("/api/v1/rates", "transactional"),
+            ("/api/v1/rates", "socialLinks"),
+            ("/api/v1/banks", "withRecentEx"),
+        ] {
+            let schema = parameter(&doc, path, name);
+            assert!(
+                schema["type"].to_string().contains("boolean"),
+                "{path} {name}: {schema}"
+            );
+        }
+        let limited = &doc["paths"]["/api/v1/rates"]["get"]["responses"]["429"];
+        assert!(limited["headers"]["Retry-After"].is_object(), "{limited}");
+    }
+}
