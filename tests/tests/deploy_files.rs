@@ -559,3 +559,14 @@ fn the_kubernetes_manifests_match_the_processes() {
         "no more projectors than partitions"
     );
 }
+
+#[test]
+fn the_bench_script_only_wraps_the_typed_harness() {
+    let script = read("deploy/bench");
+    assert!(
+        script.lines().count() <= 300,
+        "deploy/bench is {} lines: scenarios belong in tools/src/bench",
+        script.lines().count()
+    );
+    assert!(script.contains("ratewire-bench"));
+}

@@ -1,0 +1,558 @@
+//! `deploy/bench`: the whole stack on a machine of its own, against the
+//! targets: API throughput and latency beside the bare baselines,
+//! freshness under a steady load, ingest and the projector on a backlog,
+//! the replay, CPU at rest and resident memory.
+
+use std::fs::File;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::load::{self, Figures, Latency};
+use super::procs::{self, cpu_pct, rss_mb, Procs};
+use super::report::{fixed, replace_section, row};
+use super::{median, say, Machine, Settings};
+
+/// One endpoint of the API's table.
+struct Endpoint {
+    name: &'static str,
+    path: &'static str,
+    encoding: Option<&'static str>,
+}
+
+const ENDPOINTS: [Endpoint; 4] = [
+    Endpoint {
+        name: "rates?bankId=1",
+        path: "/api/v1/rates?bankId=1",
+        encoding: None,
+    },
+    Endpoint {
+        name: "rates (all 50 banks)",
+        path: "/api/v1/rates",
+        encoding: None,
+    },
+    Endpoint {
+        name: "rates (all 50 banks), gzip",
+        path: "/api/v1/rates",
+        encoding: Some("gzip"),
+    },
+    Endpoint {
+        name: "best-rates USD",
+        path: "/api/v1/rates/best-rates?currencyCode=USD",
+        encoding: None,
+    },
+];
+
+/// Requests/s and latency at 70% of it: medians over the rounds.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    rps: f64,
+    latency: Latency,
+}
+
+/// Saturates `url`, then paces it at 70% of that, `rounds` times.
+fn measure(procs: &Procs, name: &str, url: &str, headers: &[String]) -> anyhow::Result<Measured> {
+    let settings = &procs.settings;
+    load::warm(settings, url, headers, settings.connections)?;
+    let (mut rates, mut latencies) = (Vec::new(), Vec::new());
+    for round in 1..=settings.rounds {
+        let rps = load::saturate(settings, url, headers)?;
+        let rate = (rps * 0.7) as u64;
+        let latency = load::paced(
+            procs,
+            &format!("{name}-{round}"),
+            url,
+            rate,
+            settings.connections * 2,
+            headers,
+        )?;
+        rates.push(rps);
+        latencies.push(latency);
+    }
+    Ok(Measured {
+        rps: median(&rates),
+        latency: Latency::median(&latencies),
+    })
+}
+
+/// The bytes of `url`'s body as sent.
+fn body_bytes(
+    url: &str,
+    headers: &[String],
+    into: Option<&std::path::Path>,
+) -> anyhow::Result<u64> {
+    let mut command = std::process::Command::new("curl");
+    command.args(["-fsS", "-w", "%{size_download}", "-o"]);
+    command.arg(into.map_or("/dev/null".into(), |p| p.to_string_lossy().into_owned()));
+    for header in headers {
+        command.arg("-H").arg(header);
+    }
+    let output = command.arg(url).output().context("curl")?;
+    if !output.status.success() {
+        bail!("{url} did not answer");
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().parse()?)
+}
+
+/// The axum baseline answering `body` as it is (with `encoding` as its
+/// Content-Encoding), measured as the API is.
+fn baseline(
+    procs: &mut Procs,
+    name: &str,
+    body: &std::path::Path,
+    path: &str,
+    encoding: Option<&str>,
+) -> anyhow::Result<Measured> {
+    let addr = format!("127.0.0.1:{}", procs::BASELINE);
+    let mut args = vec![addr.as_str(), body.to_str().unwrap_or_default()];
+    args.extend(encoding);
+    let constant = procs.settings.example("constant");
+    procs.start("baseline", &constant, &args, &[])?;
+    let header = match encoding {
+        Some(encoding) => format!("accept-encoding: {encoding}"),
+        None => "x-bench: 1".into(),
+    };
+    let url = format!("http://{addr}{path}");
+    let measured = tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(procs::wait_url(&format!("http://{addr}/")))?;
+        measure(procs, name, &url, &[header])
+    });
+    procs.stop("baseline");
+    measured
+}
+
+/// The shares (%) of the histogram `metric`'s events within 25, 50 and
+/// 100 ms.
+fn shares_within(metrics: &str, metric: &str) -> [String; 3] {
+    let bucket = |le: &str| -> f64 {
+        let prefix = format!("{metric}_bucket{{le=\"{le}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let all = bucket("+Inf");
+    ["0.025", "0.05", "0.1"].map(|le| match all > 0.0 {
+        true => fixed(100.0 * bucket(le) / all, 1),
+        false => "n/a".into(),
+    })
+}
+
+/// Waits until the projector's own count of applied events reaches
+/// `target` (polled every 20 ms on one connection: heavier polling showed
+/// in the fold it timed).
+async fn wait_applied(target: f64) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/metrics", procs::PROJECTOR);
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    while Instant::now() < deadline {
+        if let Ok(answer) = http.get(&url).send().await {
+            let text = answer.text().await.unwrap_or_default();
+            let applied = text
+                .lines()
+                .find_map(|l| l.strip_prefix("ratewire_projector_events_applied_total "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if applied >= target {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("the projector did not apply {target} events within an hour")
+}
+
+fn kafka_version(settings: &Settings) -> String {
+    std::fs::read_to_string(settings.root.join("deploy/kafka/pom.xml"))
+        .ok()
+        .and_then(|pom| {
+            let start = pom.find("<kafka.version>")? + "<kafka.version>".len();
+            Some(pom[start..].split('<').next()?.to_owned())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+pub async fn run(settings: &Settings) -> anyhow::Result<()> {
+    let mut procs = Procs::new(settings, &[]).await?;
+    procs.start_stack().await?;
+    let key = procs.api_key("bench", "bench")?;
+    let auth = format!("x-api-key: {key}");
+    let api = format!("http://127.0.0.1:{}", procs::API);
+    let feed = settings.bin("ratewire-feed");
+
+    say("resident memory at idle");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss =
+        |procs: &Procs| ["ingest", "projector", "api", "broker"].map(|p| rss_mb(procs.pid(p)));
+    let idle = rss(&procs);
+
+    // A broker started moments ago still compiles its hot paths.
+    say("warm-up: the freshness load for 20 s, not measured");
+    procs.run(
+        &feed,
+        &[
+            "load",
+            "--banks",
+            "50",
+            "--currencies",
+            "30",
+            "--rate",
+            "100",
+            "--duration",
+            "20s",
+        ],
+        "feed.log",
+    )?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    say("freshness: 100 boards/s from 50 banks of 30 currencies for 30 s, each polled on the API until served");
+    let out = File::create(procs.dir.join("freshness.txt"))?;
+    let errors = File::options()
+        .append(true)
+        .create(true)
+        .open(procs.dir.join("feed.log"))?;
+    let mut freshness = procs
+        .command(&feed, &[])
+        .args([
+            "load",
+            "--banks",
+            "50",
+            "--currencies",
+            "30",
+            "--rate",
+            "100",
+            "--duration",
+            "30s",
+            "--watch-api",
+            &api,
+            "--api-key",
+            &key,
+        ])
+        .stdout(out)
+        .stderr(errors)
+        .stdin(Stdio::null())
+        .spawn()?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cpu_load = cpu_pct(15, &[procs.pid("broker"), procs.pid("projector")]).await;
+    let under_load = rss(&procs);
+    let status = tokio::task::spawn_blocking(move || freshness.wait()).await??;
+    if !status.success() {
+        bail!(
+            "the freshness load failed; see {}/feed.log",
+            procs.dir.display()
+        );
+    }
+    let fresh = Figures::parse(&std::fs::read_to_string(procs.dir.join("freshness.txt"))?);
+    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", procs::PROJECTOR))
+        .await?
+        .text()
+        .await?;
+    let at_projector = shares_within(&metrics, "ratewire_projector_visible_delay_seconds");
+    let over_all = shares_within(&metrics, "ratewire_projector_aggregates_delay_seconds");
+
+    say(format!(
+        "API throughput and latency: {} rounds of oha ({}s closed loop at {} connections), then paced at 70% of it",
+        settings.rounds, settings.seconds, settings.connections
+    ));
+    let mut rows = Vec::new();
+    for endpoint in &ENDPOINTS {
+        let url = format!("{api}{}", endpoint.path);
+        let headers = [
+            auth.clone(),
+            format!(
+                "accept-encoding: {}",
+                endpoint.encoding.unwrap_or("identity")
+            ),
+        ];
+        let name: String = endpoint
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let measured = tokio::task::block_in_place(|| measure(&procs, &name, &url, &headers))?;
+        let bytes = body_bytes(&url, &headers, None)?;
+        rows.push((endpoint, measured, bytes));
+    }
+    let api_peak = rss_mb(procs.pid("api"));
+
+    say("baselines: a raw Redis GET of the same view, and axum returning the same bytes (single-bank, all-banks gzip)");
+    let pool = procs::database(procs::DATABASE).await?;
+    let generation: String = sqlx::query_scalar(
+        "SELECT schema_name || '.' || (SELECT system_identifier FROM pg_control_system()) || '.' || epoch FROM ratewire.read_model",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let view = format!("{}{{{generation}}}:view:rates:bank:1:00", procs::PREFIX);
+    let redis_rps = median(
+        &(0..settings.rounds)
+            .map(|_| load::redis_get(settings.connections, &view))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    );
+    let single = procs.dir.join("body.json");
+    body_bytes(
+        &format!("{api}/api/v1/rates?bankId=1"),
+        std::slice::from_ref(&auth),
+        Some(&single),
+    )?;
+    let axum = baseline(&mut procs, "axum", &single, "/api/v1/rates?bankId=1", None)?;
+    let gzipped = procs.dir.join("body.json.gz");
+    body_bytes(
+        &format!("{api}/api/v1/rates"),
+        &[auth.clone(), "accept-encoding: gzip".into()],
+        Some(&gzipped),
+    )?;
+    let axum_gzip = baseline(
+        &mut procs,
+        "axum-gzip",
+        &gzipped,
+        "/api/v1/rates",
+        Some("gzip"),
+    )?;
+
+    say("at rest: broker and projector CPU with nothing published (10 s), then with the demo feed (20 s)");
+    let cpu_quiet = cpu_pct(10, &[procs.pid("broker"), procs.pid("projector")]).await;
+    procs.start("demo", &feed, &["demo"], &[])?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cpu_demo = cpu_pct(20, &[procs.pid("broker"), procs.pid("projector")]).await;
+    procs.stop("demo");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let boards = settings.entries.div_ceil(30).to_string();
+    say(format!("ingest: {boards} boards of 30 currencies as fast as 32 publishers can, with the projector stopped"));
+    procs.stop("projector");
+    let ingest = Figures::parse(&procs.run(
+        &feed,
+        &[
+            "load",
+            "--banks",
+            "50",
+            "--currencies",
+            "30",
+            "--rate",
+            "0",
+            "--concurrency",
+            "32",
+            "--boards",
+            &boards,
+            "--duration",
+            "3600s",
+        ],
+        "feed.log",
+    )?);
+    let accepted = ingest.number("accepted");
+    let entries = accepted * 30.0;
+
+    say(format!(
+        "projector: folding the backlog of {entries} rate entries"
+    ));
+    let started = Instant::now();
+    let projector = settings.bin("ratewire-projector");
+    procs.start("projector", &projector, &[], &[])?;
+    wait_applied(accepted).await?;
+    let fold_seconds = started.elapsed().as_secs_f64();
+    let total_entries: i64 = sqlx::query_scalar("SELECT count(*) FROM readmodel.rates")
+        .fetch_one(&pool)
+        .await?;
+
+    say(format!(
+        "replay: the whole log ({total_entries} rate entries) into a fresh schema"
+    ));
+    let started = Instant::now();
+    procs.run(
+        &projector,
+        &["replay", "--schema", "bench_replay", "--no-switch"],
+        "replay.log",
+    )?;
+    let replay_seconds = started.elapsed().as_secs_f64();
+
+    let machine = Machine::here();
+    let lat = |m: &Measured| {
+        format!(
+            "{} | {} | {}",
+            fixed(m.latency.p50, 2),
+            fixed(m.latency.p99, 2),
+            fixed(m.latency.p999, 2)
+        )
+    };
+    let (single_row, best_row) = (&rows[0].1, &rows[3].1);
+    let ratio = |m: &Measured| fixed(m.rps / axum.rps, 2);
+    let fold_rate = entries / fold_seconds;
+    let table: Vec<String> = rows
+        .iter()
+        .map(|(e, m, bytes)| row(&[e.name.into(), fixed(m.rps, 0), lat(m), bytes.to_string()]))
+        .collect();
+    let section = format!(
+        r#"## Full run
+
+{run}, {memory} GiB, release build. A stack of its own (Apache Kafka {kafka}, one KRaft node on
+its own empty log; Postgres and Redis of the machine), with the load generators and the
+baselines on the same cores as every process: figures are for the whole machine, not for one
+process with cores to spare. Each API figure is the median of {rounds} rounds.
+
+### Targets
+
+| what | target | measured |
+|---|---|---|
+| API, `/api/v1/rates?bankId=1`, keys and limits on, share of the axum baseline | >= 0.7 | {ratio_single} ({single_rps} requests/s) |
+| API, best-rates USD, share of the axum baseline | >= 0.7 | {ratio_best} ({best_rps} requests/s) |
+| `/rates?bankId=1` p99 at 70% of its rate | <= 2 ms | {single_p99} ms (the axum baseline's own: {axum_p99} ms) |
+| best-rates p99 at 70% of its rate | <= 2 ms | {best_p99} ms (the axum baseline's own: {axum_p99} ms) |
+| all-banks `/rates` (gzip) p99 at 70% of its rate | <= 10 ms | {gzip_p99} ms (plain: {plain_p99} ms; the axum baseline with the same gzip bytes: {axum_gzip_p99} ms) |
+| from a push's 202 to visible, p99 (`/rates?bankId`), 100 boards/s, 50 banks x 30 currencies | <= 50 ms | {visible} ms |
+| from a push's 202 to visible, p99, in the all-banks lists (`/banks`), the same load | <= 50 ms | {listed} ms |
+| projector, backlog of {entries} rate entries | >= 250,000 entries/s | {fold_rate} entries/s |
+| replay of {total_entries} rate entries | <= 5 s | {replay} s |
+| resident memory at idle (ingest, projector, api) | < 64 MB each | {idle0}, {idle1}, {idle2} MB |
+| the broker's resident memory under the freshness load | < 700 MB | {load3} MB |
+| broker + projector CPU at rest, demo feed running (12 banks every 3 s) | < 5% of one core | {cpu_demo}% |
+
+### API (keys and rate limits on, a plan that never refuses)
+
+Saturation: `oha -z {seconds}s -c {connections}` (closed loop). Latency: `paced --rate <70% of
+saturation> --seconds {seconds} --connections {connections2}` (tools/examples/paced.rs; open loop, each
+request timed from when it was due, into a fixed-size histogram; see "Measuring latency" below).
+Every process keeps running through these, the projector included.
+
+| endpoint | requests/s | p50 ms | p99 ms | p99.9 ms | body bytes |
+|---|---|---|---|---|---|
+{table}
+| baseline: axum returning the same bytes | {axum_rps} | {axum_lat} | |
+| baseline: axum returning the all-banks gzip bytes | {axum_gzip_rps} | {axum_gzip_lat} | |
+| baseline: `redis-benchmark GET` of the same view (-c {connections}) | {redis_rps} | | | | |
+
+Ratios for `/api/v1/rates?bankId=1`: {ratio_single} of the axum baseline, {ratio_redis} of a raw Redis GET.
+
+### Freshness (`ratewire-feed load --rate 100 --banks 50 --currencies 30 --duration 30s --watch-api`)
+
+It follows 20 s of the same load, not measured, so that the broker's JVM has compiled its
+hot paths. After its acknowledgement each board waits in a list; one watcher polls
+`/api/v1/rates?bankId=N` for every bank with boards waiting and, beside them, `/api/v1/banks`
+while any board is not yet in the all-banks lists, in rounds at least 5 ms apart (the
+measurement's resolution), at most 4 bank requests at a time, so the watch stays a small load
+whatever the latency ({polls} requests in all). A board counts as served when the bank's
+`lastRatesUpdatedAt` reaches its as-of. Times count from the moment the push was due, and (the
+targets' measure) from its acknowledgement.
+
+| | p50 ms | p99 ms | p99.9 ms | max ms |
+|---|---|---|---|---|
+{fresh_rows}
+
+{accepted_fresh} boards accepted, {failed} failed, {not_seen} not served within 10 s
+({not_listed} not in the lists within 10 s).
+
+At the projector (`ratewire_projector_visible_delay_seconds`, from each event's acceptance by
+ingest to its bank's views written to Redis): {p0}% within 25 ms, {p1}% within 50 ms, {p2}%
+within 100 ms. To the views over all banks written after them (best rates of the board's
+currencies and `/currencies`; `ratewire_projector_aggregates_delay_seconds`): {a0}% within
+25 ms, {a1}% within 50 ms, {a2}% within 100 ms.
+
+### Ingest and projector
+
+- Ingest, as fast as 32 concurrent publishers can, each push acknowledged by the broker
+  (acks=all, idempotent): {ingest_rate} boards/s ({accepted} boards of 30 currencies; ack p50
+  {ingest_p50} ms, p99 {ingest_p99} ms).
+- Projector, started on that backlog: {entries} rate entries in {fold} s = {fold_rate} entries/s
+  (from process start to the last event committed, views included).
+- Replay of the whole log into a fresh schema (`ratewire-projector replay --no-switch`,
+  {total_entries} rate entries, views rebuilt at the end): {replay} s.
+
+### Broker and projector CPU (% of one core, both together)
+
+| nothing published | demo feed (12 banks every 3 s) | freshness load (100 boards/s) |
+|---|---|---|
+| {cpu_quiet} | {cpu_demo} | {cpu_load} |
+
+### Resident memory (MB)
+
+| process | idle | under the freshness load | api after the throughput runs |
+|---|---|---|---|
+| ingest | {idle0} | {load0} | |
+| projector | {idle1} | {load1} | |
+| api | {idle2} | {load2} | {api_peak} |
+| broker (Apache Kafka, one JVM, heap at most 448 MB) | {idle3} | {load3} | |
+"#,
+        run = machine.run_by("deploy/bench"),
+        memory = machine.memory_gib,
+        kafka = kafka_version(settings),
+        rounds = settings.rounds,
+        ratio_single = ratio(single_row),
+        single_rps = fixed(single_row.rps, 0),
+        ratio_best = ratio(best_row),
+        best_rps = fixed(best_row.rps, 0),
+        single_p99 = fixed(single_row.latency.p99, 2),
+        best_p99 = fixed(best_row.latency.p99, 2),
+        gzip_p99 = fixed(rows[2].1.latency.p99, 2),
+        plain_p99 = fixed(rows[1].1.latency.p99, 2),
+        axum_p99 = fixed(axum.latency.p99, 2),
+        axum_gzip_p99 = fixed(axum_gzip.latency.p99, 2),
+        visible = fresh.get("visible_after_ack_p99_ms"),
+        listed = fresh.get("listed_after_ack_p99_ms"),
+        entries = entries,
+        fold_rate = fixed(fold_rate, 0),
+        total_entries = total_entries,
+        replay = fixed(replay_seconds, 2),
+        idle0 = fixed(idle[0], 1),
+        idle1 = fixed(idle[1], 1),
+        idle2 = fixed(idle[2], 1),
+        idle3 = fixed(idle[3], 1),
+        load0 = fixed(under_load[0], 1),
+        load1 = fixed(under_load[1], 1),
+        load2 = fixed(under_load[2], 1),
+        load3 = fixed(under_load[3], 1),
+        api_peak = fixed(api_peak, 1),
+        cpu_quiet = fixed(cpu_quiet, 1),
+        cpu_demo = fixed(cpu_demo, 1),
+        cpu_load = fixed(cpu_load, 1),
+        seconds = settings.seconds,
+        connections = settings.connections,
+        connections2 = settings.connections * 2,
+        table = table.join("\n"),
+        axum_rps = fixed(axum.rps, 0),
+        axum_lat = lat(&axum),
+        axum_gzip_rps = fixed(axum_gzip.rps, 0),
+        axum_gzip_lat = lat(&axum_gzip),
+        redis_rps = fixed(redis_rps, 0),
+        ratio_redis = fixed(single_row.rps / redis_rps, 2),
+        polls = fresh.get("watch_polls"),
+        fresh_rows = freshness_rows(&fresh),
+        accepted_fresh = fresh.get("accepted"),
+        failed = fresh.get("failed"),
+        not_seen = fresh.get("visible_not_seen"),
+        not_listed = fresh.get("listed_not_seen"),
+        p0 = at_projector[0],
+        p1 = at_projector[1],
+        p2 = at_projector[2],
+        a0 = over_all[0],
+        a1 = over_all[1],
+        a2 = over_all[2],
+        ingest_rate = ingest.get("boards_per_second"),
+        accepted = accepted,
+        ingest_p50 = ingest.get("ack_p50_ms"),
+        ingest_p99 = ingest.get("ack_p99_ms"),
+        fold = fixed(fold_seconds, 2),
+    );
+    replace_section(&settings.page(), &section)
+}
+
+fn freshness_rows(fresh: &Figures) -> String {
+    [
+        ("acknowledged (202)", "ack"),
+        ("served by the API (`/rates?bankId`)", "visible"),
+        ("... from the 202", "visible_after_ack"),
+        ("served in the all-banks lists (`/banks`)", "listed"),
+        ("... from the 202", "listed_after_ack"),
+    ]
+    .iter()
+    .map(|(what, key)| {
+        let cells: Vec<String> = std::iter::once((*what).to_owned())
+            .chain(
+                ["p50", "p99", "p999", "max"]
+                    .map(|p| fresh.get(&format!("{key}_{p}_ms")).to_owned()),
+            )
+            .collect();
+        row(&cells)
+    })
+    .collect::<Vec<_>>()
+    .join("\n")
+}

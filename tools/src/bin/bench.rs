@@ -1,0 +1,47 @@
+//! `ratewire-bench`: the benchmarks' harness (see `ratewire_tools::bench`);
+//! `deploy/bench` builds it and the clients, then runs it.
+
+use clap::{Parser, Subcommand};
+use ratewire_tools::bench::{self, Settings};
+
+#[derive(Parser)]
+#[command(
+    name = "ratewire-bench",
+    about = "ratewire benchmarks, written to docs/benchmarks.md"
+)]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    #[command(subcommand)]
+    scenario: Option<Scenario>,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Everything on a stack of its own, beside the baselines (the default).
+    All,
+    /// /api/v1/rates?bankId=1 with rate limits on and off, on the running
+    /// local stack.
+    Limits,
+    /// A legitimate client's latency and the API's memory under slow-header
+    /// clients and a flood of made-up keys.
+    Abuse,
+    /// Many live-stream subscribers while boards are published; then
+    /// five-year daily series.
+    Live,
+    /// One, two and three projectors folding the same backlog.
+    Projectors,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = &cli.settings;
+    match cli.scenario.unwrap_or(Scenario::All) {
+        Scenario::All => bench::full::run(settings).await,
+        Scenario::Limits => bench::limits::run(settings).await,
+        Scenario::Abuse => bench::abuse::run(settings).await,
+        Scenario::Live => bench::live::run(settings).await,
+        Scenario::Projectors => bench::projectors::run(settings).await,
+    }
+}
