@@ -38,20 +38,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let key = procs.api_key("legit", "bench")?;
     let header = [format!("x-api-key: {key}")];
     let url = format!("http://127.0.0.1:{}/api/v1/rates?bankId=1", procs::API);
-    let http = reqwest::Client::new();
-    loop {
-        let body = http
-            .get(&url)
-            .header("x-api-key", &key)
-            .send()
-            .await?
-            .text()
-            .await?;
-        if body.contains("lastRatesUpdatedAt") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    procs::wait_served(&format!("http://127.0.0.1:{}", procs::API), &key).await?;
     procs.stop("projector");
     let header_timeout: u64 = std::env::var("RATEWIRE_HTTP_HEADER_TIMEOUT_SECS")
         .ok()
@@ -109,16 +96,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
             .join(", "),
         other => other.to_string(),
     };
-    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", procs::API_OPERATOR))
+    let operator_metrics = format!("http://127.0.0.1:{}/metrics", procs::API_OPERATOR);
+    let lookups = procs::metric(&operator_metrics, "ratewire_api_key_lookups_postgres_total")
         .await?
-        .text()
-        .await?;
-    let lookups = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("ratewire_api_key_lookups_postgres_total "))
-        .unwrap_or("0")
-        .trim()
-        .to_owned();
+        .unwrap_or_else(|| "0".into());
     let times = |l: &Latency| {
         format!(
             "{} / {} / {} / {}",

@@ -8,11 +8,23 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use ratewire_service::progress::Progress;
 
 use super::load::{self, Figures, Latency};
 use super::procs::{self, cpu_pct, rss_mb, Procs};
 use super::report::{fixed, replace_section, row};
 use super::{median, say, Machine, Settings};
+
+/// The freshness load: 100 boards/s from 50 banks of 30 currencies.
+const FRESHNESS_LOAD: [&str; 7] = [
+    "load",
+    "--banks",
+    "50",
+    "--currencies",
+    "30",
+    "--rate",
+    "100",
+];
 
 /// One endpoint of the API's table.
 struct Endpoint {
@@ -144,6 +156,7 @@ fn shares_within(metrics: &str, metric: &str) -> [String; 3] {
 /// `target` (polled every 20 ms on one connection: heavier polling showed
 /// in the fold it timed).
 async fn wait_applied(target: f64) -> anyhow::Result<()> {
+    let progress = Progress::new("projector backlog", Some(target as u64));
     let http = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{}/metrics", procs::PROJECTOR);
     let deadline = Instant::now() + Duration::from_secs(3600);
@@ -155,7 +168,9 @@ async fn wait_applied(target: f64) -> anyhow::Result<()> {
                 .find_map(|l| l.strip_prefix("ratewire_projector_events_applied_total "))
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .unwrap_or(0.0);
+            progress.set(applied as u64, "events applied");
             if applied >= target {
+                progress.finish();
                 return Ok(());
             }
         }
@@ -190,21 +205,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
 
     // A broker started moments ago still compiles its hot paths.
     say("warm-up: the freshness load for 20 s, not measured");
-    procs.run(
-        &feed,
-        &[
-            "load",
-            "--banks",
-            "50",
-            "--currencies",
-            "30",
-            "--rate",
-            "100",
-            "--duration",
-            "20s",
-        ],
-        "feed.log",
-    )?;
+    let warm_up = [FRESHNESS_LOAD.as_slice(), &["--duration", "20s"]].concat();
+    procs.run(&feed, &warm_up, "feed.log")?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     say("freshness: 100 boards/s from 50 banks of 30 currencies for 30 s, each polled on the API until served");
     let out = File::create(procs.dir.join("freshness.txt"))?;
@@ -214,21 +216,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         .open(procs.dir.join("feed.log"))?;
     let mut freshness = procs
         .command(&feed, &[])
-        .args([
-            "load",
-            "--banks",
-            "50",
-            "--currencies",
-            "30",
-            "--rate",
-            "100",
-            "--duration",
-            "30s",
-            "--watch-api",
-            &api,
-            "--api-key",
-            &key,
-        ])
+        .args(FRESHNESS_LOAD)
+        .args(["--duration", "30s", "--watch-api", &api, "--api-key", &key])
         .stdout(out)
         .stderr(errors)
         .stdin(Stdio::null())
@@ -321,25 +310,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let boards = settings.entries.div_ceil(30).to_string();
     say(format!("ingest: {boards} boards of 30 currencies as fast as 32 publishers can, with the projector stopped"));
     procs.stop("projector");
-    let ingest = Figures::parse(&procs.run(
-        &feed,
-        &[
-            "load",
-            "--banks",
-            "50",
-            "--currencies",
-            "30",
-            "--rate",
-            "0",
-            "--concurrency",
-            "32",
-            "--boards",
-            &boards,
-            "--duration",
-            "3600s",
-        ],
-        "feed.log",
-    )?);
+    let ingest = procs.backlog(settings.entries)?;
     let accepted = ingest.number("accepted");
     let entries = accepted * 30.0;
 

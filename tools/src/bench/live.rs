@@ -212,19 +212,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         writeln!(file, "{id} {token}")?;
     }
     let api = format!("http://127.0.0.1:{}", procs::API);
-    loop {
-        let body = http
-            .get(format!("{api}/api/v1/rates?bankId=1"))
-            .header("x-api-key", &key)
-            .send()
-            .await?
-            .text()
-            .await?;
-        if body.contains("lastRatesUpdatedAt") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    procs::wait_served(&api, &key).await?;
     let header = [format!("x-api-key: {key}")];
     load::warm(
         settings,
@@ -247,16 +235,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         settings.subscribers
     ));
     let subscribed = run_once(&procs, "subscribed", settings.subscribers, &key, true).await?;
-    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", procs::API_OPERATOR))
+    let operator_metrics = format!("http://127.0.0.1:{}/metrics", procs::API_OPERATOR);
+    let streams_open = procs::metric(&operator_metrics, "ratewire_api_streams_open")
         .await?
-        .text()
-        .await?;
-    let streams_open = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("ratewire_api_streams_open "))
-        .unwrap_or("?")
-        .trim()
-        .to_owned();
+        .unwrap_or_else(|| "?".into());
 
     say("series: five years of daily boards for one bank, then five-year daily series");
     let (bank, token) = tokens[0].clone();

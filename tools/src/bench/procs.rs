@@ -230,6 +230,32 @@ impl Procs {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
+    /// A backlog of `entries` rate entries (boards of 30 currencies for
+    /// 50 banks) published as fast as 32 publishers can; the load's figures.
+    pub fn backlog(&self, entries: u64) -> anyhow::Result<super::load::Figures> {
+        let boards = entries.div_ceil(30).to_string();
+        let out = self.run(
+            &self.settings.bin("ratewire-feed"),
+            &[
+                "load",
+                "--banks",
+                "50",
+                "--currencies",
+                "30",
+                "--rate",
+                "0",
+                "--concurrency",
+                "32",
+                "--boards",
+                &boards,
+                "--duration",
+                "3600s",
+            ],
+            "feed.log",
+        )?;
+        Ok(super::load::Figures::parse(&out))
+    }
+
     /// A key of `plan` from the API's command line.
     pub fn api_key(&self, name: &str, plan: &str) -> anyhow::Result<String> {
         let out = self.run(
@@ -314,6 +340,34 @@ pub async fn wait_url(url: &str) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     bail!("{url} did not answer")
+}
+
+/// The value of `name` on the Prometheus page at `url`, as printed.
+pub async fn metric(url: &str, name: &str) -> anyhow::Result<Option<String>> {
+    let page = reqwest::get(url).await?.text().await?;
+    let prefix = format!("{name} ");
+    Ok(page
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_owned()))
+}
+
+/// Waits until the API at `api` serves bank 1's board to `key`.
+pub async fn wait_served(api: &str, key: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let answer = http
+            .get(format!("{api}/api/v1/rates?bankId=1"))
+            .header("x-api-key", key)
+            .send()
+            .await?;
+        if answer.text().await?.contains("lastRatesUpdatedAt") {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("bank 1's board was not served within a minute")
 }
 
 /// A process's resident memory, in MB.

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use ratewire_service::progress::Progress;
 
-use super::load::Figures;
 use super::procs::{self, Procs};
 use super::report::{fixed, replace_section, row};
 use super::{say, Machine, Settings};
@@ -22,25 +22,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     say(format!(
         "ingest: {boards} boards of 30 currencies for 50 banks"
     ));
-    let loaded = Figures::parse(&procs.run(
-        &settings.bin("ratewire-feed"),
-        &[
-            "load",
-            "--banks",
-            "50",
-            "--currencies",
-            "30",
-            "--rate",
-            "0",
-            "--concurrency",
-            "32",
-            "--boards",
-            &boards,
-            "--duration",
-            "3600s",
-        ],
-        "feed.log",
-    )?);
+    let loaded = procs.backlog(settings.entries)?;
     let accepted = loaded.number("accepted") as i64;
     // Every board, plus one registration per bank.
     let expected = accepted + 50;
@@ -75,12 +57,15 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
             )?;
         }
         let pool = procs::database(&database).await?;
+        let progress = Progress::new("projectors' backlog", Some(expected as u64));
         loop {
             let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM readmodel.applied_events")
                 .fetch_one(&pool)
                 .await
                 .unwrap_or(0);
+            progress.set(applied as u64, "events applied");
             if applied >= expected {
+                progress.finish();
                 break;
             }
             if started.elapsed() > Duration::from_secs(180) {
