@@ -109,7 +109,7 @@ fn body_bytes(
 
 /// The axum baseline answering `body` as it is (with `encoding` as its
 /// Content-Encoding), measured as the API is.
-fn baseline(
+async fn baseline(
     procs: &mut Procs,
     name: &str,
     body: &std::path::Path,
@@ -126,10 +126,10 @@ fn baseline(
         None => "x-bench: 1".into(),
     };
     let url = format!("http://{addr}{path}");
-    let measured = tokio::task::block_in_place(|| {
-        tokio::runtime::Handle::current().block_on(procs::wait_url(&format!("http://{addr}/")))?;
-        measure(procs, name, &url, &[header])
-    });
+    let measured = match procs::wait_url(&format!("http://{addr}/")).await {
+        Ok(()) => tokio::task::block_in_place(|| measure(procs, name, &url, &[header])),
+        Err(e) => Err(e),
+    };
     procs.stop("baseline");
     measured
 }
@@ -284,7 +284,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         std::slice::from_ref(&auth),
         Some(&single),
     )?;
-    let axum = baseline(&mut procs, "axum", &single, "/api/v1/rates?bankId=1", None)?;
+    let axum = baseline(&mut procs, "axum", &single, "/api/v1/rates?bankId=1", None).await?;
     let gzipped = procs.dir.join("body.json.gz");
     body_bytes(
         &format!("{api}/api/v1/rates"),
@@ -297,7 +297,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         &gzipped,
         "/api/v1/rates",
         Some("gzip"),
-    )?;
+    )
+    .await?;
 
     say("at rest: broker and projector CPU with nothing published (10 s), then with the demo feed (20 s)");
     let cpu_quiet = cpu_pct(10, &[procs.pid("broker"), procs.pid("projector")]).await;

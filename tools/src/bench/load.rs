@@ -3,7 +3,6 @@
 //! coordinated omission) for latency at a fixed rate, wrk for the limits
 //! comparison, and `redis-benchmark` for the bare Redis baseline.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
@@ -258,16 +257,6 @@ impl Figures {
     pub fn number(&self, name: &str) -> f64 {
         self.get(name).parse().unwrap_or(f64::NAN)
     }
-}
-
-/// Whether `program` can be run.
-pub fn installed(program: &Path) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
 }
 
 #[cfg(test)]

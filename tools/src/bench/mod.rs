@@ -19,7 +19,6 @@ pub mod projectors;
 pub mod report;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// What every scenario is run with.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,10 +63,6 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn measure(&self) -> Duration {
-        Duration::from_secs(self.seconds)
-    }
-
     /// A release binary or example of the workspace.
     pub fn bin(&self, name: &str) -> PathBuf {
         self.root.join("target/release").join(name)
