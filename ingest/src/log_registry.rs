@@ -101,7 +101,9 @@ impl Registry {
                     b.active = matches!(event, Event::BankReactivated(_));
                 }
             }
-            Event::BoardPublished(_) | Event::BoardRetracted(_) => {}
+            Event::BoardPublished(_)
+            | Event::BoardRetracted(_)
+            | Event::ReferenceBoardPublished(_) => {}
         }
     }
 }

@@ -176,6 +176,8 @@ pub struct Redriven {
 pub struct Changed {
     pub banks: BTreeSet<BankId>,
     pub currencies: BTreeSet<CurrencyCode>,
+    /// Reference days (source, date).
+    pub reference: BTreeSet<(String, chrono::NaiveDate)>,
 }
 
 /// Re-drives the unresolved letters of `topic` among `ids` (all that match
@@ -305,6 +307,7 @@ async fn redrive_one(
     tx.commit().await?;
     changed.banks.extend(outcome.banks);
     changed.currencies.extend(outcome.currencies);
+    changed.reference.extend(outcome.reference);
     Ok(Some(Redriven {
         id,
         partition,

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::{
     decode, decode_message, BankId, CurrencyCode, DecodeError, Decoded, Envelope, Event, Message,
 };
@@ -93,6 +93,8 @@ pub struct BatchOutcome {
     pub banks: BTreeSet<BankId>,
     /// Currencies whose best rates may have changed.
     pub currencies: BTreeSet<CurrencyCode>,
+    /// Reference days (source, date) whose views must be refreshed.
+    pub reference: BTreeSet<(String, NaiveDate)>,
     /// The partitions' next offsets after the batch.
     pub positions: BTreeMap<i32, i64>,
     /// `occurred_at` of every event applied, in the order applied.
@@ -104,6 +106,20 @@ pub struct BatchOutcome {
 }
 
 impl BatchOutcome {
+    /// Notes the views `envelope` may change: its bank's, or its
+    /// reference day's.
+    fn touch(&mut self, envelope: &Envelope) {
+        match &envelope.event {
+            Event::ReferenceBoardPublished(board) => {
+                self.reference
+                    .insert((board.source().to_owned(), board.date()));
+            }
+            _ => {
+                self.banks.insert(envelope.bank_id);
+            }
+        }
+    }
+
     /// `occurred_at` of the newest event applied.
     pub fn newest_event(&self) -> Option<DateTime<Utc>> {
         self.occurred.iter().max().copied()
@@ -216,7 +232,7 @@ async fn fold_batch(
                 }
             };
             if let Some(Decoded::Event(envelope)) = decoded {
-                outcome.banks.insert(envelope.bank_id);
+                outcome.touch(envelope);
                 if let Event::BoardPublished(board) = &envelope.event {
                     outcome
                         .currencies
@@ -396,7 +412,7 @@ pub async fn try_message(
             Ok(Applied::Yes) => {
                 savepoint.commit().await?;
                 outcome.applied += 1;
-                outcome.banks.insert(envelope.bank_id);
+                outcome.touch(envelope);
                 outcome.occurred.push(envelope.occurred_at);
                 Attempt::Applied
             }

@@ -27,7 +27,7 @@ use crate::http::Status;
 use crate::idle::{self, Doorbell, Pacing};
 use crate::metrics::{self as report, Progress};
 use crate::views::aggregates::Aggregates;
-use crate::views::{BankViews, RedisViews, Target};
+use crate::views::{reference, BankViews, RedisViews, Target};
 
 /// What became of a received batch.
 enum Applied {
@@ -55,6 +55,8 @@ pub struct FoldLoop {
     /// to the views over all banks.
     bank_views: BankViews,
     housekeeping: Housekeeping,
+    /// Reference days whose views are still to be written.
+    reference: reference::Pending,
     /// Ingest's notices of new events.
     doorbell: Doorbell,
 }
@@ -107,6 +109,7 @@ impl FoldLoop {
             assignment,
             status,
             bank_views: BankViews::spawn(Aggregates::spawn(shutdown.clone())),
+            reference: reference::Pending::default(),
             doorbell,
         })
     }
@@ -292,6 +295,7 @@ impl FoldLoop {
         self.views =
             RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &generation);
         self.generation = generation;
+        self.reference.all();
         Ok(())
     }
 
@@ -419,6 +423,8 @@ impl FoldLoop {
             outcome.currencies,
             outcome.occurred,
         );
+        self.reference.add(outcome.reference);
+        self.reference.write(&self.pool, &mut self.views).await;
         if outcome.gaps.is_empty() {
             Applied::Done
         } else {
@@ -453,6 +459,7 @@ impl FoldLoop {
         self.housekeeping
             .complete_views(&self.bank_views, &target)
             .await;
+        self.reference.write(&self.pool, &mut self.views).await;
     }
 }
 

@@ -60,7 +60,7 @@ impl Reference {
             Event::BankDeactivated(_) => {
                 self.active.insert(bank, false);
             }
-            Event::BankUpdated(_) => {}
+            Event::BankUpdated(_) | Event::ReferenceBoardPublished(_) => {}
             Event::BoardPublished(board) => {
                 let rates = board
                     .rates()

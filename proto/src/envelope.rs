@@ -7,6 +7,7 @@ use uuid::Uuid;
 use crate::board::WireBoard;
 use crate::event::{BoardRetracted, Event};
 use crate::ids::BankId;
+use crate::reference::{WireReferenceBoard, REFERENCE_SUBJECT};
 use crate::rules::{earliest_as_of, Rule, Violation, MAX_FUTURE_SKEW};
 use crate::topic::partition_key;
 
@@ -31,6 +32,18 @@ impl Envelope {
             occurred_at,
             event,
         }
+    }
+
+    /// A reference board's event, under the reserved subject.
+    pub fn reference(
+        occurred_at: DateTime<Utc>,
+        board: crate::reference::ReferenceBoardPublished,
+    ) -> Self {
+        Self::new(
+            REFERENCE_SUBJECT,
+            occurred_at,
+            Event::ReferenceBoardPublished(board),
+        )
     }
 }
 
@@ -180,6 +193,7 @@ pub fn encode(envelope: &Envelope) -> Vec<u8> {
         Event::BankReactivated(e) => serde_json::to_value(e),
         Event::BoardPublished(e) => serde_json::to_value(e),
         Event::BoardRetracted(e) => serde_json::to_value(e),
+        Event::ReferenceBoardPublished(e) => serde_json::to_value(e),
     }
     .expect("event payloads are plain data and always serialize");
     let type_name = envelope.event.type_name();
@@ -287,8 +301,26 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
             retraction.check().map_err(broken)?;
             Event::BoardRetracted(retraction)
         }
+        "ReferenceBoardPublished" => {
+            let board = serde_json::from_str::<WireReferenceBoard>(payload)
+                .map_err(payload_error)?
+                .check()
+                .map_err(broken)?;
+            board.check_received(wire.occurred_at).map_err(broken)?;
+            Event::ReferenceBoardPublished(board)
+        }
         other => unreachable!("current_version knows {other} but decode does not"),
     };
+    // Reference boards, and only they, travel under the reserved subject.
+    let reference = matches!(event, Event::ReferenceBoardPublished(_));
+    if reference != (wire.bank_id == REFERENCE_SUBJECT) {
+        let message = if reference {
+            format!("must be {REFERENCE_SUBJECT} on a reference board")
+        } else {
+            format!("{REFERENCE_SUBJECT} is reserved for reference boards")
+        };
+        return Err(broken(Violation::new(Rule::Key, "bankId", message)));
+    }
     Ok(Decoded::Event(Envelope {
         event_id: wire.event_id,
         bank_id: wire.bank_id,
@@ -358,6 +390,46 @@ mod tests {
             let bytes = encode(&envelope);
             assert_eq!(decode(&bytes).unwrap(), Decoded::Event(envelope));
         }
+    }
+
+    fn reference_board() -> crate::reference::ReferenceBoardPublished {
+        let wire = crate::reference::WireReferenceBoard {
+            source: "NBE".into(),
+            date: "2026-05-18".parse().unwrap(),
+            rates: vec![crate::reference::WireReferenceEntry {
+                currency: "USD".into(),
+                buying: "157.227".into(),
+                selling: "158.7993".into(),
+                weighted_average: "157.227".into(),
+            }],
+        };
+        wire.check().unwrap()
+    }
+
+    #[test]
+    fn a_reference_board_round_trips_under_the_reserved_subject_only() {
+        let envelope = Envelope::reference(
+            "2026-05-18T09:00:00Z".parse().unwrap(),
+            reference_board(),
+        );
+        let bytes = encode(&envelope);
+        assert_eq!(decode(&bytes).unwrap(), Decoded::Event(envelope.clone()));
+        let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(json["bankId"], 9_007_199_254_740_991_i64);
+        assert_eq!(json["payload"]["rates"][0]["weightedAverage"], "157.227");
+
+        let elsewhere = Envelope {
+            bank_id: bank(),
+            ..envelope.clone()
+        };
+        assert_eq!(rule_of(decode(&encode(&elsewhere))), Rule::Key);
+        let bank_event = Envelope::new(REFERENCE_SUBJECT, Utc::now(), board());
+        assert_eq!(rule_of(decode(&encode(&bank_event))), Rule::Key);
+        let early = Envelope {
+            occurred_at: "2026-05-17T12:00:00Z".parse().unwrap(),
+            ..envelope
+        };
+        assert_eq!(rule_of(decode(&encode(&early))), Rule::AsOf);
     }
 
     #[test]

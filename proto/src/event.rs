@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use crate::board::BoardPublished;
+pub use crate::reference::ReferenceBoardPublished;
 use crate::rules::{Rule, Violation, MAX_REASON_CHARS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +91,9 @@ pub enum Event {
     BankReactivated(BankReactivated),
     BoardPublished(BoardPublished),
     BoardRetracted(BoardRetracted),
+    /// A central bank's reference board for a day (its envelope's `bankId`
+    /// is [`crate::reference::REFERENCE_SUBJECT`]).
+    ReferenceBoardPublished(ReferenceBoardPublished),
 }
 
 impl Event {
@@ -102,6 +106,7 @@ impl Event {
             Event::BankReactivated(_) => "BankReactivated",
             Event::BoardPublished(_) => "BoardPublished",
             Event::BoardRetracted(_) => "BoardRetracted",
+            Event::ReferenceBoardPublished(_) => "ReferenceBoardPublished",
         }
     }
 
@@ -110,7 +115,7 @@ impl Event {
     pub fn current_version(type_name: &str) -> Option<u32> {
         match type_name {
             "BankRegistered" | "BankUpdated" | "BankDeactivated" | "BankReactivated"
-            | "BoardPublished" | "BoardRetracted" => Some(1),
+            | "BoardPublished" | "BoardRetracted" | "ReferenceBoardPublished" => Some(1),
             _ => None,
         }
     }

@@ -4,7 +4,7 @@
 //! envelope every event travels in ([`envelope`]), the events themselves
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
 //! published ([`topic`]), and the rules every event obeys ([`rules`]), held
-//! by the types themselves ([`rate`], [`board`]). Ingest writes these types, the
+//! by the types themselves ([`rate`], [`board`], [`reference`]). Ingest writes these types, the
 //! projector reads them.
 //!
 //! This crate is the contract and nothing else: a third party may depend on
@@ -30,6 +30,7 @@ pub mod envelope;
 pub mod event;
 pub mod ids;
 pub mod rate;
+pub mod reference;
 pub mod rules;
 pub mod topic;
 
@@ -38,6 +39,9 @@ pub use envelope::{decode, decode_message, encode, DecodeError, Decoded, Envelop
 pub use event::{
     BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardRetracted, Event,
     SocialLink,
+};
+pub use reference::{
+    ReferenceBoardPublished, ReferenceEntry, NATIONAL_BANK, REFERENCE_SUBJECT,
 };
 pub use ids::{BankId, CurrencyCode, InvalidId};
 pub use rate::Rate;

@@ -18,13 +18,18 @@
 //! - `P view:banks:active`: sorted set of active bank ids (score = id);
 //! - `P view:currencies`: the whole /currencies body;
 //! - `P view:best:{CODE}`: the whole best-rates body of one currency;
+//! - `P view:reference:{SOURCE}:dates`: the days a reference source
+//!   published, a JSON array of dates, oldest first;
+//! - `P view:reference:{SOURCE}:{YYYY-MM-DD}`: that day's whole
+//!   reference-rates answer (every currency);
 //! - `P view:versions`: the snapshot version each view was rendered at;
 //! - `P view:etags`: each view's fingerprint ([`crate::views::digest`]),
 //!   written with it: the API's `ETag`, and how a writer knows a rendering
 //!   changes nothing (then nothing is written);
 //! - `P changes`: a stream of what changed, one entry per bank whose
 //!   /rates element changed (`board:{id}:{codes}`) and per currency whose
-//!   best rates changed (`best:{CODE}`), added in the same script as the
+//!   best rates changed (`best:{CODE}`), and per reference source whose
+//!   views changed (`reference:{SOURCE}`), added in the same script as the
 //!   views, so an entry is there only once its views are; trimmed by age.
 //!   API instances read it for the live stream and their caches.
 //!
@@ -377,6 +382,16 @@ impl Keys {
 
     pub fn best(&self, code: CurrencyCode) -> String {
         format!("{}view:best:{}", self.prefix, code)
+    }
+
+    /// The days a reference source published, as a JSON array.
+    pub fn reference_dates(&self, source: &str) -> String {
+        format!("{}view:reference:{source}:dates", self.prefix)
+    }
+
+    /// One reference day's whole answer (every currency).
+    pub fn reference_day(&self, source: &str, date: chrono::NaiveDate) -> String {
+        format!("{}view:reference:{source}:{date}", self.prefix)
     }
 
     /// Set once a rebuild has written every view: until then (a flush, a

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ratewire_proto::{BoardRetracted, CurrencyCode, Envelope, Event};
+use ratewire_proto::{BoardRetracted, CurrencyCode, Envelope, Event, ReferenceBoardPublished};
 use sqlx::PgConnection;
 
 use super::Incoming;
@@ -140,7 +140,10 @@ pub(super) async fn apply_event(
     let bank = envelope.bank_id.get();
     let at = envelope.occurred_at;
     let unknown = || Rejection::unknown_bank(bank);
-    if !matches!(envelope.event, Event::BankRegistered(_)) {
+    if !matches!(
+        envelope.event,
+        Event::BankRegistered(_) | Event::ReferenceBoardPublished(_)
+    ) {
         // Whatever the bank quoted so far may change its place in best rates.
         let before = latest_currencies(db, bank).await?;
         touched.extend(
@@ -278,8 +281,50 @@ pub(super) async fn apply_event(
             }
             retract(db, bank, envelope, retraction, touched).await?;
         }
+        Event::ReferenceBoardPublished(board) => reference_board(db, envelope, board).await?,
     }
     Ok(Applied::Yes)
+}
+
+/// Stores a reference day, replacing what the source published for it
+/// before (a correction): its rates go with the old row.
+async fn reference_board(
+    db: &mut PgConnection,
+    envelope: &Envelope,
+    board: &ReferenceBoardPublished,
+) -> Result<(), Rejection> {
+    sqlx::query("DELETE FROM reference_boards WHERE source = $1 AND date = $2")
+        .bind(board.source())
+        .bind(board.date())
+        .execute(&mut *db)
+        .await?;
+    sqlx::query(
+        "INSERT INTO reference_boards (source, date, event_id, published_at) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(board.source())
+    .bind(board.date())
+    .bind(envelope.event_id)
+    .bind(envelope.occurred_at)
+    .execute(&mut *db)
+    .await?;
+    let rates = board.rates();
+    let currencies: Vec<String> = rates.iter().map(|r| r.currency().to_string()).collect();
+    let buying: Vec<_> = rates.iter().map(|r| r.buying()).collect();
+    let selling: Vec<_> = rates.iter().map(|r| r.selling()).collect();
+    let average: Vec<_> = rates.iter().map(|r| r.weighted_average()).collect();
+    sqlx::query(
+        "INSERT INTO reference_rates (source, date, currency, buying, selling, weighted_average)
+         SELECT $1, $2, * FROM UNNEST($3::text[], $4::numeric[], $5::numeric[], $6::numeric[])",
+    )
+    .bind(board.source())
+    .bind(board.date())
+    .bind(&currencies)
+    .bind(&buying)
+    .bind(&selling)
+    .bind(&average)
+    .execute(&mut *db)
+    .await?;
+    Ok(())
 }
 
 /// Withdraws a board: its rows go, so every reader (latest board,

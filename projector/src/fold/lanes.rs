@@ -97,6 +97,7 @@ fn merge(into: &mut BatchOutcome, from: BatchOutcome) {
     into.ignored += from.ignored;
     into.banks.extend(from.banks);
     into.currencies.extend(from.currencies);
+    into.reference.extend(from.reference);
     into.positions.extend(from.positions);
     into.occurred.extend(from.occurred);
     into.gaps.extend(from.gaps);

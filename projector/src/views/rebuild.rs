@@ -8,7 +8,7 @@ use sqlx::PgPool;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::views::aggregates;
+use crate::views::{aggregates, reference};
 use crate::views::redis::{RedisViews, ViewUpdate};
 use crate::views::series_cache::SeriesCache;
 
@@ -28,19 +28,26 @@ pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usiz
     )
     .await?;
     views.apply(&update).await?;
+    let update = reference::load(pool, None, views.style()).await?;
+    views.apply(&update).await?;
     views.mark_built().await?;
     Ok(banks.len())
 }
 
 /// Writes the views a change outside the fold touched (a dead letter
-/// re-driven): those of `banks`, the best rates of `currencies`, and the
-/// views over all banks.
+/// re-driven): those of `banks`, the best rates of `currencies`, the
+/// reference days, and the views over all banks.
 pub async fn refresh_views(
     pool: &PgPool,
     views: &mut RedisViews,
     banks: &[BankId],
     currencies: &[ratewire_proto::CurrencyCode],
+    reference_days: &std::collections::BTreeSet<(String, chrono::NaiveDate)>,
 ) -> Result<()> {
+    if !reference_days.is_empty() {
+        let update = reference::load(pool, Some(reference_days), views.style()).await?;
+        views.apply(&update).await?;
+    }
     for update in ViewUpdate::load_banks(pool, banks).await? {
         views.apply(&update).await?;
     }

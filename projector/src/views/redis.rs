@@ -129,6 +129,15 @@ impl Rendered {
     }
 }
 
+/// One reference source's views: the days it published, and the days
+/// rendered again (`None`: no longer stored).
+#[derive(Debug, Clone)]
+pub struct ReferenceViews {
+    pub source: String,
+    pub dates: Rendered,
+    pub days: Vec<(chrono::NaiveDate, Option<Rendered>)>,
+}
+
 /// Where the views of one read-model generation go.
 #[derive(Clone)]
 pub struct Target {
@@ -151,6 +160,8 @@ pub struct ViewUpdate {
     /// time (a recomputation that changes nothing else writes nothing);
     /// `None` removes a currency no active bank quotes.
     pub best: Vec<(CurrencyCode, Option<Rendered>)>,
+    /// Reference sources' views (see `crate::views::reference`).
+    pub reference: Vec<ReferenceViews>,
     /// Write the views whatever version Redis holds (the views over all
     /// banks: see `aggregates`); the bank views never are.
     pub forced: bool,
@@ -181,12 +192,16 @@ impl ViewUpdate {
             banks: Vec::new(),
             currencies: None,
             best: Vec::new(),
+            reference: Vec::new(),
             forced: false,
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.banks.is_empty() && self.currencies.is_none() && self.best.is_empty()
+        self.banks.is_empty()
+            && self.currencies.is_none()
+            && self.best.is_empty()
+            && self.reference.is_empty()
     }
 }
 
@@ -326,6 +341,23 @@ impl RedisViews {
                     write("E", String::new(), &format!("best:{code}"), "");
                 }
             };
+        }
+        for views in &update.reference {
+            let source = &views.source;
+            write(
+                set,
+                self.keys.reference_dates(source),
+                &views.dates.body,
+                &views.dates.digest,
+            );
+            for (date, rendered) in &views.days {
+                let key = self.keys.reference_day(source, *date);
+                match rendered {
+                    Some(rendered) => write(set, key, &rendered.body, &rendered.digest),
+                    None => write(delete, key, "", ""),
+                }
+            }
+            write("E", String::new(), &format!("reference:{source}"), "");
         }
         let written: i64 = script.invoke_async(&mut self.conn).await?;
         if written == 0 && !update.is_empty() {

@@ -7,6 +7,7 @@ mod best;
 mod currencies;
 mod history;
 mod range;
+mod reference;
 mod series;
 mod snapshot;
 
@@ -18,6 +19,9 @@ pub use best::{best_entry, best_picks, best_rates, best_rates_from};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
 pub use range::{best_at, records_at, records_between, Best};
+pub use reference::{
+    in_force, reference_dates, reference_days, reference_sources, ReferenceDay, ReferenceRow,
+};
 pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,
     SERIES_BUCKET_SECONDS, SERIES_DAYS, SERIES_POINTS,

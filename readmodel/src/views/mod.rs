@@ -13,6 +13,7 @@ mod currencies;
 mod history;
 mod parse;
 mod rates;
+mod reference;
 mod series;
 
 pub use banks::banks_element;
@@ -24,6 +25,10 @@ pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
 pub use parse::rates_elements;
 pub use rates::rates_element;
+pub use reference::{
+    reference_dates_body, reference_dates_from_body, reference_day_from_body,
+    reference_day_response, ReferenceJson, StoredDay,
+};
 pub use series::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, BankPoint, BestPoint,
     SeriesOf,
