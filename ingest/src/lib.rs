@@ -13,6 +13,8 @@
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
 //!   in events) and hashed publisher tokens; [`log_registry`] restores the
 //!   banks the log has and the tables lack, before ingest takes anything.
+//! - [`reference`] takes the National Bank's published reference rates
+//!   as they are and publishes a day once per change.
 //! - [`cli`] runs the same bank and token operations from a shell.
 //!
 //! The client side (the demo simulator, backfill and load) is the tools
@@ -36,6 +38,7 @@ pub mod log_registry;
 pub mod openapi;
 pub mod outbox;
 pub mod publisher;
+pub mod reference;
 pub mod retraction;
 pub mod routes;
 

@@ -72,6 +72,65 @@ pub struct Accepted {
     pub event_id: String,
 }
 
+/// A day of reference rates imported.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceImported {
+    /// 202 when published, 200 when the day was already published with
+    /// these values.
+    pub status: u16,
+    /// "Accepted" or "Unchanged"
+    pub message: String,
+    /// The event carrying the day's values (the earlier one when unchanged).
+    #[schema(format = Uuid)]
+    pub event_id: String,
+    /// "NBE"
+    pub source: String,
+    #[schema(format = Date)]
+    pub date: String,
+    /// How many currencies the day has.
+    pub currencies: u32,
+    /// `published` (a new day), `corrected` (other values for a day
+    /// published before: they replace it) or `unchanged`.
+    pub outcome: String,
+}
+
+/// The National Bank's published `filter-exchange-rates` response, as it
+/// is: numbers are decimal strings; names and ids are ignored (currencies
+/// are keyed on `currency.code`); every entry is for the same day.
+#[derive(ToSchema)]
+pub struct PublishedReference {
+    /// Must not be false.
+    pub success: Option<bool>,
+    pub message: Option<String>,
+    /// Must be 200 when present.
+    pub status: Option<u16>,
+    pub data: Vec<PublishedReferenceRate>,
+}
+
+#[derive(ToSchema)]
+pub struct PublishedReferenceRate {
+    pub id: Option<String>,
+    pub currency_id: Option<String>,
+    /// A positive decimal string, e.g. "157.227".
+    pub buying: String,
+    /// Not below `buying`.
+    pub selling: String,
+    /// The day the rate applies to (YYYY-MM-DD), not after today in Addis Ababa.
+    #[schema(format = Date)]
+    pub date: String,
+    pub weighted_average: String,
+    pub currency: PublishedCurrency,
+}
+
+#[derive(ToSchema)]
+pub struct PublishedCurrency {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// An ISO 4217 code (XDR included).
+    pub code: String,
+}
+
 #[derive(ToSchema)]
 pub struct ErrorBody {
     pub status: u16,

@@ -105,8 +105,7 @@ pub async fn dead_letters(
                 let mut views = RedisViews::for_generation(redis, &config.read_model, &active);
                 let banks: Vec<_> = changed.banks.into_iter().collect();
                 let currencies: Vec<_> = changed.currencies.into_iter().collect();
-                refresh_views(&pool, &mut views, &banks, &currencies, &changed.reference)
-                    .await?;
+                refresh_views(&pool, &mut views, &banks, &currencies, &changed.reference).await?;
             }
         }
         DeadLettersCommand::Resolve { ids } => {

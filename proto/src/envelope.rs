@@ -408,10 +408,8 @@ mod tests {
 
     #[test]
     fn a_reference_board_round_trips_under_the_reserved_subject_only() {
-        let envelope = Envelope::reference(
-            "2026-05-18T09:00:00Z".parse().unwrap(),
-            reference_board(),
-        );
+        let envelope =
+            Envelope::reference("2026-05-18T09:00:00Z".parse().unwrap(), reference_board());
         let bytes = encode(&envelope);
         assert_eq!(decode(&bytes).unwrap(), Decoded::Event(envelope.clone()));
         let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

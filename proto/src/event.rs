@@ -114,8 +114,13 @@ impl Event {
     /// event's type.
     pub fn current_version(type_name: &str) -> Option<u32> {
         match type_name {
-            "BankRegistered" | "BankUpdated" | "BankDeactivated" | "BankReactivated"
-            | "BoardPublished" | "BoardRetracted" | "ReferenceBoardPublished" => Some(1),
+            "BankRegistered"
+            | "BankUpdated"
+            | "BankDeactivated"
+            | "BankReactivated"
+            | "BoardPublished"
+            | "BoardRetracted"
+            | "ReferenceBoardPublished" => Some(1),
             _ => None,
         }
     }

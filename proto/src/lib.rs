@@ -40,10 +40,8 @@ pub use event::{
     BankDeactivated, BankReactivated, BankRegistered, BankUpdated, BoardRetracted, Event,
     SocialLink,
 };
-pub use reference::{
-    ReferenceBoardPublished, ReferenceEntry, NATIONAL_BANK, REFERENCE_SUBJECT,
-};
 pub use ids::{BankId, CurrencyCode, InvalidId};
 pub use rate::Rate;
+pub use reference::{ReferenceBoardPublished, ReferenceEntry, NATIONAL_BANK, REFERENCE_SUBJECT};
 pub use rules::{Rule, Violation};
 pub use topic::{partition_key, APPENDED_CHANNEL, DEFAULT_TOPIC};

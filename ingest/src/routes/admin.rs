@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::{AppJson, AppState, Operator};
 use crate::banks::{self, Bank, BankPatch, NewBank};
 use crate::error::{Error, Result};
+use crate::reference::{self, Outcome};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -22,6 +23,7 @@ pub fn router() -> Router<AppState> {
             "/v1/admin/banks/{id}/boards/{event_id}",
             delete(retract_board),
         )
+        .route("/v1/admin/reference-rates", post(import_reference))
         .route(
             "/v1/admin/ping",
             get(|_: Operator| async { Json(json!({"status": 200, "message": "ok"})) }),
@@ -177,4 +179,51 @@ pub async fn revoke_token(
     } else {
         Err(Error::NotFound("Token not found".into()))
     }
+}
+
+/// Imports one day of the National Bank's reference rates, the body being
+/// its published response as it is. Published once the broker has
+/// acknowledged it; the same day with the same values again publishes
+/// nothing (200); with other values it is a correction that replaces the day.
+#[utoipa::path(post, path = "/v1/admin/reference-rates", tag = "reference rates",
+    request_body(content = crate::openapi::PublishedReference, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The day is on the log (a new day, or a correction)", body = crate::openapi::ReferenceImported),
+        (status = 200, description = "The day was already published with these values; nothing was published", body = crate::openapi::ReferenceImported),
+        (status = 400, description = "Not the published shape, or a broken rule: every problem under its field (`data[2].buying`); nothing was published", body = crate::openapi::ValidationErrorBody),
+        (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        crate::openapi::OperatorErrors,
+    ))]
+#[tracing::instrument(skip_all)]
+pub async fn import_reference(
+    _: Operator,
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
+) -> Result<(StatusCode, Json<Value>)> {
+    if !super::boards::is_json(&headers) {
+        return Err(Error::UnsupportedMediaType);
+    }
+    let body = super::body::read_limited(body, state.body_limit as usize).await?;
+    let board = reference::parse(&body, chrono::Utc::now())?;
+    let imported = reference::import(&state.pool, &state.publisher, board).await?;
+    let (status, message) = match imported.outcome {
+        Outcome::Unchanged => (StatusCode::OK, "Unchanged"),
+        Outcome::Published | Outcome::Corrected => (StatusCode::ACCEPTED, "Accepted"),
+    };
+    tracing::info!(date = %imported.date, outcome = ?imported.outcome, event_id = %imported.event_id,
+        "reference rates imported");
+    Ok((
+        status,
+        Json(json!({
+            "status": status.as_u16(),
+            "message": message,
+            "eventId": imported.event_id,
+            "source": imported.source,
+            "date": imported.date,
+            "currencies": imported.currencies,
+            "outcome": imported.outcome,
+        })),
+    ))
 }

@@ -234,7 +234,7 @@ pub(super) async fn read_reason(
     Ok(retraction.and_then(|r| r.reason))
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -11,7 +11,8 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::openapi::{
-    Accepted, Bank, BankPatch, ErrorBody, NewBank, SocialLink, Token, ValidationErrorBody,
+    Accepted, Bank, BankPatch, ErrorBody, NewBank, PublishedCurrency, PublishedReference,
+    PublishedReferenceRate, ReferenceImported, SocialLink, Token, ValidationErrorBody,
 };
 
 #[derive(OpenApi)]
@@ -35,7 +36,7 @@ struct PublisherDoc;
 #[openapi(
     info(
         title = "ratewire ingest operator API",
-        description = "Operators register banks, issue publisher tokens and retract boards. Served on the operator listener only.",
+        description = "Operators register banks, issue publisher tokens, retract boards and import the National Bank's reference rates. Served on the operator listener only.",
         version = "1.0.0"
     ),
     paths(
@@ -46,8 +47,9 @@ struct PublisherDoc;
         super::admin::create_token,
         super::admin::revoke_token,
         super::admin::retract_board,
+        super::admin::import_reference,
     ),
-    components(schemas(ErrorBody, ValidationErrorBody, Accepted, Bank, NewBank, BankPatch, SocialLink, Token)),
+    components(schemas(ErrorBody, ValidationErrorBody, Accepted, Bank, NewBank, BankPatch, SocialLink, Token, ReferenceImported, PublishedReference, PublishedReferenceRate, PublishedCurrency)),
     modifiers(&AdminToken),
     security(("admin_token" = []))
 )]

@@ -8,9 +8,9 @@ use sqlx::PgPool;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::views::{aggregates, reference};
 use crate::views::redis::{RedisViews, ViewUpdate};
 use crate::views::series_cache::SeriesCache;
+use crate::views::{aggregates, reference};
 
 /// Renders every view from Postgres into Redis; returns the number of banks.
 pub async fn rebuild_views(pool: &PgPool, views: &mut RedisViews) -> Result<usize> {

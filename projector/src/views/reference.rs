@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use tracing::{debug, warn};
 
 use crate::error::Result;
-use crate::views::redis::{ReferenceViews, RedisViews, Rendered, ViewUpdate};
+use crate::views::redis::{RedisViews, ReferenceViews, Rendered, ViewUpdate};
 
 /// Renders, in one snapshot, the views of `days` (source, date) and the
 /// list of days of each of their sources; every day of every source when
