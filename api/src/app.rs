@@ -246,6 +246,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
             config.serving.clients.clone(),
         ),
         timezone: config.timezone,
+        stale_after: config.stale_after,
         series_page_points: config.series_page_points as usize,
         cors_origins: config.cors_origins.clone(),
         readiness: Readiness::default(),

@@ -44,6 +44,11 @@ pub struct Config {
     /// The service time zone (IANA name): history days are calendar days here.
     #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
     pub timezone: chrono_tz::Tz,
+    /// A bank's board older than this is marked `stale` (on
+    /// /rates/spreads, /convert and the dashboard): `72h` by default, so
+    /// that a weekend does not count.
+    #[arg(long, env = "RATEWIRE_STALE_AFTER", default_value = "72h", value_parser = ratewire_service::settings::parse_duration)]
+    pub stale_after: std::time::Duration,
     /// Plans as `name=perMinute/perMonth`, comma separated; `anonymous` is
     /// required (callers without a valid key).
     #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::access::plans::DEFAULT_PLANS)]

@@ -41,6 +41,7 @@ pub mod query;
 pub mod redis_guard;
 pub mod routes;
 pub mod shortcut;
+pub mod spreads;
 pub mod state;
 pub mod views;
 pub mod web;

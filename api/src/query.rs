@@ -106,10 +106,16 @@ impl<'a> Checker<'a> {
 
     /// A required calendar date written YYYY-MM-DD.
     pub fn date(&mut self, name: &str) -> Option<NaiveDate> {
-        let Some(value) = self.params.get(name) else {
+        if self.params.get(name).is_none() {
             self.fail(name, format!("{name} is required"));
             return None;
-        };
+        }
+        self.optional_date(name)
+    }
+
+    /// A calendar date written YYYY-MM-DD, if given.
+    pub fn optional_date(&mut self, name: &str) -> Option<NaiveDate> {
+        let value = self.params.get(name)?;
         let shaped = value.len() == 10
             && value.bytes().enumerate().all(|(i, b)| {
                 if i == 4 || i == 7 {

@@ -46,6 +46,8 @@ pub struct Shared {
     /// The operators' token and who failed to present it.
     pub operators: OperatorGate,
     pub timezone: chrono_tz::Tz,
+    /// Boards older than this are `stale`.
+    pub stale_after: std::time::Duration,
     /// Points one `raw` series answer holds at most.
     pub series_page_points: usize,
     /// Origins whose pages may read from a browser.

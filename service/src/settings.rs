@@ -190,6 +190,13 @@ fn env_of(command: &clap::Command, flag: &str) -> Option<(String, bool)> {
     found.or_else(|| command.get_subcommands().find_map(|sub| env_of(sub, flag)))
 }
 
+/// A duration as people write one: `72h`, `3days`, `90s`, `500ms`,
+/// `1h 30m`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration like 72h, 30s or 500ms: {e}"))
+}
+
 /// Schema names are interpolated into DDL, so only plain identifiers pass.
 pub fn parse_schema(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()

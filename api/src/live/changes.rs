@@ -27,10 +27,17 @@ pub enum Change {
     Lists,
     /// The /currencies view changed (nothing to deliver).
     Currencies,
+    /// A reference source's day (`Some`) or its list of days changed
+    /// (nothing to deliver).
+    Reference {
+        source: String,
+        date: Option<chrono::NaiveDate>,
+    },
 }
 
 impl Change {
-    /// `board:{id}:{codes}`, `best:{CODE}`, `lists` or `currencies`.
+    /// `board:{id}:{codes}`, `best:{CODE}`, `lists`, `currencies`,
+    /// `reference:{SOURCE}` or `reference:{SOURCE}:{date}`.
     pub fn parse(entry: &str) -> Option<Change> {
         match entry {
             "lists" => return Some(Change::Lists),
@@ -51,6 +58,13 @@ impl Change {
             ("best", code) => Some(Change::Best {
                 currency: CurrencyCode::parse(code).ok()?,
             }),
+            ("reference", source) => Some(Change::Reference {
+                source: source.to_owned(),
+                date: match parts.next() {
+                    None => None,
+                    Some(date) => Some(date.parse().ok()?),
+                },
+            }),
             _ => None,
         }
     }
@@ -66,6 +80,10 @@ impl Change {
             Change::Best { currency } => vec![views.best(*currency)],
             Change::Lists => List::all().map(|list| list.key(views)).collect(),
             Change::Currencies => vec![views.currencies()],
+            Change::Reference { source, date } => vec![match date {
+                Some(date) => views.reference_day(source, *date),
+                None => views.reference_dates(source),
+            }],
         }
     }
 }
@@ -152,7 +170,7 @@ impl Reader {
                 Change::Best { currency } => {
                     pipe.get(views.best(*currency));
                 }
-                Change::Lists | Change::Currencies => {}
+                Change::Lists | Change::Currencies | Change::Reference { .. } => {}
             }
         }
         // Only entries that deliver nothing (lists, /currencies).
@@ -203,7 +221,7 @@ impl Reader {
                         frame: frame("best", Some(*at), &named(*currency, data)),
                     });
                 }
-                Change::Lists | Change::Currencies => {}
+                Change::Lists | Change::Currencies | Change::Reference { .. } => {}
             }
         }
         Ok(deliveries)
@@ -395,6 +413,14 @@ mod tests {
                 currency: CurrencyCode::parse("USD").unwrap()
             })
         );
+        assert_eq!(
+            Change::parse("reference:NBE:2026-05-18"),
+            Some(Change::Reference {
+                source: "NBE".into(),
+                date: Some("2026-05-18".parse().unwrap()),
+            })
+        );
+        assert_eq!(Change::parse("reference:NBE:someday"), None);
         assert_eq!(Change::parse("other:1"), None);
     }
 

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::access::auth::ApiKey;
 use crate::error::{Error, Result};
 use crate::query::{Checker, Params};
+use crate::spreads::Age;
 use crate::state::AppState;
 use crate::views::boards::boards;
 use crate::views::body::json_body;
@@ -180,6 +181,8 @@ struct ResultJson<'a> {
     rate: Num,
     legs: Vec<LegJson>,
     updated_at: String,
+    age_seconds: i64,
+    stale: bool,
 }
 
 #[derive(Serialize)]
@@ -240,6 +243,8 @@ pub async fn convert(
         None => boards.to_vec(),
     };
     let results = convert_at(&banks, from, to, amount, transactional);
+    let now = Utc::now();
+    let age = |c: &Converted| Age::of(c.updated_at(), now, state.stale_after);
     if results.is_empty() {
         return Err(unquoted(&banks, from, to, transactional, bank_id));
     }
@@ -273,6 +278,8 @@ pub async fn convert(
                         })
                         .collect(),
                     updated_at: timestamp(c.updated_at()),
+                    age_seconds: age(c).seconds,
+                    stale: age(c).stale,
                 })
                 .collect(),
         },

@@ -13,7 +13,9 @@ pub mod health;
 pub mod history;
 pub mod me;
 pub mod rates;
+pub mod reference_rates;
 pub mod series;
+pub mod spreads;
 pub mod stream;
 
 use axum::response::{IntoResponse, Response};
@@ -43,6 +45,8 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(history::history))
         .routes(routes!(series::series))
         .routes(routes!(convert::convert))
+        .routes(routes!(spreads::spreads))
+        .routes(routes!(reference_rates::reference_rates))
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))

@@ -258,7 +258,7 @@ async fn catch_up(
             Change::Board { bank, .. } => format!("board:{bank}"),
             Change::Best { currency } => format!("best:{currency}"),
             // What subscribers follow is on boards and best rates.
-            Change::Lists | Change::Currencies => continue,
+            Change::Lists | Change::Currencies | Change::Reference { .. } => continue,
         };
         latest.insert(target, (at, change));
     }

@@ -5,6 +5,7 @@
 //! elements: [`lists`]), or, when Redis has none or cannot be asked,
 //! rendered from Postgres with the same renderer ([`fallback`]), all in
 //! [`Views::serve`]. [`read_model`] says which generation is served;
+//! [`reference`] reads the reference rates' days;
 //! [`answer`] and [`body`] make the responses.
 
 pub mod answer;
@@ -14,6 +15,7 @@ pub mod cache;
 pub mod fallback;
 pub mod lists;
 pub mod read_model;
+pub mod reference;
 pub mod requests;
 
 use std::future::Future;

@@ -181,9 +181,11 @@ pub const BEST_RATES: &str = "/api/v1/rates/best-rates";
 pub const BANKS: &str = "/api/v1/banks";
 pub const CURRENCIES: &str = "/api/v1/currencies";
 pub const CONVERT: &str = "/api/v1/convert";
+pub const SPREADS: &str = "/api/v1/rates/spreads";
+pub const REFERENCE_RATES: &str = "/api/v1/reference-rates";
 
 /// Every route answered from a stored view.
-pub static VIEW_ROUTES: [ViewRoute; 5] = [
+pub static VIEW_ROUTES: [ViewRoute; 6] = [
     ViewRoute {
         path: RATES,
         view: |views, query| RatesRequest::parse(query).ok().map(|r| r.view(views)),
@@ -213,6 +215,12 @@ pub static VIEW_ROUTES: [ViewRoute; 5] = [
         view: |views, _| Some(ViewRef::list(views, List::Rates(BOARDS))),
         list: true,
         // Computed from the view, not the view itself.
+        shortcut: false,
+    },
+    ViewRoute {
+        path: SPREADS,
+        view: |views, _| Some(ViewRef::list(views, List::Rates(BOARDS))),
+        list: true,
         shortcut: false,
     },
 ];

@@ -344,19 +344,25 @@ impl RedisViews {
         }
         for views in &update.reference {
             let source = &views.source;
-            write(
-                set,
-                self.keys.reference_dates(source),
-                &views.dates.body,
-                &views.dates.digest,
-            );
             for (date, rendered) in &views.days {
                 let key = self.keys.reference_day(source, *date);
                 match rendered {
                     Some(rendered) => write(set, key, &rendered.body, &rendered.digest),
                     None => write(delete, key, "", ""),
                 }
+                write(
+                    "E",
+                    String::new(),
+                    &format!("reference:{source}:{date}"),
+                    "",
+                );
             }
+            write(
+                set,
+                self.keys.reference_dates(source),
+                &views.dates.body,
+                &views.dates.digest,
+            );
             write("E", String::new(), &format!("reference:{source}"), "");
         }
         let written: i64 = script.invoke_async(&mut self.conn).await?;

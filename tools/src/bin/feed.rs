@@ -92,7 +92,7 @@ enum Command {
         #[arg(long, default_value_t = 100.0)]
         rate: f64,
         /// How long to publish, e.g. 30s.
-        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, default_value = "30s", value_parser = ratewire_service::settings::parse_duration)]
         duration: Duration,
         /// Stop after this many boards.
         #[arg(long)]
@@ -107,24 +107,6 @@ enum Command {
         #[arg(long)]
         api_key: Option<String>,
     },
-}
-
-/// A duration such as `30s`, `500ms` or `2m`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map(|i| text.split_at(i))
-        .unwrap_or((text, "s"));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 30s"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("`{text}`: use ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 fn parse_token(text: &str) -> Result<(i64, String), String> {

@@ -1,0 +1,74 @@
+//! `GET /api/v1/reference-rates`: the National Bank's reference rates, as
+//! published, for the latest day or the day in force on a date.
+
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use ratewire_proto::NATIONAL_BANK;
+use ratewire_readmodel::store::in_force;
+use ratewire_readmodel::views::reference_day_from_body;
+
+use crate::access::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::query::{Checker, CurrencyArg, Params};
+use crate::state::AppState;
+use crate::views::answer::with_etag;
+use crate::views::body::json_body;
+use crate::views::{reference, requests};
+
+/// The reference rates of one currency, or of every currency, on the
+/// latest day published or on the day in force at the end of `date` (the
+/// last day published on or before it: a Saturday gives Friday's).
+#[utoipa::path(get, path = requests::REFERENCE_RATES, tag = "reference rates",
+    params(
+        ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case; without it, `data` is every currency of the day"),
+        ("date" = Option<String>, Query, format = Date, description = "YYYY-MM-DD, a day in Addis Ababa: the reference in force at its end; without it, the latest"),
+    ),
+    responses(
+        (status = 200, description = "success: `data` is one currency's reference rate, or (without `currencyCode`) an array of every currency's", body = crate::openapi::ReferenceRateResponse),
+        (status = 404, description = "No reference rate on or before the date (or for that currency on the day in force)", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn reference_rates(
+    _: ApiKey,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let currency = if check.given("currencyCode") {
+        check.currency("currencyCode", None)
+    } else {
+        None
+    };
+    let date = check.optional_date("date");
+    check.finish()?;
+    let code = match currency {
+        None => None,
+        Some(CurrencyArg::Known(code)) => Some(code),
+        Some(CurrencyArg::Unknown) => return Err(Error::NotFound("Currency not found")),
+    };
+    let dates = reference::dates(&state.views, NATIONAL_BANK).await?;
+    let day = match date {
+        Some(date) => in_force(&dates, date),
+        None => dates.last().copied(),
+    }
+    .ok_or(Error::NotFound("No reference rate on or before this date"))?;
+    let stored = reference::day(&state.views, NATIONAL_BANK, day).await?;
+    let Some(code) = code else {
+        return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()));
+    };
+    let read = reference_day_from_body(&stored.body)
+        .map_err(|e| Error::Startup(format!("a stored reference day does not read: {e}")))?;
+    let (_, element) = read
+        .elements
+        .iter()
+        .find(|(currency, _)| *currency == code)
+        .ok_or(Error::NotFound(
+            "Currency not found in the reference in force",
+        ))?;
+    // The conditional layer tags it: the element's own bytes decide.
+    Ok(json_body(format!(
+        r#"{{"message":"success","status":200,"data":{}}}"#,
+        element.get()
+    )))
+}

@@ -1,0 +1,237 @@
+//! `GET /api/v1/rates/spreads`: each active bank's spread on one currency,
+//! and its premium over the National Bank's reference rate in force on the
+//! day of the bank's board, narrowest spread first.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_proto::reference::reference_day;
+use ratewire_proto::{CurrencyCode, NATIONAL_BANK};
+use ratewire_readmodel::store::{in_force, ReferenceRow};
+use ratewire_readmodel::views::{reference_day_from_body, timestamp, CurrencyJson, Num};
+use rust_decimal::Decimal;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::access::auth::ApiKey;
+use crate::error::{Error, Result};
+use crate::query::{Checker, CurrencyArg, Params};
+use crate::spreads::{premium_percent, spread, spread_percent, Age};
+use crate::state::AppState;
+use crate::views::boards::boards;
+use crate::views::body::json_body;
+use crate::views::{reference, requests, Prefetched};
+
+/// One pair's figures: exact values and spread, rounded percents, and
+/// premiums when a reference is in force.
+struct PairFigures {
+    buying: Decimal,
+    selling: Decimal,
+    weighted_average: Option<Decimal>,
+}
+
+impl PairFigures {
+    fn write<M: SerializeMap>(&self, map: &mut M, kind: &str) -> Result<(), M::Error> {
+        let premium = |side| {
+            self.weighted_average
+                .and_then(|wa| premium_percent(side, wa))
+        };
+        map.serialize_entry(&format!("{kind}Buying"), &Num(self.buying))?;
+        map.serialize_entry(&format!("{kind}Selling"), &Num(self.selling))?;
+        map.serialize_entry(
+            &format!("{kind}Spread"),
+            &Num(spread(self.buying, self.selling)),
+        )?;
+        map.serialize_entry(
+            &format!("{kind}SpreadPercent"),
+            &spread_percent(self.buying, self.selling).map(Num),
+        )?;
+        map.serialize_entry(
+            &format!("{kind}BuyingPremiumPercent"),
+            &premium(self.buying).map(Num),
+        )?;
+        map.serialize_entry(
+            &format!("{kind}SellingPremiumPercent"),
+            &premium(self.selling).map(Num),
+        )
+    }
+
+    /// Every field of the pair as null (a bank quoting no transactional rates).
+    fn write_none<M: SerializeMap>(map: &mut M, kind: &str) -> Result<(), M::Error> {
+        for field in [
+            "Buying",
+            "Selling",
+            "Spread",
+            "SpreadPercent",
+            "BuyingPremiumPercent",
+            "SellingPremiumPercent",
+        ] {
+            map.serialize_entry(&format!("{kind}{field}"), &None::<Num>)?;
+        }
+        Ok(())
+    }
+}
+
+struct Row<'a> {
+    bank: &'a ratewire_readmodel::views::BankInfo,
+    updated_at: DateTime<Utc>,
+    cash: PairFigures,
+    /// `None`: not asked for; `Some(None)`: asked, not quoted.
+    transactional: Option<Option<PairFigures>>,
+    reference_date: Option<NaiveDate>,
+    age: Age,
+    cash_spread_percent: Option<Decimal>,
+}
+
+impl Serialize for Row<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(
+            "bank",
+            &serde_json::json!({
+                "id": self.bank.id.get(),
+                "name": self.bank.name,
+                "code": self.bank.code,
+                "imageUrl": self.bank.image_url,
+            }),
+        )?;
+        map.serialize_entry("updatedAt", &timestamp(self.updated_at))?;
+        self.cash.write(&mut map, "cash")?;
+        match &self.transactional {
+            None => {}
+            Some(Some(pair)) => pair.write(&mut map, "transactional")?,
+            Some(None) => PairFigures::write_none(&mut map, "transactional")?,
+        }
+        map.serialize_entry("referenceDate", &self.reference_date)?;
+        map.serialize_entry("ageSeconds", &self.age.seconds)?;
+        map.serialize_entry("stale", &self.age.stale)?;
+        map.end()
+    }
+}
+
+struct ReferenceJson<'a> {
+    date: NaiveDate,
+    row: &'a ReferenceRow,
+}
+
+impl Serialize for ReferenceJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("date", &self.date)?;
+        map.serialize_entry("buying", &Num(self.row.buying))?;
+        map.serialize_entry("selling", &Num(self.row.selling))?;
+        map.serialize_entry("weightedAverage", &Num(self.row.weighted_average))?;
+        map.end()
+    }
+}
+
+/// The National Bank's rate of `code` on each day asked for, read once
+/// per day.
+struct ReferenceDays<'a> {
+    state: &'a AppState,
+    dates: Vec<NaiveDate>,
+    code: CurrencyCode,
+    read: BTreeMap<NaiveDate, Option<ReferenceRow>>,
+}
+
+impl ReferenceDays<'_> {
+    /// The day in force on `day` and its rate of the currency, if any.
+    async fn on(&mut self, day: NaiveDate) -> Result<Option<(NaiveDate, ReferenceRow)>> {
+        let Some(date) = in_force(&self.dates, day) else {
+            return Ok(None);
+        };
+        if !self.read.contains_key(&date) {
+            let stored = reference::day(&self.state.views, NATIONAL_BANK, date).await?;
+            let read = reference_day_from_body(&stored.body).map_err(|e| {
+                Error::Startup(format!("a stored reference day does not read: {e}"))
+            })?;
+            self.read.insert(date, read.day.rate(self.code).cloned());
+        }
+        Ok(self.read[&date].clone().map(|row| (date, row)))
+    }
+}
+
+/// Each active bank's spread on one currency and its premium over the
+/// National Bank's reference rate, narrowest cash spread first (ties by
+/// bank id).
+#[utoipa::path(get, path = requests::SPREADS, tag = "reference rates",
+    params(
+        ("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case (one neither a bank nor the reference quotes: 404)"),
+        ("transactional" = Option<bool>, Query, description = "Add the transactional pair's figures: true, false, 1 or 0"),
+    ),
+    responses(
+        (status = 200, description = "success", body = crate::openapi::SpreadsResponse),
+        (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn spreads(
+    _: ApiKey,
+    State(state): State<AppState>,
+    prefetched: Prefetched,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let code = check.currency("currencyCode", None);
+    let transactional = check.flag("transactional");
+    check.finish()?;
+    let Some(CurrencyArg::Known(code)) = code else {
+        return Err(Error::NotFound("Currency not found"));
+    };
+    let now = Utc::now();
+    let boards = boards(&state.views, prefetched).await?;
+    let mut reference = ReferenceDays {
+        state: &state,
+        dates: reference::dates(&state.views, NATIONAL_BANK).await?,
+        code,
+        read: BTreeMap::new(),
+    };
+    let today = reference.on(reference_day(now)).await?;
+    let mut rows = Vec::new();
+    for board in boards.iter() {
+        let Some(rate) = board.rates.iter().find(|r| r.currency == code) else {
+            continue;
+        };
+        let in_force = reference.on(reference_day(rate.updated_at)).await?;
+        let weighted_average = in_force.as_ref().map(|(_, row)| row.weighted_average);
+        rows.push(Row {
+            bank: &board.bank,
+            updated_at: rate.updated_at,
+            cash: PairFigures {
+                buying: rate.cash_buying,
+                selling: rate.cash_selling,
+                weighted_average,
+            },
+            transactional: transactional.then(|| {
+                Some(PairFigures {
+                    buying: rate.transactional_buying?,
+                    selling: rate.transactional_selling?,
+                    weighted_average,
+                })
+            }),
+            reference_date: in_force.map(|(date, _)| date),
+            age: Age::of(rate.updated_at, now, state.stale_after),
+            cash_spread_percent: spread_percent(rate.cash_buying, rate.cash_selling),
+        });
+    }
+    if rows.is_empty() && today.is_none() {
+        return Err(Error::NotFound("Currency not found"));
+    }
+    rows.sort_by(|a, b| {
+        a.cash_spread_percent
+            .cmp(&b.cash_spread_percent)
+            .then(a.bank.id.cmp(&b.bank.id))
+    });
+    let body = serde_json::json!({
+        "message": "success",
+        "status": 200,
+        "data": {
+            "currency": CurrencyJson { code, style: &state.views.style },
+            "reference": today.as_ref().map(|(date, row)| ReferenceJson { date: *date, row }),
+            "banks": rows,
+        },
+    });
+    Ok(json_body(body.to_string()))
+}

@@ -1,0 +1,81 @@
+//! The reference rates as the API reads them: a source's days, and one
+//! day's whole answer, as the projector stored them (kept in this process
+//! until it changes them), else rendered from Postgres by the same
+//! renderer.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use chrono::NaiveDate;
+use ratewire_readmodel::store;
+use ratewire_readmodel::views::{
+    reference_dates_body, reference_dates_from_body, reference_day_response,
+};
+
+use crate::error::{Error, Result};
+use crate::views::{Cached, Prefetched, Stored, ViewRef, Views};
+
+/// The answer when a source has no day at all (the list of days is then
+/// empty: stored views say nothing of a source never published).
+const NO_DAYS: &str = "no reference day";
+
+/// The days `source` published, oldest first (none: empty).
+pub async fn dates(views: &Arc<Views>, source: &str) -> Result<Vec<NaiveDate>> {
+    let read = views.read.current();
+    let view = ViewRef::new(&read.views, read.views.reference_dates(source));
+    let stored = fetch(views, &view, || {
+        let (pool, source) = (read.pool.clone(), source.to_owned());
+        async move {
+            let dates = store::reference_dates(&pool, &source).await?;
+            Ok(Ok(Stored {
+                body: Bytes::from(reference_dates_body(&dates)),
+                etag: None,
+            }))
+        }
+    })
+    .await?;
+    reference_dates_from_body(&stored.body).map_err(|e| {
+        Error::Startup(format!(
+            "a stored list of reference days does not read: {e}"
+        ))
+    })
+}
+
+/// `source`'s answer for `date` (every currency), with its `ETag`; 404 when
+/// it published nothing that day.
+pub async fn day(views: &Arc<Views>, source: &str, date: NaiveDate) -> Result<Stored> {
+    let read = views.read.current();
+    let view = ViewRef::new(&read.views, read.views.reference_day(source, date));
+    let style = Arc::clone(&views.style);
+    fetch(views, &view, || {
+        let (pool, source) = (read.pool.clone(), source.to_owned());
+        async move {
+            let days = store::reference_days(&pool, &source, Some(&[date])).await?;
+            Ok(match days.first() {
+                Some(day) => Ok(Stored {
+                    body: Bytes::from(reference_day_response(day, &style)),
+                    etag: None,
+                }),
+                None => Err(NO_DAYS),
+            })
+        }
+    })
+    .await
+}
+
+/// `view` as stored, else rendered from Postgres by `render`.
+async fn fetch<F, Fut>(views: &Arc<Views>, view: &ViewRef, render: F) -> Result<Stored>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<std::result::Result<Stored, &'static str>>>,
+{
+    match views.cached(Prefetched::default(), view).await {
+        Cached::Found(stored) => Ok(stored),
+        cached => {
+            views
+                .fallbacks
+                .render(cached.shared(views), &view.key, render)
+                .await
+        }
+    }
+}
