@@ -10,7 +10,7 @@ use crate::Stack;
 
 /// Every read-model table, with its columns in a comparable form (numbers
 /// as text, so 155.10 and 155.1 differ as they do when served).
-const TABLES: [(&str, &str); 8] = [
+const TABLES: [(&str, &str); 10] = [
     (
         "banks",
         "id, code, name, image_url, social_links::text, active, registered_at, updated_at",
@@ -31,6 +31,11 @@ const TABLES: [(&str, &str); 8] = [
     (
         "retracted_boards",
         "event_id, bank_id, retracted_by, reason, retracted_at",
+    ),
+    ("reference_boards", "source, date, event_id, published_at"),
+    (
+        "reference_rates",
+        "source, date, currency, buying::text, selling::text, weighted_average::text",
     ),
 ];
 

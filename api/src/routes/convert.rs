@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::query::{Checker, Params};
 use crate::spreads::Age;
 use crate::state::AppState;
+use crate::views::answer::aged_answer;
 use crate::views::boards::boards;
-use crate::views::body::json_body;
 use crate::views::requests;
 use crate::views::Prefetched;
 
@@ -181,7 +181,9 @@ struct ResultJson<'a> {
     rate: Num,
     legs: Vec<LegJson>,
     updated_at: String,
-    age_seconds: i64,
+    /// `None` in the body the `ETag` is made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    age_seconds: Option<i64>,
     stale: bool,
 }
 
@@ -248,7 +250,7 @@ pub async fn convert(
     if results.is_empty() {
         return Err(unquoted(&banks, from, to, transactional, bank_id));
     }
-    let body = Envelope {
+    let mut body = Envelope {
         message: "success",
         status: 200,
         data: Data {
@@ -278,15 +280,18 @@ pub async fn convert(
                         })
                         .collect(),
                     updated_at: timestamp(c.updated_at()),
-                    age_seconds: age(c).seconds,
+                    age_seconds: Some(age(c).seconds),
                     stale: age(c).stale,
                 })
                 .collect(),
         },
     };
-    Ok(json_body(
-        serde_json::to_string(&body).expect("the answer serializes"),
-    ))
+    let text = serde_json::to_string(&body).expect("the answer serializes");
+    for result in &mut body.data.results {
+        result.age_seconds = None;
+    }
+    let ageless = serde_json::to_string(&body).expect("the answer serializes");
+    Ok(aged_answer(text, &ageless))
 }
 
 /// Why nothing could be converted: the currency no bank (or not that

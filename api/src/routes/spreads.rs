@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::reference::reference_day;
 use ratewire_proto::{CurrencyCode, NATIONAL_BANK};
 use ratewire_readmodel::store::{in_force, ReferenceRow};
-use ratewire_readmodel::views::{reference_day_from_body, timestamp, CurrencyJson, Num};
+use ratewire_readmodel::views::{reference_day_from_body, timestamp, CurrencyJson, Envelope, Num};
 use rust_decimal::Decimal;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::query::{Checker, CurrencyArg, Params};
 use crate::spreads::{premium_percent, spread, spread_percent, Age};
 use crate::state::AppState;
+use crate::views::answer::aged_answer;
 use crate::views::boards::boards;
-use crate::views::body::json_body;
 use crate::views::{reference, requests, Prefetched};
 
 /// One pair's figures: exact values and spread, rounded percents, and
@@ -82,21 +82,15 @@ struct Row<'a> {
     transactional: Option<Option<PairFigures>>,
     reference_date: Option<NaiveDate>,
     age: Age,
+    /// Leave `ageSeconds` out (the body the `ETag` is made from).
+    ageless: bool,
     cash_spread_percent: Option<Decimal>,
 }
 
 impl Serialize for Row<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry(
-            "bank",
-            &serde_json::json!({
-                "id": self.bank.id.get(),
-                "name": self.bank.name,
-                "code": self.bank.code,
-                "imageUrl": self.bank.image_url,
-            }),
-        )?;
+        map.serialize_entry("bank", &BankJson(self.bank))?;
         map.serialize_entry("updatedAt", &timestamp(self.updated_at))?;
         self.cash.write(&mut map, "cash")?;
         match &self.transactional {
@@ -105,8 +99,25 @@ impl Serialize for Row<'_> {
             Some(None) => PairFigures::write_none(&mut map, "transactional")?,
         }
         map.serialize_entry("referenceDate", &self.reference_date)?;
-        map.serialize_entry("ageSeconds", &self.age.seconds)?;
+        if !self.ageless {
+            map.serialize_entry("ageSeconds", &self.age.seconds)?;
+        }
         map.serialize_entry("stale", &self.age.stale)?;
+        map.end()
+    }
+}
+
+/// A bank as the best-rates answer shows it: id (a number), name, code
+/// and image.
+struct BankJson<'a>(&'a ratewire_readmodel::views::BankInfo);
+
+impl Serialize for BankJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("id", &self.0.id.get())?;
+        map.serialize_entry("name", &self.0.name)?;
+        map.serialize_entry("code", &self.0.code)?;
+        map.serialize_entry("imageUrl", &self.0.image_url)?;
         map.end()
     }
 }
@@ -213,6 +224,7 @@ pub async fn spreads(
             }),
             reference_date: in_force.map(|(date, _)| date),
             age: Age::of(rate.updated_at, now, state.stale_after),
+            ageless: false,
             cash_spread_percent: spread_percent(rate.cash_buying, rate.cash_selling),
         });
     }
@@ -224,14 +236,31 @@ pub async fn spreads(
             .cmp(&b.cash_spread_percent)
             .then(a.bank.id.cmp(&b.bank.id))
     });
-    let body = serde_json::json!({
-        "message": "success",
-        "status": 200,
-        "data": {
-            "currency": CurrencyJson { code, style: &state.views.style },
-            "reference": today.as_ref().map(|(date, row)| ReferenceJson { date: *date, row }),
-            "banks": rows,
+    let mut body = Envelope {
+        message: "success",
+        status: 200,
+        data: Data {
+            currency: CurrencyJson {
+                code,
+                style: &state.views.style,
+            },
+            reference: today
+                .as_ref()
+                .map(|(date, row)| ReferenceJson { date: *date, row }),
+            banks: rows,
         },
-    });
-    Ok(json_body(body.to_string()))
+    };
+    let text = serde_json::to_string(&body).expect("the answer serializes");
+    for row in &mut body.data.banks {
+        row.ageless = true;
+    }
+    let ageless = serde_json::to_string(&body).expect("the answer serializes");
+    Ok(aged_answer(text, &ageless))
+}
+
+#[derive(Serialize)]
+struct Data<'a> {
+    currency: CurrencyJson<'a>,
+    reference: Option<ReferenceJson<'a>>,
+    banks: Vec<Row<'a>>,
 }

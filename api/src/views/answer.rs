@@ -55,6 +55,18 @@ pub fn stored_list(cache: &ViewCache, gzip: AcceptsGzip, key: &str, stored: Stor
 
 /// `response` with the strong `ETag` of fingerprint `etag` (see
 /// [`crate::conditional`] for what a client does with it).
+/// An answer whose rows carry `ageSeconds` (it grows every second): its
+/// `ETag` is weak and made from `ageless`, the same body without the
+/// ages, so a client's copy stays current until something else changes.
+pub fn aged_answer(body: String, ageless: &str) -> Response {
+    let mut response = super::body::json_body(body);
+    let etag = format!("W/\"{}\"", ratewire_readmodel::views::digest(ageless));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
 pub fn with_etag(mut response: Response, etag: Option<&str>) -> Response {
     if let Some(etag) = etag {
         let mut quoted = Vec::with_capacity(etag.len() + 2);
