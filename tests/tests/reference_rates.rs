@@ -292,7 +292,49 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
 
     check_spreads(&stack, &key, cbe, awash).await?;
     stack.assert_fold_matches_replay().await?;
+
+    // A replay into a new generation serves the same references, spreads
+    // and premiums.
+    let before = spreads_without_ages(&stack, &key).await?;
+    let replay = stack
+        .run(
+            "ratewire-projector",
+            &["replay", "--schema", "readmodel_v2"],
+            &[],
+        )
+        .await?;
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    assert_eq!(stack.active_generation().await?, "readmodel_v2");
+    stack.compare_views("readmodel", "readmodel_v2").await?;
+    let after = eventually("the replayed generation served", VISIBLE_WITHIN, || async {
+        let after = spreads_without_ages(&stack, &key).await.ok()?;
+        (after == before).then_some(after)
+    })
+    .await;
+    assert!(
+        after.is_ok(),
+        "{before} became {}",
+        spreads_without_ages(&stack, &key).await?
+    );
+    check_spreads(&stack, &key, cbe, awash).await?;
     Ok(())
+}
+
+async fn spreads_without_ages(stack: &Stack, key: &str) -> anyhow::Result<Value> {
+    let (_, mut body) = stack
+        .get(
+            "/api/v1/rates/spreads?currencyCode=USD&transactional=true",
+            Some(key),
+        )
+        .await?;
+    for row in body["data"]["banks"].as_array_mut().into_iter().flatten() {
+        row.as_object_mut().map(|r| r.remove("ageSeconds"));
+    }
+    Ok(body)
 }
 
 async fn check_spreads(stack: &Stack, key: &str, cbe: i64, awash: i64) -> anyhow::Result<()> {
