@@ -155,7 +155,34 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
 
     // Three weekdays around a weekend; a day again with the same values
     // publishes nothing; other values for it are a correction.
-    for day in [thursday(), friday(), monday("158.7993", "157.227")] {
+    // Thursday through the feed tool, from a saved response; a broken file
+    // beside it fails the run and posts nothing.
+    let dir = std::env::temp_dir().join(format!("reference-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir)?;
+    let (saved, broken) = (dir.join("2026-05-14.json"), dir.join("broken.json"));
+    std::fs::write(&saved, thursday())?;
+    std::fs::write(&broken, r#"{"success":true,"data":[{"buying":"x"}]}"#)?;
+    let run = stack
+        .run(
+            "ratewire-feed",
+            &[
+                "reference",
+                "import",
+                saved.to_str().unwrap(),
+                broken.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await?;
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(2), "{printed}");
+    assert!(
+        printed.contains("2026-05-14 published (3 currencies)"),
+        "{printed}"
+    );
+    assert!(printed.contains("broken.json: rejected (400"), "{printed}");
+    std::fs::remove_dir_all(&dir)?;
+    for day in [friday(), monday("158.7993", "157.227")] {
         let (status, answer) = import(&stack, &day).await?;
         assert_eq!(
             (status, &answer["outcome"]),

@@ -10,6 +10,7 @@ use ratewire_service::{init_telemetry, shutdown_on_signal};
 use ratewire_tools::feed::backfill::{self, BackfillSettings, Format};
 use ratewire_tools::feed::client::IngestClient;
 use ratewire_tools::feed::load::{self, LoadSettings};
+use ratewire_tools::feed::reference::{self, PollSettings};
 use ratewire_tools::feed::{self, DemoSettings};
 
 /// ratewire feed: publishes boards to ingest like a bank's feed would.
@@ -79,6 +80,10 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The National Bank's reference rates: import saved responses, or poll
+    /// its endpoint.
+    #[command(subcommand)]
+    Reference(ReferenceCommand),
     /// Publish boards of many banks at a fixed rate (or as fast as possible)
     /// and report acknowledgement and publish-to-visible latency as
     /// `key value` lines.
@@ -118,6 +123,42 @@ fn parse_token(text: &str) -> Result<(i64, String), String> {
         .parse::<ratewire_proto::BankId>()
         .map_err(|e| e.to_string())?;
     Ok((bank.get(), token.trim().to_owned()))
+}
+
+#[derive(Subcommand)]
+enum ReferenceCommand {
+    /// Post saved responses of the National Bank's `filter-exchange-rates`
+    /// endpoint (one day each) as they are; a line per file. Exits 0 only
+    /// when every file was imported.
+    Import {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Fetch today's response (and any missed weekday's) every DURATION and
+    /// post each day once it reads as that day's board; a 5xx, a timeout or
+    /// a body that does not read is fetched again, never posted.
+    Poll {
+        /// The endpoint, e.g.
+        /// `https://api.nbe.gov.et/api/filter-exchange-rates`; `{date}` in
+        /// it is replaced by the day, else `date=YYYY-MM-DD` is added.
+        #[arg(long, env = "RATEWIRE_REFERENCE_URL")]
+        url: String,
+        /// How often to look, e.g. 15m.
+        #[arg(long, default_value = "15m", value_parser = ratewire_service::settings::parse_duration)]
+        every: Duration,
+        /// Weekdays looked back over for missed days (today included).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=60))]
+        days_back: u32,
+        /// How long one fetch may take.
+        #[arg(long, default_value = "20s", value_parser = ratewire_service::settings::parse_duration)]
+        timeout: Duration,
+        /// Tries per day and round.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=20))]
+        attempts: u32,
+        /// One round, then exit (for cron).
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 #[tokio::main]
@@ -173,6 +214,42 @@ async fn main() -> anyhow::Result<ExitCode> {
             let report = load::run(settings, client, shutdown).await?;
             writeln!(std::io::stdout(), "{}", report.render())?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Reference(command) => {
+            let client = IngestClient::new(
+                &cli.ingest_url,
+                &cli.operator_url,
+                cli.admin_token.as_deref(),
+            )?;
+            match command {
+                ReferenceCommand::Import { files } => {
+                    let complete = reference::import_files(&client, &files).await?;
+                    Ok(if complete {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(2)
+                    })
+                }
+                ReferenceCommand::Poll {
+                    url,
+                    every,
+                    days_back,
+                    timeout,
+                    attempts,
+                    once,
+                } => {
+                    let settings = PollSettings {
+                        url,
+                        every,
+                        days_back,
+                        timeout,
+                        attempts,
+                        once,
+                    };
+                    reference::poll(&client, settings, shutdown).await?;
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
         }
         Command::Backfill {
             file,

@@ -22,6 +22,51 @@ pub enum Pushed {
     Unavailable { cause: String },
 }
 
+/// What ingest answered to an imported reference day.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Imported {
+    /// 202 (`published`, `corrected`) or 200 (`unchanged`).
+    Done {
+        date: String,
+        outcome: String,
+        currencies: u64,
+    },
+    /// A 4xx: the body is wrong (or the token is).
+    Rejected {
+        status: u16,
+        message: String,
+        errors: Vec<(String, String)>,
+    },
+    /// A 5xx or no answer: worth posting again.
+    Unavailable { cause: String },
+}
+
+impl Imported {
+    pub fn imported(&self) -> bool {
+        matches!(self, Imported::Done { .. })
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Imported::Done {
+                date,
+                outcome,
+                currencies,
+            } => format!("{date} {outcome} ({currencies} currencies)"),
+            Imported::Rejected {
+                status,
+                message,
+                errors,
+            } => {
+                let errors: Vec<String> = errors.iter().map(|(f, p)| format!("{f} {p}")).collect();
+                format!("rejected ({status} {message}): {}", errors.join("; "))
+            }
+            Imported::Unavailable { cause } => format!("ingest unavailable: {cause}"),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct IngestClient {
     http: reqwest::Client,
@@ -174,6 +219,55 @@ impl IngestClient {
                 errors: field_errors(&body["errors"]),
             },
             _ => Pushed::Unavailable {
+                cause: format!("{status} {}", body["message"].as_str().unwrap_or_default()),
+            },
+        }
+    }
+}
+
+impl IngestClient {
+    /// Posts a published reference response, as it is, once.
+    pub async fn import_reference(&self, body: Vec<u8>) -> Imported {
+        let admin = match self.admin() {
+            Ok(admin) => admin.to_owned(),
+            Err(e) => {
+                return Imported::Rejected {
+                    status: 401,
+                    message: e.to_string(),
+                    errors: Vec::new(),
+                }
+            }
+        };
+        let response = match self
+            .http
+            .post(format!("{}/v1/admin/reference-rates", self.operator_base))
+            .header("authorization", admin)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(e) => {
+                return Imported::Unavailable {
+                    cause: e.to_string(),
+                }
+            }
+        };
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        match status {
+            200 | 202 => Imported::Done {
+                date: body["date"].as_str().unwrap_or_default().to_owned(),
+                outcome: body["outcome"].as_str().unwrap_or_default().to_owned(),
+                currencies: body["currencies"].as_u64().unwrap_or_default(),
+            },
+            400..=499 => Imported::Rejected {
+                status,
+                message: body["message"].as_str().unwrap_or_default().to_owned(),
+                errors: field_errors(&body["errors"]),
+            },
+            _ => Imported::Unavailable {
                 cause: format!("{status} {}", body["message"].as_str().unwrap_or_default()),
             },
         }

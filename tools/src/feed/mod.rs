@@ -1,11 +1,13 @@
 //! Feed clients, the publisher side of ingest: the demo simulator the
 //! stack runs, the backfill of past boards from a file, and the fixed-rate
-//! load the benchmarks use.
+//! load the benchmarks use, and the National Bank's reference rates
+//! imported from saved responses or polled from its endpoint.
 
 pub mod backfill;
 pub mod client;
 pub mod demo;
 pub mod load;
+pub mod reference;
 pub mod watch;
 
 pub use demo::{run_demo, DemoSettings, DEMO_BANKS, DEMO_CURRENCIES};
