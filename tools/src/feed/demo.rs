@@ -1,19 +1,77 @@
 //! The demo simulator: behaves like a set of real bank publishers
 //! (registers banks through the operator API, takes a token per bank, then
-//! pushes boards over HTTP).
+//! pushes boards over HTTP), and the National Bank, whose reference board
+//! of each weekday it imports as that bank publishes it.
 
 use std::time::Duration;
 
 use anyhow::Context;
-use chrono::Utc;
+use chrono::{NaiveDate, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use ratewire_proto::reference::reference_day;
 use rust_decimal::prelude::FromPrimitive;
 use rust_decimal::Decimal;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::client::{new_bank, IngestClient, Pushed};
+use super::reference::weekdays_until;
+
+/// Weekdays before today whose reference boards the demo imports, so a
+/// fresh stack has a weekend to carry over.
+const REFERENCE_DAYS_BACK: u32 = 4;
+
+/// A plausible reference board for `date`, in the National Bank's
+/// published shape: its buying a little under the demo's mid, selling 1%
+/// above buying, and the weighted average between (equal to buying for
+/// USD, as published). The same date always gives the same values, so
+/// importing it again changes nothing.
+pub fn reference_board(date: NaiveDate) -> String {
+    use chrono::Datelike;
+    let drift = f64::from(date.num_days_from_ce() % 11) / 10_000.0 - 0.0005;
+    let mut data = Vec::new();
+    let mids = DEMO_CURRENCIES.iter().copied().chain([("XDR", 213.40)]);
+    for (i, (code, mid)) in mids.enumerate() {
+        let digits = if mid < 10.0 { 6 } else { 4 };
+        let value = |x: f64| Decimal::from_f64(x).unwrap_or_default().round_dp(digits);
+        let buying = mid * (0.995 + drift);
+        let selling = buying * 1.01;
+        let average = if code == "USD" {
+            buying
+        } else {
+            buying * 1.004
+        };
+        data.push(format!(
+            r#"{{"id":"demo-{date}-{i}","currency_id":"demo-{code}","buying":"{}","selling":"{}","date":"{date}","weighted_average":"{}","currency":{{"id":"demo-{code}","name":"{code}","code":"{code}"}}}}"#,
+            value(buying),
+            value(selling),
+            value(average),
+        ));
+    }
+    format!(
+        r#"{{"success":true,"message":"OK","status":200,"data":[{}]}}"#,
+        data.join(",")
+    )
+}
+
+/// Imports the reference boards of today (a weekday) and the weekdays
+/// before it; true when every one was.
+async fn import_reference_days(client: &IngestClient, today: NaiveDate) -> bool {
+    let mut all = true;
+    for day in weekdays_until(today, REFERENCE_DAYS_BACK) {
+        let imported = client
+            .import_reference(reference_board(day).into_bytes())
+            .await;
+        if imported.imported() {
+            info!(%day, result = imported.describe(), "demo reference day");
+        } else {
+            warn!(%day, result = imported.describe(), "demo reference day not imported");
+            all = false;
+        }
+    }
+    all
+}
 
 /// Ethiopian banks the demo registers, in order: (code, name).
 pub const DEMO_BANKS: [(&str, &str); 15] = [
@@ -158,10 +216,15 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
     );
 
     let mut tick = tokio::time::interval(settings.interval);
+    let mut referenced: Option<NaiveDate> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {}
+        }
+        let today = reference_day(Utc::now());
+        if referenced != Some(today) && import_reference_days(&client, today).await {
+            referenced = Some(today);
         }
         let (mut accepted, mut failed) = (0, 0);
         for bank in &mut banks {
@@ -185,6 +248,21 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demo_reference_day_is_valid_for_ingest_and_the_same_each_time() {
+        let date: NaiveDate = "2026-05-18".parse().unwrap();
+        let body = reference_board(date);
+        let board = ratewire_ingest::reference::parse(body.as_bytes(), Utc::now()).unwrap();
+        assert_eq!(board.rates().len(), DEMO_CURRENCIES.len() + 1);
+        assert_eq!(reference_board(date), body);
+        let usd = board
+            .rates()
+            .iter()
+            .find(|r| r.currency().as_str() == "USD")
+            .unwrap();
+        assert_eq!(usd.weighted_average(), usd.buying());
+    }
 
     #[test]
     fn a_simulated_board_is_valid_for_ingest() {
