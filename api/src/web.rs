@@ -27,7 +27,7 @@ use crate::error::Error;
 
 /// Every file: its name under `/assets/` (the pages by their own paths),
 /// its type and its bytes.
-const FILES: [(&str, &str, &[u8]); 9] = [
+const FILES: [(&str, &str, &[u8]); 11] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -67,6 +67,16 @@ const FILES: [(&str, &str, &[u8]); 9] = [
         "stream.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../web/stream.js"),
+    ),
+    (
+        "dom.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/dom.js"),
+    ),
+    (
+        "spreads.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/spreads.js"),
     ),
     (
         "docs.js",

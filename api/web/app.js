@@ -1,13 +1,16 @@
-// The dashboard: for one currency, the best rates, every bank side by side,
-// a chart over 30 days or a year and a converter, kept current by the live
-// stream. The view (currency, chart, sort) lives in the URL.
+// The dashboard: for one currency, the best rates, every bank side by side
+// (its rates, or its spread and premium over the National Bank's reference
+// rate), a chart over 30 days or a year and a converter, kept current by
+// the live stream. The view (currency, table, chart, sort) lives in the URL.
 
 import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
+import { $, h } from './dom.js';
 import {
   anonymousAccess, arrow, formatAmount, formatAxis, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
 } from './format.js';
+import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
 import { Stream } from './stream.js';
 
 const FIELDS = ['cashBuying', 'cashSelling', 'transactionalBuying', 'transactionalSelling'];
@@ -21,20 +24,8 @@ const LABELS = {
 const HIGHER_IS_BETTER = { cashBuying: true, cashSelling: false, transactionalBuying: true, transactionalSelling: false };
 // A live change redraws the chart at most this often (each redraw is a request).
 const CHART_REFRESH_MS = 15000;
-
-const $ = (selector) => document.querySelector(selector);
-
-function h(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attributes)) {
-    if (v == null || v === false) continue;
-    if (k === 'class') node.className = v;
-    else if (k.startsWith('data-')) node.dataset[k.slice(5).replace(/-(\w)/g, (_, c) => c.toUpperCase())] = v;
-    else node.setAttribute(k, v === true ? '' : v);
-  }
-  node.append(...children.filter((c) => c != null));
-  return node;
-}
+// A live board reads the spreads again after this long (boards come in bursts).
+const SPREADS_REFRESH_MS = 2000;
 
 const params = new URLSearchParams(location.search);
 const state = {
@@ -43,6 +34,11 @@ const state = {
   chartField: FIELDS.includes(params.get('field')) ? params.get('field') : 'cashBuying',
   range: params.get('range') === '1y' ? '1y' : '30d',
   sort: parseSort(params.get('sort')),
+  tableView: params.get('view') === 'reference' ? 'reference' : 'rates',
+  spreadSort: parseSpreadSort(params.get('ssort')),
+  chartReference: params.get('reference') === '1',
+  spreads: null,
+  spreadsTimer: null,
   currencies: [],
   banks: new Map(),
   best: null,
@@ -68,7 +64,10 @@ function saveView() {
     field: state.chartField,
     range: state.range,
     sort: `${state.sort.key}-${state.sort.dir}`,
+    view: state.tableView,
+    ssort: `${state.spreadSort.key}-${state.spreadSort.dir}`,
   });
+  if (state.chartReference) query.set('reference', '1');
   history.replaceState(null, '', `?${query}`);
 }
 
@@ -167,9 +166,10 @@ function renderTable() {
     const values = list.map((r) => r.entry[field]).filter((v) => v != null);
     if (values.length) best[field] = HIGHER_IS_BETTER[field] ? Math.max(...values) : Math.min(...values);
   }
+  const stale = new Set((state.spreads?.banks ?? []).filter((r) => r.stale).map((r) => r.bank.id));
   const body = list.map(({ bank, entry }) => h('tr', {
     'data-bank': bank.id,
-    class: state.recentlyUpdated.has(bank.id) ? 'updated' : null,
+    class: [state.recentlyUpdated.has(bank.id) && 'updated', stale.has(bank.id) && 'stale'].filter(Boolean).join(' ') || null,
   },
   h('th', { scope: 'row' }, bank.name),
   ...FIELDS.map((field) => {
@@ -181,7 +181,8 @@ function renderTable() {
       'data-value': v ?? '',
     }, formatRate(v), v != null && change && h('span', { class: `change ${change.cls}`, 'aria-label': change.label }, change.text));
   }),
-  h('td', {}, h('time', { datetime: entry.updatedAt }, formatRecent(entry.updatedAt)))));
+  h('td', {}, h('time', { datetime: entry.updatedAt }, formatRecent(entry.updatedAt)),
+    stale.has(bank.id) && h('span', { class: 'stale-tag' }, 'stale'))));
   if (body.length === 0) {
     body.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, `No bank quotes ${state.currency} now.`)));
   }
@@ -191,6 +192,46 @@ function renderTable() {
     else th.removeAttribute('aria-sort');
   }
   renderChartBanks(list);
+}
+
+// --- the "vs National Bank" view --------------------------------------------
+
+function renderSpreads() {
+  const reference = state.tableView === 'reference';
+  $('#banks').hidden = reference;
+  $('#spreads').hidden = !reference;
+  $('#reference-note').hidden = !reference;
+  document.querySelector(`input[name="view"][value="${state.tableView}"]`).checked = true;
+  $('#reference-note').textContent = referenceNote(state.spreads, state.currency);
+  $('#spreads tbody').replaceChildren(...spreadRows(state.spreads, state.spreadSort, state.currency));
+  for (const th of document.querySelectorAll('#spreads th[data-key]')) {
+    if (th.dataset.key === state.spreadSort.key) th.setAttribute('aria-sort', state.spreadSort.dir === 'asc' ? 'ascending' : 'descending');
+    else th.removeAttribute('aria-sort');
+  }
+}
+
+async function loadSpreads() {
+  clearTimeout(state.spreadsTimer);
+  state.spreadsTimer = null;
+  const generation = state.generation;
+  let body;
+  try {
+    body = await get(`/api/v1/rates/spreads?currencyCode=${state.currency}&transactional=true`);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) body = { data: null };
+    else {
+      failed(e, loadSpreads);
+      return;
+    }
+  }
+  if (generation !== state.generation) return;
+  state.spreads = body.data;
+  renderSpreads();
+  renderTable();
+}
+
+function refreshSpreadsSoon() {
+  if (!state.spreadsTimer) state.spreadsTimer = setTimeout(loadSpreads, SPREADS_REFRESH_MS);
 }
 
 function renderChartBanks(list) {
@@ -227,13 +268,25 @@ async function loadChart() {
   if (bankId) query.set('bankId', bankId);
   else query.set('field', state.chartField);
   let body;
+  let reference = null;
   try {
-    body = await get(`/api/v1/rates/series?${query}`);
+    const wanted = state.chartReference
+      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: query.get('from') })}`)
+        .catch((e) => {
+          if (e instanceof ApiError && e.status === 404) return { data: { points: [] } };
+          throw e;
+        })
+      : null;
+    [body, reference] = await Promise.all([get(`/api/v1/rates/series?${query}`), wanted]);
   } catch (e) {
     failed(e, loadChart);
     return;
   }
   if (generation !== state.generation) return;
+  // The weighted average premiums are measured against, from the start of
+  // its day in Addis Ababa.
+  const referencePoints = (reference?.data.points ?? [])
+    .map((p) => ({ t: new Date(`${p.date}T00:00:00+03:00`), v: p.weightedAverage }));
   const points = body.data.points
     .map((p) => ({ t: new Date(p.timestamp), v: bankId ? p[state.chartField] : p.value }))
     .filter((p) => p.v != null);
@@ -244,6 +297,8 @@ async function loadChart() {
       formatValue: formatAxis,
       formatTime: state.range === '1y' ? formatDay : formatShortDay,
       empty: `No ${LABELS[state.chartField].toLowerCase()} rates of ${state.currency} in this range.`,
+      reference: referencePoints,
+      labels: { line: LABELS[state.chartField], reference: 'National Bank weighted average' },
     },
   };
   redrawChart();
@@ -253,6 +308,11 @@ async function loadChart() {
       + `${formatDay(points[0].t)} to ${formatDay(points[points.length - 1].t)}: `
       + `low ${formatRate(Math.min(...values))}, high ${formatRate(Math.max(...values))}, `
       + `last ${formatRate(values[values.length - 1])}.`
+      + (state.chartReference
+        ? (referencePoints.length
+          ? ` Dashed: the National Bank's weighted average, last ${formatRate(referencePoints[referencePoints.length - 1].v)}.`
+          : ' The National Bank published no reference rate in this range.')
+        : '')
     : `${LABELS[state.chartField]} of ${state.currency} at ${name}: no rates in this range.`;
 }
 
@@ -324,6 +384,7 @@ function onEvent(name, data) {
       setTimeout(() => state.recentlyUpdated.delete(data.id), 2000);
     }
     renderTable();
+    refreshSpreadsSoon();
     if (String(data.id) === state.chartBank) refreshChartSoon();
   } else if (name === 'best' && data) {
     state.best = data;
@@ -356,6 +417,8 @@ async function loadCurrency() {
   notice('');
   renderBest();
   renderTable();
+  renderSpreads();
+  loadSpreads();
   loadChart();
   state.stream = new Stream({ currencyCode: state.currency, transactional: 'true' }, {
     onEvent,
@@ -384,6 +447,7 @@ async function start() {
   $('#currency').replaceChildren(...state.currencies.map((c) => h('option', { value: c.id }, `${c.id}: ${c.name}`)));
   $('#currency').value = state.currency;
   $('#chart-field').value = state.chartField;
+  $('#chart-reference').checked = state.chartReference;
   document.querySelector(`input[name="range"][value="${state.range}"]`).checked = true;
   renderConverterCurrencies();
   await loadCurrency();
@@ -407,6 +471,20 @@ function wire() {
       renderTable();
     });
   }
+  for (const radio of document.querySelectorAll('input[name="view"]')) {
+    radio.addEventListener('change', (e) => { state.tableView = e.target.value; saveView(); renderSpreads(); });
+  }
+  for (const th of document.querySelectorAll('#spreads th[data-key]')) {
+    th.querySelector('button').addEventListener('click', () => {
+      const k = th.dataset.key;
+      state.spreadSort = state.spreadSort.key === k
+        ? { key: k, dir: state.spreadSort.dir === 'asc' ? 'desc' : 'asc' }
+        : { key: k, dir: k === 'updatedAt' ? 'desc' : 'asc' };
+      saveView();
+      renderSpreads();
+    });
+  }
+  $('#chart-reference').addEventListener('change', (e) => { state.chartReference = e.target.checked; saveView(); loadChart(); });
   $('#chart-bank').addEventListener('change', (e) => { state.chartBank = e.target.value; saveView(); loadChart(); });
   $('#chart-field').addEventListener('change', (e) => { state.chartField = e.target.value; saveView(); loadChart(); });
   for (const radio of document.querySelectorAll('input[name="range"]')) {

@@ -31,7 +31,14 @@ const recent = new Intl.DateTimeFormat(undefined, {
 const day = new Intl.DateTimeFormat(undefined, { timeZone, year: 'numeric', month: 'short', day: 'numeric' });
 const shortDay = new Intl.DateTimeFormat(undefined, { timeZone, month: 'short', day: 'numeric' });
 
+const signedPercent = new Intl.NumberFormat(undefined, {
+  minimumFractionDigits: 2, maximumFractionDigits: 4, signDisplay: 'exceptZero',
+});
+const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+
 export const formatRate = (v) => (v == null ? '–' : rate.format(v));
+// A premium is signed (above or below the reference); a spread is not.
+export const formatPercent = (v, signed = false) => (v == null ? '–' : `${(signed ? signedPercent : percent).format(v)} %`);
 export const formatAxis = (v) => axis.format(v);
 export const formatAmount = (v) => amount.format(v);
 export const formatChange = (v) => change.format(Number(v));

@@ -18,6 +18,7 @@ use chromiumoxide::cdp::js_protocol::runtime::{
 use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::{Browser, BrowserConfig, Page};
+use chrono::Datelike;
 use futures_util::StreamExt;
 use ratewire_e2e::{ago, eventually, Stack};
 use serde_json::Value;
@@ -631,5 +632,191 @@ async fn the_pages_are_small_strict_and_cached() -> Result<()> {
     // The pages need no key; the data behind them still does.
     assert_eq!(get("/docs", false).await?.status(), 200);
     assert_eq!(get("/api/v1/currencies", false).await?.status(), 401);
+    Ok(())
+}
+
+/// The National Bank's published shape, one day of USD and EUR.
+fn reference_day(date: chrono::NaiveDate, usd: f64) -> String {
+    format!(
+        r#"{{"success":true,"message":"OK","status":200,"data":[
+          {{"id":"a","currency_id":"u","buying":"{usd:.4}","selling":"{:.4}","date":"{date}","weighted_average":"{usd:.4}","currency":{{"id":"u","name":"US DOLLAR","code":"USD"}}}},
+          {{"id":"b","currency_id":"e","buying":"170.1000","selling":"171.8010","date":"{date}","weighted_average":"170.9500","currency":{{"id":"e","name":"EURO","code":"EUR"}}}}]}}"#,
+        usd * 1.01
+    )
+}
+
+#[tokio::test]
+async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Result<()> {
+    let (stack, cbe, _, awash) = seeded().await?;
+    // A bank quoting cash only, with a board of five days ago: stale.
+    let (dashen, dashen_token) = stack.bank_with_token("DASHEN", "Dashen Bank").await?;
+    let cash_only = format!(
+        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":153.5,"cashSelling":160.25}}]}}"#,
+        ago(5, 0)
+    );
+    assert_eq!(
+        stack
+            .publish_board(dashen, &dashen_token, &cash_only)
+            .await?
+            .0,
+        202
+    );
+    // A reference for each of the last ten days (weekdays only, as
+    // published).
+    let today = chrono::Utc::now().date_naive();
+    for back in (0..10).rev() {
+        let date = today - chrono::Duration::days(back);
+        if matches!(date.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
+            continue;
+        }
+        let response = stack
+            .http()
+            .post(format!(
+                "{}/v1/admin/reference-rates",
+                stack.ingest_operator_url
+            ))
+            .bearer_auth(ratewire_e2e::ADMIN_TOKEN)
+            .header("content-type", "application/json")
+            .body(reference_day(date, 150.0 + back as f64 / 2.0))
+            .send()
+            .await?;
+        assert_eq!(response.status().as_u16(), 202);
+    }
+    let key = stack.api_key("reference-view").await?;
+    stack
+        .wait_served("Dashen's board", dashen, &key, "160.25")
+        .await?;
+    let spreads = eventually("the premiums computed", Duration::from_secs(30), || async {
+        let (_, body) = stack
+            .get(
+                "/api/v1/rates/spreads?currencyCode=USD&transactional=true",
+                Some(&key),
+            )
+            .await
+            .ok()?;
+        let banks = body["data"]["banks"].as_array()?;
+        (banks.len() == 3
+            && banks
+                .iter()
+                .all(|b| b["cashBuyingPremiumPercent"].is_number()))
+        .then_some(body)
+    })
+    .await?;
+
+    let chromium = Chromium::launch(&stack).await?;
+    let page = chromium.open(&format!("{}/", stack.api_url)).await?;
+    js(&page, &format!("localStorage.setItem('ratewire.apiKey', '{key}'); location.assign('/?currency=USD&view=reference&reference=1'); true")).await?;
+    until(
+        &page,
+        "the National Bank view filled",
+        "document.querySelectorAll('#spreads tbody tr[data-bank]').length === 3 && !document.querySelector('#spreads').hidden",
+        LOADED_WITHIN,
+    )
+    .await?;
+
+    // Each row as the spreads endpoint says, narrowest spread first.
+    let shown = js(
+        &page,
+        "[...document.querySelectorAll('#spreads tbody tr[data-bank]')].map(r => [Number(r.dataset.bank), Object.fromEntries([...r.querySelectorAll('td[data-field]')].map(c => [c.dataset.field, c.dataset.value === '' ? null : Number(c.dataset.value)])), r.classList.contains('stale')])",
+    )
+    .await?;
+    let rows = spreads["data"]["banks"].as_array().context("banks")?;
+    for (row, expected) in shown.as_array().context("rows")?.iter().zip(rows) {
+        assert_eq!(row[0], expected["bank"]["id"]);
+        for field in [
+            "cashSpread",
+            "cashSpreadPercent",
+            "cashBuyingPremiumPercent",
+            "cashSellingPremiumPercent",
+            "transactionalSpreadPercent",
+        ] {
+            assert_eq!(row[1][field], expected[field], "bank {} {field}", row[0]);
+        }
+        assert_eq!(row[2], expected["stale"], "bank {} stale", row[0]);
+    }
+    let stale: Vec<i64> = rows
+        .iter()
+        .filter(|r| r["stale"] == true)
+        .filter_map(|r| r["bank"]["id"].as_i64())
+        .collect();
+    assert_eq!(stale, [dashen], "only the five-day-old board is stale");
+    assert!(
+        js(
+            &page,
+            "document.querySelector('#reference-note').textContent.includes('weighted average')"
+        )
+        .await?
+            == true
+    );
+
+    // Sortable: by selling premium, highest first on a second click.
+    js(&page, "document.querySelector('#spreads th[data-key=cashSellingPremiumPercent] button').click(); document.querySelector('#spreads th[data-key=cashSellingPremiumPercent] button').click(); true").await?;
+    let order = js(
+        &page,
+        "[...document.querySelectorAll('#spreads tbody tr[data-bank]')].map(r => Number(r.querySelector('td[data-field=cashSellingPremiumPercent]').dataset.value))",
+    )
+    .await?;
+    let order: Vec<f64> = order
+        .as_array()
+        .context("order")?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] >= w[1]), "{order:?}");
+    page.save_screenshot(
+        ScreenshotParams::builder().build(),
+        artifacts().join("dashboard-national-bank.png"),
+    )
+    .await?;
+
+    // The chart draws the reference line beside the bank's rate.
+    js(&page, &format!("(() => {{ const s = document.querySelector('#chart-bank'); s.value = '{cbe}'; s.dispatchEvent(new Event('change')); return s.value === '{cbe}'; }})()")).await?;
+    until(
+        &page,
+        "the reference line drawn",
+        "Number(document.querySelector('#chart').dataset.referencePoints) > 0 && !!document.querySelector('#chart path.reference') && !!document.querySelector('#chart path.line')",
+        LOADED_WITHIN,
+    )
+    .await?;
+
+    // Back to the rates: the cash-only bank shows no stray text in the
+    // transactional columns, and its stale board is marked there too.
+    js(
+        &page,
+        "document.querySelector('input[name=view][value=rates]').click(); true",
+    )
+    .await?;
+    until(
+        &page,
+        "the rates view",
+        "!document.querySelector('#banks').hidden && document.querySelector('#spreads').hidden",
+        LOADED_WITHIN,
+    )
+    .await?;
+    let dashen_row = js(
+        &page,
+        &format!("(() => {{ const r = document.querySelector('#banks tr[data-bank=\"{dashen}\"]'); return [r.textContent, r.classList.contains('stale')]; }})()"),
+    )
+    .await?;
+    let text = dashen_row[0].as_str().unwrap_or_default();
+    assert!(!text.contains("false") && !text.contains("true"), "{text}");
+    assert_eq!(dashen_row[1], true, "{text}");
+    let table = js(&page, "document.querySelector('#banks tbody').textContent").await?;
+    assert!(
+        !table.as_str().unwrap_or_default().contains("false"),
+        "{table}"
+    );
+    for bank in [cbe, awash] {
+        let marked = js(
+            &page,
+            &format!("document.querySelector('#banks tr[data-bank=\"{bank}\"]').classList.contains('stale')"),
+        )
+        .await?;
+        assert_eq!(marked, false);
+    }
+
+    let errors = chromium.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    chromium.close().await;
     Ok(())
 }

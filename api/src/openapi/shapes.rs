@@ -444,6 +444,36 @@ pub struct ReferenceRateResponse {
     pub data: ReferenceRateData,
 }
 
+/// A reference day's rates of one currency.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferencePoint {
+    #[schema(format = Date)]
+    pub date: String,
+    pub buying: f64,
+    pub selling: f64,
+    pub weighted_average: f64,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceSeries {
+    pub currency: Currency,
+    /// "NBE"
+    pub source: String,
+    /// The days published in the range, oldest first.
+    pub points: Vec<ReferencePoint>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceSeriesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: ReferenceSeries,
+}
+
 /// The reference in force today.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]

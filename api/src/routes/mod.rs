@@ -47,6 +47,7 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(convert::convert))
         .routes(routes!(spreads::spreads))
         .routes(routes!(reference_rates::reference_rates))
+        .routes(routes!(reference_rates::reference_series))
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))

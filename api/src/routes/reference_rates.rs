@@ -72,3 +72,98 @@ pub async fn reference_rates(
         element.get()
     )))
 }
+
+/// The most days one series answer covers.
+pub const SERIES_MOST_DAYS: i64 = 3_660;
+
+/// One currency's reference rates on every day published in a range (a
+/// chart's reference line).
+#[utoipa::path(get, path = requests::REFERENCE_SERIES, tag = "reference rates",
+    params(
+        ("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case"),
+        ("from" = String, Query, format = Date, description = "The first day, YYYY-MM-DD"),
+        ("to" = Option<String>, Query, format = Date, description = "The last day, YYYY-MM-DD (today in Addis Ababa by default); at most 3660 days after `from`"),
+    ),
+    responses(
+        (status = 200, description = "success: the days published in the range, oldest first (none: empty)", body = crate::openapi::ReferenceSeriesResponse),
+        (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn reference_series(
+    _: ApiKey,
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response> {
+    let params = Params::parse(query.as_deref())?;
+    let mut check = Checker::new(&params);
+    let currency = check.currency("currencyCode", None);
+    let from = check.date("from");
+    let to = check.optional_date("to");
+    check.finish()?;
+    let (Some(currency), Some(from)) = (currency, from) else {
+        unreachable!("finish() reports every bad parameter");
+    };
+    let to = to.unwrap_or_else(|| ratewire_proto::reference::reference_day(chrono::Utc::now()));
+    if to < from {
+        return Err(Error::validation("to", "to must not be before from"));
+    }
+    if (to - from).num_days() > SERIES_MOST_DAYS {
+        return Err(Error::validation(
+            "to",
+            format!("to must be at most {SERIES_MOST_DAYS} days after from"),
+        ));
+    }
+    let CurrencyArg::Known(code) = currency else {
+        return Err(Error::NotFound("Currency not found"));
+    };
+    let read = state.views.read.current();
+    let points =
+        ratewire_readmodel::store::reference_series(read.history(), NATIONAL_BANK, code, from, to)
+            .await?;
+    let body = ratewire_readmodel::views::Envelope {
+        message: "success",
+        status: 200,
+        data: SeriesJson {
+            currency: ratewire_readmodel::views::CurrencyJson {
+                code,
+                style: &state.views.style,
+            },
+            source: NATIONAL_BANK,
+            points: points
+                .iter()
+                .map(|(date, row)| PointJson { date: *date, row })
+                .collect(),
+        },
+    };
+    Ok(json_body(
+        serde_json::to_string(&body).expect("the answer serializes"),
+    ))
+}
+
+#[derive(serde::Serialize)]
+struct SeriesJson<'a> {
+    currency: ratewire_readmodel::views::CurrencyJson<'a>,
+    source: &'static str,
+    points: Vec<PointJson<'a>>,
+}
+
+struct PointJson<'a> {
+    date: chrono::NaiveDate,
+    row: &'a ratewire_readmodel::store::ReferenceRow,
+}
+
+impl serde::Serialize for PointJson<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use ratewire_readmodel::views::Num;
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("date", &self.date)?;
+        map.serialize_entry("buying", &Num(self.row.buying))?;
+        map.serialize_entry("selling", &Num(self.row.selling))?;
+        map.serialize_entry("weightedAverage", &Num(self.row.weighted_average))?;
+        map.end()
+    }
+}

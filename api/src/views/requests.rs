@@ -183,6 +183,7 @@ pub const CURRENCIES: &str = "/api/v1/currencies";
 pub const CONVERT: &str = "/api/v1/convert";
 pub const SPREADS: &str = "/api/v1/rates/spreads";
 pub const REFERENCE_RATES: &str = "/api/v1/reference-rates";
+pub const REFERENCE_SERIES: &str = "/api/v1/reference-rates/series";
 
 /// Every route answered from a stored view.
 pub static VIEW_ROUTES: [ViewRoute; 6] = [

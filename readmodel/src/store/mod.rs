@@ -20,7 +20,8 @@ pub use currencies::{currency_counts, currency_known, known_currencies, quotes, 
 pub use history::history;
 pub use range::{best_at, records_at, records_between, Best};
 pub use reference::{
-    in_force, reference_dates, reference_days, reference_sources, ReferenceDay, ReferenceRow,
+    in_force, reference_dates, reference_days, reference_series, reference_sources, ReferenceDay,
+    ReferenceRow,
 };
 pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,

@@ -90,6 +90,41 @@ pub async fn reference_days<'e>(
     Ok(days)
 }
 
+/// `source`'s rates of `currency` on each day from `from` to `to`, oldest
+/// first, as (day, rates).
+pub async fn reference_series<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    source: &str,
+    currency: CurrencyCode,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Vec<(NaiveDate, ReferenceRow)>> {
+    let rows: Vec<(NaiveDate, Decimal, Decimal, Decimal)> = sqlx::query_as(
+        "SELECT date, buying, selling, weighted_average FROM reference_rates
+         WHERE source = $1 AND currency = $2 AND date BETWEEN $3 AND $4 ORDER BY date",
+    )
+    .bind(source)
+    .bind(currency.as_str())
+    .bind(from)
+    .bind(to)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(date, buying, selling, weighted_average)| {
+            (
+                date,
+                ReferenceRow {
+                    currency,
+                    buying,
+                    selling,
+                    weighted_average,
+                },
+            )
+        })
+        .collect())
+}
+
 /// The last day of `dates` (ascending) on or before `day`.
 pub fn in_force(dates: &[NaiveDate], day: NaiveDate) -> Option<NaiveDate> {
     match dates.binary_search(&day) {
