@@ -97,14 +97,18 @@ pub struct ReferenceImported {
 
 /// The National Bank's published `filter-exchange-rates` response, as it
 /// is: numbers are decimal strings; names and ids are ignored (currencies
-/// are keyed on `currency.code`); every entry is for the same day.
+/// are keyed on `currency.code`). Rules beyond the schema: every entry is
+/// for the same day, not after today in Addis Ababa; each currency once;
+/// `selling` not below `buying`.
 #[derive(ToSchema)]
 pub struct PublishedReference {
     /// Must not be false.
     pub success: Option<bool>,
     pub message: Option<String>,
-    /// Must be 200 when present.
+    /// 200 when present.
+    #[schema(minimum = 200, maximum = 200)]
     pub status: Option<u16>,
+    #[schema(min_items = 1, max_items = 500)]
     pub data: Vec<PublishedReferenceRate>,
 }
 
@@ -112,13 +116,16 @@ pub struct PublishedReference {
 pub struct PublishedReferenceRate {
     pub id: Option<String>,
     pub currency_id: Option<String>,
-    /// A positive decimal string, e.g. "157.227".
+    /// A positive decimal string, e.g. "157.227" (at most 1,000,000,000).
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,8}(?:\.[0-9]{1,10})?|0\.[0-9]{0,9}[1-9])$")]
     pub buying: String,
     /// Not below `buying`.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,8}(?:\.[0-9]{1,10})?|0\.[0-9]{0,9}[1-9])$")]
     pub selling: String,
-    /// The day the rate applies to (YYYY-MM-DD), not after today in Addis Ababa.
+    /// The day the rate applies to (YYYY-MM-DD), from 1990 to today in Addis Ababa.
     #[schema(format = Date)]
     pub date: String,
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,8}(?:\.[0-9]{1,10})?|0\.[0-9]{0,9}[1-9])$")]
     pub weighted_average: String,
     pub currency: PublishedCurrency,
 }
@@ -127,7 +134,7 @@ pub struct PublishedReferenceRate {
 pub struct PublishedCurrency {
     pub id: Option<String>,
     pub name: Option<String>,
-    /// An ISO 4217 code (XDR included).
+    /// An ISO 4217 code (XDR included), any case.
     pub code: String,
 }
 

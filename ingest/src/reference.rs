@@ -39,7 +39,7 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
         return Err(errors);
     };
     match object.get("success") {
-        None | Some(Value::Bool(true)) => {}
+        None | Some(Value::Null) | Some(Value::Bool(true)) => {}
         Some(Value::Bool(false)) => add(
             "success".into(),
             "is false: the source reports a failure".into(),
@@ -47,7 +47,7 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
         Some(_) => add("success".into(), "must be a boolean".into()),
     }
     match object.get("status") {
-        None => {}
+        None | Some(Value::Null) => {}
         Some(status) if status.as_u64() == Some(200) => {}
         Some(status) => add("status".into(), format!("must be 200 (found {status})")),
     }

@@ -9,7 +9,8 @@
 //! Rules between parameters are beyond JSON Schema: for a board, selling
 //! not below buying, each currency once, an `asOf` between 1990 and five
 //! minutes after the push; for a series, `from` before `to`, and a bank
-//! for `raw`. The documents state them in words, and the hook below
+//! for `raw`; for a reference day, one date for every entry, each currency
+//! once and selling not below buying. The documents state them in words, and the hook below
 //! applies them to generated requests, as a client following the documents
 //! does. schemathesis comes from `RATEWIRE_SCHEMATHESIS_BIN`, which the
 //! test command installs (`deploy/stack test`).
@@ -63,12 +64,41 @@ def _series(query):
         query.pop("to", None)
 
 
+def _reference(body):
+    # One day for every entry, today's or before in Addis Ababa; each
+    # currency once; selling not below buying.
+    day = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)).date().isoformat()
+    seen = set()
+    data = []
+    for entry in body["data"]:
+        if not isinstance(entry, dict):
+            data.append(entry)
+            continue
+        currency = entry.get("currency")
+        code = str(currency.get("code", "")).upper() if isinstance(currency, dict) else ""
+        if code and code in seen:
+            continue
+        seen.add(code)
+        entry["date"] = day
+        try:
+            if float(entry["buying"]) > float(entry["selling"]):
+                entry["buying"], entry["selling"] = entry["selling"], entry["buying"]
+        except (KeyError, TypeError, ValueError):
+            pass
+        data.append(entry)
+    body["data"] = data
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     # Every phase's cases pass here (coverage cases are not generated
     # through strategies that map_body would see).
     if case.operation.path == "/api/v1/rates/series" and isinstance(case.query, dict):
         _series(case.query)
+        return
+    if case.operation.path == "/v1/admin/reference-rates" and isinstance(case.body, dict):
+        if isinstance(case.body.get("data"), list):
+            _reference(case.body)
         return
     if case.operation.path != "/v1/banks/{bankId}/boards" or case.method.upper() != "POST":
         return

@@ -80,6 +80,15 @@ fn render(doc: utoipa::openapi::OpenApi, with_currencies: &[&str]) -> String {
             "transactionalSelling": ["transactionalBuying"],
         });
     }
+    // A published reference day: keyed on known codes, and never a
+    // response that reports a failure.
+    if let Some(currency) = json["components"]["schemas"].get_mut("PublishedCurrency") {
+        currency["properties"]["code"]["enum"] = Value::Array(codes.clone());
+    }
+    if let Some(published) = json["components"]["schemas"].get_mut("PublishedReference") {
+        published["properties"]["success"] = serde_json::json!({"enum": [true, null]});
+        published["properties"]["status"] = serde_json::json!({"enum": [200, null]});
+    }
     // At least one field. Set here: utoipa 5 writes its `min_properties`
     // attribute out as `maxProperties`.
     if let Some(patch) = json["components"]["schemas"].get_mut("BankPatch") {
