@@ -6,6 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::reference::{check_day_received, EntryNames, ReferenceParts, NATIONAL_BANK};
 use ratewire_proto::{Envelope, ReferenceBoardPublished, ReferenceEntry};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -205,7 +206,8 @@ pub async fn import(
     } else {
         Outcome::Published
     };
-    let envelope = Envelope::reference(Utc::now(), board.clone());
+    let mut envelope = Envelope::reference(Utc::now(), board.clone());
+    envelope.event_id = event_id(&stored, before.as_ref().map(|(_, id)| *id));
     publisher.publish(&envelope).await?;
     sqlx::query(
         "INSERT INTO reference_imports (source, date, board, event_id, published_at)
@@ -223,6 +225,21 @@ pub async fn import(
     // import publish the day again, which replaces it with the same values.
     tx.commit().await?;
     Ok(imported(envelope.event_id, outcome))
+}
+
+/// The event id of a day's values, made from them and from the event they
+/// replace: an import retried after its record failed to commit (the
+/// broker took it, Postgres did not) publishes the same event again, which
+/// the projector applies once; the same values after others are a new
+/// event.
+fn event_id(board: &Value, replaces: Option<Uuid>) -> Uuid {
+    let mut hash = Sha256::new();
+    hash.update(board.to_string().as_bytes());
+    hash.update(replaces.unwrap_or_default().as_bytes());
+    let digest = hash.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
 }
 
 impl From<FieldErrors> for Error {
@@ -288,6 +305,16 @@ mod tests {
         let errors = parse(failed.as_bytes(), now()).unwrap_err();
         assert!(errors.contains_key("success") && errors.contains_key("status"));
         assert!(parse(b"[1]", now()).unwrap_err().contains_key("body"));
+    }
+
+    #[test]
+    fn a_day_published_again_after_other_values_is_another_event() {
+        let a = serde_json::json!({"rates": [1]});
+        let b = serde_json::json!({"rates": [2]});
+        let first = event_id(&a, None);
+        assert_eq!(event_id(&a, None), first, "a retry is the same event");
+        let second = event_id(&b, Some(first));
+        assert_ne!(event_id(&a, Some(second)), first);
     }
 
     #[test]

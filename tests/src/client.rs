@@ -44,6 +44,47 @@ impl Stack {
         })
     }
 
+    /// Imports `days` weekdays of the National Bank's reference rates (from
+    /// 2026-01-05), each third one corrected after it, through ingest's
+    /// operator endpoint, retried while it answers 503 or not at all. The
+    /// task yields the number of events published (days and corrections).
+    pub fn spawn_reference_days(&self, days: usize) -> tokio::task::JoinHandle<Result<usize>> {
+        let http = self.http.clone();
+        let url = format!("{}/v1/admin/reference-rates", self.ingest_operator_url);
+        tokio::spawn(async move {
+            let mut published = 0;
+            let mut date = chrono::NaiveDate::from_ymd_opt(2026, 1, 5).context("a date")?;
+            for i in 0..days {
+                let mut bodies = vec![reference_day(date, 150.0 + i as f64 / 10.0)];
+                if i % 3 == 0 {
+                    bodies.push(reference_day(date, 151.0 + i as f64 / 10.0));
+                }
+                for body in bodies {
+                    loop {
+                        let sent = http
+                            .post(&url)
+                            .bearer_auth(ADMIN_TOKEN)
+                            .header("content-type", "application/json")
+                            .body(body.clone())
+                            .send()
+                            .await;
+                        // 200: taken by an earlier try whose answer was lost.
+                        match sent.map(|r| r.status().as_u16()) {
+                            Ok(200 | 202) => break,
+                            Ok(status) if status < 500 => {
+                                bail!("a reference day answered {status}")
+                            }
+                            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                        }
+                    }
+                    published += 1;
+                }
+                date = next_weekday(date);
+            }
+            Ok(published)
+        })
+    }
+
     /// Publishes boards for `banks` in turn at a steady `per_second` (the
     /// pushes run concurrently, so a slow answer does not slow the pace)
     /// until `stop` is cancelled; the task yields the number accepted.
@@ -428,4 +469,21 @@ async fn push_until_accepted(
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+}
+
+/// A day of the National Bank's reference rates as it publishes them.
+pub fn reference_day(date: chrono::NaiveDate, usd: f64) -> String {
+    format!(
+        r#"{{"success":true,"message":"OK","status":200,"data":[{{"id":"a","currency_id":"u","buying":"{usd:.4}","selling":"{:.4}","date":"{date}","weighted_average":"{usd:.4}","currency":{{"id":"u","name":"US DOLLAR","code":"USD"}}}},{{"id":"b","currency_id":"e","buying":"170.1000","selling":"171.8010","date":"{date}","weighted_average":"170.9500","currency":{{"id":"e","name":"EURO","code":"EUR"}}}}]}}"#,
+        usd * 1.01
+    )
+}
+
+fn next_weekday(date: chrono::NaiveDate) -> chrono::NaiveDate {
+    use chrono::Datelike;
+    let mut next = date.succ_opt().expect("a next day");
+    while matches!(next.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
+        next = next.succ_opt().expect("a next day");
+    }
+    next
 }

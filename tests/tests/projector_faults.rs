@@ -3,7 +3,8 @@
 //! Postgres cut mid-stream, a replay and switch while the API serves, and
 //! readers during a killed projector's catch-up.
 //!
-//! Each test streams thousands of rate entries through ingest, breaks
+//! Each test streams thousands of rate entries through ingest (and most,
+//! National Bank reference days with corrections among them), breaks
 //! something while they flow, waits until every accepted event is applied,
 //! then replays the whole topic into a fresh schema and requires every table
 //! and every Redis view of the live generation to be identical to it.
@@ -28,21 +29,45 @@ async fn banks(stack: &Stack, count: usize) -> anyhow::Result<Vec<(i64, String)>
     Ok(banks)
 }
 
-/// Waits for the stream, then for the fold, then checks it against a replay.
+/// Reference days imported while the boards stream (a third corrected).
+const REFERENCE_DAYS: usize = 12;
+
+/// Waits for the stream and the reference days, then for the fold, then
+/// checks it against a replay.
 async fn settle_and_compare(
     stack: &Stack,
     banks: usize,
     stream: tokio::task::JoinHandle<anyhow::Result<usize>>,
     currencies: i64,
+    reference: tokio::task::JoinHandle<anyhow::Result<usize>>,
 ) -> anyhow::Result<()> {
     let accepted = stream.await?? as i64;
+    let references = reference.await?? as i64;
     stack
-        .wait_applied(banks as i64 + accepted, CAUGHT_UP_WITHIN)
+        .wait_applied(banks as i64 + accepted + references, CAUGHT_UP_WITHIN)
         .await?;
     let rows = stack.assert_fold_matches_replay().await?;
     assert_eq!(rows["boards"], accepted);
     assert_eq!(rows["rates"], accepted * currencies);
+    assert_eq!(rows["reference_boards"], REFERENCE_DAYS as i64);
+    assert_eq!(rows["reference_rates"], 2 * REFERENCE_DAYS as i64);
     assert_eq!(rows["dead_letters"], 0);
+    // The last correction is what is served, as each day's list is.
+    let key = stack.api_key("settled").await?;
+    let (status, body) = stack
+        .get("/api/v1/reference-rates?currencyCode=USD", Some(&key))
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    let (_, days) = stack
+        .get(
+            "/api/v1/reference-rates?currencyCode=USD&date=2026-01-05",
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(
+        days["data"]["buying"], 151.0,
+        "the first day's correction: {days}"
+    );
     Ok(())
 }
 
@@ -52,6 +77,7 @@ async fn kill_9_mid_stream_neither_loses_nor_repeats_anything() -> anyhow::Resul
     let banks = banks(&stack, 6).await?;
     // 1,500 boards of 6 currencies: 9,000 rate entries.
     let stream = stack.spawn_stream(banks, 250, 6);
+    let reference = stack.spawn_reference_days(REFERENCE_DAYS);
     for _ in 0..3 {
         let pause = rand::thread_rng().gen_range(300..1200);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -59,7 +85,7 @@ async fn kill_9_mid_stream_neither_loses_nor_repeats_anything() -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(200)).await;
         stack.start_process("ratewire-projector")?;
     }
-    settle_and_compare(&stack, 6, stream, 6).await
+    settle_and_compare(&stack, 6, stream, 6, reference).await
 }
 
 #[tokio::test]
@@ -76,6 +102,7 @@ async fn two_projectors_split_the_partitions_and_survive_one_being_killed() -> a
     // Enough banks that each projector's partitions carry some.
     let banks = banks(&stack, 12).await?;
     let stream = stack.spawn_stream(banks, 100, 5);
+    let reference = stack.spawn_reference_days(REFERENCE_DAYS);
     for _ in 0..2 {
         let pause = rand::thread_rng().gen_range(300..1000);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -83,7 +110,7 @@ async fn two_projectors_split_the_partitions_and_survive_one_being_killed() -> a
         tokio::time::sleep(Duration::from_millis(300)).await;
         stack.start_projector_as("projector-b", &second)?;
     }
-    settle_and_compare(&stack, 12, stream, 5).await?;
+    settle_and_compare(&stack, 12, stream, 5, reference).await?;
 
     // Both did their share.
     for log in ["ratewire-projector.log", "projector-b.log"] {
@@ -98,11 +125,12 @@ async fn postgres_cut_mid_stream_pauses_the_fold_and_loses_nothing() -> anyhow::
     let mut stack = Stack::start_with(&[(POSTGRES_PROXY, "")]).await?;
     let banks = banks(&stack, 4).await?;
     let stream = stack.spawn_stream(banks, 250, 6);
+    let reference = stack.spawn_reference_days(REFERENCE_DAYS);
     tokio::time::sleep(Duration::from_millis(700)).await;
     stack.postgres_down()?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     stack.postgres_up().await?;
-    settle_and_compare(&stack, 4, stream, 6).await
+    settle_and_compare(&stack, 4, stream, 6, reference).await
 }
 
 #[tokio::test]
