@@ -32,6 +32,10 @@ async fn produce(stack: &Stack, key: Option<&str>, payload: Option<&str>) -> any
     Ok(())
 }
 
+/// The reserved subject of reference boards, and its message key.
+const REFERENCE_SUBJECT: i64 = 9_007_199_254_740_991;
+const REFERENCE_KEY: &str = "9007199254740991";
+
 /// An envelope as the contract's JSON, with a fresh event id.
 fn envelope(kind: &str, version: u32, bank: i64, occurred_at: &str, payload: &str) -> String {
     format!(
@@ -176,6 +180,42 @@ async fn what_ingest_would_refuse_never_reaches_the_read_models() -> anyhow::Res
                 &board(&hour_ago, &rate("USD", "1", "2")),
             )),
             Some("version"),
+        ),
+        (
+            "a reference day selling below buying",
+            Some(REFERENCE_KEY),
+            Some(envelope(
+                "ReferenceBoardPublished",
+                1,
+                REFERENCE_SUBJECT,
+                &now,
+                r#"{"source":"NBE","date":"2026-05-18","rates":[{"currency":"USD","buying":"159","selling":"158","weightedAverage":"158"}]}"#,
+            )),
+            Some("selling-below-buying"),
+        ),
+        (
+            "a reference day under a bank's id",
+            Some(&ka),
+            Some(envelope(
+                "ReferenceBoardPublished",
+                1,
+                a,
+                &now,
+                r#"{"source":"NBE","date":"2026-05-18","rates":[{"currency":"USD","buying":"157","selling":"158","weightedAverage":"157"}]}"#,
+            )),
+            Some("key"),
+        ),
+        (
+            "a bank's board under the reference subject",
+            Some(REFERENCE_KEY),
+            Some(envelope(
+                "BoardPublished",
+                1,
+                REFERENCE_SUBJECT,
+                &now,
+                &board(&hour_ago, &rate("USD", "1", "2")),
+            )),
+            Some("key"),
         ),
         (
             "not json",
