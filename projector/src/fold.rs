@@ -146,9 +146,9 @@ pub async fn apply_batch(
     holes: &[Hole],
 ) -> Result<BatchOutcome> {
     match fold_batch(pool, topic, batch, holes, Runs::SetBased).await? {
-        Folded::Done(outcome) => Ok(outcome),
+        Folded::Done(outcome) => Ok(*outcome),
         Folded::Refused => match fold_batch(pool, topic, batch, holes, Runs::OneByOne).await? {
-            Folded::Done(outcome) => Ok(outcome),
+            Folded::Done(outcome) => Ok(*outcome),
             Folded::Refused => unreachable!("the one-by-one fold takes every run"),
         },
     }
@@ -167,7 +167,7 @@ enum Runs {
 }
 
 enum Folded {
-    Done(BatchOutcome),
+    Done(Box<BatchOutcome>),
     /// The fast path refused a run; the transaction was rolled back.
     Refused,
 }
@@ -302,7 +302,7 @@ async fn fold_batch(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(Folded::Done(outcome))
+    Ok(Folded::Done(Box::new(outcome)))
 }
 
 /// Applies a run of board events set-based or one by one, as `runs` says.
