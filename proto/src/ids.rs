@@ -22,8 +22,8 @@ pub enum InvalidId {
 pub struct BankId(i64);
 
 impl BankId {
-    /// Never a bank's: the subject of reference boards (see
-    /// `crate::reference::REFERENCE_SUBJECT`), 2^53 − 1.
+    /// Never a bank's: the subject under which reference boards travel,
+    /// 2^53 − 1.
     pub const RESERVED_FOR_REFERENCE: BankId = BankId(9_007_199_254_740_991);
 
     pub fn new(id: i64) -> Result<Self, InvalidId> {

@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 description of api-v1: the document's frame here, the
-//! answers' [`shapes`] and the [`errors`]; the paths come from the handlers' `#[utoipa::path]`
+//! answers' [`shapes`] (the reference rates' in [`reference`]) and the
+//! [`errors`]; the paths come from the handlers' `#[utoipa::path]`
 //! annotations, through the route list (`routes::api_v1`).
 //!
 //! The views are serialized by hand (to keep published digits exact), so the
@@ -14,16 +15,18 @@ use utoipa::{Modify, OpenApi};
 use crate::access::plans::Plans;
 
 pub use errors::*;
+pub use reference::*;
 pub use shapes::*;
 
 pub mod errors;
+pub mod reference;
 pub mod shapes;
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "ratewire api-v1",
-        description = "Bank exchange rates: latest boards, differences, best rates and history.",
+        description = "Bank exchange rates: latest boards, differences, best rates and history; beside them, the National Bank's reference rates, spreads and premiums.",
         version = "1.0.0"
     ),
     components(schemas(ErrorBody, ValidationErrorBody, LimitErrorBody, BestEvent)),

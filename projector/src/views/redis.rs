@@ -160,7 +160,7 @@ pub struct ViewUpdate {
     /// time (a recomputation that changes nothing else writes nothing);
     /// `None` removes a currency no active bank quotes.
     pub best: Vec<(CurrencyCode, Option<Rendered>)>,
-    /// Reference sources' views (see `crate::views::reference`).
+    /// Reference sources' views: each source's days and the days rendered.
     pub reference: Vec<ReferenceViews>,
     /// Write the views whatever version Redis holds (the views over all
     /// banks: see `aggregates`); the bank views never are.

@@ -11,6 +11,7 @@ mod reference;
 mod series;
 mod snapshot;
 
+pub use crate::views::{ReferenceDay, ReferenceRow};
 pub use banks::{
     active_bank_ids, active_bank_views, bank, bank_ids, bank_view, bank_views, bank_views_at,
     latest_board,
@@ -20,8 +21,7 @@ pub use currencies::{currency_counts, currency_known, known_currencies, quotes, 
 pub use history::history;
 pub use range::{best_at, records_at, records_between, Best};
 pub use reference::{
-    in_force, reference_dates, reference_days, reference_series, reference_sources, ReferenceDay,
-    ReferenceRow,
+    in_force, reference_dates, reference_days, reference_series, reference_sources,
 };
 pub use series::{
     history_revisions, rates_after, series, series_bucket, series_read, Point, RateRow, SeriesRead,

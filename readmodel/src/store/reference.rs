@@ -5,29 +5,7 @@ use ratewire_proto::CurrencyCode;
 use rust_decimal::Decimal;
 
 use crate::error::Result;
-
-/// One currency of a stored reference day.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReferenceRow {
-    pub currency: CurrencyCode,
-    pub buying: Decimal,
-    pub selling: Decimal,
-    pub weighted_average: Decimal,
-}
-
-/// One stored reference day of a source, in currency order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReferenceDay {
-    pub source: String,
-    pub date: NaiveDate,
-    pub rates: Vec<ReferenceRow>,
-}
-
-impl ReferenceDay {
-    pub fn rate(&self, currency: CurrencyCode) -> Option<&ReferenceRow> {
-        self.rates.iter().find(|r| r.currency == currency)
-    }
-}
+use crate::views::{ReferenceDay, ReferenceRow};
 
 /// Every source with a stored day.
 pub async fn reference_sources<'e>(db: impl sqlx::PgExecutor<'e>) -> Result<Vec<String>> {

@@ -27,7 +27,7 @@ pub use parse::rates_elements;
 pub use rates::rates_element;
 pub use reference::{
     reference_dates_body, reference_dates_from_body, reference_day_from_body,
-    reference_day_response, ReferenceJson, StoredDay,
+    reference_day_response, ReferenceDay, ReferenceJson, ReferenceRow, StoredDay,
 };
 pub use series::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, BankPoint, BestPoint,

@@ -10,7 +10,29 @@ use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use super::{CurrencyJson, Envelope, Num, ViewStyle};
-use crate::store::{ReferenceDay, ReferenceRow};
+
+/// One currency of a stored reference day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceRow {
+    pub currency: CurrencyCode,
+    pub buying: Decimal,
+    pub selling: Decimal,
+    pub weighted_average: Decimal,
+}
+
+/// One stored reference day of a source, in currency order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceDay {
+    pub source: String,
+    pub date: NaiveDate,
+    pub rates: Vec<ReferenceRow>,
+}
+
+impl ReferenceDay {
+    pub fn rate(&self, currency: CurrencyCode) -> Option<&ReferenceRow> {
+        self.rates.iter().find(|r| r.currency == currency)
+    }
+}
 
 /// One currency of a reference day, as the API shows it.
 pub struct ReferenceJson<'a> {
