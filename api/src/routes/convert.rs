@@ -250,7 +250,7 @@ pub async fn convert(
     if results.is_empty() {
         return Err(unquoted(&banks, from, to, transactional, bank_id));
     }
-    let mut body = Envelope {
+    let body = Envelope {
         message: "success",
         status: 200,
         data: Data {
@@ -286,12 +286,11 @@ pub async fn convert(
                 .collect(),
         },
     };
-    let text = serde_json::to_string(&body).expect("the answer serializes");
-    for result in &mut body.data.results {
-        result.age_seconds = None;
-    }
-    let ageless = serde_json::to_string(&body).expect("the answer serializes");
-    Ok(aged_answer(text, &ageless))
+    Ok(aged_answer(body, |body| {
+        for result in &mut body.data.results {
+            result.age_seconds = None;
+        }
+    }))
 }
 
 /// Why nothing could be converted: the currency no bank (or not that

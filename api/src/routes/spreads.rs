@@ -236,7 +236,7 @@ pub async fn spreads(
             .cmp(&b.cash_spread_percent)
             .then(a.bank.id.cmp(&b.bank.id))
     });
-    let mut body = Envelope {
+    let body = Envelope {
         message: "success",
         status: 200,
         data: Data {
@@ -250,12 +250,11 @@ pub async fn spreads(
             banks: rows,
         },
     };
-    let text = serde_json::to_string(&body).expect("the answer serializes");
-    for row in &mut body.data.banks {
-        row.ageless = true;
-    }
-    let ageless = serde_json::to_string(&body).expect("the answer serializes");
-    Ok(aged_answer(text, &ageless))
+    Ok(aged_answer(body, |body| {
+        for row in &mut body.data.banks {
+            row.ageless = true;
+        }
+    }))
 }
 
 #[derive(Serialize)]

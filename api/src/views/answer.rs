@@ -56,11 +56,18 @@ pub fn stored_list(cache: &ViewCache, gzip: AcceptsGzip, key: &str, stored: Stor
 /// `response` with the strong `ETag` of fingerprint `etag` (see
 /// [`crate::conditional`] for what a client does with it).
 /// An answer whose rows carry `ageSeconds` (it grows every second): its
-/// `ETag` is weak and made from `ageless`, the same body without the
-/// ages, so a client's copy stays current until something else changes.
-pub fn aged_answer(body: String, ageless: &str) -> Response {
-    let mut response = super::body::json_body(body);
-    let etag = format!("W/\"{}\"", ratewire_readmodel::views::digest(ageless));
+/// `ETag` is weak and made from the same body after `without_ages` took
+/// the ages out, so a client's copy stays current until something else
+/// changes.
+pub fn aged_answer<T: serde::Serialize>(
+    mut body: T,
+    without_ages: impl FnOnce(&mut T),
+) -> Response {
+    let text = serde_json::to_string(&body).expect("the answer serializes");
+    without_ages(&mut body);
+    let ageless = serde_json::to_string(&body).expect("the answer serializes");
+    let mut response = super::body::json_body(text);
+    let etag = format!("W/\"{}\"", ratewire_readmodel::views::digest(&ageless));
     if let Ok(value) = HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, value);
     }
