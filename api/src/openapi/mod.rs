@@ -123,6 +123,7 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
         }
         doc["paths"][short] = item;
     }
+    conditional_reads(&mut doc);
     limit_headers(&mut doc);
     stream_events(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
@@ -172,6 +173,45 @@ fn stream_events(doc: &mut serde_json::Value) {
     let content = &mut doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"]["content"];
     if let Some(media) = content.get_mut("text/event-stream") {
         media["schema"] = schema;
+    }
+}
+
+/// Every read but the live stream answers with an `ETag` and takes
+/// `If-None-Match` (`crate::conditional`), declared once here (no derive
+/// attribute reaches them all).
+fn conditional_reads(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        if path.ends_with("/stream") {
+            continue;
+        }
+        let Some(get) = item.get_mut("get") else {
+            continue;
+        };
+        let condition = json!({
+            "name": "If-None-Match",
+            "in": "header",
+            "required": false,
+            "description": "ETags of copies the client holds: when one is current, 304 without a body.",
+            "schema": {"type": "string"},
+        });
+        match get.get_mut("parameters").and_then(|p| p.as_array_mut()) {
+            Some(parameters) => parameters.push(condition),
+            None => get["parameters"] = json!([condition]),
+        }
+        if let Some(ok) = get["responses"].get_mut("200") {
+            ok["headers"]["ETag"] = json!({
+                "description": "The answer's fingerprint (weak where the answer carries ages that grow by the second: it is made without them).",
+                "required": true,
+                "schema": {"type": "string"},
+            });
+        }
+        get["responses"]["304"] = json!({
+            "description": "Not Modified: the copy named in If-None-Match is current (counted like any request).",
+        });
     }
 }
 
@@ -276,6 +316,9 @@ mod tests {
             "/api/v1/history",
             "/api/v1/rates/series",
             "/api/v1/convert",
+            "/api/v1/rates/spreads",
+            "/api/v1/reference-rates",
+            "/api/v1/reference-rates/series",
             "/api/v1/stream",
             "/api/v1/me",
             "/api/v1/usage",
@@ -291,6 +334,20 @@ mod tests {
         let bank = &doc["components"]["schemas"]["Bank"];
         assert_eq!(bank["properties"]["id"]["type"], "string");
         assert!(bank["properties"]["lastRatesUpdatedAt"].is_object());
+    }
+
+    #[test]
+    fn every_read_but_the_stream_declares_its_etag_and_304() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            let get = &item["get"];
+            let conditional = !get["responses"]["304"].is_null()
+                && get["responses"]["200"]["headers"]["ETag"].is_object()
+                && get["parameters"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["name"] == "If-None-Match"));
+            assert_eq!(conditional, !path.ends_with("/stream"), "{path}");
+        }
     }
 
     /// The schema of `name` on `path`.

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use chrono::NaiveDate;
+use ratewire_proto::NATIONAL_BANK;
 use ratewire_readmodel::store::{self, Version};
 use ratewire_readmodel::views::{self, ViewStyle};
 use sqlx::PgPool;
@@ -26,9 +27,12 @@ pub async fn load(
     let mut update = ViewUpdate::at(Version::of(&mut tx).await?);
     let sources: BTreeSet<String> = match days {
         Some(days) => days.iter().map(|(source, _)| source.clone()).collect(),
+        // The National Bank's list of days is written even empty, so that
+        // readers find it in Redis and never ask Postgres for it.
         None => store::reference_sources(&mut *tx)
             .await?
             .into_iter()
+            .chain([NATIONAL_BANK.to_owned()])
             .collect(),
     };
     for source in sources {
