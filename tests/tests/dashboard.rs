@@ -664,11 +664,13 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
     // A reference for each of the last ten days (weekdays only, as
     // published).
     let today = chrono::Utc::now().date_naive();
+    let mut last = String::new();
     for back in (0..10).rev() {
         let date = today - chrono::Duration::days(back);
         if matches!(date.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
             continue;
         }
+        last = date.to_string();
         let response = stack
             .http()
             .post(format!(
@@ -694,8 +696,10 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
             )
             .await
             .ok()?;
+        // Every day folded: the last one is in force.
         let banks = body["data"]["banks"].as_array()?;
         (banks.len() == 3
+            && body["data"]["reference"]["date"] == last.as_str()
             && banks
                 .iter()
                 .all(|b| b["cashBuyingPremiumPercent"].is_number()))
