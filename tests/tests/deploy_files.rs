@@ -336,6 +336,7 @@ fn the_kubernetes_manifests_match_the_processes() {
     let mut services = Vec::new();
     let mut autoscalers = Vec::new();
     let mut ingresses = Vec::new();
+    let mut jobs = Vec::new();
     let mut shared = BTreeSet::new();
     for file in [
         "deploy/k8s/config.yaml",
@@ -343,6 +344,7 @@ fn the_kubernetes_manifests_match_the_processes() {
         "deploy/k8s/ingest.yaml",
         "deploy/k8s/projector.yaml",
         "deploy/k8s/ingress.yaml",
+        "deploy/k8s/reference.yaml",
     ] {
         assert!(
             !read(file).contains("RATEWIRE_ADMIN_TOKEN:"),
@@ -357,6 +359,7 @@ fn the_kubernetes_manifests_match_the_processes() {
                 "Service" => services.push(doc),
                 "HorizontalPodAutoscaler" => autoscalers.push(doc),
                 "Ingress" => ingresses.push(doc),
+                "CronJob" => jobs.push(doc),
                 "ConfigMap" => shared.extend(doc["data"].as_mapping().unwrap().keys().map(text)),
                 "Secret" => shared.extend(doc["stringData"].as_mapping().unwrap().keys().map(text)),
                 other => panic!("{file}: unexpected kind {other}"),
@@ -369,6 +372,39 @@ fn the_kubernetes_manifests_match_the_processes() {
         .collect();
     for key in &shared {
         assert!(every_setting.contains(key), "shared setting {key} is read");
+    }
+
+    // The reference poller: the feed tool's one round, with settings the
+    // feed reads, reaching ingest's operator Service, suspended until its
+    // URL is set.
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    assert_eq!(job["spec"]["suspend"].as_bool(), Some(true));
+    let container = &job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    let command: Vec<String> = container["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(text)
+        .collect();
+    assert_eq!(command, ["ratewire-feed", "reference", "poll", "--once"]);
+    assert!(read("deploy/Dockerfile").contains("target/release/ratewire-feed"));
+    let feed = env_names(Some(&read("tools/src/bin/feed.rs")));
+    for variable in container["env"].as_sequence().unwrap() {
+        let name = text(&variable["name"]);
+        assert!(feed.contains(&name), "the feed reads {name}");
+    }
+    assert!(feed.contains("RATEWIRE_ADMIN_TOKEN"));
+    assert!(
+        container["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|v| text(&v["value"]).starts_with("http://ratewire-ingest-operator:9081")),
+        "the poller reaches ingest's operator Service"
+    );
+    for kind in ["requests", "limits"] {
+        assert!(!container["resources"][kind]["memory"].is_null());
     }
 
     let mut per_binary = BTreeMap::<String, Vec<String>>::new();
