@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
-use ratewire_readmodel::views::{timestamp, BankView, Num};
+use ratewire_readmodel::views::{timestamp, BankRef, BankView, Num};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
 
@@ -157,15 +157,6 @@ pub fn convert_at<'a>(
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BankJson<'a> {
-    id: i64,
-    name: &'a str,
-    code: &'a str,
-    image_url: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct LegJson {
     currency: CurrencyCode,
     side: Side,
@@ -176,7 +167,7 @@ struct LegJson {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ResultJson<'a> {
-    bank: BankJson<'a>,
+    bank: BankRef<'a>,
     amount: Num,
     rate: Num,
     legs: Vec<LegJson>,
@@ -260,28 +251,26 @@ pub async fn convert(
             transactional,
             results: results
                 .iter()
-                .map(|c| ResultJson {
-                    bank: BankJson {
-                        id: c.bank.bank.id.get(),
-                        name: &c.bank.bank.name,
-                        code: &c.bank.bank.code,
-                        image_url: &c.bank.bank.image_url,
-                    },
-                    amount: Num(c.amount),
-                    rate: Num(c.rate),
-                    legs: c
-                        .legs
-                        .iter()
-                        .map(|l| LegJson {
-                            currency: l.currency,
-                            side: l.side,
-                            rate: Num(l.rate),
-                            updated_at: timestamp(l.updated_at),
-                        })
-                        .collect(),
-                    updated_at: timestamp(c.updated_at()),
-                    age_seconds: Some(age(c).seconds),
-                    stale: age(c).stale,
+                .map(|c| {
+                    let age = age(c);
+                    ResultJson {
+                        bank: BankRef(&c.bank.bank),
+                        amount: Num(c.amount),
+                        rate: Num(c.rate),
+                        legs: c
+                            .legs
+                            .iter()
+                            .map(|l| LegJson {
+                                currency: l.currency,
+                                side: l.side,
+                                rate: Num(l.rate),
+                                updated_at: timestamp(l.updated_at),
+                            })
+                            .collect(),
+                        updated_at: timestamp(c.updated_at()),
+                        age_seconds: Some(age.seconds),
+                        stale: age.stale,
+                    }
                 })
                 .collect(),
         },

@@ -5,7 +5,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use ratewire_proto::NATIONAL_BANK;
 use ratewire_readmodel::store::in_force;
-use ratewire_readmodel::views::reference_day_from_body;
+use ratewire_readmodel::views::ReferencePoint;
 
 use crate::access::auth::ApiKey;
 use crate::error::{Error, Result};
@@ -57,8 +57,7 @@ pub async fn reference_rates(
     let Some(code) = code else {
         return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()));
     };
-    let read = reference_day_from_body(&stored.body)
-        .map_err(|e| Error::Startup(format!("a stored reference day does not read: {e}")))?;
+    let read = reference::read_day(&stored)?;
     let (_, element) = read
         .elements
         .iter()
@@ -121,7 +120,7 @@ pub async fn reference_series(
             source: NATIONAL_BANK,
             points: points
                 .iter()
-                .map(|(date, row)| PointJson { date: *date, row })
+                .map(|(date, row)| ReferencePoint { date: *date, row })
                 .collect(),
         },
     };
@@ -134,26 +133,5 @@ pub async fn reference_series(
 struct SeriesJson<'a> {
     currency: ratewire_readmodel::views::CurrencyJson<'a>,
     source: &'static str,
-    points: Vec<PointJson<'a>>,
-}
-
-struct PointJson<'a> {
-    date: chrono::NaiveDate,
-    row: &'a ratewire_readmodel::store::ReferenceRow,
-}
-
-impl serde::Serialize for PointJson<'_> {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        use ratewire_readmodel::views::Num;
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("date", &self.date)?;
-        map.serialize_entry("buying", &Num(self.row.buying))?;
-        map.serialize_entry("selling", &Num(self.row.selling))?;
-        map.serialize_entry("weightedAverage", &Num(self.row.weighted_average))?;
-        map.end()
-    }
+    points: Vec<ReferencePoint<'a>>,
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::reference::reference_day;
 use ratewire_proto::{CurrencyCode, NATIONAL_BANK};
 use ratewire_readmodel::store::{in_force, ReferenceRow};
-use ratewire_readmodel::views::{reference_day_from_body, timestamp, CurrencyJson, Envelope, Num};
+use ratewire_readmodel::views::{timestamp, BankRef, CurrencyJson, Envelope, Num, ReferencePoint};
 use rust_decimal::Decimal;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -90,7 +90,7 @@ struct Row<'a> {
 impl Serialize for Row<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("bank", &BankJson(self.bank))?;
+        map.serialize_entry("bank", &BankRef(self.bank))?;
         map.serialize_entry("updatedAt", &timestamp(self.updated_at))?;
         self.cash.write(&mut map, "cash")?;
         match &self.transactional {
@@ -103,37 +103,6 @@ impl Serialize for Row<'_> {
             map.serialize_entry("ageSeconds", &self.age.seconds)?;
         }
         map.serialize_entry("stale", &self.age.stale)?;
-        map.end()
-    }
-}
-
-/// A bank as the best-rates answer shows it: id (a number), name, code
-/// and image.
-struct BankJson<'a>(&'a ratewire_readmodel::views::BankInfo);
-
-impl Serialize for BankJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("id", &self.0.id.get())?;
-        map.serialize_entry("name", &self.0.name)?;
-        map.serialize_entry("code", &self.0.code)?;
-        map.serialize_entry("imageUrl", &self.0.image_url)?;
-        map.end()
-    }
-}
-
-struct ReferenceJson<'a> {
-    date: NaiveDate,
-    row: &'a ReferenceRow,
-}
-
-impl Serialize for ReferenceJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("date", &self.date)?;
-        map.serialize_entry("buying", &Num(self.row.buying))?;
-        map.serialize_entry("selling", &Num(self.row.selling))?;
-        map.serialize_entry("weightedAverage", &Num(self.row.weighted_average))?;
         map.end()
     }
 }
@@ -155,9 +124,7 @@ impl ReferenceDays<'_> {
         };
         if !self.read.contains_key(&date) {
             let stored = reference::day(&self.state.views, NATIONAL_BANK, date).await?;
-            let read = reference_day_from_body(&stored.body).map_err(|e| {
-                Error::Startup(format!("a stored reference day does not read: {e}"))
-            })?;
+            let read = reference::read_day(&stored)?;
             self.read.insert(date, read.day.rate(self.code).cloned());
         }
         Ok(self.read[&date].clone().map(|row| (date, row)))
@@ -246,7 +213,7 @@ pub async fn spreads(
             },
             reference: today
                 .as_ref()
-                .map(|(date, row)| ReferenceJson { date: *date, row }),
+                .map(|(date, row)| ReferencePoint { date: *date, row }),
             banks: rows,
         },
     };
@@ -260,6 +227,6 @@ pub async fn spreads(
 #[derive(Serialize)]
 struct Data<'a> {
     currency: CurrencyJson<'a>,
-    reference: Option<ReferenceJson<'a>>,
+    reference: Option<ReferencePoint<'a>>,
     banks: Vec<Row<'a>>,
 }

@@ -9,7 +9,8 @@ use axum::body::Bytes;
 use chrono::NaiveDate;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{
-    reference_dates_body, reference_dates_from_body, reference_day_response,
+    reference_dates_body, reference_dates_from_body, reference_day_from_body,
+    reference_day_response, StoredDay,
 };
 
 use crate::error::{Error, Result};
@@ -61,6 +62,13 @@ pub async fn day(views: &Arc<Views>, source: &str, date: NaiveDate) -> Result<St
         }
     })
     .await
+}
+
+/// A day's answer read back (its rates, and each currency's element as
+/// stored).
+pub fn read_day(stored: &Stored) -> Result<StoredDay<'_>> {
+    reference_day_from_body(&stored.body)
+        .map_err(|e| Error::Startup(format!("a stored reference day does not read: {e}")))
 }
 
 /// `view` as stored, else rendered from Postgres by `render`.

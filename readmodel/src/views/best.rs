@@ -153,7 +153,9 @@ impl Serialize for EntryJson<'_> {
     }
 }
 
-struct BankRef<'a>(&'a BankInfo);
+/// A bank as best rates, conversions and spreads show it: id (a number),
+/// name, code and image.
+pub struct BankRef<'a>(pub &'a BankInfo);
 
 impl Serialize for BankRef<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

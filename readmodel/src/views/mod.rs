@@ -18,8 +18,8 @@ mod series;
 
 pub use banks::banks_element;
 pub use best::{
-    best_rates_fingerprinted, best_rates_response, pick_best, signed_difference, BestEntry,
-    Candidate, Field,
+    best_rates_fingerprinted, best_rates_response, pick_best, signed_difference, BankRef,
+    BestEntry, Candidate, Field,
 };
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
@@ -27,7 +27,7 @@ pub use parse::rates_elements;
 pub use rates::rates_element;
 pub use reference::{
     reference_dates_body, reference_dates_from_body, reference_day_from_body,
-    reference_day_response, ReferenceDay, ReferenceJson, ReferenceRow, StoredDay,
+    reference_day_response, ReferenceDay, ReferenceJson, ReferencePoint, ReferenceRow, StoredDay,
 };
 pub use series::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, BankPoint, BestPoint,

@@ -61,6 +61,24 @@ impl Serialize for ReferenceJson<'_> {
     }
 }
 
+/// One currency's rates on one day without the currency: a point of the
+/// reference series, and the reference beside the spreads.
+pub struct ReferencePoint<'a> {
+    pub date: NaiveDate,
+    pub row: &'a ReferenceRow,
+}
+
+impl Serialize for ReferencePoint<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("date", &self.date)?;
+        map.serialize_entry("buying", &Num(self.row.buying))?;
+        map.serialize_entry("selling", &Num(self.row.selling))?;
+        map.serialize_entry("weightedAverage", &Num(self.row.weighted_average))?;
+        map.end()
+    }
+}
+
 /// The answer for every currency of `day`.
 pub fn reference_day_response(day: &ReferenceDay, style: &ViewStyle) -> String {
     let data: Vec<ReferenceJson> = day
