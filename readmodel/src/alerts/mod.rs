@@ -1,0 +1,120 @@
+//! Rate alerts and their webhooks: what the API (which registers them),
+//! the fold (which evaluates them) and the deliverer (which calls the
+//! webhooks) share.
+//!
+//! - [`address`]: where a webhook may point (no internal addresses);
+//! - [`signing`]: Standard Webhooks secrets and signatures;
+//! - [`sealing`]: secrets sealed at rest under the operators' key.
+//!
+//! The tables live in a schema of their own ([`AlertSettings::schema`]),
+//! migrated by every process that uses them; see the migration for what
+//! each holds.
+
+pub mod address;
+pub mod sealing;
+pub mod signing;
+
+use ratewire_service::settings::parse_schema;
+use sqlx::PgPool;
+
+use crate::error::Result;
+pub use address::AddressPolicy;
+pub use sealing::SealingKey;
+pub use signing::Secret;
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./alerts_migrations");
+
+/// Creates the alerts schema and applies its migrations.
+pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {
+    Ok(ratewire_service::postgres::migrate(pool, schema, &MIGRATOR).await?)
+}
+
+/// The channel the outbox's trigger notifies (its payload: the schema).
+pub const DELIVERIES_CHANNEL: &str = "ratewire_deliveries";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AlertSettings {
+    /// Postgres schema of webhooks, alerts and their outbox (users'
+    /// settings: a replay keeps them).
+    #[arg(long, env = "RATEWIRE_ALERTS_SCHEMA", default_value = "alerts", value_parser = parse_schema)]
+    pub alerts_schema: String,
+    /// Key sealing webhook signing secrets at rest: 32 bytes, base64
+    /// (`openssl rand -base64 32`). The API and the projectors need the
+    /// same one; unset, webhooks cannot be created (503) nor delivered.
+    #[arg(long, env = "RATEWIRE_WEBHOOK_SECRETS_KEY", hide_env_values = true)]
+    pub webhook_secrets_key: Option<SealingKey>,
+    /// Deliver webhooks to loopback and private addresses (a receiver on
+    /// 127.0.0.1 for the local stack). Link-local and cloud metadata
+    /// addresses stay refused.
+    #[arg(long, env = "RATEWIRE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private: bool,
+}
+
+impl AlertSettings {
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy {
+            allow_private: self.webhook_allow_private,
+        }
+    }
+}
+
+/// The rate an alert watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Field {
+    CashBuying,
+    CashSelling,
+    TransactionalBuying,
+    TransactionalSelling,
+}
+
+impl Field {
+    pub const ALL: [Field; 4] = [
+        Field::CashBuying,
+        Field::CashSelling,
+        Field::TransactionalBuying,
+        Field::TransactionalSelling,
+    ];
+
+    /// As in the API and the `alerts.field` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::CashBuying => "cashBuying",
+            Field::CashSelling => "cashSelling",
+            Field::TransactionalBuying => "transactionalBuying",
+            Field::TransactionalSelling => "transactionalSelling",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Condition {
+    /// Strictly greater than the threshold.
+    Above,
+    /// Strictly less than the threshold.
+    Below,
+}
+
+impl Condition {
+    pub fn name(self) -> &'static str {
+        match self {
+            Condition::Above => "above",
+            Condition::Below => "below",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Condition> {
+        [Condition::Above, Condition::Below]
+            .into_iter()
+            .find(|c| c.name() == name)
+    }
+}
+
+/// The event types webhooks receive.
+pub const THRESHOLD_CROSSED: &str = "rate.threshold_crossed";
+pub const WEBHOOK_TEST: &str = "webhook.test";
