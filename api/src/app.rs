@@ -224,8 +224,14 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         rate_limits: config.rate_limits,
         stream_slots: Arc::new(StreamSlots::new(redis.clone(), prefix)),
     });
+    let alerting = Arc::new(crate::alerting::Alerting::new(
+        &config.common.database_url,
+        &config.alerts,
+        config.webhooks_per_key,
+    )?);
     Ok(AppState::new(Shared {
         pool,
+        alerting,
         views: Arc::new(Views {
             redis: redis.clone(),
             read: ReadModels::new(
@@ -256,9 +262,11 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
 }
 
 /// Makes the API ready to serve: Postgres is recent enough, the API's
-/// schema `schema` is migrated, and the active read-model generation known.
+/// schema `schema` and the alerts' are migrated, and the active read-model
+/// generation known.
 pub async fn prepare(state: &AppState, schema: &str) -> Result<()> {
     compatibility::require_postgres(&state.pool).await?;
     db::migrate(&state.pool, schema).await?;
+    state.alerting.migrate().await?;
     state.views.read.refresh(&state.pool).await
 }

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 
+use ratewire_readmodel::alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::settings::{parse_schema, Common, RetentionSchedule, Serving};
 
@@ -28,6 +29,11 @@ pub struct Config {
     pub serving: Serving,
     #[command(flatten)]
     pub read_model: ReadModelSettings,
+    #[command(flatten)]
+    pub alerts: AlertSettings,
+    /// Webhooks one API key may register.
+    #[arg(long, env = "RATEWIRE_WEBHOOKS_PER_KEY", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub webhooks_per_key: u32,
     /// A Postgres replica (a hot standby of the primary) for /history and
     /// the series; unset, they read the primary. Answers there may lag the
     /// primary by the replica's replication delay; keys, usage and views
@@ -49,7 +55,8 @@ pub struct Config {
     /// that a weekend does not count.
     #[arg(long, env = "RATEWIRE_STALE_AFTER", default_value = "72h", value_parser = ratewire_service::settings::parse_duration)]
     pub stale_after: std::time::Duration,
-    /// Plans as `name=perMinute/perMonth`, comma separated; `anonymous` is
+    /// Plans as `name=perMinute/perMonth[/streams[/alerts]]`, comma
+    /// separated (see `access::plans`); `anonymous` is
     /// required (callers without a valid key).
     #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::access::plans::DEFAULT_PLANS)]
     pub plans: crate::access::plans::Plans,

@@ -54,12 +54,13 @@ pub fn layer(origins: &Origins) -> CorsLayer {
     };
     CorsLayer::new()
         .allow_origin(allow)
-        .allow_methods([Method::GET, Method::HEAD])
+        .allow_methods([Method::GET, Method::HEAD, Method::POST, Method::DELETE])
         .allow_headers([
             HeaderName::from_static(crate::access::keys::API_KEY_HEADER),
             header::IF_NONE_MATCH,
             HeaderName::from_static("last-event-id"),
             header::ACCEPT,
+            header::CONTENT_TYPE,
             header::CACHE_CONTROL,
         ])
         .expose_headers([

@@ -57,6 +57,12 @@ pub enum Error {
     },
     #[error("{0}")]
     Startup(String),
+    /// A feature this server was not configured for.
+    #[error("{0}")]
+    NotConfigured(&'static str),
+    /// The caller holds as many of something as it may.
+    #[error("{0}")]
+    LimitReached(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -107,6 +113,8 @@ impl Error {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Error::StreamUnavailable | Error::KeyUnchecked => StatusCode::SERVICE_UNAVAILABLE,
+            Error::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::LimitReached(_) => StatusCode::CONFLICT,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Shared {
@@ -153,6 +161,10 @@ impl IntoResponse for Error {
             // One per request of a flood: counted by the gate, not logged.
             // (`ratewire_api_keys_unchecked_total`).
             Error::KeyUnchecked => json!({"status": 503, "message": self.to_string()}),
+            Error::NotConfigured(_) => json!({"status": 503, "message": self.to_string()}),
+            Error::LimitReached(_) => {
+                json!({"status": 409, "message": self.to_string(), "code": "LIMIT_REACHED"})
+            }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %self, "dependency unavailable; answering 503");
                 json!({"status": 503, "message": "Service Unavailable"})

@@ -28,6 +28,7 @@
 //! the model comes from `ratewire-readmodel`.
 
 pub mod access;
+pub mod alerting;
 pub mod app;
 pub mod conditional;
 pub mod config;

@@ -36,6 +36,8 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     /// The API's own schema (keys, usage).
     pub pool: PgPool,
+    /// Keys' webhooks and rate alerts.
+    pub alerting: Arc<crate::alerting::Alerting>,
     /// Redis for the request path: every call within a budget, none while
     /// it is unavailable.
     pub redis: RedisGuard,

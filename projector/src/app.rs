@@ -1,6 +1,6 @@
 //! The projector process as a value: built from a [`Config`], then run until
 //! a shutdown signal. It serves the health listener and runs the
-//! [`FoldLoop`] beside it.
+//! [`FoldLoop`] and the webhooks' [`crate::delivery::Deliverer`] beside it.
 
 use std::sync::Arc;
 
@@ -79,6 +79,13 @@ impl Application {
             }
             _ => (None, None),
         };
+        // Webhooks are delivered beside the fold, never in it.
+        let deliverer = crate::delivery::Deliverer::new(
+            &self.config.common.database_url,
+            &self.config.alerts,
+            &self.config.delivery,
+        )?
+        .map(|deliverer| tokio::spawn(deliverer.run(shutdown.clone())));
         let mut fold = FoldLoop::new(
             self.config,
             health.pool,
@@ -91,6 +98,9 @@ impl Application {
         let result = fold.run(&shutdown).await;
         shutdown.cancel();
         fold.finish().await;
+        if let Some(deliverer) = deliverer {
+            let _ = deliverer.await;
+        }
         // Nothing is folded here any more: hand everything over now rather
         // than when the broker ends the session.
         if let Some(member) = member {

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ratewire_proto::DEFAULT_TOPIC;
+use ratewire_readmodel::alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 
 use crate::retention::RetentionPolicy;
@@ -23,6 +24,10 @@ pub struct Config {
     pub common: Common,
     #[command(flatten)]
     pub read_model: ReadModelSettings,
+    #[command(flatten)]
+    pub alerts: AlertSettings,
+    #[command(flatten)]
+    pub delivery: crate::delivery::DeliverySettings,
     #[command(flatten)]
     pub kafka: KafkaConnection,
     /// The event topic.

@@ -23,9 +23,12 @@ use tracing::{debug, warn};
 
 use crate::error::Result;
 use crate::holes::Hole;
+use alerts::Guard;
+pub use alerts::AlertsFold;
 use event::{apply_event, Applied, Rejection};
 use positions::lock_positions;
 
+mod alerts;
 mod boards;
 mod event;
 mod lanes;
@@ -103,6 +106,8 @@ pub struct BatchOutcome {
     pub gaps: Vec<Gap>,
     /// Proven holes the stored positions stepped over.
     pub crossed: Vec<Hole>,
+    /// Alert crossings recorded in the outbox.
+    pub alerts_fired: u64,
 }
 
 impl BatchOutcome {
@@ -138,16 +143,19 @@ pub struct Gap {
 
 /// Folds `batch` in one transaction with the partitions' positions. A
 /// message past its partition's position is applied only across one of
-/// `holes` (offsets the read proved empty, see [`crate::holes`]).
+/// `holes` (offsets the read proved empty, see [`crate::holes`]). With
+/// `alerts`, the alerts are evaluated in the same transaction (see
+/// [`alerts`]).
 pub async fn apply_batch(
     pool: &PgPool,
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
+    alerts: Option<&AlertsFold>,
 ) -> Result<BatchOutcome> {
-    match fold_batch(pool, topic, batch, holes, Runs::SetBased).await? {
+    match fold_batch(pool, topic, batch, holes, alerts, Runs::SetBased).await? {
         Folded::Done(outcome) => Ok(*outcome),
-        Folded::Refused => match fold_batch(pool, topic, batch, holes, Runs::OneByOne).await? {
+        Folded::Refused => match fold_batch(pool, topic, batch, holes, alerts, Runs::OneByOne).await? {
             Folded::Done(outcome) => Ok(*outcome),
             Folded::Refused => unreachable!("the one-by-one fold takes every run"),
         },
@@ -177,6 +185,7 @@ async fn fold_batch(
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
+    alerts: Option<&AlertsFold>,
     runs: Runs,
 ) -> Result<Folded> {
     let mut outcome = BatchOutcome::default();
@@ -205,6 +214,20 @@ async fn fold_batch(
         rows = lock_positions(&mut tx, topic, &partitions).await?;
     }
     outcome.positions = rows.into_iter().collect();
+    let mut guard = match alerts {
+        Some(alerts) => {
+            alerts
+                .guard(&mut tx, topic, batch, &outcome.positions)
+                .await?
+        }
+        None => None,
+    };
+    // Alerts judge every event on its own.
+    let runs = match &guard {
+        Some(guard) if guard.per_event => Runs::OneByOne,
+        _ => runs,
+    };
+    let mut evaluation = alerts.zip(guard.as_mut());
 
     let mut run = Vec::new();
     for message in batch {
@@ -278,15 +301,21 @@ async fn fold_batch(
             });
             continue;
         }
-        if !flush_run(&mut tx, topic, &mut run, &mut outcome, runs).await? {
+        if !flush_run(&mut tx, topic, &mut run, &mut outcome, &mut evaluation, runs).await? {
             tx.rollback().await?;
             return Ok(Folded::Refused);
         }
-        apply_message(&mut tx, topic, message, &mut outcome).await?;
+        apply_message(&mut tx, topic, message, &mut outcome, &mut evaluation).await?;
     }
-    if !flush_run(&mut tx, topic, &mut run, &mut outcome, runs).await? {
+    if !flush_run(&mut tx, topic, &mut run, &mut outcome, &mut evaluation, runs).await? {
         tx.rollback().await?;
         return Ok(Folded::Refused);
+    }
+    if let Some((alerts, guard)) = evaluation {
+        alerts
+            .finish(&mut tx, topic, guard, &outcome.positions)
+            .await?;
+        outcome.alerts_fired = guard.fired;
     }
 
     let (partitions, next_offsets): (Vec<i32>, Vec<i64>) =
@@ -313,6 +342,7 @@ async fn flush_run(
     topic: &str,
     run: &mut Vec<boards::RunEvent<'_>>,
     outcome: &mut BatchOutcome,
+    evaluation: &mut Evaluation<'_>,
     runs: Runs,
 ) -> Result<bool> {
     if run.is_empty() {
@@ -334,10 +364,13 @@ async fn flush_run(
                 }
                 return Ok(false);
             }
+            if let Some((alerts, guard)) = evaluation {
+                alerts.applied_run(guard, run.iter().map(|e| (e.message, e.bank_id.get())));
+            }
         }
         Runs::OneByOne => {
             for event in run.iter() {
-                apply_message(tx, topic, event.message, outcome).await?;
+                apply_message(tx, topic, event.message, outcome, evaluation).await?;
             }
         }
     }
@@ -345,14 +378,26 @@ async fn flush_run(
     Ok(true)
 }
 
+/// The batch's alert evaluation, when it has one.
+type Evaluation<'a> = Option<(&'a AlertsFold, &'a mut Guard)>;
+
 async fn apply_message(
     tx: &mut Transaction<'_, Postgres>,
     topic: &str,
     message: &Incoming,
     outcome: &mut BatchOutcome,
+    evaluation: &mut Evaluation<'_>,
 ) -> Result<()> {
-    if let Attempt::Refused(refused) = try_message(tx, message, outcome).await? {
-        dead_letter(tx, topic, message, &refused, outcome).await?;
+    match try_message(tx, message, outcome).await? {
+        Attempt::Refused(refused) => dead_letter(tx, topic, message, &refused, outcome).await?,
+        Attempt::Applied => {
+            if let (Some((alerts, guard)), Ok(Decoded::Event(envelope))) =
+                (evaluation, message.decode())
+            {
+                alerts.applied(tx, guard, message, envelope).await?;
+            }
+        }
+        Attempt::Duplicate | Attempt::Ignored => {}
     }
     Ok(())
 }

@@ -59,6 +59,8 @@ pub struct FoldLoop {
     reference: reference::Pending,
     /// Ingest's notices of new events.
     doorbell: Doorbell,
+    /// Alerts, evaluated in each batch's transaction.
+    alerts: fold::AlertsFold,
 }
 
 impl FoldLoop {
@@ -95,6 +97,7 @@ impl FoldLoop {
             pacing,
         );
         Ok(Self {
+            alerts: fold::AlertsFold::new(&config.alerts.alerts_schema),
             pool: db::pool(
                 &config.common.database_url,
                 &generation.schema,
@@ -261,9 +264,18 @@ impl FoldLoop {
             return false;
         }
         let (schema, pool) = (self.generation.schema.clone(), self.pool.clone());
+        let alerts = self.alerts.schema().to_owned();
+        let alerts_pool = match db::pool(&self.config.common.database_url, &alerts, 1) {
+            Ok(pool) => pool,
+            Err(e) => {
+                error!(error = %e, "the alerts schema cannot be reached");
+                return false;
+            }
+        };
         if retry("applying migrations", shutdown, || async {
             compatibility::require_postgres(&pool).await?;
-            db::migrate(&pool, &schema).await
+            db::migrate(&pool, &schema).await?;
+            ratewire_readmodel::alerts::migrate(&alerts_pool, &alerts).await
         })
         .await
         .is_none()
@@ -372,9 +384,11 @@ impl FoldLoop {
         let pool = self.pool.clone();
         let topic = self.config.topic.clone();
         let lanes = self.config.lanes as usize;
+        let alerts = &self.alerts;
         let started = std::time::Instant::now();
         let applied = retry("applying a batch", shutdown, || async {
-            let applied = fold::apply_lanes(&pool, &topic, &batch, &holes, lanes).await;
+            let applied =
+                fold::apply_lanes(&pool, &topic, &batch, &holes, Some(alerts), lanes).await;
             if applied.is_err() {
                 report::postgres_error();
             }

@@ -45,6 +45,7 @@ pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
     for rule in &outcome.refused {
         counter!("ratewire_projector_dead_letters_total", "rule" => rule.clone()).increment(1);
     }
+    counter!("ratewire_projector_alerts_fired_total").increment(outcome.alerts_fired);
     histogram!("ratewire_projector_batch_seconds").record(took.as_secs_f64());
 }
 

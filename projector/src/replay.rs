@@ -86,6 +86,10 @@ pub async fn replay(
         config.pool_size(),
     )?;
     db::migrate(&pool, &settings.schema).await?;
+    let alerts_schema = &config.alerts.alerts_schema;
+    let alerts_pool = db::pool(&config.common.database_url, alerts_schema, 1)?;
+    ratewire_readmodel::alerts::migrate(&alerts_pool, alerts_schema).await?;
+    alerts_pool.close().await;
     let redis = redis::connect(&read_model.redis_url)?;
     // The same Postgres as the active generation's, so the same identity.
     let target = generation::Generation {
@@ -133,6 +137,7 @@ pub async fn replay(
             positions: share,
             marks: marks.clone(),
             applied: Arc::clone(&applied),
+            alerts: fold::AlertsFold::new(&config.alerts.alerts_schema),
         };
         tasks.spawn(lane.run(shutdown.clone()));
     }
@@ -199,6 +204,7 @@ struct Lane {
     marks: BTreeMap<i32, (i64, i64)>,
     /// Events applied by every lane.
     applied: Arc<AtomicU64>,
+    alerts: fold::AlertsFold,
 }
 
 /// What a lane did.
@@ -262,7 +268,11 @@ impl Lane {
                 };
                 next.set(receive(Arc::clone(&kafka)));
                 let holes = reads.holes(batch.iter().map(|m| (m.partition, m.offset)));
-                let outcome = fold::apply_batch(&self.pool, &config.topic, &batch, &holes).await?;
+                // Alerts too: messages the live fold has not evaluated yet
+                // are evaluated here, once (see `fold::alerts`).
+                let outcome =
+                    fold::apply_batch(&self.pool, &config.topic, &batch, &holes, Some(&self.alerts))
+                        .await?;
                 self.applied
                     .fetch_add(outcome.applied as u64, Ordering::Relaxed);
                 dead_lettered += outcome.dead_lettered as u64;

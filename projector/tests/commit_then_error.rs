@@ -38,10 +38,10 @@ async fn a_batch_applied_again_after_its_commit_still_names_its_banks_and_curren
     ];
     let messages: Vec<Incoming> = messages(&log);
 
-    let first = apply_batch(&pool, "retry", &messages, &[]).await?;
+    let first = apply_batch(&pool, "retry", &messages, &[], None).await?;
     assert_eq!(first.applied, 2);
 
-    let again = apply_batch(&pool, "retry", &messages, &[]).await?;
+    let again = apply_batch(&pool, "retry", &messages, &[], None).await?;
     assert_eq!(
         (again.applied, again.skipped),
         (0, 2),

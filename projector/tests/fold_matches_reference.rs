@@ -252,9 +252,9 @@ async fn check_seed(seed: u64) -> anyhow::Result<()> {
     let mut at = 0;
     while at < messages.len() {
         let end = (at + rng.gen_range(1..12)).min(messages.len());
-        apply_lanes(&pool, TOPIC, &messages[at..end], &[], lanes).await?;
+        apply_lanes(&pool, TOPIC, &messages[at..end], &[], None, lanes).await?;
         if rng.gen_bool(0.2) {
-            let outcome = apply_lanes(&pool, TOPIC, &messages[at..end], &[], lanes).await?;
+            let outcome = apply_lanes(&pool, TOPIC, &messages[at..end], &[], None, lanes).await?;
             assert_eq!(outcome.applied, 0, "a redelivered batch changes nothing");
         }
         at = end;
@@ -547,7 +547,7 @@ async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::R
         ));
     }
     let messages: Vec<Incoming> = messages(&log);
-    apply_batch(&pool, TOPIC, &messages, &[]).await?;
+    apply_batch(&pool, TOPIC, &messages, &[], None).await?;
 
     let usd = CurrencyCode::parse("USD").unwrap();
     let series = store::series(&pool, bank, usd, Field::CashBuying.column(), now).await?;

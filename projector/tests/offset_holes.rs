@@ -57,7 +57,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
         at(log[2].clone(), 4),
         at(log[3].clone(), 5),
     ];
-    apply_batch(&pool, TOPIC, &on_broker[..2], &[]).await?;
+    apply_batch(&pool, TOPIC, &on_broker[..2], &[], None).await?;
 
     // A read started at the stored position 2 that begins at 4 proves
     // nothing: 2 and 3 may exist and have been skipped by the broker.
@@ -71,7 +71,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
     )]));
     let holes = reads.holes(on_broker[2..].iter().map(|m| (m.partition, m.offset)));
     assert_eq!(holes, vec![]);
-    let outcome = apply_batch(&pool, TOPIC, &on_broker[2..], &holes).await?;
+    let outcome = apply_batch(&pool, TOPIC, &on_broker[2..], &holes, None).await?;
     assert_eq!(outcome.applied, 0);
     assert_eq!(
         outcome.gaps,
@@ -101,7 +101,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
             to: 4
         }]
     );
-    let outcome = apply_batch(&pool, TOPIC, &on_broker[1..], &holes).await?;
+    let outcome = apply_batch(&pool, TOPIC, &on_broker[1..], &holes, None).await?;
     assert_eq!((outcome.skipped, outcome.applied), (1, 2));
     assert_eq!(outcome.positions[&0], 6);
     assert_eq!(
@@ -125,14 +125,14 @@ async fn a_hole_proven_for_other_offsets_does_not_let_a_missing_message_through(
 ) -> anyhow::Result<()> {
     let (pool, name) = fresh_pool("rw_holes").await?;
     let log = log();
-    apply_batch(&pool, TOPIC, &log[..2], &[]).await?;
+    apply_batch(&pool, TOPIC, &log[..2], &[], None).await?;
     // Offset 2 exists but was not received; a hole elsewhere is no licence.
     let stray = Hole {
         partition: 0,
         from: 2,
         to: 5,
     };
-    let outcome = apply_batch(&pool, TOPIC, &[log[3].clone()], &[stray]).await?;
+    let outcome = apply_batch(&pool, TOPIC, &[log[3].clone()], &[stray], None).await?;
     assert_eq!(outcome.applied, 0);
     assert_eq!(outcome.positions[&0], 2);
     assert!(outcome.crossed.is_empty());

@@ -63,7 +63,7 @@ impl Log {
                 Incoming::keyed(0, self.offset - 1, e.bank_id, encode(e))
             })
             .collect();
-        apply_batch(&self.pool, TOPIC, &messages, &[]).await?;
+        apply_batch(&self.pool, TOPIC, &messages, &[], None).await?;
         Ok(())
     }
 }

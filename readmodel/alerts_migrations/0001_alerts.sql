@@ -103,7 +103,10 @@ CREATE INDEX deliveries_due ON deliveries (next_attempt_at)
     WHERE delivered_at IS NULL AND failed_at IS NULL;
 CREATE INDEX deliveries_unstreamed ON deliveries (created_at) WHERE NOT streamed;
 CREATE INDEX deliveries_alert ON deliveries (alert_id);
-CREATE INDEX deliveries_webhook ON deliveries (webhook_id);
+CREATE INDEX deliveries_webhook ON deliveries (webhook_id, next_attempt_at)
+    WHERE delivered_at IS NULL AND failed_at IS NULL;
+CREATE INDEX deliveries_finished ON deliveries (created_at)
+    WHERE delivered_at IS NOT NULL OR failed_at IS NOT NULL;
 
 -- Wakes the deliverers when a message is due now.
 CREATE FUNCTION deliveries_added() RETURNS trigger AS $$

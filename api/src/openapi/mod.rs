@@ -14,10 +14,12 @@ use utoipa::{Modify, OpenApi};
 
 use crate::access::plans::Plans;
 
+pub use alerting::*;
 pub use errors::*;
 pub use reference::*;
 pub use shapes::*;
 
+pub mod alerting;
 pub mod errors;
 pub mod reference;
 pub mod shapes;

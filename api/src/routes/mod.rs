@@ -5,6 +5,7 @@
 //! and the listener limits).
 
 pub mod admin;
+pub mod alerts;
 pub mod banks;
 pub mod best_rates;
 pub mod convert;
@@ -12,11 +13,13 @@ pub mod currencies;
 pub mod health;
 pub mod history;
 pub mod me;
+pub mod owned;
 pub mod rates;
 pub mod reference_rates;
 pub mod series;
 pub mod spreads;
 pub mod stream;
+pub mod webhooks;
 
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -51,6 +54,14 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::delete))
+        .routes(routes!(webhooks::test))
+        .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(alerts::create, alerts::list))
+        .routes(routes!(alerts::delete))
+        // The only bodies the public listener reads: small ones.
+        .layer(axum::extract::DefaultBodyLimit::max(16 * 1024))
 }
 
 /// Every route of the API's operator document, declared once.

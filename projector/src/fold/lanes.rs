@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use sqlx::PgPool;
 
-use super::{apply_batch, BatchOutcome, Incoming};
+use super::{apply_batch, AlertsFold, BatchOutcome, Incoming};
 use crate::error::Result;
 use crate::holes::Hole;
 
@@ -32,11 +32,12 @@ pub async fn apply_lanes(
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
+    alerts: Option<&AlertsFold>,
     lanes: usize,
 ) -> Result<BatchOutcome> {
     let first = batch.first().map(|m| m.partition);
     if lanes <= 1 || batch.iter().all(|m| Some(m.partition) == first) {
-        return apply_batch(pool, topic, batch, holes).await;
+        return apply_batch(pool, topic, batch, holes, alerts).await;
     }
     let groups = split(batch, lanes);
     // Tasks, not joined futures: decoding is CPU work, and joined futures
@@ -45,7 +46,10 @@ pub async fn apply_lanes(
         .into_iter()
         .map(|group| {
             let (pool, topic, holes) = (pool.clone(), topic.to_owned(), holes.to_vec());
-            tokio::spawn(async move { apply_batch(&pool, &topic, &group, &holes).await })
+            let alerts = alerts.cloned();
+            tokio::spawn(async move {
+                apply_batch(&pool, &topic, &group, &holes, alerts.as_ref()).await
+            })
         })
         .collect();
     let mut merged = BatchOutcome::default();
@@ -102,6 +106,7 @@ fn merge(into: &mut BatchOutcome, from: BatchOutcome) {
     into.occurred.extend(from.occurred);
     into.gaps.extend(from.gaps);
     into.crossed.extend(from.crossed);
+    into.alerts_fired += from.alerts_fired;
 }
 
 #[cfg(test)]

@@ -1,0 +1,291 @@
+//! Rate alerts: a threshold on one rate of a currency, at one bank or the
+//! best across active banks, that calls a webhook when a board crosses it.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::alerts::{Condition, Field};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::{lock_owner, millis, numbers, Alerting};
+use crate::error::{Error, FieldErrors, Result};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewAlert {
+    pub webhook_id: String,
+    pub currency_code: String,
+    pub field: String,
+    pub condition: String,
+    pub threshold: serde_json::Number,
+    #[serde(default)]
+    pub bank_id: Option<i64>,
+}
+
+impl ratewire_service::body::Fields for NewAlert {
+    const WHAT: &'static str = "an alert";
+    const FIELDS: &'static [&'static str] = &[
+        "webhookId",
+        "currencyCode",
+        "field",
+        "condition",
+        "threshold",
+        "bankId",
+    ];
+    const REQUIRED: &'static [&'static str] =
+        &["webhookId", "currencyCode", "field", "condition", "threshold"];
+}
+
+/// The most fraction digits a threshold may have.
+const THRESHOLD_SCALE: u32 = 8;
+/// Thresholds are below this.
+const THRESHOLD_MAX: i64 = 1_000_000_000;
+
+/// An alert as its owner sees it.
+#[derive(Debug, Serialize, FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertInfo {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    #[sqlx(rename = "currency")]
+    pub currency_code: String,
+    pub field: String,
+    pub condition: String,
+    #[serde(serialize_with = "numbers::one")]
+    pub threshold: Decimal,
+    /// `None`: the best rate across active banks.
+    pub bank_id: Option<i64>,
+    #[serde(serialize_with = "millis::one")]
+    pub created_at: DateTime<Utc>,
+    /// Whether the condition held at the last board evaluated (`None`:
+    /// not known yet). A crossing fires only from not-true to true.
+    #[sqlx(rename = "satisfied")]
+    pub triggered: Option<bool>,
+    /// The watched value at the last board evaluated.
+    #[serde(serialize_with = "numbers::maybe")]
+    pub last_value: Option<Decimal>,
+    /// Crossings so far.
+    pub fired: i64,
+    #[serde(serialize_with = "millis::maybe")]
+    pub last_fired_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str = "id, webhook_id, currency, field, condition, threshold, bank_id, created_at,
+                       satisfied, last_value, fired, last_fired_at";
+
+/// A new alert, read and checked (its webhook's owner is checked with
+/// the insert).
+struct Checked {
+    webhook: Uuid,
+    currency: CurrencyCode,
+    field: Field,
+    condition: Condition,
+    threshold: Decimal,
+    bank: Option<BankId>,
+}
+
+fn check(new: NewAlert) -> Result<Checked> {
+    let mut errors = FieldErrors::new();
+    let mut add = |field: &str, message: String| {
+        errors.entry(field.to_owned()).or_default().push(message)
+    };
+    let webhook = Uuid::parse_str(new.webhook_id.trim());
+    if webhook.is_err() {
+        add("webhookId", "no webhook with this id".into());
+    }
+    let currency = CurrencyCode::parse(new.currency_code.trim());
+    if currency.is_err() {
+        add(
+            "currencyCode",
+            format!("{:?} is not an ISO 4217 currency code", new.currency_code),
+        );
+    }
+    let field = Field::parse(&new.field);
+    if field.is_none() {
+        add(
+            "field",
+            "must be one of cashBuying, cashSelling, transactionalBuying, transactionalSelling"
+                .into(),
+        );
+    }
+    let condition = Condition::parse(&new.condition);
+    if condition.is_none() {
+        add("condition", "must be above or below".into());
+    }
+    let threshold = threshold(&new.threshold);
+    if let Err(message) = &threshold {
+        add("threshold", message.clone());
+    }
+    let bank = new.bank_id.map(BankId::new).transpose();
+    if bank.is_err() {
+        add("bankId", "must be a positive bank id".into());
+    }
+    match (webhook, currency, field, condition, threshold, bank) {
+        (Ok(webhook), Ok(currency), Some(field), Some(condition), Ok(threshold), Ok(bank))
+            if errors.is_empty() =>
+        {
+            Ok(Checked {
+                webhook,
+                currency,
+                field,
+                condition,
+                threshold,
+                bank,
+            })
+        }
+        _ => Err(Error::Validation(errors)),
+    }
+}
+
+fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String> {
+    let text = number.to_string();
+    let value = Decimal::from_str(&text)
+        .or_else(|_| Decimal::from_scientific(&text))
+        .map_err(|_| "must be a decimal number".to_string())?;
+    if value <= Decimal::ZERO || value >= Decimal::from(THRESHOLD_MAX) {
+        return Err(format!("must be above 0 and below {THRESHOLD_MAX}"));
+    }
+    if value.normalize().scale() > THRESHOLD_SCALE {
+        return Err(format!(
+            "must have at most {THRESHOLD_SCALE} digits after the point"
+        ));
+    }
+    Ok(value.normalize())
+}
+
+impl Alerting {
+    /// Creates an alert of `owner`, who may keep `most` of them.
+    pub async fn create_alert(&self, owner: &str, most: u64, new: NewAlert) -> Result<AlertInfo> {
+        let new = check(new)?;
+        let mut tx = self.pool.begin().await?;
+        lock_owner(&mut tx, owner).await?;
+        let (hook, known_bank, held): (bool, bool, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM webhooks WHERE id = $1 AND owner = $2),
+                    $3::bigint IS NULL OR EXISTS (SELECT 1 FROM quote_banks WHERE bank_id = $3),
+                    (SELECT count(*) FROM alerts WHERE owner = $2)",
+        )
+        .bind(new.webhook)
+        .bind(owner)
+        .bind(new.bank.map(BankId::get))
+        .fetch_one(&mut *tx)
+        .await?;
+        let mut errors = FieldErrors::new();
+        if !hook {
+            errors.insert("webhookId".into(), vec!["no webhook with this id".into()]);
+        }
+        if !known_bank {
+            errors.insert("bankId".into(), vec!["no bank with this id".into()]);
+        }
+        if !errors.is_empty() {
+            return Err(Error::Validation(errors));
+        }
+        if held as u64 >= most {
+            return Err(Error::LimitReached(format!(
+                "this key has {held} alerts, the most its plan allows ({most}); delete one first"
+            )));
+        }
+        // The value now, so that the first crossing can say what it was
+        // before; whether the condition holds is left unknown, so the
+        // first board that finds it true fires.
+        let alert: AlertInfo = sqlx::query_as(&format!(
+            "INSERT INTO alerts (id, owner, webhook_id, currency, field, condition, threshold, bank_id, last_value)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8,
+                    (SELECT f.value FROM quotes q
+                     JOIN quote_banks b ON b.bank_id = q.bank_id
+                     CROSS JOIN LATERAL (VALUES ('cashBuying', q.cash_buying, TRUE),
+                                                ('cashSelling', q.cash_selling, FALSE),
+                                                ('transactionalBuying', q.transactional_buying, TRUE),
+                                                ('transactionalSelling', q.transactional_selling, FALSE))
+                                        AS f (field, value, higher)
+                     WHERE q.currency = $4 AND f.field = $5 AND f.value IS NOT NULL
+                       AND (($8::bigint IS NULL AND b.active) OR q.bank_id = $8)
+                     ORDER BY CASE WHEN f.higher THEN f.value END DESC,
+                              CASE WHEN NOT f.higher THEN f.value END ASC, q.updated_at, q.bank_id
+                     LIMIT 1)
+             RETURNING {COLUMNS}"
+        ))
+        .bind(Uuid::new_v4())
+        .bind(owner)
+        .bind(new.webhook)
+        .bind(new.currency.as_str())
+        .bind(new.field.name())
+        .bind(new.condition.name())
+        .bind(new.threshold)
+        .bind(new.bank.map(BankId::get))
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(alert)
+    }
+
+    pub async fn alerts(&self, owner: &str) -> Result<Vec<AlertInfo>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM alerts WHERE owner = $1 ORDER BY created_at, id"
+        ))
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Removes the alert and its undelivered messages.
+    pub async fn delete_alert(&self, owner: &str, id: Uuid) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = sqlx::query("DELETE FROM alerts WHERE id = $1 AND owner = $2")
+            .bind(id)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted == 0 {
+            return Err(Error::NotFound("Alert not found"));
+        }
+        sqlx::query(
+            "DELETE FROM deliveries WHERE alert_id = $1 AND delivered_at IS NULL AND failed_at IS NULL",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn new(value: serde_json::Value) -> NewAlert {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let Err(Error::Validation(errors)) = check(new(json!({
+            "webhookId": "nope", "currencyCode": "XYZ", "field": "cash",
+            "condition": "over", "threshold": -1, "bankId": 0
+        }))) else {
+            panic!("refused");
+        };
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(
+            fields,
+            ["bankId", "condition", "currencyCode", "field", "threshold", "webhookId"]
+        );
+    }
+
+    #[test]
+    fn thresholds_keep_their_digits() {
+        let read = |n: serde_json::Value| threshold(&serde_json::from_value(n).unwrap());
+        assert_eq!(read(json!(160)).unwrap().to_string(), "160");
+        assert_eq!(read(json!(155.1)).unwrap().to_string(), "155.1");
+        assert_eq!(read(json!(0.00012345)).unwrap().to_string(), "0.00012345");
+        assert!(read(json!(0.000000001)).is_err());
+        assert!(read(json!(0)).is_err());
+        assert!(read(json!(1e12)).is_err());
+    }
+}

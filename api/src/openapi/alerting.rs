@@ -1,0 +1,195 @@
+//! The webhook and alert endpoints' shapes.
+
+use utoipa::ToSchema;
+
+/// A webhook to register.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhook {
+    /// Where messages are POSTed: http or https, at most 2,048 characters,
+    /// resolving to public addresses only.
+    #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
+    pub url: String,
+    #[schema(max_length = 500)]
+    pub description: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedWebhook {
+    #[schema(format = Uuid)]
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    /// The signing secret, `whsec_` + base64: shown this once.
+    #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
+    pub secret: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedWebhookResponse {
+    /// "created"
+    pub message: String,
+    pub status: u16,
+    pub data: CreatedWebhook,
+}
+
+/// A webhook as its owner lists it (never its secret).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Webhook {
+    #[schema(format = Uuid)]
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    /// `active`; `failing`: deliveries fail and are retried; `disabled`:
+    /// failing for 24 hours, nothing is sent (a test enables it again).
+    #[schema(pattern = "^(active|failing|disabled)$")]
+    pub status: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub failing_since: Option<String>,
+    #[schema(format = DateTime)]
+    pub disabled_at: Option<String>,
+    /// The last failed attempt's error (its status and up to 200
+    /// characters of its answer, or why it could not connect).
+    pub last_error: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_error_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_success_at: Option<String>,
+    /// Until when the secret before the last rotation still signs.
+    #[schema(format = DateTime)]
+    pub previous_secret_until: Option<String>,
+    /// Messages waiting for delivery, retries included.
+    pub pending: u64,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhooksResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<Webhook>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedSecret {
+    #[schema(format = Uuid)]
+    pub id: String,
+    /// The new secret: shown this once.
+    #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
+    pub secret: String,
+    /// Both secrets sign each message until then.
+    #[schema(format = DateTime)]
+    pub previous_secret_until: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedSecretResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: RotatedSecret,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestSent {
+    /// The test message's `webhook-id`.
+    pub message_id: String,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestSentResponse {
+    /// "accepted"
+    pub message: String,
+    pub status: u16,
+    pub data: TestSent,
+}
+
+/// An alert to create.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewAlert {
+    /// One of this key's webhooks.
+    #[schema(format = Uuid)]
+    pub webhook_id: String,
+    /// ISO 4217.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
+    pub currency_code: String,
+    #[schema(pattern = "^(cashBuying|cashSelling|transactionalBuying|transactionalSelling)$")]
+    pub field: String,
+    /// `above`: fires when the rate goes above the threshold (strictly);
+    /// `below`: when it goes below.
+    #[schema(pattern = "^(above|below)$")]
+    pub condition: String,
+    /// Above 0 and below 1,000,000,000, at most 8 digits after the point.
+    #[schema(exclusive_minimum = 0, exclusive_maximum = 1_000_000_000)]
+    pub threshold: f64,
+    /// A bank's id; without it, the best rate across active banks (as
+    /// /api/v1/best-rates picks it).
+    #[schema(minimum = 1)]
+    pub bank_id: Option<u64>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    #[schema(format = Uuid)]
+    pub id: String,
+    #[schema(format = Uuid)]
+    pub webhook_id: String,
+    pub currency_code: String,
+    pub field: String,
+    pub condition: String,
+    pub threshold: f64,
+    pub bank_id: Option<u64>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Whether the condition held at the last board evaluated (null: not
+    /// known yet; the first board that finds it true fires).
+    pub triggered: Option<bool>,
+    /// The watched rate at the last board evaluated (or when created).
+    pub last_value: Option<f64>,
+    /// Crossings so far.
+    pub fired: u64,
+    #[schema(format = DateTime)]
+    pub last_fired_at: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertResponse {
+    /// "created"
+    pub message: String,
+    pub status: u16,
+    pub data: Alert,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertsResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Vec<Alert>,
+}
+
+/// 409: the key holds as many webhooks (or its plan as many alerts) as
+/// it may.
+#[derive(ToSchema)]
+pub struct LimitReachedBody {
+    pub status: u16,
+    pub message: String,
+    #[schema(pattern = "^LIMIT_REACHED$")]
+    pub code: String,
+}

@@ -1,0 +1,102 @@
+//! `/api/v1/webhooks`: where a key's alerts are delivered. Registered,
+//! listed, removed, tested and given a new secret by the key that owns
+//! them; another key's webhook is not found.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::owned::{id_of, read_body, Owner};
+use crate::error::Result;
+use crate::state::AppState;
+
+#[utoipa::path(post, path = "/api/v1/webhooks", tag = "alerts",
+    request_body(content = crate::openapi::NewWebhook, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created; the signing secret is in this answer only", body = crate::openapi::CreatedWebhookResponse),
+        (status = 409, description = "The key has as many webhooks as it may", body = crate::openapi::LimitReachedBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn create(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+    body: std::result::Result<Json<Value>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let new = read_body(body)?;
+    let created = state.alerting.create_webhook(&owner.prefix, new).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"message": "created", "status": 201, "data": created})),
+    ))
+}
+
+#[utoipa::path(get, path = "/api/v1/webhooks", tag = "alerts",
+    responses(
+        (status = 200, description = "The key's webhooks, oldest first, with their delivery health", body = crate::openapi::WebhooksResponse),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<Json<Value>> {
+    let webhooks = state.alerting.webhooks(&owner.prefix).await?;
+    Ok(Json(
+        json!({"message": "success", "status": 200, "data": webhooks}),
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "alerts",
+    params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
+    responses(
+        (status = 204, description = "Removed, with its alerts and undelivered messages"),
+        (status = 404, description = "Webhook not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn delete(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    let id = id_of(&id, "Webhook not found")?;
+    state.alerting.delete_webhook(&owner.prefix, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/test", tag = "alerts",
+    params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
+    responses(
+        (status = 202, description = "A `webhook.test` message is queued (a disabled webhook is enabled again for it)", body = crate::openapi::TestSentResponse),
+        (status = 404, description = "Webhook not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn test(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let id = id_of(&id, "Webhook not found")?;
+    let sent = state.alerting.test_webhook(&owner.prefix, id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"message": "accepted", "status": 202, "data": sent})),
+    ))
+}
+
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate-secret", tag = "alerts",
+    params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
+    responses(
+        (status = 200, description = "A new secret; the old one also signs for 24 hours", body = crate::openapi::RotatedSecretResponse),
+        (status = 404, description = "Webhook not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn rotate_secret(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    let id = id_of(&id, "Webhook not found")?;
+    let rotated = state.alerting.rotate_secret(&owner.prefix, id).await?;
+    Ok(Json(
+        json!({"message": "success", "status": 200, "data": rotated}),
+    ))
+}
