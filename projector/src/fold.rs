@@ -23,8 +23,8 @@ use tracing::{debug, warn};
 
 use crate::error::Result;
 use crate::holes::Hole;
-use alerts::Guard;
 pub use alerts::AlertsFold;
+use alerts::Guard;
 use event::{apply_event, Applied, Rejection};
 use positions::lock_positions;
 
@@ -155,10 +155,12 @@ pub async fn apply_batch(
 ) -> Result<BatchOutcome> {
     match fold_batch(pool, topic, batch, holes, alerts, Runs::SetBased).await? {
         Folded::Done(outcome) => Ok(*outcome),
-        Folded::Refused => match fold_batch(pool, topic, batch, holes, alerts, Runs::OneByOne).await? {
-            Folded::Done(outcome) => Ok(*outcome),
-            Folded::Refused => unreachable!("the one-by-one fold takes every run"),
-        },
+        Folded::Refused => {
+            match fold_batch(pool, topic, batch, holes, alerts, Runs::OneByOne).await? {
+                Folded::Done(outcome) => Ok(*outcome),
+                Folded::Refused => unreachable!("the one-by-one fold takes every run"),
+            }
+        }
     }
 }
 
@@ -301,13 +303,31 @@ async fn fold_batch(
             });
             continue;
         }
-        if !flush_run(&mut tx, topic, &mut run, &mut outcome, &mut evaluation, runs).await? {
+        if !flush_run(
+            &mut tx,
+            topic,
+            &mut run,
+            &mut outcome,
+            &mut evaluation,
+            runs,
+        )
+        .await?
+        {
             tx.rollback().await?;
             return Ok(Folded::Refused);
         }
         apply_message(&mut tx, topic, message, &mut outcome, &mut evaluation).await?;
     }
-    if !flush_run(&mut tx, topic, &mut run, &mut outcome, &mut evaluation, runs).await? {
+    if !flush_run(
+        &mut tx,
+        topic,
+        &mut run,
+        &mut outcome,
+        &mut evaluation,
+        runs,
+    )
+    .await?
+    {
         tx.rollback().await?;
         return Ok(Folded::Refused);
     }

@@ -270,9 +270,14 @@ impl Lane {
                 let holes = reads.holes(batch.iter().map(|m| (m.partition, m.offset)));
                 // Alerts too: messages the live fold has not evaluated yet
                 // are evaluated here, once (see `fold::alerts`).
-                let outcome =
-                    fold::apply_batch(&self.pool, &config.topic, &batch, &holes, Some(&self.alerts))
-                        .await?;
+                let outcome = fold::apply_batch(
+                    &self.pool,
+                    &config.topic,
+                    &batch,
+                    &holes,
+                    Some(&self.alerts),
+                )
+                .await?;
                 self.applied
                     .fetch_add(outcome.applied as u64, Ordering::Relaxed);
                 dead_lettered += outcome.dead_lettered as u64;

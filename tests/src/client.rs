@@ -375,9 +375,14 @@ impl Stack {
     /// Panics when a response of `GET path_and_query` does not match the
     /// served OpenAPI document.
     pub fn conforms(&self, path_and_query: &str, status: u16, body: &Value) {
+        self.conforms_as("get", path_and_query, status, body)
+    }
+
+    /// [`Stack::conforms`] for a request of any method.
+    pub fn conforms_as(&self, method: &str, path_and_query: &str, status: u16, body: &Value) {
         if let Some(contract) = &self.contract {
             let path = path_and_query.split('?').next().unwrap_or_default();
-            if let Err(violation) = contract.check(path, status, body) {
+            if let Err(violation) = contract.check_method(method, path, status, body) {
                 panic!("{violation:#}");
             }
         }

@@ -19,7 +19,8 @@
 //! - `own_postgres`: a cluster of a test's own, to lose, replace or
 //!   restore from a backup;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
-//!   comparison of a fold with a replay, and a TCP proxy to cut.
+//!   comparison of a fold with a replay, and a TCP proxy to cut;
+//! - [`receiver`]: a webhook receiver on loopback.
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
@@ -30,6 +31,7 @@ pub mod contract;
 pub mod fold_check;
 mod own_postgres;
 pub mod proxy;
+pub mod receiver;
 pub mod redis_cluster;
 pub mod sse;
 mod stack;
@@ -70,5 +72,7 @@ pub const POSTGRES_PROXY: &str = "postgres through a proxy";
 pub const READ_REPLICA: &str = "history from a read replica";
 /// The three processes of a stack, in start order.
 pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
+/// The stacks' key sealing webhook secrets (32 bytes, base64).
+pub const WEBHOOK_SECRETS_KEY: &str = "cmF0ZXdpcmUtZTJlLXdlYmhvb2stc2VjcmV0cy1rZXk=";
 pub(crate) const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 pub(crate) const REDIS: &str = "redis://127.0.0.1:6379/0";

@@ -242,6 +242,12 @@ impl Stack {
                 format!("127.0.0.1:{projector_port}"),
             ),
             ("RUST_LOG", "info,ratewire_projector=debug".to_owned()),
+            (
+                "RATEWIRE_WEBHOOK_SECRETS_KEY",
+                crate::WEBHOOK_SECRETS_KEY.to_owned(),
+            ),
+            // Receivers are on loopback.
+            ("RATEWIRE_WEBHOOK_ALLOW_PRIVATE", "true".to_owned()),
         ];
         stack.env = env
             .into_iter()

@@ -104,15 +104,14 @@ impl FromStr for Plans {
                     per_minute: minute.trim().parse().ok()?,
                     per_month: month.trim().parse().ok()?,
                 };
-                (valid_name && limits.per_minute > 0 && limits.per_month > 0)
-                    .then(|| {
-                        let plan = Plan {
-                            limits,
-                            streams,
-                            alerts,
-                        };
-                        (name.to_owned(), plan)
-                    })
+                (valid_name && limits.per_minute > 0 && limits.per_month > 0).then(|| {
+                    let plan = Plan {
+                        limits,
+                        streams,
+                        alerts,
+                    };
+                    (name.to_owned(), plan)
+                })
             });
             let (name, plan) = parsed.ok_or_else(|| {
                 format!("{entry:?} is not name=perMinute/perMonth[/streams[/alerts]] with positive numbers")
@@ -178,7 +177,10 @@ mod tests {
             .collect();
         assert_eq!(alerts, [5, 100, 1_000, 0, 0]);
         let custom: Plans = "anonymous=1/1,big=5/5/2/20000".parse().unwrap();
-        assert_eq!((custom.alerts("anonymous"), custom.alerts("big")), (5, 20_000));
+        assert_eq!(
+            (custom.alerts("anonymous"), custom.alerts("big")),
+            (5, 20_000)
+        );
     }
 
     #[test]

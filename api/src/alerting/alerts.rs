@@ -36,8 +36,13 @@ impl ratewire_service::body::Fields for NewAlert {
         "threshold",
         "bankId",
     ];
-    const REQUIRED: &'static [&'static str] =
-        &["webhookId", "currencyCode", "field", "condition", "threshold"];
+    const REQUIRED: &'static [&'static str] = &[
+        "webhookId",
+        "currencyCode",
+        "field",
+        "condition",
+        "threshold",
+    ];
 }
 
 /// The most fraction digits a threshold may have.
@@ -90,9 +95,8 @@ struct Checked {
 
 fn check(new: NewAlert) -> Result<Checked> {
     let mut errors = FieldErrors::new();
-    let mut add = |field: &str, message: String| {
-        errors.entry(field.to_owned()).or_default().push(message)
-    };
+    let mut add =
+        |field: &str, message: String| errors.entry(field.to_owned()).or_default().push(message);
     let webhook = Uuid::parse_str(new.webhook_id.trim());
     if webhook.is_err() {
         add("webhookId", "no webhook with this id".into());
@@ -274,7 +278,14 @@ mod tests {
         let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
         assert_eq!(
             fields,
-            ["bankId", "condition", "currencyCode", "field", "threshold", "webhookId"]
+            [
+                "bankId",
+                "condition",
+                "currencyCode",
+                "field",
+                "threshold",
+                "webhookId"
+            ]
         );
     }
 

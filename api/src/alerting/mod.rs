@@ -27,7 +27,11 @@ pub struct Alerting {
 }
 
 impl Alerting {
-    pub fn new(database_url: &str, settings: &AlertSettings, webhooks_per_key: u32) -> Result<Self> {
+    pub fn new(
+        database_url: &str,
+        settings: &AlertSettings,
+        webhooks_per_key: u32,
+    ) -> Result<Self> {
         Ok(Self {
             pool: ratewire_readmodel::db::pool(database_url, &settings.alerts_schema, 8)?,
             schema: settings.alerts_schema.clone(),

@@ -170,9 +170,8 @@ impl Resolve for Guarded {
         let policy = self.policy;
         Box::pin(async move {
             let host = name.as_str().to_owned();
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed: Vec<SocketAddr> = found
                 .iter()
                 .copied()
@@ -182,7 +181,9 @@ impl Resolve for Guarded {
                 let refused = found
                     .first()
                     .map(|a| match policy.check(a.ip()) {
-                        Err(refusal) => format!("refused: {host} resolves to {} ({refusal})", a.ip()),
+                        Err(refusal) => {
+                            format!("refused: {host} resolves to {} ({refusal})", a.ip())
+                        }
                         Ok(()) => unreachable!(),
                     })
                     .unwrap_or_else(|| format!("{host} has no address"));

@@ -115,10 +115,11 @@ impl Deliverer {
     /// seconds, and any cut short is claimed again after its lease.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let (pool, schema) = (self.pool.clone(), self.schema.clone());
-        let migrated = ratewire_service::retry::retry("preparing the alerts schema", &shutdown, || {
-            ratewire_readmodel::alerts::migrate(&pool, &schema)
-        })
-        .await;
+        let migrated =
+            ratewire_service::retry::retry("preparing the alerts schema", &shutdown, || {
+                ratewire_readmodel::alerts::migrate(&pool, &schema)
+            })
+            .await;
         if migrated.is_none() {
             return;
         }

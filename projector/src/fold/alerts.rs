@@ -63,7 +63,9 @@ impl AlertsFold {
         let fields = "(VALUES ('cashBuying', q.cash_buying, TRUE), ('cashSelling', q.cash_selling, FALSE),
                               ('transactionalBuying', q.transactional_buying, TRUE),
                               ('transactionalSelling', q.transactional_selling, FALSE)) AS f (field, value, higher)";
-        let millis = |at: &str| format!(r#"to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#);
+        let millis = |at: &str| {
+            format!(r#"to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#)
+        };
         Self {
             schema: schema.to_owned(),
             sql: Statements {

@@ -100,7 +100,10 @@ mod tests {
     fn the_key_must_be_32_bytes_of_base64() {
         assert!("not base64!".parse::<SealingKey>().is_err());
         let short = STANDARD.encode([1u8; 16]);
-        assert!(short.parse::<SealingKey>().unwrap_err().contains("32 bytes"));
+        assert!(short
+            .parse::<SealingKey>()
+            .unwrap_err()
+            .contains("32 bytes"));
         assert_eq!(format!("{:?}", key()), "SealingKey(..)");
     }
 }

@@ -104,6 +104,9 @@ mod tests {
         let (new, old) = (Secret::generate(), Secret::generate());
         let header = signature_header(&[&new, &old], "msg_1", 1, b"{}");
         let parts: Vec<&str> = header.split(' ').collect();
-        assert_eq!(parts, [new.sign("msg_1", 1, b"{}"), old.sign("msg_1", 1, b"{}")]);
+        assert_eq!(
+            parts,
+            [new.sign("msg_1", 1, b"{}"), old.sign("msg_1", 1, b"{}")]
+        );
     }
 }
