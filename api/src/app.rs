@@ -34,6 +34,9 @@ pub struct Application {
     /// The live stream's blocking reads of the changes stream hold a
     /// connection of their own.
     live_connection: ratewire_readmodel::redis::Connection,
+    /// And those of the alerts' stream another.
+    alerts_connection: ratewire_readmodel::redis::Connection,
+    alerts_stream: String,
     limits: ListenerLimits,
     state: AppState,
     /// The API's own schema (keys, usage), migrated before the first request.
@@ -76,6 +79,8 @@ impl Application {
         Ok(Self {
             listeners,
             live_connection: redis::connect(&config.read_model.redis_url)?,
+            alerts_connection: redis::connect(&config.read_model.redis_url)?,
+            alerts_stream: ratewire_readmodel::alerts::stream_key(&config.read_model.redis_prefix),
             limits: config.serving.limits,
             state,
             schema: config.schema,
@@ -104,6 +109,8 @@ impl Application {
         let Self {
             listeners,
             live_connection,
+            alerts_connection,
+            alerts_stream,
             limits,
             state,
             schema,
@@ -163,6 +170,11 @@ impl Application {
                     .clone()
                     .follow(live_connection, read, shutdown.clone()),
             );
+            tokio::spawn(state.relay.clone().follow_alerts(
+                alerts_connection,
+                alerts_stream,
+                shutdown.clone(),
+            ));
             let pool = state.pool.clone();
             tokio::spawn(every(
                 "purging old usage",

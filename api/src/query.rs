@@ -215,6 +215,36 @@ impl<'a> Checker<'a> {
         found
     }
 
+    /// A comma-separated list of some of `names` (each once, any order), or
+    /// `default` when absent.
+    pub fn subset(
+        &mut self,
+        name: &str,
+        names: &[&'static str],
+        default: &[&'static str],
+    ) -> Vec<&'static str> {
+        let Some(value) = self.params.get(name) else {
+            return default.to_vec();
+        };
+        let mut chosen = Vec::new();
+        for part in value.split(',') {
+            match names.iter().find(|n| **n == part) {
+                Some(n) if !chosen.contains(n) => chosen.push(*n),
+                _ => {
+                    self.fail(
+                        name,
+                        format!(
+                            "{name} must be one or more of {}, comma-separated",
+                            names.join(", ")
+                        ),
+                    );
+                    return Vec::new();
+                }
+            }
+        }
+        chosen
+    }
+
     /// Whether `name` was given at all.
     pub fn given(&self, name: &str) -> bool {
         self.params.get(name).is_some()

@@ -84,6 +84,7 @@ impl Application {
             &self.config.common.database_url,
             &self.config.alerts,
             &self.config.delivery,
+            &self.config.read_model,
         )?
         .map(|deliverer| tokio::spawn(deliverer.run(shutdown.clone())));
         let mut fold = FoldLoop::new(

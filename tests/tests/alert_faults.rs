@@ -60,12 +60,24 @@ fn crossings(values: &[f64], holds: impl Fn(f64) -> bool) -> Vec<usize> {
 async fn killed_projectors_and_a_replay_neither_lose_nor_repeat_a_crossing() -> Result<()> {
     let mut stack = Stack::start().await?;
     let key = stack.api_key("faults").await?;
-    let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank of Ethiopia").await?;
+    let (cbe, cbe_token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
     let receiver = Receiver::start().await?;
-    let hook = create(&stack, &key, "/api/v1/webhooks", json!({"url": receiver.url()})).await?;
-    stack.publish_board(cbe, &cbe_token, &board(200, 150.0, 160.0)).await?;
-    stack.publish_board(awash, &awash_token, &board(200, 150.0, 160.0)).await?;
+    let hook = create(
+        &stack,
+        &key,
+        "/api/v1/webhooks",
+        json!({"url": receiver.url()}),
+    )
+    .await?;
+    stack
+        .publish_board(cbe, &cbe_token, &board(200, 150.0, 160.0))
+        .await?;
+    stack
+        .publish_board(awash, &awash_token, &board(200, 150.0, 160.0))
+        .await?;
     stack.wait_applied(4, VISIBLE_WITHIN).await?;
     // CBE's buying above 150; the best (lowest) selling below 158.
     let on_cbe = create(
@@ -129,14 +141,26 @@ async fn killed_projectors_and_a_replay_neither_lose_nor_repeat_a_crossing() -> 
     for i in crossings(&best_values, |v| v < 158.0) {
         expected.insert(crossing_id(&on_best, &all_events[i]));
     }
-    ensure!(expected.len() >= 10, "the sequence crosses often: {}", expected.len());
-    stack.wait_applied(4 + BOARDS as i64, Duration::from_secs(60)).await?;
+    ensure!(
+        expected.len() >= 10,
+        "the sequence crosses often: {}",
+        expected.len()
+    );
+    stack
+        .wait_applied(4 + BOARDS as i64, Duration::from_secs(60))
+        .await?;
     let distinct = |receiver: &Receiver| -> BTreeSet<String> {
-        receiver.received().iter().map(|r| r.id().to_owned()).collect()
+        receiver
+            .received()
+            .iter()
+            .map(|r| r.id().to_owned())
+            .collect()
     };
-    eventually("every crossing delivered", Duration::from_secs(30), || async {
-        (distinct(&receiver).len() >= expected.len()).then_some(())
-    })
+    eventually(
+        "every crossing delivered",
+        Duration::from_secs(30),
+        || async { (distinct(&receiver).len() >= expected.len()).then_some(()) },
+    )
     .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(distinct(&receiver), expected, "one message per crossing");
@@ -163,7 +187,9 @@ async fn killed_projectors_and_a_replay_neither_lose_nor_repeat_a_crossing() -> 
     let last_cbe = *cbe_values.last().unwrap();
     let mut extra = 0;
     if last_cbe > 150.0 {
-        stack.publish_board(cbe, &cbe_token, &board(5, 140.0, 160.0)).await?;
+        stack
+            .publish_board(cbe, &cbe_token, &board(5, 140.0, 160.0))
+            .await?;
         extra += 1;
     }
     let (_, answer) = stack

@@ -668,3 +668,43 @@ async fn link_local_stays_refused_when_private_addresses_are_allowed() -> Result
     assert!(refused.contains("link-local"), "{refused}");
     Ok(())
 }
+
+#[tokio::test]
+async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("watcher").await?;
+    let other = stack.api_key("other").await?;
+    let (cbe, token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let receiver = Receiver::start().await?;
+    let (hook, _) = webhook(&stack, &key, &receiver.url()).await?;
+    stack
+        .publish_board(cbe, &token, &usd(20, "140", "158"))
+        .await?;
+    served(&stack, &key, 140.0).await?;
+    let id = alert(
+        &stack,
+        &key,
+        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+               "condition": "above", "threshold": 150, "bankId": cbe}),
+    )
+    .await?;
+    let mut mine = ratewire_e2e::sse::subscribe(&stack, &key, "events=alert", None).await;
+    let mut theirs = ratewire_e2e::sse::subscribe(&stack, &other, "events=alert", None).await;
+    stack
+        .publish_board(cbe, &token, &usd(10, "155", "158"))
+        .await?;
+    let (event, event_id, data) = ratewire_e2e::sse::next_event(&mut mine, VISIBLE_WITHIN).await?;
+    assert_eq!(event, "alert");
+    assert_eq!(event_id, "", "live only: nothing to resume from");
+    assert_eq!(data["type"], "rate.threshold_crossed");
+    assert_eq!(data["data"]["alertId"], id);
+    assert_eq!(data["data"]["current"], 155);
+    let delivered = receiver.wait_for(1, VISIBLE_WITHIN).await?;
+    assert_eq!(data["id"], delivered[0].id(), "the webhook's message");
+    assert_eq!(data["data"], delivered[0].json()["data"]);
+    let nothing = ratewire_e2e::sse::next_event(&mut theirs, Duration::from_secs(2)).await;
+    assert!(nothing.is_err(), "another key's stream: {nothing:?}");
+    Ok(())
+}

@@ -46,6 +46,9 @@ pub enum Delivery {
     /// The stream the positions refer to is another now (a replay switched
     /// generations): subscribers start again from a snapshot.
     Reset,
+    /// An alert of the key `owner` fired (no position: alert events are
+    /// live only).
+    Alert { owner: String, frame: Bytes },
 }
 
 /// The index of `variant` among a board delivery's frames.

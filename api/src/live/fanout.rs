@@ -31,6 +31,8 @@ pub struct Interest {
     /// Currencies of best rates. Boards filtered by currency are listed
     /// under their banks (or any bank) and filtered by the subscriber.
     pub currencies: Vec<CurrencyCode>,
+    /// The key (prefix) whose alerts it receives.
+    pub alerts_of: Option<String>,
 }
 
 /// Why a subscriber's deliveries ended.
@@ -55,6 +57,7 @@ struct Lists {
     boards_any: Listed,
     best_of: HashMap<CurrencyCode, Listed>,
     best_any: Listed,
+    alerts_of: HashMap<String, Listed>,
     /// Every subscriber with what it follows, for resets and removal.
     every: HashMap<u64, (Arc<Route>, Interest)>,
 }
@@ -79,6 +82,14 @@ impl Lists {
                 &interest.currencies,
                 id,
             );
+        }
+        if let Some(owner) = &interest.alerts_of {
+            if let Some(listed) = self.alerts_of.get_mut(owner) {
+                listed.remove(&id);
+                if listed.is_empty() {
+                    self.alerts_of.remove(owner);
+                }
+            }
         }
     }
 }
@@ -161,6 +172,13 @@ impl Fanout {
                     &route,
                 );
             }
+            if let Some(owner) = &interest.alerts_of {
+                lists
+                    .alerts_of
+                    .entry(owner.clone())
+                    .or_default()
+                    .insert(id, Arc::clone(&route));
+            }
             lists.every.insert(id, (route, interest));
         }
         Subscriber {
@@ -201,6 +219,11 @@ impl Fanout {
             }
             Delivery::Reset => {
                 for (id, (route, _)) in &lists.every {
+                    offer(*id, route);
+                }
+            }
+            Delivery::Alert { owner, .. } => {
+                for (id, route) in lists.alerts_of.get(owner).into_iter().flatten() {
                     offer(*id, route);
                 }
             }
@@ -301,6 +324,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_alert_reaches_only_its_keys_subscribers() {
+        let fanout = Fanout::new(4);
+        let of = |owner: &str| Interest {
+            alerts_of: Some(owner.into()),
+            ..Interest::default()
+        };
+        let mut mine = fanout.subscribe(of("mine0001"));
+        let mut theirs = fanout.subscribe(of("theirs01"));
+        let mut boards = fanout.subscribe(Interest {
+            boards: true,
+            ..Interest::default()
+        });
+        fanout.send(Delivery::Alert {
+            owner: "mine0001".into(),
+            frame: Bytes::from_static(b"x"),
+        });
+        assert!(matches!(
+            *mine.receiver.try_recv().unwrap(),
+            Delivery::Alert { .. }
+        ));
+        assert!(theirs.receiver.try_recv().is_err());
+        assert!(boards.receiver.try_recv().is_err());
+    }
+
+    #[tokio::test]
     async fn a_full_queue_drops_the_subscriber_after_what_it_holds() {
         let fanout = Fanout::new(2);
         let mut slow = fanout.subscribe(Interest {
@@ -324,10 +372,12 @@ mod tests {
             banks: vec![BankId::new(7).expect("a bank id")],
             best: true,
             currencies: vec![CurrencyCode::parse("USD").expect("a code")],
+            alerts_of: Some("abcd1234".into()),
         });
         assert_eq!(fanout.subscribers(), 1);
         drop(subscriber);
         let lists = fanout.lists.lock().expect("fanout lock");
         assert!(lists.every.is_empty() && lists.boards_of.is_empty() && lists.best_of.is_empty());
+        assert!(lists.alerts_of.is_empty());
     }
 }

@@ -19,8 +19,10 @@
 //!
 //! Bottom-up: [`delivery`] (what is sent), [`fanout`] (who receives it),
 //! [`changes`] (reading the stream's entries and their views), [`relay`]
-//! (the task that follows the stream).
+//! (the task that follows the stream); [`alerts`] follows the alerts'
+//! stream beside it (crossings, for their keys' subscribers).
 
+pub mod alerts;
 pub mod changes;
 pub mod delivery;
 pub mod fanout;

@@ -47,6 +47,11 @@ impl Relay {
         self.fanout.subscribers()
     }
 
+    /// Offers one delivery to its subscribers.
+    pub(crate) fn offer(&self, delivery: Delivery) {
+        self.fanout.send(delivery);
+    }
+
     /// Follows the active generation's changes stream until shutdown, with
     /// `blocking` (a connection of its own: a blocking read holds it).
     pub async fn follow(self, blocking: Connection, read: ReadModels, shutdown: CancellationToken) {

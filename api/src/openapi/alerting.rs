@@ -193,3 +193,49 @@ pub struct LimitReachedBody {
     #[schema(pattern = "^LIMIT_REACHED$")]
     pub code: String,
 }
+
+/// A bank as a crossing names it.
+#[derive(ToSchema)]
+pub struct AlertBank {
+    pub id: u64,
+    pub name: String,
+    pub code: String,
+}
+
+/// What a crossing says.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Crossing {
+    #[schema(format = Uuid)]
+    pub alert_id: String,
+    /// The alert's bank, or (for the best rate) the bank quoting best now.
+    pub bank: AlertBank,
+    pub currency_code: String,
+    pub field: String,
+    pub condition: String,
+    pub threshold: f64,
+    /// The watched rate before the board (null: not known).
+    pub previous: Option<f64>,
+    pub current: f64,
+    /// The as-of of the board the current rate is on.
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// The event that crossed the threshold.
+    #[schema(format = Uuid)]
+    pub event_id: String,
+}
+
+/// The live stream's `alert` event: the webhook message, with its id.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertEvent {
+    /// The message's `webhook-id`: the same call reaches the webhook.
+    pub id: String,
+    /// "rate.threshold_crossed"
+    #[schema(pattern = "^rate\\.threshold_crossed$")]
+    pub r#type: String,
+    /// When the board was published.
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+    pub data: Crossing,
+}

@@ -3,7 +3,9 @@
 //! Events: `board` (a bank's /rates element changed: a board landed, or
 //! it was registered or its details changed; data: the bank object of one
 //! /rates element, in the asked variant), `best` (a currency's best rates
-//! changed; data: the best-rates `data` object), `reset` (resuming was not
+//! changed; data: the best-rates `data` object), `alert` (one of the key's
+//! alerts fired; data: its webhook message with the message's `id`, live
+//! only: no `id` line, not resumed), `reset` (resuming was not
 //! possible; a snapshot follows), `dropped` (the last one: the client fell
 //! too far behind, or the server is stopping). Every `board` and `best`
 //! has an `id`, a position in the changes stream: reconnecting with
@@ -55,11 +57,13 @@ struct Filter {
     currencies: Vec<CurrencyCode>,
     boards: bool,
     best: bool,
+    /// The key whose alerts it receives (none for anonymous callers).
+    alerts_of: Option<String>,
     variant: usize,
 }
 
 impl Filter {
-    fn parse(query: Option<&str>) -> Result<(Self, bool)> {
+    fn parse(query: Option<&str>, owner: Option<&str>) -> Result<(Self, bool)> {
         let params = Params::parse(query)?;
         let mut check = Checker::new(&params);
         let banks = check.bank_ids("bankId");
@@ -69,20 +73,21 @@ impl Filter {
             social_links: check.flag("socialLinks"),
         };
         let snapshot = check.flag("snapshot");
-        let events = check.choice_as(
+        let events = check.subset(
             "events",
-            &["board,best", "board", "best", "best,board"],
-            "board,best",
-            "board, best, or both (board,best)",
+            &["board", "best", "alert"],
+            &["board", "best", "alert"],
         );
         check.finish()?;
-        let events = events.unwrap_or("board,best");
         Ok((
             Self {
                 banks,
                 currencies,
-                boards: events.contains("board"),
-                best: events.contains("best"),
+                boards: events.contains(&"board"),
+                best: events.contains(&"best"),
+                alerts_of: owner
+                    .filter(|_| events.contains(&"alert"))
+                    .map(str::to_owned),
                 variant: variant_index(variant),
             },
             snapshot,
@@ -115,6 +120,7 @@ impl Filter {
             banks: self.banks.clone(),
             best: self.best,
             currencies: self.currencies.clone(),
+            alerts_of: self.alerts_of.clone(),
         }
     }
 
@@ -145,7 +151,7 @@ impl Filter {
     params(
         ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards, and best rates where one of them holds a best quote (repeat, or comma-separate)"),
         ("currencyCode" = Option<String>, Query, description = "Only boards quoting, and best rates of, these currencies (repeat, or comma-separate)"),
-        ("events" = Option<String>, Query, pattern = "^(board|best|board,best|best,board)$", description = "Which events: board, best or both (default)"),
+        ("events" = Option<String>, Query, pattern = "^(board|best|alert)(,(board|best|alert)){0,2}$", description = "Which events, comma-separated: board, best, alert (the key's own alerts firing; live only); all three by default"),
         ("transactional" = Option<bool>, Query, description = "Boards with transactional rates: true, false, 1 or 0"),
         ("socialLinks" = Option<bool>, Query, description = "Boards with the bank's social links: true, false, 1 or 0"),
         ("snapshot" = Option<bool>, Query, description = "Start with every matching bank's board and currency's best rates"),
@@ -153,7 +159,7 @@ impl Filter {
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event: what changed since, or a reset and a snapshot"),
     ),
     responses(
-        (status = 200, description = "text/event-stream: board, best, reset and dropped events", content_type = "text/event-stream", body = String),
+        (status = 200, description = "text/event-stream: board, best, alert, reset and dropped events", content_type = "text/event-stream", body = String),
         crate::openapi::CommonErrors,
     ))]
 pub async fn stream(
@@ -163,7 +169,13 @@ pub async fn stream(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    let (filter, snapshot) = Filter::parse(query.as_deref())?;
+    // Alerts are a key's own: anonymous callers have none.
+    let owner = identified
+        .caller
+        .as_ref()
+        .filter(|c| c.created_at.is_some())
+        .map(|c| c.prefix.as_str());
+    let (filter, snapshot) = Filter::parse(query.as_deref(), owner)?;
     let plan = identified
         .caller
         .as_ref()
@@ -392,6 +404,11 @@ impl Subscription {
                 Err(_) => self
                     .end(r#"{"reason":"the stream moved and could not be read again; reconnect"}"#),
             }
+            return;
+        }
+        if let Delivery::Alert { frame, .. } = delivery {
+            // Routed to this key's subscribers only; no position to keep.
+            self.pending.push_back(frame.clone());
             return;
         }
         if let Some((at, frame)) = self.filter.frame_of(delivery) {

@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod schedule;
+mod stream;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -72,6 +73,8 @@ pub struct Deliverer {
     /// Attempts in flight here, per endpoint.
     in_flight: HashMap<Uuid, i32>,
     statements: Statements,
+    /// Offers crossings to the API's live stream.
+    stream: stream::Offer,
 }
 
 struct Statements {
@@ -89,6 +92,7 @@ impl Deliverer {
         database_url: &str,
         alerts: &AlertSettings,
         settings: &DeliverySettings,
+        read_model: &ratewire_readmodel::ReadModelSettings,
     ) -> crate::error::Result<Option<Self>> {
         if settings.concurrency == 0 {
             info!("webhook delivery is left to other instances (RATEWIRE_WEBHOOK_CONCURRENCY=0)");
@@ -108,6 +112,7 @@ impl Deliverer {
             settings: settings.clone(),
             in_flight: HashMap::new(),
             statements: Statements::new(),
+            stream: stream::Offer::new(read_model)?,
         }))
     }
 
@@ -129,9 +134,16 @@ impl Deliverer {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut purge = tokio::time::interval(Duration::from_secs(600));
         let mut failing = false;
+        // New crossings are offered to the live stream when the outbox
+        // rings or the tick comes, not after every attempt.
+        let mut offer_due = true;
         loop {
             if listener.is_none() {
                 listener = self.listen().await;
+            }
+            if offer_due {
+                self.stream.offer(&self.pool).await;
+                offer_due = false;
             }
             let room = self.settings.concurrency as usize - attempts.len();
             if room > 0 {
@@ -190,8 +202,9 @@ impl Deliverer {
                     if notified.is_err() {
                         listener = None;
                     }
+                    offer_due = true;
                 }
-                _ = tick.tick() => {}
+                _ = tick.tick() => offer_due = true,
                 _ = purge.tick() => {
                     if let Err(e) = sqlx::query(&self.statements.purge).execute(&self.pool).await {
                         debug!(error = %e, "purging finished messages failed; later");

@@ -32,6 +32,17 @@ pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {
 /// The channel the outbox's trigger notifies (its payload: the schema).
 pub const DELIVERIES_CHANNEL: &str = "ratewire_deliveries";
 
+/// The Redis stream the crossings are offered on for the live stream's
+/// `alert` events (entries `owner`, `data`), under `RATEWIRE_REDIS_PREFIX`:
+/// of no generation (alerts are not part of one).
+pub fn stream_key(redis_prefix: &str) -> String {
+    format!("{redis_prefix}alerts")
+}
+
+/// Entries the alerts stream keeps, about (live events only: a client
+/// that reconnects does not get them again; the webhook is what is kept).
+pub const STREAM_LENGTH: u64 = 10_000;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct AlertSettings {
     /// Postgres schema of webhooks, alerts and their outbox (users'
