@@ -10,7 +10,9 @@
 //! not below buying, each currency once, an `asOf` between 1990 and five
 //! minutes after the push; for a series, `from` before `to`, and a bank
 //! for `raw`; for a reference day, one date for every entry, each currency
-//! once and selling not below buying. The documents state them in words, and the hook below
+//! once and selling not below buying; for a webhook, an address that
+//! resolves to one it may call; for an alert, a webhook and bank that
+//! exist. The documents state them in words, and the hook below
 //! applies them to generated requests, as a client following the documents
 //! does. schemathesis comes from `RATEWIRE_SCHEMATHESIS_BIN`, which the
 //! test command installs (`deploy/stack test`).
@@ -89,10 +91,30 @@ def _reference(body):
     body["data"] = data
 
 
+def _alert(body):
+    # A webhook and a bank of the fuzzing key's (they must exist); a
+    # threshold with at most 8 digits after the point.
+    body["webhookId"] = WEBHOOK
+    if "bankId" in body:
+        body["bankId"] = BANK
+    threshold = body.get("threshold")
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        rounded = round(float(threshold), 8)
+        body["threshold"] = rounded if 0 < rounded < 1e9 else 1
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     # Every phase's cases pass here (coverage cases are not generated
     # through strategies that map_body would see).
+    if case.method.upper() == "POST" and isinstance(case.body, dict):
+        if case.operation.path == "/api/v1/alerts":
+            _alert(case.body)
+            return
+        if case.operation.path == "/api/v1/webhooks" and isinstance(case.body.get("url"), str):
+            # An address that resolves (loopback, allowed in this stack).
+            case.body["url"] = "http://127.0.0.1:9/fuzz"
+            return
     if case.operation.path == "/api/v1/rates/series" and isinstance(case.query, dict):
         _series(case.query)
         return
@@ -151,10 +173,15 @@ async fn fuzz(
     base: &str,
     config: &str,
     headers: &[String],
+    state: &State,
 ) -> anyhow::Result<()> {
     let dir = stack.logs.join(format!("fuzz-{name}"));
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("ratewire_fuzz_hooks.py"), HOOKS)?;
+    let hooks = format!(
+        "WEBHOOK = {:?}\nBANK = {}\n{HOOKS}",
+        state.webhook, state.bank
+    );
+    std::fs::write(dir.join("ratewire_fuzz_hooks.py"), hooks)?;
     let config_file = dir.join("schemathesis.toml");
     std::fs::write(&config_file, config)?;
     let mut command = tokio::process::Command::new(schemathesis()?);
@@ -185,6 +212,12 @@ async fn fuzz(
         bail!("schemathesis found problems in the {name} document:\n{report}");
     }
     Ok(())
+}
+
+/// What exists for generated requests to name.
+struct State {
+    webhook: String,
+    bank: i64,
 }
 
 /// Statuses that depend on what exists, not on the request's shape (and
@@ -220,6 +253,22 @@ async fn every_document_is_as_strict_as_its_server() -> anyhow::Result<()> {
     );
     assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     stack.wait_served("a board", bank, &key, "155.1").await?;
+    let webhook: serde_json::Value = stack
+        .http()
+        .post(format!("{}/api/v1/webhooks", stack.api_url))
+        .header("x-api-key", &key)
+        .json(&serde_json::json!({"url": "http://127.0.0.1:9/fuzz"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let state = State {
+        webhook: webhook["data"]["id"]
+            .as_str()
+            .context("a webhook")?
+            .to_owned(),
+        bank,
+    };
 
     // Half the generated ids and codes name what exists, so requests reach
     // the views and history, not only their 404s. A conversion between
@@ -258,6 +307,7 @@ expected-statuses = ["2xx", "304", "400", "401", "403", "404"]
         &stack.api_url,
         &existing,
         &[format!("x-api-key: {key}")],
+        &state,
     )
     .await?;
     fuzz(
@@ -271,6 +321,7 @@ expected-statuses = ["2xx", "304", "400", "401", "403", "404"]
             config(&["422"])
         ),
         &[format!("Authorization: Bearer {token}")],
+        &state,
     )
     .await?;
     for (name, url) in [
@@ -284,6 +335,7 @@ expected-statuses = ["2xx", "304", "400", "401", "403", "404"]
             url,
             &config(&[]),
             &[format!("Authorization: Bearer {ADMIN_TOKEN}")],
+            &state,
         )
         .await?;
     }

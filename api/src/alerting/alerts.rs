@@ -47,7 +47,7 @@ impl ratewire_service::body::Fields for NewAlert {
 
 /// The most fraction digits a threshold may have.
 const THRESHOLD_SCALE: u32 = 8;
-/// Thresholds are below this.
+/// Thresholds are at most this.
 const THRESHOLD_MAX: i64 = 1_000_000_000;
 
 /// An alert as its owner sees it.
@@ -150,8 +150,8 @@ fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String
     let value = Decimal::from_str(&text)
         .or_else(|_| Decimal::from_scientific(&text))
         .map_err(|_| "must be a decimal number".to_string())?;
-    if value <= Decimal::ZERO || value >= Decimal::from(THRESHOLD_MAX) {
-        return Err(format!("must be above 0 and below {THRESHOLD_MAX}"));
+    if value <= Decimal::ZERO || value > Decimal::from(THRESHOLD_MAX) {
+        return Err(format!("must be above 0 and at most {THRESHOLD_MAX}"));
     }
     if value.normalize().scale() > THRESHOLD_SCALE {
         return Err(format!(
@@ -298,5 +298,11 @@ mod tests {
         assert!(read(json!(0.000000001)).is_err());
         assert!(read(json!(0)).is_err());
         assert!(read(json!(1e12)).is_err());
+        // JSON numbers are read as binary floats, which may round up by a
+        // unit in the last place: the bound is inclusive, the document's
+        // a unit below it.
+        let near: serde_json::Value = serde_json::from_str("999999999.9999999").unwrap();
+        assert!(read(near).is_ok());
+        assert!(read(json!(1_000_000_001)).is_err());
     }
 }

@@ -133,7 +133,7 @@ pub struct NewAlert {
     #[schema(pattern = "^(above|below)$")]
     pub condition: String,
     /// Above 0 and below 1,000,000,000, at most 8 digits after the point.
-    #[schema(exclusive_minimum = 0, exclusive_maximum = 1_000_000_000)]
+    #[schema(exclusive_minimum = 0, maximum = 999_999_999)]
     pub threshold: f64,
     /// A bank's id; without it, the best rate across active banks (as
     /// /api/v1/best-rates picks it).

@@ -112,6 +112,12 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
             param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
         }
     }
+    // An alert's currency is one of them too.
+    let alert_currency =
+        &mut doc["components"]["schemas"]["NewAlert"]["properties"]["currencyCode"];
+    if alert_currency.is_object() {
+        alert_currency["enum"] = serde_json::Value::Array(codes.clone());
+    }
     // Served under both paths; the short ones are described as the long.
     for (short, long) in [("/me", "/api/v1/me"), ("/usage", "/api/v1/usage")] {
         let mut item = doc["paths"][long].clone();
