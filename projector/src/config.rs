@@ -13,6 +13,7 @@ use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_readmodel::alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 
+use crate::delivery::DeliverySettings;
 use crate::retention::RetentionPolicy;
 use ratewire_service::kafka::KafkaConnection;
 use ratewire_service::settings::{Common, RetentionSchedule};
@@ -27,7 +28,7 @@ pub struct Config {
     #[command(flatten)]
     pub alerts: AlertSettings,
     #[command(flatten)]
-    pub delivery: crate::delivery::DeliverySettings,
+    pub delivery: DeliverySettings,
     #[command(flatten)]
     pub kafka: KafkaConnection,
     /// The event topic.

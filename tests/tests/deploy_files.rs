@@ -64,12 +64,14 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
 }
 
 /// Where the settings groups shared between processes are defined.
-const SHARED_SETTINGS: [&str; 5] = [
+const SHARED_SETTINGS: [&str; 7] = [
     "service/src/kafka.rs",
     "service/src/settings.rs",
     "service/src/serve.rs",
     "service/src/clients.rs",
     "readmodel/src/settings.rs",
+    "readmodel/src/alerts/mod.rs",
+    "projector/src/delivery/mod.rs",
 ];
 
 /// The text of `pub struct {name} { ... }` in `text`.
@@ -115,6 +117,11 @@ fn each_process_reads_the_shared_settings_it_flattens_and_no_others() {
     assert!(!projector.contains("RATEWIRE_ADMIN_TOKEN"));
     assert!(api.contains("RATEWIRE_READ_SCHEMA") && projector.contains("RATEWIRE_READ_SCHEMA"));
     assert!(!ingest.contains("RATEWIRE_REDIS_URL"));
+    // Webhook secrets are sealed by the API and opened by the projectors.
+    for name in ["RATEWIRE_WEBHOOK_SECRETS_KEY", "RATEWIRE_ALERTS_SCHEMA"] {
+        assert!(api.contains(name) && projector.contains(name), "{name}");
+        assert!(!ingest.contains(name), "{name}");
+    }
 }
 
 /// Binaries the workspace builds (`[[bin]]` names).
