@@ -27,7 +27,7 @@ use crate::error::Error;
 
 /// Every file: its name under `/assets/` (the pages by their own paths),
 /// its type and its bytes.
-const FILES: [(&str, &str, &[u8]); 11] = [
+const FILES: [(&str, &str, &[u8]); 12] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -47,6 +47,11 @@ const FILES: [(&str, &str, &[u8]); 11] = [
         "app.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../web/app.js"),
+    ),
+    (
+        "alerts.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/alerts.js"),
     ),
     (
         "api.js",

@@ -61,6 +61,27 @@ export async function get(path, { signal } = {}) {
   return body;
 }
 
+// POST or DELETE `path` with a JSON `body`; the parsed answer (null for
+// 204), or an ApiError carrying the answer's field `errors`.
+export async function send(method, path, body) {
+  const headers = { accept: 'application/json', 'x-api-key': key.get() };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new ApiError(0, 'unreachable');
+  }
+  const answer = response.status === 204 ? null : await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = new ApiError(response.status, answer?.message ?? response.statusText,
+      response.headers.get('retry-after'));
+    error.errors = answer?.errors;
+    throw error;
+  }
+  return answer;
+}
+
 // The stream's URL: EventSource cannot send headers, so the key goes in
 // the query (the API accepts it there on this endpoint only).
 export function streamUrl(params) {

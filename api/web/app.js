@@ -3,6 +3,7 @@
 // rate), a chart over 30 days or a year and a converter, kept current by
 // the live stream. The view (currency, table, chart, sort) lives in the URL.
 
+import { alertFired, alertsFor, loadAlerts, wireAlerts } from './alerts.js';
 import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
 import { $, h } from './dom.js';
@@ -390,6 +391,8 @@ function onEvent(name, data) {
     state.best = data;
     renderBest();
     if (state.chartBank === 'best') refreshChartSoon();
+  } else if (name === 'alert') {
+    alertFired(data);
   }
 }
 
@@ -417,6 +420,7 @@ async function loadCurrency() {
   notice('');
   renderBest();
   renderTable();
+  alertsFor(state.currency, state.banks);
   renderSpreads();
   loadSpreads();
   loadChart();
@@ -452,9 +456,11 @@ async function start() {
   renderConverterCurrencies();
   await loadCurrency();
   convert();
+  if (key.get()) loadAlerts();
 }
 
 function wire() {
+  wireAlerts();
   $('#currency').addEventListener('change', (e) => {
     state.currency = e.target.value;
     state.chartBank = 'best';
@@ -507,6 +513,7 @@ function wire() {
   $('#forget-key').addEventListener('click', () => {
     key.forget();
     $('#key').value = '';
+    $('#alerts-section').hidden = true;
     state.stream?.stop();
     setLive('offline');
     if (anonymousAccess) {

@@ -20,12 +20,14 @@
 //!   restore from a backup;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
-//! - [`receiver`]: a webhook receiver on loopback.
+//! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
+//!   chromium for the dashboard's tests.
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
 
 mod broker;
+pub mod browser;
 mod client;
 pub mod contract;
 pub mod fold_check;

@@ -84,6 +84,17 @@ enum Command {
     /// its endpoint.
     #[command(subcommand)]
     Reference(ReferenceCommand),
+    /// Receive webhooks (to try alerts on this machine): each call's
+    /// signature is checked against the secrets and printed as a JSON line.
+    Receive {
+        /// Where to listen, e.g. 127.0.0.1:9999.
+        #[arg(long, default_value = "127.0.0.1:9999")]
+        listen: std::net::SocketAddr,
+        /// A webhook's secret (`whsec_...`); repeat for several (or for
+        /// both during a rotation).
+        #[arg(long = "secret", required = true, value_parser = parse_secret)]
+        secrets: Vec<ratewire_readmodel::alerts::Secret>,
+    },
     /// Publish boards of many banks at a fixed rate (or as fast as possible)
     /// and report acknowledgement and publish-to-visible latency as
     /// `key value` lines.
@@ -112,6 +123,11 @@ enum Command {
         #[arg(long)]
         api_key: Option<String>,
     },
+}
+
+fn parse_secret(text: &str) -> Result<ratewire_readmodel::alerts::Secret, String> {
+    ratewire_readmodel::alerts::Secret::decode(text.trim())
+        .ok_or_else(|| "a secret is whsec_ followed by base64".to_string())
 }
 
 fn parse_token(text: &str) -> Result<(i64, String), String> {
@@ -213,6 +229,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             )?;
             let report = load::run(settings, client, shutdown).await?;
             writeln!(std::io::stdout(), "{}", report.render())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Receive { listen, secrets } => {
+            feed::receive::serve(listen, secrets, true, shutdown.clone()).await?;
+            tracing::info!(%listen, "receiving webhooks; stop with Ctrl-C");
+            shutdown.cancelled().await;
             Ok(ExitCode::SUCCESS)
         }
         Command::Reference(command) => {

@@ -1,12 +1,14 @@
 //! Feed clients, the publisher side of ingest: the demo simulator the
 //! stack runs, the backfill of past boards from a file, and the fixed-rate
 //! load the benchmarks use, and the National Bank's reference rates
-//! imported from saved responses or polled from its endpoint.
+//! imported from saved responses or polled from its endpoint; and a
+//! webhook receiver to try alerts with.
 
 pub mod backfill;
 pub mod client;
 pub mod demo;
 pub mod load;
+pub mod receive;
 pub mod reference;
 pub mod watch;
 
