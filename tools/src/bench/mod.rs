@@ -7,9 +7,10 @@
 //!
 //! [`procs`] runs and watches the processes, [`load`] drives the load
 //! generators, [`report`] writes Markdown; one module per scenario:
-//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`].
+//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`alerts`].
 
 pub mod abuse;
+pub mod alerts;
 pub mod full;
 pub mod limits;
 pub mod live;

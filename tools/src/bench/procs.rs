@@ -28,7 +28,7 @@ pub const BASELINE: u16 = 18099;
 pub const ADMIN_TOKEN: &str = "bench-operator-token-0b8e41c7d2f95a63";
 pub const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 /// A plan large enough never to refuse during a run, beside the usual ones.
-pub const PLANS: &str = "bench=1000000000/1000000000000/100000,free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=10/1000";
+pub const PLANS: &str = "bench=1000000000/1000000000000/100000/100000,free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=10/1000";
 
 /// The settings every process of the bench's stack is started with.
 pub fn stack_env() -> Vec<(String, String)> {

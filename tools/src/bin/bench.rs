@@ -31,6 +31,9 @@ enum Scenario {
     Live,
     /// One, two and three projectors folding the same backlog.
     Projectors,
+    /// 10,000 alerts crossed by one board: the time to the last signed
+    /// call, and the board's freshness beside it.
+    Alerts,
 }
 
 #[tokio::main]
@@ -43,5 +46,6 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Abuse => bench::abuse::run(settings).await,
         Scenario::Live => bench::live::run(settings).await,
         Scenario::Projectors => bench::projectors::run(settings).await,
+        Scenario::Alerts => bench::alerts::run(settings).await,
     }
 }
