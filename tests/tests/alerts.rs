@@ -708,3 +708,81 @@ async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> 
     assert!(nothing.is_err(), "another key's stream: {nothing:?}");
     Ok(())
 }
+
+/// The fenced block of `language` under docs/api.md's "Verifying a
+/// signature".
+fn documented_verifier(language: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md");
+    let text = std::fs::read_to_string(path).expect("docs/api.md");
+    let section = &text[text.find("### Verifying a signature").expect("the section")..];
+    let fence = format!("```{language}\n");
+    let start = section.find(&fence).expect("the block") + fence.len();
+    section[start..start + section[start..].find("```").expect("its end")].to_owned()
+}
+
+#[tokio::test]
+async fn the_documented_python_and_javascript_verifiers_accept_a_real_call() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("verifiers").await?;
+    let receiver = Receiver::start().await?;
+    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
+    post(
+        &stack,
+        &format!("/api/v1/webhooks/{hook}/test"),
+        &key,
+        json!(null),
+    )
+    .await?;
+    let call = receiver.wait_for(1, VISIBLE_WITHIN).await?.remove(0);
+    let dir = stack.logs.join("verifiers");
+    std::fs::create_dir_all(&dir)?;
+    let headers: serde_json::Map<String, Value> = call
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or_default())))
+        .collect();
+    std::fs::write(dir.join("headers.json"), Value::Object(headers).to_string())?;
+    std::fs::write(dir.join("body"), &call.body)?;
+    let python = format!(
+        "{}\nimport json, sys\nverify(sys.argv[1], json.load(open('headers.json')), open('body', 'rb').read())\nprint('verified')\n",
+        documented_verifier("python")
+    );
+    let javascript = format!(
+        "{}\nimport {{ readFileSync }} from 'node:fs';\nverify(process.argv[1], JSON.parse(readFileSync('headers.json', 'utf8')), readFileSync('body'));\nconsole.log('verified');\n",
+        documented_verifier("js")
+    );
+    let stranger = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    for (program, args) in [
+        ("python3", vec!["-c".to_owned(), python]),
+        (
+            "node",
+            vec![
+                "--input-type=module".to_owned(),
+                "-e".to_owned(),
+                javascript,
+            ],
+        ),
+    ] {
+        for (given, holds) in [(&secret, true), (&stranger.to_owned(), false)] {
+            let output = std::process::Command::new(program)
+                .args(&args)
+                .arg(given)
+                .current_dir(&dir)
+                .output()
+                .with_context(|| format!("{program} is needed for this test"))?;
+            let said = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(
+                output.status.success() && said.contains("verified"),
+                holds,
+                "{program} with {}: {said}{}",
+                if holds {
+                    "its secret"
+                } else {
+                    "another secret"
+                },
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    Ok(())
+}

@@ -93,7 +93,7 @@ fn processes_share_code_only_through_the_three_libraries() {
     );
     assert_eq!(
         ratewire_dependencies("tools"),
-        set(&["proto", "service", "ingest"])
+        set(&["proto", "service", "ingest", "readmodel"])
     );
     assert_eq!(ratewire_dependencies("service"), set(&[]));
     assert_eq!(ratewire_dependencies("proto"), set(&[]));

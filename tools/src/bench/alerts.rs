@@ -41,7 +41,12 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         Some(procs::ADMIN_TOKEN),
     )?;
     let bank = ingest
-        .register_bank(new_bank("BENCH", "Bench Bank", "https://img.test/bench.png", &[]))
+        .register_bank(new_bank(
+            "BENCH",
+            "Bench Bank",
+            "https://img.test/bench.png",
+            &[],
+        ))
         .await?;
     let (token, _) = ingest.create_token(bank).await?.context("a token")?;
     let key = procs.api_key("alerts", "bench")?;
@@ -86,7 +91,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         .await?
         .json()
         .await?;
-    let hook = created["data"]["id"].as_str().context("a webhook")?.to_owned();
+    let hook = created["data"]["id"]
+        .as_str()
+        .context("a webhook")?
+        .to_owned();
     let secret = Secret::decode(created["data"]["secret"].as_str().context("its secret")?)
         .context("a secret")?;
     let stop = CancellationToken::new();
@@ -107,8 +115,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
                 let answer = http
                     .post(format!("{api}/api/v1/alerts"))
                     .header("x-api-key", &key)
-                    .json(&json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
-                                  "condition": "above", "threshold": threshold}))
+                    .json(
+                        &json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+                                  "condition": "above", "threshold": threshold}),
+                    )
                     .send()
                     .await?;
                 anyhow::ensure!(answer.status() == 201, "an alert: {}", answer.text().await?);
@@ -232,7 +242,8 @@ async fn shown(
             .await
         {
             let body: Value = answer.json().await.unwrap_or_default();
-            if body["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"].as_f64() == Some(value) {
+            if body["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"].as_f64() == Some(value)
+            {
                 return Ok(());
             }
         }
