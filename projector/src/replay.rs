@@ -137,7 +137,7 @@ pub async fn replay(
             positions: share,
             marks: marks.clone(),
             applied: Arc::clone(&applied),
-            alerts: fold::AlertsFold::new(&config.alerts.alerts_schema),
+            alerts: fold::AlertsFold::for_replay(&config.alerts.alerts_schema),
         };
         tasks.spawn(lane.run(shutdown.clone()));
     }

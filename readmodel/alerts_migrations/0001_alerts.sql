@@ -25,27 +25,70 @@ CREATE TABLE webhooks (
 CREATE INDEX webhooks_owner ON webhooks (owner, created_at);
 
 CREATE TABLE alerts (
-    id          UUID PRIMARY KEY,
-    owner       TEXT        NOT NULL,
-    webhook_id  UUID        NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
-    currency    TEXT        NOT NULL,
-    field       TEXT        NOT NULL CHECK (field IN ('cashBuying', 'cashSelling',
-                                                      'transactionalBuying', 'transactionalSelling')),
-    condition   TEXT        NOT NULL CHECK (condition IN ('above', 'below')),
-    threshold   NUMERIC     NOT NULL,
+    id            UUID PRIMARY KEY,
+    owner         TEXT        NOT NULL,
+    webhook_id    UUID        NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    currency      TEXT        NOT NULL,
+    field         TEXT        NOT NULL CHECK (field IN ('cashBuying', 'cashSelling',
+                                                        'transactionalBuying', 'transactionalSelling')),
+    condition     TEXT        NOT NULL CHECK (condition IN ('above', 'below')),
+    threshold     NUMERIC     NOT NULL,
     -- NULL: the best rate across active banks.
-    bank_id     BIGINT,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- Whether the condition held after the last board evaluated (NULL: not
-    -- known yet), and the value it was evaluated on.
-    satisfied   BOOLEAN,
-    last_value  NUMERIC,
-    fired       BIGINT      NOT NULL DEFAULT 0,
+    bank_id       BIGINT,
+    -- The watch it reads (`watches`): its bank, 0 for the best rate.
+    watch_bank    BIGINT      NOT NULL,
+    -- The watch's evaluations when the alert was made: until the next one
+    -- its condition is not known (the first board that finds it true
+    -- fires); after it, it held exactly when the watch's value met it.
+    since         BIGINT      NOT NULL,
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    -- Counted by the deliverer as it turns crossings into messages.
+    fired         BIGINT      NOT NULL DEFAULT 0,
     last_fired_at TIMESTAMPTZ
 );
-CREATE INDEX alerts_watch ON alerts (currency, bank_id);
+-- A board's crossings are a range of thresholds between the watch's old
+-- and new values; alerts not known yet are those made since its last
+-- evaluation.
+CREATE INDEX alerts_thresholds ON alerts (currency, field, watch_bank, condition, threshold);
+CREATE INDEX alerts_since ON alerts (currency, field, watch_bank, since);
 CREATE INDEX alerts_owner ON alerts (owner, created_at);
 CREATE INDEX alerts_webhook ON alerts (webhook_id);
+
+-- What alerts watch: one rate of a currency at a bank (or the best across
+-- active banks, bank 0), as it was at its last evaluation. Made with the
+-- first alert on it. Every alert on a watch shares its value, so a board
+-- changes one row here, whatever the number of alerts.
+CREATE TABLE watches (
+    currency    TEXT        NOT NULL,
+    field       TEXT        NOT NULL,
+    bank_id     BIGINT      NOT NULL,
+    -- NULL: not quoted.
+    value       NUMERIC,
+    -- The bank quoting it (for the best rate, the best bank) and the as-of
+    -- of its board.
+    holder      BIGINT,
+    updated_at  TIMESTAMPTZ,
+    evaluations BIGINT      NOT NULL DEFAULT 0,
+    PRIMARY KEY (currency, field, bank_id)
+);
+
+-- A board's crossings of one watch, recorded in the board's transaction:
+-- the alerts it fired, with the values. The deliverer turns each into one
+-- message per alert (id from alert and event) outside the fold, and
+-- deletes it.
+CREATE TABLE crossings (
+    event_id    UUID        NOT NULL,
+    currency    TEXT        NOT NULL,
+    field       TEXT        NOT NULL,
+    watch_bank  BIGINT      NOT NULL,
+    alert_ids   UUID[]      NOT NULL,
+    previous    NUMERIC,
+    current     NUMERIC     NOT NULL,
+    holder      BIGINT      NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL,
+    occurred_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (event_id, currency, field, watch_bank)
+);
 
 -- Every bank's latest quotes as alerts see them. Written only by the fold
 -- that evaluates a log position first (see `positions`), so a replay
@@ -102,13 +145,15 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at)
     WHERE delivered_at IS NULL AND failed_at IS NULL;
 CREATE INDEX deliveries_unstreamed ON deliveries (created_at) WHERE NOT streamed;
-CREATE INDEX deliveries_alert ON deliveries (alert_id);
+CREATE INDEX deliveries_alert ON deliveries (alert_id)
+    WHERE delivered_at IS NULL AND failed_at IS NULL;
 CREATE INDEX deliveries_webhook ON deliveries (webhook_id, next_attempt_at)
     WHERE delivered_at IS NULL AND failed_at IS NULL;
 CREATE INDEX deliveries_finished ON deliveries (created_at)
     WHERE delivered_at IS NOT NULL OR failed_at IS NOT NULL;
 
--- Wakes the deliverers when a message is due now.
+-- Wakes the deliverers when there are crossings to expand or a message is
+-- due now.
 CREATE FUNCTION deliveries_added() RETURNS trigger AS $$
 BEGIN
     PERFORM pg_notify('ratewire_deliveries', TG_TABLE_SCHEMA);
@@ -117,4 +162,7 @@ END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER deliveries_added
     AFTER INSERT ON deliveries
+    FOR EACH STATEMENT EXECUTE FUNCTION deliveries_added();
+CREATE TRIGGER crossings_added
+    AFTER INSERT ON crossings
     FOR EACH STATEMENT EXECUTE FUNCTION deliveries_added();

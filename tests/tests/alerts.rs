@@ -786,3 +786,46 @@ async fn the_documented_python_and_javascript_verifiers_accept_a_real_call() -> 
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_slow_receiver_never_delays_another_ones_calls() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("isolation").await?;
+    let slow = Receiver::start().await?;
+    slow.delay(Some(Duration::from_secs(8)));
+    let fast = Receiver::start().await?;
+    let (slow_hook, _) = webhook(&stack, &key, &slow.url()).await?;
+    let (fast_hook, _) = webhook(&stack, &key, &fast.url()).await?;
+    for _ in 0..40 {
+        let (status, _) = post(
+            &stack,
+            &format!("/api/v1/webhooks/{slow_hook}/test"),
+            &key,
+            json!(null),
+        )
+        .await?;
+        assert_eq!(status, 202);
+    }
+    // 16 calls at once to one endpoint at most, each held 8 s.
+    slow.wait_for(16, VISIBLE_WITHIN).await?;
+    let sent = std::time::Instant::now();
+    post(
+        &stack,
+        &format!("/api/v1/webhooks/{fast_hook}/test"),
+        &key,
+        json!(null),
+    )
+    .await?;
+    fast.wait_for(1, Duration::from_secs(5)).await?;
+    let took = sent.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the fast receiver waited {took:?}"
+    );
+    assert_eq!(
+        slow.received().len(),
+        16,
+        "no more than 16 in flight to one endpoint"
+    );
+    Ok(())
+}

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
-use ratewire_readmodel::alerts::{Condition, Field};
+use ratewire_readmodel::alerts::{Condition, Field, EVALUATION_LOCK};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
@@ -70,7 +70,8 @@ pub struct AlertInfo {
     /// not known yet). A crossing fires only from not-true to true.
     #[sqlx(rename = "satisfied")]
     pub triggered: Option<bool>,
-    /// The watched value at the last board evaluated.
+    /// The watched value at the last board evaluated (or when the alert
+    /// was made).
     #[serde(serialize_with = "numbers::maybe")]
     pub last_value: Option<Decimal>,
     /// Crossings so far.
@@ -79,8 +80,17 @@ pub struct AlertInfo {
     pub last_fired_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str = "id, webhook_id, currency, field, condition, threshold, bank_id, created_at,
-                       satisfied, last_value, fired, last_fired_at";
+/// An alert as listed: its state is its watch's (see the fold's
+/// `alerts` module): known once the watch was evaluated after the alert
+/// was made, and then whether the watch's value meets it.
+const LISTED: &str = "SELECT a.id, a.webhook_id, a.currency, a.field, a.condition, a.threshold,
+           a.bank_id, a.created_at,
+           CASE WHEN w.evaluations > a.since AND w.value IS NOT NULL THEN
+                CASE a.condition WHEN 'above' THEN w.value > a.threshold
+                                 ELSE w.value < a.threshold END END AS satisfied,
+           w.value AS last_value, a.fired, a.last_fired_at
+    FROM alerts a
+    LEFT JOIN watches w ON w.currency = a.currency AND w.field = a.field AND w.bank_id = a.watch_bank";
 
 /// A new alert, read and checked (its webhook's owner is checked with
 /// the insert).
@@ -192,27 +202,48 @@ impl Alerting {
                 "this key has {held} alerts, the most its plan allows ({most}); delete one first"
             )));
         }
-        // The value now, so that the first crossing can say what it was
-        // before; whether the condition holds is left unknown, so the
+        // Made wholly between two evaluations of its watch (the fold holds
+        // this lock exclusively while it judges): its first is the next.
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(EVALUATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        let watch_bank = new.bank.map_or(0, BankId::get);
+        // The watch, with the value now, made with its first alert; the
+        // alert is not known until the watch's next evaluation, so the
         // first board that finds it true fires.
-        let alert: AlertInfo = sqlx::query_as(&format!(
-            "INSERT INTO alerts (id, owner, webhook_id, currency, field, condition, threshold, bank_id, last_value)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8,
-                    (SELECT f.value FROM quotes q
-                     JOIN quote_banks b ON b.bank_id = q.bank_id
-                     CROSS JOIN LATERAL (VALUES ('cashBuying', q.cash_buying, TRUE),
-                                                ('cashSelling', q.cash_selling, FALSE),
-                                                ('transactionalBuying', q.transactional_buying, TRUE),
-                                                ('transactionalSelling', q.transactional_selling, FALSE))
-                                        AS f (field, value, higher)
-                     WHERE q.currency = $4 AND f.field = $5 AND f.value IS NOT NULL
-                       AND (($8::bigint IS NULL AND b.active) OR q.bank_id = $8)
-                     ORDER BY CASE WHEN f.higher THEN f.value END DESC,
-                              CASE WHEN NOT f.higher THEN f.value END ASC, q.updated_at, q.bank_id
-                     LIMIT 1)
-             RETURNING {COLUMNS}"
-        ))
-        .bind(Uuid::new_v4())
+        sqlx::query(
+            "INSERT INTO watches (currency, field, bank_id, value, holder, updated_at)
+             SELECT $1, $2, $3, v.value, v.bank_id, v.updated_at
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (
+                 SELECT f.value, q.bank_id, q.updated_at FROM quotes q
+                 JOIN quote_banks b ON b.bank_id = q.bank_id
+                 CROSS JOIN LATERAL (VALUES ('cashBuying', q.cash_buying, TRUE),
+                                            ('cashSelling', q.cash_selling, FALSE),
+                                            ('transactionalBuying', q.transactional_buying, TRUE),
+                                            ('transactionalSelling', q.transactional_selling, FALSE))
+                                    AS f (field, value, higher)
+                 WHERE q.currency = $1 AND f.field = $2 AND f.value IS NOT NULL
+                   AND (($3 = 0 AND b.active) OR q.bank_id = $3)
+                 ORDER BY CASE WHEN f.higher THEN f.value END DESC,
+                          CASE WHEN NOT f.higher THEN f.value END ASC, q.updated_at, q.bank_id
+                 LIMIT 1) v ON TRUE
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(new.currency.as_str())
+        .bind(new.field.name())
+        .bind(watch_bank)
+        .execute(&mut *tx)
+        .await?;
+        let id = Uuid::new_v4();
+        sqlx::query(
+            "INSERT INTO alerts (id, owner, webhook_id, currency, field, condition, threshold,
+                                 bank_id, watch_bank, since)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, w.evaluations
+             FROM watches w WHERE w.currency = $4 AND w.field = $5 AND w.bank_id = $9",
+        )
+        .bind(id)
         .bind(owner)
         .bind(new.webhook)
         .bind(new.currency.as_str())
@@ -220,15 +251,20 @@ impl Alerting {
         .bind(new.condition.name())
         .bind(new.threshold)
         .bind(new.bank.map(BankId::get))
-        .fetch_one(&mut *tx)
+        .bind(watch_bank)
+        .execute(&mut *tx)
         .await?;
+        let alert: AlertInfo = sqlx::query_as(&format!("{LISTED} WHERE a.id = $1"))
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(alert)
     }
 
     pub async fn alerts(&self, owner: &str) -> Result<Vec<AlertInfo>> {
         Ok(sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM alerts WHERE owner = $1 ORDER BY created_at, id"
+            "{LISTED} WHERE a.owner = $1 ORDER BY a.created_at, a.id"
         ))
         .bind(owner)
         .fetch_all(&self.pool)

@@ -199,11 +199,13 @@ impl Alerting {
         let queued = sqlx::query(
             r#"WITH hook AS (
                    UPDATE webhooks SET disabled_at = NULL WHERE id = $1 AND owner = $2 RETURNING id, owner)
-               INSERT INTO deliveries (id, webhook_id, owner, type, body)
+               INSERT INTO deliveries (id, webhook_id, owner, type, body, streamed)
                SELECT $3, hook.id, hook.owner, $4,
                       json_build_object('type', $4::text,
                           'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                          'data', json_build_object('webhookId', hook.id))::text
+                          'data', json_build_object('webhookId', hook.id))::text,
+                      -- Tests are for the webhook only, not the live stream.
+                      TRUE
                FROM hook"#,
         )
         .bind(id)

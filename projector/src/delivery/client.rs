@@ -193,3 +193,77 @@ impl Resolve for Guarded {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server on loopback answering every request with `status` and a
+    /// body of `size` bytes.
+    async fn answering(status: u16, size: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = axum::Router::new().fallback(move || async move {
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                vec![b'x'; size],
+            )
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://127.0.0.1:{port}/hooks")
+    }
+
+    fn request(url: &str) -> Request<'_> {
+        Request {
+            url,
+            id: "msg_1",
+            timestamp: 1,
+            signature: "v1,x",
+            body: "{}",
+        }
+    }
+
+    const LOCAL: AddressPolicy = AddressPolicy {
+        allow_private: true,
+    };
+
+    #[tokio::test]
+    async fn a_2xx_is_delivered_and_a_large_error_is_kept_short() {
+        let url = answering(204, 0).await;
+        assert_eq!(
+            Client::new(LOCAL).send(request(&url)).await,
+            Outcome::Delivered { status: 204 }
+        );
+        // 8 MB of error: at most 64 KB read, 200 characters kept.
+        let url = answering(500, 8 << 20).await;
+        let Outcome::Failed { status, error } = Client::new(LOCAL).send(request(&url)).await else {
+            panic!("a 500 fails");
+        };
+        assert_eq!(status, Some(500));
+        assert!(error.len() < 300, "{} characters", error.len());
+    }
+
+    #[tokio::test]
+    async fn redirects_are_not_followed_and_internal_addresses_not_called() {
+        let url = answering(307, 0).await;
+        let Outcome::Failed { error, .. } = Client::new(LOCAL).send(request(&url)).await else {
+            panic!("a redirect fails");
+        };
+        assert!(error.contains("redirects are not followed"), "{error}");
+        let strict = AddressPolicy::default();
+        let Outcome::Failed { error, status } = Client::new(strict).send(request(&url)).await
+        else {
+            panic!("loopback is refused");
+        };
+        assert_eq!(status, None);
+        assert!(
+            error.contains("refused") && error.contains("loopback"),
+            "{error}"
+        );
+        let named = url.replace("127.0.0.1", "localhost");
+        let Outcome::Failed { error, .. } = Client::new(strict).send(request(&named)).await else {
+            panic!("a name resolving to loopback is refused");
+        };
+        assert!(error.contains("refused"), "{error}");
+    }
+}

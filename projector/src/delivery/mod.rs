@@ -20,7 +20,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use ratewire_readmodel::alerts::{signing, AlertSettings, SealingKey, DELIVERIES_CHANNEL};
+use ratewire_readmodel::alerts::{
+    signing, AlertSettings, SealingKey, DELIVERIES_CHANNEL, THRESHOLD_CROSSED,
+};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::task::JoinSet;
@@ -79,6 +81,7 @@ pub struct Deliverer {
 
 struct Statements {
     claim: String,
+    expand: String,
     delivered: String,
     failed: String,
     give_up: String,
@@ -142,6 +145,9 @@ impl Deliverer {
                 listener = self.listen().await;
             }
             if offer_due {
+                if let Err(e) = self.expand().await {
+                    debug!(error = %e, "expanding crossings failed; next round");
+                }
                 self.stream.offer(&self.pool).await;
                 offer_due = false;
             }
@@ -190,13 +196,12 @@ impl Deliverer {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(done) = attempts.join_next(), if !attempts.is_empty() => {
-                    if let Ok((message, outcome)) = done {
-                        self.finished(message, outcome).await;
+                    // With the others that finished meanwhile, recorded together.
+                    let mut finished: Vec<_> = done.into_iter().collect();
+                    while let Some(Ok(done)) = attempts.try_join_next() {
+                        finished.push(done);
                     }
-                    // Others that finished meanwhile, recorded together.
-                    while let Some(Ok((message, outcome))) = attempts.try_join_next() {
-                        self.finished(message, outcome).await;
-                    }
+                    self.finished(finished).await;
                 }
                 notified = next_notice(&mut listener) => {
                     if notified.is_err() {
@@ -217,8 +222,8 @@ impl Deliverer {
         while !attempts.is_empty() {
             tokio::select! {
                 _ = &mut grace => break,
-                Some(Ok((message, outcome))) = attempts.join_next() => {
-                    self.finished(message, outcome).await;
+                Some(Ok(done)) = attempts.join_next() => {
+                    self.finished(vec![done]).await;
                 }
             }
         }
@@ -261,62 +266,104 @@ impl Deliverer {
         Ok((timestamp, header))
     }
 
-    /// Records an attempt (retrying while Postgres is away: the lease
-    /// would otherwise send it again).
-    async fn finished(&mut self, message: Claimed, outcome: Outcome) {
-        if let Some(n) = self.in_flight.get_mut(&message.webhook_id) {
-            *n -= 1;
-            if *n <= 0 {
-                self.in_flight.remove(&message.webhook_id);
+    /// Turns the crossings the fold recorded into messages, one per alert
+    /// still there (its id from alert and event), and counts them on their
+    /// alerts; each crossing row goes with its messages' transaction.
+    async fn expand(&self) -> sqlx::Result<()> {
+        loop {
+            let expanded = sqlx::query(&self.statements.expand)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            if expanded == 0 {
+                return Ok(());
+            }
+            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
+        }
+    }
+
+    /// Records attempts (retrying while Postgres is away: the lease would
+    /// otherwise send them again): the delivered in one statement.
+    async fn finished(&mut self, finished: Vec<(Claimed, Outcome)>) {
+        for (message, _) in &finished {
+            if let Some(n) = self.in_flight.get_mut(&message.webhook_id) {
+                *n -= 1;
+                if *n <= 0 {
+                    self.in_flight.remove(&message.webhook_id);
+                }
             }
         }
+        let (delivered, failed): (Vec<_>, Vec<_>) = finished
+            .into_iter()
+            .partition(|(_, outcome)| matches!(outcome, Outcome::Delivered { .. }));
+        if !delivered.is_empty() {
+            let ids: Vec<&str> = delivered.iter().map(|(m, _)| m.id.as_str()).collect();
+            let statuses: Vec<i32> = delivered
+                .iter()
+                .map(|(_, o)| match o {
+                    Outcome::Delivered { status } => i32::from(*status),
+                    Outcome::Failed { .. } => 0,
+                })
+                .collect();
+            metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "delivered")
+                .increment(ids.len() as u64);
+            debug!(count = ids.len(), "delivered");
+            self.persist("recording deliveries", || {
+                sqlx::query(&self.statements.delivered)
+                    .bind(&ids)
+                    .bind(&statuses)
+                    .execute(&self.pool)
+            })
+            .await;
+        }
+        for (message, outcome) in failed {
+            if let Outcome::Failed { status, error } = outcome {
+                self.failed(&message, status, &error).await;
+            }
+        }
+    }
+
+    /// Runs `write` until it succeeds, five times at most.
+    async fn persist<F, Fut, T>(&self, what: &str, write: F)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = sqlx::Result<T>>,
+    {
         for attempt in 0..5u32 {
-            match self.record(&message, &outcome).await {
-                Ok(()) => return,
+            match write().await {
+                Ok(_) => return,
                 Err(e) => {
-                    warn!(error = %e, id = message.id, attempt, "recording a delivery failed; trying again");
+                    warn!(error = %e, attempt, "{what} failed; trying again");
                     tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
                 }
             }
         }
     }
 
-    async fn record(&self, message: &Claimed, outcome: &Outcome) -> sqlx::Result<()> {
-        match outcome {
-            Outcome::Delivered { status } => {
-                metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "delivered")
-                    .increment(1);
-                debug!(id = message.id, webhook = %message.webhook_id, status, "delivered");
-                sqlx::query(&self.statements.delivered)
-                    .bind(&message.id)
-                    .bind(*status as i32)
+    async fn failed(&self, message: &Claimed, status: Option<u16>, error: &str) {
+        let retry = schedule::retry_after(message.attempts as u32);
+        metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "failed").increment(1);
+        info!(id = message.id, webhook = %message.webhook_id, attempt = message.attempts,
+            retry_in = ?retry, error, "a webhook attempt failed");
+        let record = || async {
+            let disabled: Option<bool> = sqlx::query_scalar(&self.statements.failed)
+                .bind(&message.id)
+                .bind(status.map(i32::from))
+                .bind(error)
+                .bind(retry.map(|d| d.as_millis() as i64))
+                .fetch_optional(&self.pool)
+                .await?;
+            if disabled == Some(true) {
+                warn!(webhook = %message.webhook_id, error,
+                    "a webhook failed for 24 hours and is disabled; its pending messages are given up");
+                sqlx::query(&self.statements.give_up)
+                    .bind(message.webhook_id)
                     .execute(&self.pool)
                     .await?;
             }
-            Outcome::Failed { status, error } => {
-                let retry = schedule::retry_after(message.attempts as u32);
-                metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "failed")
-                    .increment(1);
-                info!(id = message.id, webhook = %message.webhook_id, attempt = message.attempts,
-                    retry_in = ?retry, error, "a webhook attempt failed");
-                let disabled: Option<bool> = sqlx::query_scalar(&self.statements.failed)
-                    .bind(&message.id)
-                    .bind(status.map(i32::from))
-                    .bind(error)
-                    .bind(retry.map(|d| d.as_millis() as i64))
-                    .fetch_optional(&self.pool)
-                    .await?;
-                if disabled == Some(true) {
-                    warn!(webhook = %message.webhook_id, error,
-                        "a webhook failed for 24 hours and is disabled; its pending messages are given up");
-                    sqlx::query(&self.statements.give_up)
-                        .bind(message.webhook_id)
-                        .execute(&self.pool)
-                        .await?;
-                }
-            }
-        }
-        Ok(())
+            Ok::<_, sqlx::Error>(())
+        };
+        self.persist("recording a failed attempt", record).await;
     }
 }
 
@@ -328,6 +375,11 @@ async fn next_notice(listener: &mut Option<PgListener>) -> sqlx::Result<()> {
 }
 
 const PENDING: &str = "d.delivered_at IS NULL AND d.failed_at IS NULL";
+
+/// `at` (SQL) as every answer writes times.
+fn millis(at: &str) -> String {
+    format!(r#"to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#)
+}
 
 impl Statements {
     fn new() -> Self {
@@ -360,13 +412,57 @@ impl Statements {
                  RETURNING d.id, d.webhook_id, d.body, d.attempts, w.url, w.secret,
                            CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret"
             ),
+            // $1 ids, $2 statuses.
             delivered: "WITH done AS (
-                    UPDATE deliveries SET delivered_at = now(), leased_until = NULL,
-                                          last_status = $2, last_error = NULL
-                    WHERE id = $1 RETURNING webhook_id)
+                    UPDATE deliveries d SET delivered_at = now(), leased_until = NULL,
+                                            last_status = s.status, last_error = NULL
+                    FROM UNNEST($1::text[], $2::int[]) AS s (id, status)
+                    WHERE d.id = s.id RETURNING d.webhook_id)
                 UPDATE webhooks SET failing_since = NULL, last_success_at = now()
-                WHERE id IN (SELECT webhook_id FROM done)"
+                WHERE id IN (SELECT DISTINCT webhook_id FROM done)"
                 .into(),
+            // A few crossings at a time (each may name thousands of alerts).
+            expand: format!(
+                r#"WITH taken AS (
+                       DELETE FROM crossings c
+                       WHERE (c.event_id, c.currency, c.field, c.watch_bank) IN (
+                           SELECT event_id, currency, field, watch_bank FROM crossings
+                           ORDER BY occurred_at LIMIT 16 FOR UPDATE SKIP LOCKED)
+                       RETURNING c.*
+                   ), expanded AS (
+                       SELECT t.*, a.id AS alert_id, a.owner, a.webhook_id, a.condition, a.threshold
+                       FROM taken t
+                       CROSS JOIN LATERAL unnest(t.alert_ids) AS x (id)
+                       JOIN alerts a ON a.id = x.id
+                       JOIN webhooks w ON w.id = a.webhook_id AND w.disabled_at IS NULL
+                   ), counted AS (
+                       UPDATE alerts a SET fired = a.fired + e.n, last_fired_at = e.last
+                       FROM (SELECT alert_id, count(*) AS n, max(occurred_at) AS last
+                             FROM expanded GROUP BY alert_id) e
+                       WHERE a.id = e.alert_id
+                   )
+                   INSERT INTO deliveries (id, webhook_id, alert_id, owner, type, body)
+                   SELECT 'msg_' || left(encode(sha256(convert_to(e.alert_id::text || ':' || e.event_id::text, 'UTF8')), 'hex'), 32),
+                          e.webhook_id, e.alert_id, e.owner, '{THRESHOLD_CROSSED}',
+                          json_build_object(
+                              'type', '{THRESHOLD_CROSSED}',
+                              'timestamp', {occurred},
+                              'data', json_build_object(
+                                  'alertId', e.alert_id,
+                                  'bank', json_build_object('id', e.holder, 'name', b.name, 'code', b.code),
+                                  'currencyCode', e.currency,
+                                  'field', e.field,
+                                  'condition', e.condition,
+                                  'threshold', e.threshold,
+                                  'previous', e.previous,
+                                  'current', e.current,
+                                  'updatedAt', {updated},
+                                  'eventId', e.event_id))::text
+                   FROM expanded e JOIN quote_banks b ON b.bank_id = e.holder
+                   ON CONFLICT (id) DO NOTHING"#,
+                occurred = millis("e.occurred_at"),
+                updated = millis("e.updated_at"),
+            ),
             // $4: milliseconds to the next attempt, NULL after the last.
             failed: format!(
                 "WITH attempt AS (

@@ -1,6 +1,6 @@
 //! Alerts evaluated in the fold's transaction, so that a crossing is
-//! recorded (its outbox row) exactly when its board is applied: a crash
-//! keeps both or neither.
+//! recorded exactly when its board is applied: a crash keeps both or
+//! neither.
 //!
 //! Each log position is evaluated once, whatever folds it: the alerts
 //! schema's `positions` hold, per partition, the first offset nobody has
@@ -8,7 +8,7 @@
 //! or past them, and moves them on; a replay into a new generation (which
 //! folds the log again from offset zero) finds its old messages evaluated
 //! and skips them, and the messages it reaches first it evaluates like a
-//! live fold. Outbox ids come from the alert and the event, so even a
+//! live fold. Message ids come from the alert and the event, so even a
 //! second evaluation could not send a crossing twice.
 //!
 //! Values are compared in the alerts schema's `quotes`: each bank's
@@ -18,14 +18,24 @@
 //! across banks is taken there rather than from a generation whose other
 //! partitions may be behind (a replay's).
 //!
-//! An alert holds whether its condition held after the last board
-//! evaluated (`satisfied`, NULL until known). A board that makes it true
-//! while it was not fires once; one that makes it false re-arms it.
-//! Evaluation is per event when any alert exists (two boards of a bank in
+//! Alerts read watches (`watches`: one rate of a currency at a bank, or
+//! the best across active banks), which keep the value of their last
+//! evaluation. Every alert on a watch shares it: an "above" alert held
+//! exactly when that value was above its threshold, so a board moving the
+//! watch from `old` to `new` fires the alerts with a threshold in
+//! `[old, new)` (a range of an index), plus those made since the last
+//! evaluation (not known yet) that `new` meets. Those that `new` no longer
+//! meets are re-armed without a write. A board thus writes one row per
+//! watch and one `crossings` row naming the alerts it fired, whatever the
+//! number of alerts; the deliverer turns that row into messages outside
+//! the fold.
+//!
+//! Evaluation is per event when any watch exists (two boards of a bank in
 //! one batch may cross and cross back), so such batches take the fold's
-//! one-by-one path; without alerts only the quotes are kept, once per
+//! one-by-one path; without watches only the quotes are kept, once per
 //! batch. A transaction-wide lock serialises evaluation across lanes and
-//! projectors: the best rate moves with every bank's board.
+//! projectors (the best rate moves with every bank's board) and against
+//! alerts being made.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,6 +49,9 @@ use super::Incoming;
 pub struct AlertsFold {
     schema: String,
     sql: Statements,
+    /// Whether a partition without a position starts one here (the live
+    /// fold); a replay never does, or it would judge the whole history.
+    seeds: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -52,10 +65,17 @@ struct Statements {
     advance: String,
 }
 
-/// The lock key evaluations take (`pg_advisory_xact_lock`): "rwalerts".
-const EVALUATION_LOCK: i64 = 0x7277_616c_6572_7473;
+use ratewire_readmodel::alerts::EVALUATION_LOCK;
 
 impl AlertsFold {
+    /// A replay's: it judges only partitions the live fold started.
+    pub fn for_replay(schema: &str) -> Self {
+        Self {
+            seeds: false,
+            ..Self::new(schema)
+        }
+    }
+
     /// `schema` is a checked identifier (settings) holding the alerts'
     /// tables, migrated.
     pub fn new(schema: &str) -> Self {
@@ -63,17 +83,15 @@ impl AlertsFold {
         let fields = "(VALUES ('cashBuying', q.cash_buying, TRUE), ('cashSelling', q.cash_selling, FALSE),
                               ('transactionalBuying', q.transactional_buying, TRUE),
                               ('transactionalSelling', q.transactional_selling, FALSE)) AS f (field, value, higher)";
-        let millis = |at: &str| {
-            format!(r#"to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#)
-        };
         Self {
             schema: schema.to_owned(),
+            seeds: true,
             sql: Statements {
                 peek: format!(
                     "SELECT partition, next_offset FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)"
                 ),
                 lock: format!(
-                    "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.alerts) AS any_alert
+                    "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.watches) AS any_watch
                      FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)
                      ORDER BY partition FOR UPDATE"
                 ),
@@ -130,76 +148,71 @@ impl AlertsFold {
                      )
                      SELECT currency FROM latest UNION SELECT currency FROM gone"
                 ),
-                // The alerts on the bank ($1) or on the best rate of the
+                // The watches of the bank ($1) and of the best rates of the
                 // currencies ($2), judged on the quotes after event $3
-                // (occurred at $4); the crossings go to the outbox.
+                // (occurred at $4): each moves to its new value, and the
+                // alerts whose threshold lies between its old and new
+                // values (or not known yet and met now) are recorded as
+                // the event's crossings, one row per watch.
                 evaluate: format!(
-                    "WITH best AS (
-                         SELECT DISTINCT ON (q.currency, f.field) q.currency, f.field, f.value,
-                                q.bank_id, q.updated_at
+                    "WITH affected AS (
+                         SELECT w.currency, w.field, w.bank_id, w.value AS old, w.evaluations
+                         FROM {s}.watches w
+                         WHERE w.currency = ANY ($2) AND w.bank_id IN ($1, 0)
+                     ), quoted AS (
+                         SELECT q.bank_id, q.currency, q.updated_at, b.active, f.field, f.value, f.higher
                          FROM {s}.quotes q
-                         JOIN {s}.quote_banks b ON b.bank_id = q.bank_id AND b.active
+                         JOIN {s}.quote_banks b ON b.bank_id = q.bank_id
                          CROSS JOIN LATERAL {fields}
                          WHERE q.currency = ANY ($2) AND f.value IS NOT NULL
-                         ORDER BY q.currency, f.field,
-                                  CASE WHEN f.higher THEN f.value END DESC,
-                                  CASE WHEN NOT f.higher THEN f.value END ASC,
-                                  q.updated_at, q.bank_id
-                     ), own AS (
-                         SELECT q.currency, f.field, f.value, q.bank_id, q.updated_at
-                         FROM {s}.quotes q CROSS JOIN LATERAL {fields}
-                         WHERE q.bank_id = $1 AND q.currency = ANY ($2)
-                     ), judged AS (
-                         SELECT a.id, a.owner, a.webhook_id, a.currency, a.field, a.condition,
-                                a.threshold, a.satisfied AS was, a.last_value,
-                                v.value, v.bank_id, v.updated_at,
-                                CASE WHEN v.value IS NULL THEN NULL
-                                     WHEN a.condition = 'above' THEN v.value > a.threshold
-                                     ELSE v.value < a.threshold END AS now
-                         FROM {s}.alerts a
-                         LEFT JOIN best x ON a.bank_id IS NULL AND x.currency = a.currency AND x.field = a.field
-                         LEFT JOIN own o ON a.bank_id = $1 AND o.currency = a.currency AND o.field = a.field
-                         CROSS JOIN LATERAL (SELECT COALESCE(x.value, o.value) AS value,
-                                                    COALESCE(x.bank_id, o.bank_id) AS bank_id,
-                                                    COALESCE(x.updated_at, o.updated_at) AS updated_at) v
-                         WHERE a.currency = ANY ($2) AND (a.bank_id IS NULL OR a.bank_id = $1)
-                     ), crossings AS (
-                         SELECT j.* FROM judged j
-                         JOIN {s}.webhooks w ON w.id = j.webhook_id AND w.disabled_at IS NULL
-                         WHERE COALESCE(j.now, FALSE) AND j.was IS DISTINCT FROM TRUE
-                     ), changed AS (
-                         UPDATE {s}.alerts a SET satisfied = j.now, last_value = j.value,
-                             fired = a.fired + (j.id IN (SELECT id FROM crossings))::int,
-                             last_fired_at = CASE WHEN j.id IN (SELECT id FROM crossings) THEN $4
-                                                  ELSE a.last_fired_at END
-                         FROM judged j
-                         WHERE a.id = j.id
-                           AND (a.satisfied IS DISTINCT FROM j.now OR a.last_value IS DISTINCT FROM j.value)
-                     ), fired AS (
-                         INSERT INTO {s}.deliveries (id, webhook_id, alert_id, owner, type, body)
-                         SELECT 'msg_' || left(encode(sha256(convert_to(c.id::text || ':' || $3::text, 'UTF8')), 'hex'), 32),
-                                c.webhook_id, c.id, c.owner, 'rate.threshold_crossed',
-                                json_build_object(
-                                    'type', 'rate.threshold_crossed',
-                                    'timestamp', {occurred},
-                                    'data', json_build_object(
-                                        'alertId', c.id,
-                                        'bank', json_build_object('id', c.bank_id, 'name', b.name, 'code', b.code),
-                                        'currencyCode', c.currency,
-                                        'field', c.field,
-                                        'condition', c.condition,
-                                        'threshold', c.threshold,
-                                        'previous', c.last_value,
-                                        'current', c.value,
-                                        'updatedAt', {updated},
-                                        'eventId', $3))::text
-                         FROM crossings c JOIN {s}.quote_banks b ON b.bank_id = c.bank_id
-                         ON CONFLICT (id) DO NOTHING
-                         RETURNING 1
+                     ), fresh AS (
+                         SELECT a.*, n.value AS new, n.bank_id AS holder, n.updated_at
+                         FROM affected a
+                         LEFT JOIN LATERAL (
+                             SELECT q.value, q.bank_id, q.updated_at FROM quoted q
+                             WHERE q.currency = a.currency AND q.field = a.field
+                               AND ((a.bank_id = 0 AND q.active) OR q.bank_id = a.bank_id)
+                             ORDER BY CASE WHEN q.higher THEN q.value END DESC,
+                                      CASE WHEN NOT q.higher THEN q.value END ASC,
+                                      q.updated_at, q.bank_id
+                             LIMIT 1) n ON TRUE
+                     ), moved AS (
+                         UPDATE {s}.watches w SET value = f.new, holder = f.holder,
+                             updated_at = f.updated_at, evaluations = w.evaluations + 1
+                         FROM fresh f
+                         WHERE w.currency = f.currency AND w.field = f.field AND w.bank_id = f.bank_id
+                     ), crossed AS (
+                         SELECT f.*, ARRAY(
+                             SELECT x.id FROM {s}.alerts x
+                             WHERE x.currency = f.currency AND x.field = f.field
+                               AND x.watch_bank = f.bank_id AND x.condition = 'above'
+                               AND x.threshold < f.new AND (f.old IS NULL OR x.threshold >= f.old)
+                               AND x.since < f.evaluations
+                             UNION ALL
+                             SELECT x.id FROM {s}.alerts x
+                             WHERE x.currency = f.currency AND x.field = f.field
+                               AND x.watch_bank = f.bank_id AND x.condition = 'below'
+                               AND x.threshold > f.new AND (f.old IS NULL OR x.threshold <= f.old)
+                               AND x.since < f.evaluations
+                             UNION ALL
+                             SELECT x.id FROM {s}.alerts x
+                             WHERE x.currency = f.currency AND x.field = f.field
+                               AND x.watch_bank = f.bank_id AND x.since = f.evaluations
+                               AND CASE x.condition WHEN 'above' THEN f.new > x.threshold
+                                                    ELSE f.new < x.threshold END
+                         ) AS ids
+                         FROM fresh f
+                         WHERE f.new IS NOT NULL
+                     ), recorded AS (
+                         INSERT INTO {s}.crossings (event_id, currency, field, watch_bank, alert_ids,
+                                                    previous, current, holder, updated_at, occurred_at)
+                         SELECT $3, c.currency, c.field, c.bank_id, c.ids, c.old, c.new, c.holder,
+                                c.updated_at, $4
+                         FROM crossed c WHERE cardinality(c.ids) > 0
+                         ON CONFLICT DO NOTHING
+                         RETURNING cardinality(alert_ids) AS n
                      )
-                     SELECT count(*) FROM fired",
-                    occurred = millis("$4"),
-                    updated = millis("c.updated_at"),
+                     SELECT COALESCE(sum(n), 0)::bigint FROM recorded"
                 ),
                 advance: format!(
                     "UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
@@ -235,10 +248,9 @@ impl AlertsFold {
             .await?
             .into_iter()
             .collect();
-        let pending = batch.iter().any(|m| {
-            peeked
-                .get(&m.partition)
-                .is_none_or(|from| m.offset >= *from)
+        let pending = batch.iter().any(|m| match peeked.get(&m.partition) {
+            Some(from) => m.offset >= *from,
+            None => self.seeds,
         });
         if !pending {
             return Ok(None);
@@ -248,7 +260,7 @@ impl AlertsFold {
             .bind(&partitions)
             .fetch_all(&mut *db)
             .await?;
-        if rows.len() < partitions.len() {
+        if rows.len() < partitions.len() && self.seeds {
             let starts: Vec<i64> = partitions.iter().map(|p| positions[p]).collect();
             sqlx::query(&self.sql.seed_positions)
                 .bind(topic)
@@ -263,10 +275,10 @@ impl AlertsFold {
                 .fetch_all(&mut *db)
                 .await?;
         }
-        let any_alert = rows.iter().any(|(_, _, any)| *any);
+        let any_watch = rows.iter().any(|(_, _, any)| *any);
         Ok(Some(Guard {
             from: rows.into_iter().map(|(p, n, _)| (p, n)).collect(),
-            per_event: any_alert,
+            per_event: any_watch,
             locked: false,
             banks: BTreeSet::new(),
             fired: 0,
@@ -362,7 +374,7 @@ impl AlertsFold {
 #[derive(Debug)]
 pub struct Guard {
     from: BTreeMap<i32, i64>,
-    /// Some alert exists: evaluate each event as it is applied.
+    /// Some watch exists: evaluate each event as it is applied.
     pub per_event: bool,
     locked: bool,
     /// Banks whose quotes are copied at the batch's end.

@@ -126,6 +126,12 @@ impl Condition {
     }
 }
 
+/// The transaction lock (`pg_advisory_xact_lock`, "rwalerts") the fold
+/// holds while it judges alerts, and alerts' creation holds shared: an
+/// alert is made wholly before or after an evaluation, so it knows which
+/// evaluation of its watch is its first.
+pub const EVALUATION_LOCK: i64 = 0x7277_616c_6572_7473;
+
 /// The event types webhooks receive.
 pub const THRESHOLD_CROSSED: &str = "rate.threshold_crossed";
 pub const WEBHOOK_TEST: &str = "webhook.test";

@@ -140,7 +140,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         let below = 148.0 - round as f64 * 0.01;
         publish(below).await?;
         visible(below).await?;
-        wait_armed(&pool).await?;
+        wait_armed(&pool, below).await?;
         let before = tally.verified.load(Ordering::Relaxed);
         let above = 152.0 + round as f64 * 0.01;
         let accepted = publish(above).await?;
@@ -252,15 +252,19 @@ async fn shown(
     bail!("/rates did not show {value} within 30 s")
 }
 
-/// Waits until every alert has been evaluated below its threshold.
-async fn wait_armed(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+/// Waits until the alerts' watch has been evaluated at `value` (below
+/// every threshold: all are armed).
+async fn wait_armed(pool: &sqlx::PgPool, value: f64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let armed: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM alerts.alerts WHERE satisfied = FALSE")
-                .fetch_one(pool)
-                .await?;
-        if armed as usize == ALERTS {
+        let watched: Option<f64> = sqlx::query_scalar(
+            "SELECT value::float8 FROM alerts.watches
+             WHERE currency = 'USD' AND field = 'cashBuying' AND bank_id = 0",
+        )
+        .fetch_optional(pool)
+        .await?
+        .flatten();
+        if watched == Some(value) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
