@@ -2,17 +2,23 @@
 //! the fold (a slow endpoint never holds a batch), from every projector
 //! instance at once.
 //!
-//! Instances share the outbox by leases: a claimed message is leased for a
-//! minute (an attempt takes at most 10 s), so one whose instance died is
-//! claimed again by another, with the same `webhook-id`: delivery is at
-//! least once. Claims are fair between endpoints: each round takes up to
-//! [`DeliverySettings::endpoint_concurrency`] messages per endpoint (one
-//! while it is failing), so a dead endpoint's backlog holds one slot and
-//! never the others' turn. Messages that fail are tried again on
-//! [`schedule`]'s times; an endpoint failing for 24 hours is disabled and
-//! its pending messages given up, which its owner sees in the API.
+//! The fold records each board's crossings as one row per watch; the
+//! deliverer turns them into messages, one per alert (its id from alert
+//! and event), outside the fold. Instances share the outbox by leases: a
+//! claimed message is leased for a minute (an attempt takes at most
+//! 10 s), so one whose instance died is claimed again by another, with the
+//! same `webhook-id`: delivery is at least once. Claims are fair between
+//! endpoints: each round takes up to
+//! [`DeliverySettings::endpoint_concurrency`] messages per endpoint, less
+//! those in flight (one while it is failing), so a dead endpoint's backlog
+//! holds one slot and never the others' turn. Messages that fail are tried
+//! again on [`schedule`]'s times; an endpoint failing for 24 hours is
+//! disabled and its pending messages given up ([`record`]), which its
+//! owner sees in the API. Crossings also go to the live stream
+//! ([`stream`]).
 
 pub mod client;
+mod record;
 pub mod schedule;
 mod stream;
 
@@ -25,6 +31,7 @@ use ratewire_readmodel::alerts::{
 };
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -46,15 +53,13 @@ pub struct DeliverySettings {
 
 /// How long a claimed message is this instance's.
 const LEASE: &str = "60 seconds";
-/// Failing this long disables an endpoint.
-const DISABLE_AFTER: &str = "24 hours";
 /// Delivered and given-up messages are kept this long (for the owner's
 /// and the operators' questions), then purged.
 const KEEP_FINISHED: &str = "7 days";
 
 /// A message claimed for an attempt.
 #[derive(Debug, sqlx::FromRow)]
-struct Claimed {
+pub(crate) struct Claimed {
     id: String,
     webhook_id: Uuid,
     body: String,
@@ -82,9 +87,6 @@ pub struct Deliverer {
 struct Statements {
     claim: String,
     expand: String,
-    delivered: String,
-    failed: String,
-    give_up: String,
     purge: String,
 }
 
@@ -105,7 +107,7 @@ impl Deliverer {
             warn!("RATEWIRE_WEBHOOK_SECRETS_KEY is not set: webhooks are not delivered");
             return Ok(None);
         };
-        let pool = ratewire_readmodel::db::pool(database_url, &alerts.alerts_schema, 4)?;
+        let pool = ratewire_readmodel::db::pool(database_url, &alerts.alerts_schema, 6)?;
         Ok(Some(Self {
             pool,
             schema: alerts.alerts_schema.clone(),
@@ -131,25 +133,27 @@ impl Deliverer {
         if migrated.is_none() {
             return;
         }
+        let (finished, attempts_done) = mpsc::channel(self.settings.concurrency as usize * 2);
+        let recorder = tokio::spawn(record::Recorder::new(self.pool.clone(), attempts_done).run());
+        let offer = tokio::spawn(self.stream.clone().run(self.pool.clone(), shutdown.clone()));
         let mut attempts: JoinSet<(Claimed, Outcome)> = JoinSet::new();
         let mut listener: Option<PgListener> = None;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut purge = tokio::time::interval(Duration::from_secs(600));
         let mut failing = false;
-        // New crossings are offered to the live stream when the outbox
-        // rings or the tick comes, not after every attempt.
-        let mut offer_due = true;
+        // Crossings are looked for when the outbox rings or the tick comes,
+        // not after every attempt.
+        let mut expand_due = true;
         loop {
             if listener.is_none() {
                 listener = self.listen().await;
             }
-            if offer_due {
+            if expand_due {
                 if let Err(e) = self.expand().await {
                     debug!(error = %e, "expanding crossings failed; next round");
                 }
-                self.stream.offer(&self.pool).await;
-                offer_due = false;
+                expand_due = false;
             }
             let room = self.settings.concurrency as usize - attempts.len();
             if room > 0 {
@@ -160,29 +164,7 @@ impl Deliverer {
                             failing = false;
                         }
                         for message in claimed {
-                            *self.in_flight.entry(message.webhook_id).or_default() += 1;
-                            let client = self.client.clone();
-                            let signed = self.sign(&message);
-                            attempts.spawn(async move {
-                                let outcome = match signed {
-                                    Ok((timestamp, signature)) => {
-                                        client
-                                            .send(Request {
-                                                url: &message.url,
-                                                id: &message.id,
-                                                timestamp,
-                                                signature: &signature,
-                                                body: &message.body,
-                                            })
-                                            .await
-                                    }
-                                    Err(error) => Outcome::Failed {
-                                        status: None,
-                                        error,
-                                    },
-                                };
-                                (message, outcome)
-                            });
+                            self.dispatch(&mut attempts, message);
                         }
                     }
                     Err(e) => {
@@ -196,20 +178,22 @@ impl Deliverer {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(done) = attempts.join_next(), if !attempts.is_empty() => {
-                    // With the others that finished meanwhile, recorded together.
-                    let mut finished: Vec<_> = done.into_iter().collect();
-                    while let Some(Ok(done)) = attempts.try_join_next() {
-                        finished.push(done);
+                    let mut done: Vec<_> = done.into_iter().collect();
+                    while let Some(Ok(more)) = attempts.try_join_next() {
+                        done.push(more);
                     }
-                    self.finished(finished).await;
+                    for attempt in done {
+                        self.leave(attempt.0.webhook_id);
+                        let _ = finished.send(attempt).await;
+                    }
                 }
                 notified = next_notice(&mut listener) => {
                     if notified.is_err() {
                         listener = None;
                     }
-                    offer_due = true;
+                    expand_due = true;
                 }
-                _ = tick.tick() => offer_due = true,
+                _ = tick.tick() => expand_due = true,
                 _ = purge.tick() => {
                     if let Err(e) = sqlx::query(&self.statements.purge).execute(&self.pool).await {
                         debug!(error = %e, "purging finished messages failed; later");
@@ -223,17 +207,73 @@ impl Deliverer {
             tokio::select! {
                 _ = &mut grace => break,
                 Some(Ok(done)) = attempts.join_next() => {
-                    self.finished(vec![done]).await;
+                    let _ = finished.send(done).await;
                 }
             }
         }
         attempts.abort_all();
+        drop(finished);
+        let _ = recorder.await;
+        let _ = offer.await;
+    }
+
+    /// Starts an attempt at `message`.
+    fn dispatch(&mut self, attempts: &mut JoinSet<(Claimed, Outcome)>, message: Claimed) {
+        *self.in_flight.entry(message.webhook_id).or_default() += 1;
+        let client = self.client.clone();
+        let signed = self.sign(&message);
+        attempts.spawn(async move {
+            let outcome = match signed {
+                Ok((timestamp, signature)) => {
+                    client
+                        .send(Request {
+                            url: &message.url,
+                            id: &message.id,
+                            timestamp,
+                            signature: &signature,
+                            body: &message.body,
+                        })
+                        .await
+                }
+                Err(error) => Outcome::Failed {
+                    status: None,
+                    error,
+                },
+            };
+            (message, outcome)
+        });
+    }
+
+    /// An attempt to `webhook` is over.
+    fn leave(&mut self, webhook: Uuid) {
+        if let Some(n) = self.in_flight.get_mut(&webhook) {
+            *n -= 1;
+            if *n <= 0 {
+                self.in_flight.remove(&webhook);
+            }
+        }
     }
 
     async fn listen(&self) -> Option<PgListener> {
         let mut listener = PgListener::connect(&self.database_url).await.ok()?;
         listener.listen(DELIVERIES_CHANNEL).await.ok()?;
         Some(listener)
+    }
+
+    /// Turns the crossings the fold recorded into messages, one per alert
+    /// still there (its id from alert and event), and counts them on their
+    /// alerts; each crossing row goes in its messages' transaction.
+    async fn expand(&self) -> sqlx::Result<()> {
+        loop {
+            let expanded = sqlx::query(&self.statements.expand)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            if expanded == 0 {
+                return Ok(());
+            }
+            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
+        }
     }
 
     /// Up to `room` due messages, fairly between endpoints.
@@ -265,106 +305,6 @@ impl Deliverer {
             signing::signature_header(&secrets, &message.id, timestamp, message.body.as_bytes());
         Ok((timestamp, header))
     }
-
-    /// Turns the crossings the fold recorded into messages, one per alert
-    /// still there (its id from alert and event), and counts them on their
-    /// alerts; each crossing row goes with its messages' transaction.
-    async fn expand(&self) -> sqlx::Result<()> {
-        loop {
-            let expanded = sqlx::query(&self.statements.expand)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-            if expanded == 0 {
-                return Ok(());
-            }
-            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
-        }
-    }
-
-    /// Records attempts (retrying while Postgres is away: the lease would
-    /// otherwise send them again): the delivered in one statement.
-    async fn finished(&mut self, finished: Vec<(Claimed, Outcome)>) {
-        for (message, _) in &finished {
-            if let Some(n) = self.in_flight.get_mut(&message.webhook_id) {
-                *n -= 1;
-                if *n <= 0 {
-                    self.in_flight.remove(&message.webhook_id);
-                }
-            }
-        }
-        let (delivered, failed): (Vec<_>, Vec<_>) = finished
-            .into_iter()
-            .partition(|(_, outcome)| matches!(outcome, Outcome::Delivered { .. }));
-        if !delivered.is_empty() {
-            let ids: Vec<&str> = delivered.iter().map(|(m, _)| m.id.as_str()).collect();
-            let statuses: Vec<i32> = delivered
-                .iter()
-                .map(|(_, o)| match o {
-                    Outcome::Delivered { status } => i32::from(*status),
-                    Outcome::Failed { .. } => 0,
-                })
-                .collect();
-            metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "delivered")
-                .increment(ids.len() as u64);
-            debug!(count = ids.len(), "delivered");
-            self.persist("recording deliveries", || {
-                sqlx::query(&self.statements.delivered)
-                    .bind(&ids)
-                    .bind(&statuses)
-                    .execute(&self.pool)
-            })
-            .await;
-        }
-        for (message, outcome) in failed {
-            if let Outcome::Failed { status, error } = outcome {
-                self.failed(&message, status, &error).await;
-            }
-        }
-    }
-
-    /// Runs `write` until it succeeds, five times at most.
-    async fn persist<F, Fut, T>(&self, what: &str, write: F)
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = sqlx::Result<T>>,
-    {
-        for attempt in 0..5u32 {
-            match write().await {
-                Ok(_) => return,
-                Err(e) => {
-                    warn!(error = %e, attempt, "{what} failed; trying again");
-                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                }
-            }
-        }
-    }
-
-    async fn failed(&self, message: &Claimed, status: Option<u16>, error: &str) {
-        let retry = schedule::retry_after(message.attempts as u32);
-        metrics::counter!("ratewire_webhook_deliveries_total", "outcome" => "failed").increment(1);
-        info!(id = message.id, webhook = %message.webhook_id, attempt = message.attempts,
-            retry_in = ?retry, error, "a webhook attempt failed");
-        let record = || async {
-            let disabled: Option<bool> = sqlx::query_scalar(&self.statements.failed)
-                .bind(&message.id)
-                .bind(status.map(i32::from))
-                .bind(error)
-                .bind(retry.map(|d| d.as_millis() as i64))
-                .fetch_optional(&self.pool)
-                .await?;
-            if disabled == Some(true) {
-                warn!(webhook = %message.webhook_id, error,
-                    "a webhook failed for 24 hours and is disabled; its pending messages are given up");
-                sqlx::query(&self.statements.give_up)
-                    .bind(message.webhook_id)
-                    .execute(&self.pool)
-                    .await?;
-            }
-            Ok::<_, sqlx::Error>(())
-        };
-        self.persist("recording a failed attempt", record).await;
-    }
 }
 
 async fn next_notice(listener: &mut Option<PgListener>) -> sqlx::Result<()> {
@@ -385,15 +325,21 @@ impl Statements {
     fn new() -> Self {
         Self {
             // $1 messages at most, $2 per healthy endpoint, less those in
-            // flight here ($3 endpoints, $4 counts).
+            // flight here ($3 endpoints, $4 counts). The endpoints with
+            // pending messages are found by skipping through the index
+            // (one probe per endpoint, not one row per message).
             claim: format!(
-                "WITH due AS (
-                     SELECT DISTINCT d.webhook_id FROM deliveries d
-                     WHERE {PENDING} AND d.next_attempt_at <= now()
-                       AND (d.leased_until IS NULL OR d.leased_until < now())
+                "WITH RECURSIVE hooks (webhook_id) AS (
+                     (SELECT d.webhook_id FROM deliveries d WHERE {PENDING}
+                      ORDER BY d.webhook_id LIMIT 1)
+                     UNION ALL
+                     SELECT (SELECT d.webhook_id FROM deliveries d
+                             WHERE {PENDING} AND d.webhook_id > h.webhook_id
+                             ORDER BY d.webhook_id LIMIT 1)
+                     FROM hooks h WHERE h.webhook_id IS NOT NULL
                  ), picked AS (
-                     SELECT m.id FROM due
-                     JOIN webhooks w ON w.id = due.webhook_id AND w.disabled_at IS NULL
+                     SELECT m.id FROM hooks
+                     JOIN webhooks w ON w.id = hooks.webhook_id AND w.disabled_at IS NULL
                      LEFT JOIN UNNEST($3::uuid[], $4::int[]) AS busy (id, n) ON busy.id = w.id
                      CROSS JOIN LATERAL (
                          SELECT d.id FROM deliveries d
@@ -412,15 +358,6 @@ impl Statements {
                  RETURNING d.id, d.webhook_id, d.body, d.attempts, w.url, w.secret,
                            CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret"
             ),
-            // $1 ids, $2 statuses.
-            delivered: "WITH done AS (
-                    UPDATE deliveries d SET delivered_at = now(), leased_until = NULL,
-                                            last_status = s.status, last_error = NULL
-                    FROM UNNEST($1::text[], $2::int[]) AS s (id, status)
-                    WHERE d.id = s.id RETURNING d.webhook_id)
-                UPDATE webhooks SET failing_since = NULL, last_success_at = now()
-                WHERE id IN (SELECT DISTINCT webhook_id FROM done)"
-                .into(),
             // A few crossings at a time (each may name thousands of alerts).
             expand: format!(
                 r#"WITH taken AS (
@@ -462,26 +399,6 @@ impl Statements {
                    ON CONFLICT (id) DO NOTHING"#,
                 occurred = millis("e.occurred_at"),
                 updated = millis("e.updated_at"),
-            ),
-            // $4: milliseconds to the next attempt, NULL after the last.
-            failed: format!(
-                "WITH attempt AS (
-                     UPDATE deliveries SET leased_until = NULL, last_status = $2, last_error = $3,
-                         next_attempt_at = CASE WHEN $4::bigint IS NULL THEN next_attempt_at
-                                                ELSE now() + $4::bigint * interval '1 millisecond' END,
-                         failed_at = CASE WHEN $4::bigint IS NULL THEN now() END
-                     WHERE id = $1 RETURNING webhook_id)
-                 UPDATE webhooks w SET failing_since = COALESCE(w.failing_since, now()),
-                     last_error = $3, last_error_at = now(),
-                     disabled_at = CASE WHEN w.failing_since < now() - interval '{DISABLE_AFTER}'
-                                        THEN COALESCE(w.disabled_at, now()) ELSE w.disabled_at END
-                 FROM attempt WHERE w.id = attempt.webhook_id
-                 RETURNING w.disabled_at IS NOT NULL"
-            ),
-            give_up: format!(
-                "UPDATE deliveries d SET failed_at = now(), leased_until = NULL,
-                     last_error = COALESCE(d.last_error, 'the webhook was disabled')
-                 WHERE d.webhook_id = $1 AND {PENDING}"
             ),
             purge: format!(
                 "DELETE FROM deliveries WHERE (delivered_at IS NOT NULL OR failed_at IS NOT NULL)

@@ -3,6 +3,7 @@
 //! same transaction, so a message is offered at least once (and again only
 //! if Redis took it but the mark did not commit). Live only: while Redis
 //! is away they wait, bounded by the outbox; the webhook is what is kept.
+//! A task of its own, beside the deliveries.
 
 use ratewire_readmodel::alerts::{stream_key, STREAM_LENGTH, THRESHOLD_CROSSED};
 use ratewire_readmodel::redis::Connection;
@@ -12,6 +13,10 @@ use tracing::{info, warn};
 /// Messages offered per round at most.
 const PER_ROUND: i64 = 500;
 
+/// How often new crossings are looked for.
+const EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+#[derive(Clone)]
 pub struct Offer {
     redis: Connection,
     key: String,
@@ -27,9 +32,21 @@ impl Offer {
         })
     }
 
+    /// Offers new crossings every [`EVERY`] until `shutdown`.
+    pub async fn run(mut self, pool: PgPool, shutdown: tokio_util::sync::CancellationToken) {
+        let mut tick = tokio::time::interval(EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => self.offer(&pool).await,
+            }
+        }
+    }
+
     /// Offers what was not offered yet (errors are logged once and tried
     /// again next round).
-    pub async fn offer(&mut self, pool: &PgPool) {
+    async fn offer(&mut self, pool: &PgPool) {
         match self.round(pool).await {
             Ok(()) if self.failing => {
                 info!("crossings reach the live stream again");
