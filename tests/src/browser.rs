@@ -135,3 +135,23 @@ pub async fn until(page: &Page, what: &str, expression: &str, within: Duration) 
     })
     .await
 }
+
+/// Types `key` into the page's key form and sends it, once the form shows.
+pub async fn enter_key(page: &Page, key: &str, within: Duration) -> Result<()> {
+    until(
+        page,
+        "the key form",
+        "!document.querySelector('#key-form').hidden",
+        within,
+    )
+    .await?;
+    page.find_element("#key")
+        .await?
+        .click()
+        .await?
+        .type_str(key)
+        .await?
+        .press_key("Enter")
+        .await?;
+    Ok(())
+}

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::page::ScreenshotParams;
 use chrono::Datelike;
-use ratewire_e2e::browser::{artifacts, js, until, Chromium};
+use ratewire_e2e::browser::{artifacts, enter_key, js, until, Chromium};
 use ratewire_e2e::{ago, eventually, Stack};
 use serde_json::Value;
 
@@ -100,21 +100,7 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
         .await?;
 
     // No key yet: the page asks for one, once.
-    until(
-        &page,
-        "the key form",
-        "!document.querySelector('#key-form').hidden",
-        LOADED_WITHIN,
-    )
-    .await?;
-    page.find_element("#key")
-        .await?
-        .click()
-        .await?
-        .type_str(&key)
-        .await?
-        .press_key("Enter")
-        .await?;
+    enter_key(&page, &key, LOADED_WITHIN).await?;
     until(
         &page,
         "the table filled",
@@ -298,9 +284,14 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
         .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let width = js(&page, "document.documentElement.scrollWidth").await?;
+    let wide = js(
+        &page,
+        "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 361).slice(0, 5).map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`)",
+    )
+    .await?;
     assert!(
         width.as_u64().unwrap_or(u64::MAX) <= 360,
-        "the page is {width} px wide at 360"
+        "the page is {width} px wide at 360: {wide}"
     );
     page.save_screenshot(
         ScreenshotParams::builder().full_page(true).build(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use chromiumoxide::page::ScreenshotParams;
-use ratewire_e2e::browser::{artifacts, js, until, Chromium};
+use ratewire_e2e::browser::{artifacts, enter_key, js, until, Chromium};
 use ratewire_e2e::receiver::Receiver;
 use ratewire_e2e::{ago, Stack};
 use serde_json::{json, Value};
@@ -58,14 +58,7 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
         true,
         "no key, no alerts"
     );
-    page.find_element("#key")
-        .await?
-        .click()
-        .await?
-        .type_str(&key)
-        .await?
-        .press_key("Enter")
-        .await?;
+    enter_key(&page, &key, LOADED_WITHIN).await?;
     until(
         &page,
         "the alerts panel",
@@ -184,6 +177,20 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
         .screenshot(ScreenshotParams::builder().full_page(true).build())
         .await?;
     std::fs::write(artifacts().join("dashboard-alerts.png"), screenshot)?;
+
+    // On a phone, the panel (its long URL in a choice) fits the screen.
+    page.execute(
+        chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams::new(
+            360, 800, 2.0, true,
+        ),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let width = js(&page, "document.documentElement.scrollWidth").await?;
+    assert!(
+        width.as_u64().unwrap_or(u64::MAX) <= 360,
+        "the page is {width} px wide at 360"
+    );
 
     // Deleted from the page: gone from the API.
     page.find_element(&format!("{row} button.delete"))

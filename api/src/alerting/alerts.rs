@@ -118,7 +118,7 @@ fn check(new: NewAlert) -> Result<Checked> {
             format!("{:?} is not an ISO 4217 currency code", new.currency_code),
         );
     }
-    let field = Field::parse(&new.field);
+    let field = Field::from_key(&new.field);
     if field.is_none() {
         add(
             "field",
@@ -232,7 +232,7 @@ impl Alerting {
              ON CONFLICT DO NOTHING",
         )
         .bind(new.currency.as_str())
-        .bind(new.field.name())
+        .bind(new.field.key())
         .bind(watch_bank)
         .execute(&mut *tx)
         .await?;
@@ -247,7 +247,7 @@ impl Alerting {
         .bind(owner)
         .bind(new.webhook)
         .bind(new.currency.as_str())
-        .bind(new.field.name())
+        .bind(new.field.key())
         .bind(new.condition.name())
         .bind(new.threshold)
         .bind(new.bank.map(BankId::get))

@@ -5,9 +5,9 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::owned::{id_of, read_body, Owner};
+use super::owned::{answer, id_of, read_body, Owner};
 use crate::error::Result;
 use crate::state::AppState;
 
@@ -30,10 +30,7 @@ pub async fn create(
         .alerting
         .create_alert(&owner.prefix, most, new)
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"message": "created", "status": 201, "data": alert})),
-    ))
+    Ok(answer(StatusCode::CREATED, "created", alert))
 }
 
 #[utoipa::path(get, path = "/api/v1/alerts", tag = "alerts",
@@ -41,11 +38,12 @@ pub async fn create(
         (status = 200, description = "The key's alerts, oldest first, with their state", body = crate::openapi::AlertsResponse),
         crate::openapi::CommonErrors,
     ))]
-pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<Json<Value>> {
+pub async fn list(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+) -> Result<(StatusCode, Json<Value>)> {
     let alerts = state.alerting.alerts(&owner.prefix).await?;
-    Ok(Json(
-        json!({"message": "success", "status": 200, "data": alerts}),
-    ))
+    Ok(answer(StatusCode::OK, "success", alerts))
 }
 
 #[utoipa::path(delete, path = "/api/v1/alerts/{id}", tag = "alerts",

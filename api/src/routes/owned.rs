@@ -35,6 +35,16 @@ where
     }
 }
 
+/// An answer in api-v1's envelope: `{message, status, data}`.
+pub fn answer(
+    status: StatusCode,
+    message: &str,
+    data: impl serde::Serialize,
+) -> (StatusCode, Json<Value>) {
+    let body = serde_json::json!({"message": message, "status": status.as_u16(), "data": data});
+    (status, Json(body))
+}
+
 /// An id in a path; one that is not a UUID names nothing.
 pub fn id_of(raw: &str, missing: &'static str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| Error::NotFound(missing))

@@ -6,9 +6,9 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::owned::{id_of, read_body, Owner};
+use super::owned::{answer, id_of, read_body, Owner};
 use crate::error::Result;
 use crate::state::AppState;
 
@@ -27,10 +27,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>)> {
     let new = read_body(body)?;
     let created = state.alerting.create_webhook(&owner.prefix, new).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"message": "created", "status": 201, "data": created})),
-    ))
+    Ok(answer(StatusCode::CREATED, "created", created))
 }
 
 #[utoipa::path(get, path = "/api/v1/webhooks", tag = "alerts",
@@ -38,11 +35,12 @@ pub async fn create(
         (status = 200, description = "The key's webhooks, oldest first, with their delivery health", body = crate::openapi::WebhooksResponse),
         crate::openapi::CommonErrors,
     ))]
-pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<Json<Value>> {
+pub async fn list(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+) -> Result<(StatusCode, Json<Value>)> {
     let webhooks = state.alerting.webhooks(&owner.prefix).await?;
-    Ok(Json(
-        json!({"message": "success", "status": 200, "data": webhooks}),
-    ))
+    Ok(answer(StatusCode::OK, "success", webhooks))
 }
 
 #[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "alerts",
@@ -76,10 +74,7 @@ pub async fn test(
 ) -> Result<(StatusCode, Json<Value>)> {
     let id = id_of(&id, "Webhook not found")?;
     let sent = state.alerting.test_webhook(&owner.prefix, id).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"message": "accepted", "status": 202, "data": sent})),
-    ))
+    Ok(answer(StatusCode::ACCEPTED, "accepted", sent))
 }
 
 #[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate-secret", tag = "alerts",
@@ -93,10 +88,8 @@ pub async fn rotate_secret(
     Owner(owner): Owner,
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<(StatusCode, Json<Value>)> {
     let id = id_of(&id, "Webhook not found")?;
     let rotated = state.alerting.rotate_secret(&owner.prefix, id).await?;
-    Ok(Json(
-        json!({"message": "success", "status": 200, "data": rotated}),
-    ))
+    Ok(answer(StatusCode::OK, "success", rotated))
 }

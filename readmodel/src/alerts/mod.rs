@@ -18,6 +18,8 @@ use ratewire_service::settings::parse_schema;
 use sqlx::PgPool;
 
 use crate::error::Result;
+/// The rate an alert watches: one of a board's four.
+pub use crate::views::Field;
 pub use address::AddressPolicy;
 pub use sealing::SealingKey;
 pub use signing::Secret;
@@ -66,39 +68,6 @@ impl AlertSettings {
         AddressPolicy {
             allow_private: self.webhook_allow_private,
         }
-    }
-}
-
-/// The rate an alert watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Field {
-    CashBuying,
-    CashSelling,
-    TransactionalBuying,
-    TransactionalSelling,
-}
-
-impl Field {
-    pub const ALL: [Field; 4] = [
-        Field::CashBuying,
-        Field::CashSelling,
-        Field::TransactionalBuying,
-        Field::TransactionalSelling,
-    ];
-
-    /// As in the API and the `alerts.field` column.
-    pub fn name(self) -> &'static str {
-        match self {
-            Field::CashBuying => "cashBuying",
-            Field::CashSelling => "cashSelling",
-            Field::TransactionalBuying => "transactionalBuying",
-            Field::TransactionalSelling => "transactionalSelling",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.name() == name)
     }
 }
 

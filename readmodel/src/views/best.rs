@@ -35,6 +35,11 @@ impl Field {
         }
     }
 
+    /// The field whose JSON key is `key`.
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+
     pub fn column(self) -> &'static str {
         match self {
             Field::CashBuying => "cash_buying",
