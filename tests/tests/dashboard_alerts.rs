@@ -187,9 +187,14 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
     .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let width = js(&page, "document.documentElement.scrollWidth").await?;
+    let wide = js(
+        &page,
+        "[...document.querySelectorAll('#alerts-section *')].filter(e => e.getBoundingClientRect().right > 361 && !e.closest('.scroll')).slice(0, 5).map(e => `${e.tagName}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`)",
+    )
+    .await?;
     assert!(
         width.as_u64().unwrap_or(u64::MAX) <= 360,
-        "the page is {width} px wide at 360"
+        "the page is {width} px wide at 360: {wide}"
     );
 
     // Deleted from the page: gone from the API.
