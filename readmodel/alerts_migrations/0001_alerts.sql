@@ -152,17 +152,20 @@ CREATE INDEX deliveries_webhook ON deliveries (webhook_id, next_attempt_at)
 CREATE INDEX deliveries_finished ON deliveries (created_at)
     WHERE delivered_at IS NOT NULL OR failed_at IS NOT NULL;
 
--- Wakes the deliverers when there are crossings to expand or a message is
--- due now.
+-- Wakes the deliverers when there are crossings to expand or messages to
+-- send: only for statements that inserted rows (a statement trigger fires
+-- for none too, and the deliverer's own empty rounds would wake it again).
 CREATE FUNCTION deliveries_added() RETURNS trigger AS $$
 BEGIN
-    PERFORM pg_notify('ratewire_deliveries', TG_TABLE_SCHEMA);
+    IF EXISTS (SELECT 1 FROM inserted) THEN
+        PERFORM pg_notify('ratewire_deliveries', TG_TABLE_SCHEMA);
+    END IF;
     RETURN NULL;
 END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER deliveries_added
-    AFTER INSERT ON deliveries
+    AFTER INSERT ON deliveries REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION deliveries_added();
 CREATE TRIGGER crossings_added
-    AFTER INSERT ON crossings
+    AFTER INSERT ON crossings REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION deliveries_added();

@@ -23,6 +23,7 @@ pub mod schedule;
 mod stream;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -31,7 +32,7 @@ use ratewire_readmodel::alerts::{
 };
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -135,14 +136,24 @@ impl Deliverer {
         }
         let (finished, attempts_done) = mpsc::channel(self.settings.concurrency as usize * 2);
         let recorder = tokio::spawn(record::Recorder::new(self.pool.clone(), attempts_done).run());
-        let offer = tokio::spawn(self.stream.clone().run(self.pool.clone(), shutdown.clone()));
+        let new_messages = Arc::new(Notify::new());
+        let offer = tokio::spawn(self.stream.clone().run(
+            self.pool.clone(),
+            Arc::clone(&new_messages),
+            shutdown.clone(),
+        ));
         let mut attempts: JoinSet<(Claimed, Outcome)> = JoinSet::new();
         let mut listener: Option<PgListener> = None;
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        // Due retries and ended leases are looked for every second; new
+        // crossings and messages ring (a Postgres notice), and are looked
+        // for every few seconds besides, in case a notice was missed.
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sweep = tokio::time::interval(Duration::from_secs(5));
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut purge = tokio::time::interval(Duration::from_secs(600));
         let mut failing = false;
-        // Crossings are looked for when the outbox rings or the tick comes,
+        // Crossings are looked for when the outbox rings or the sweep comes,
         // not after every attempt.
         let mut expand_due = true;
         loop {
@@ -150,8 +161,10 @@ impl Deliverer {
                 listener = self.listen().await;
             }
             if expand_due {
-                if let Err(e) = self.expand().await {
-                    debug!(error = %e, "expanding crossings failed; next round");
+                match self.expand().await {
+                    Ok(0) => {}
+                    Ok(_) => new_messages.notify_one(),
+                    Err(e) => debug!(error = %e, "expanding crossings failed; next round"),
                 }
                 expand_due = false;
             }
@@ -193,7 +206,8 @@ impl Deliverer {
                     }
                     expand_due = true;
                 }
-                _ = tick.tick() => expand_due = true,
+                _ = tick.tick() => {}
+                _ = sweep.tick() => expand_due = true,
                 _ = purge.tick() => {
                     if let Err(e) = sqlx::query(&self.statements.purge).execute(&self.pool).await {
                         debug!(error = %e, "purging finished messages failed; later");
@@ -263,15 +277,18 @@ impl Deliverer {
     /// Turns the crossings the fold recorded into messages, one per alert
     /// still there (its id from alert and event), and counts them on their
     /// alerts; each crossing row goes in its messages' transaction.
-    async fn expand(&self) -> sqlx::Result<()> {
+    /// How many messages were made.
+    async fn expand(&self) -> sqlx::Result<u64> {
+        let mut made = 0;
         loop {
             let expanded = sqlx::query(&self.statements.expand)
                 .execute(&self.pool)
                 .await?
                 .rows_affected();
             if expanded == 0 {
-                return Ok(());
+                return Ok(made);
             }
+            made += expanded;
             metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
         }
     }

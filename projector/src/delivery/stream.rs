@@ -13,8 +13,8 @@ use tracing::{info, warn};
 /// Messages offered per round at most.
 const PER_ROUND: i64 = 500;
 
-/// How often new crossings are looked for.
-const EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often new crossings are looked for when nothing rang.
+const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Offer {
@@ -32,13 +32,20 @@ impl Offer {
         })
     }
 
-    /// Offers new crossings every [`EVERY`] until `shutdown`.
-    pub async fn run(mut self, pool: PgPool, shutdown: tokio_util::sync::CancellationToken) {
+    /// Offers new crossings when `made` rings (the deliverer made
+    /// messages) and every [`EVERY`] besides, until `shutdown`.
+    pub async fn run(
+        mut self,
+        pool: PgPool,
+        made: std::sync::Arc<tokio::sync::Notify>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = made.notified() => self.offer(&pool).await,
                 _ = tick.tick() => self.offer(&pool).await,
             }
         }
