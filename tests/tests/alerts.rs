@@ -829,3 +829,64 @@ async fn a_slow_receiver_never_delays_another_ones_calls() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("corrections").await?;
+    let (cbe, token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let receiver = Receiver::start().await?;
+    let (hook, _) = webhook(&stack, &key, &receiver.url()).await?;
+    let original = usd(30, "150", "160");
+    stack.publish_board(cbe, &token, &original).await?;
+    served(&stack, &key, 150.0).await?;
+    let id = alert(
+        &stack,
+        &key,
+        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+               "condition": "above", "threshold": 155, "bankId": cbe}),
+    )
+    .await?;
+    // A wrong board crosses: one call.
+    let wrong = usd(20, "159", "160");
+    let (_, published) = stack.publish_board(cbe, &token, &wrong).await?;
+    receiver.wait_for(1, VISIBLE_WITHIN).await?;
+    // Retracted: the bank's rate is 150 again, the alert re-armed, nothing sent.
+    let retracted = stack
+        .http()
+        .delete(format!(
+            "{}/v1/banks/{cbe}/boards/{}",
+            stack.ingest_url,
+            published["eventId"].as_str().unwrap()
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await?;
+    assert_eq!(retracted.status(), 202);
+    let rearmed = evaluated(&stack, &key, &id, 150.0).await?;
+    assert_eq!(rearmed["triggered"], false);
+    // A correction of the remaining board (its as-of again) that crosses: a call.
+    let as_of = original.split('"').nth(3).unwrap().to_owned();
+    let corrected = format!(
+        r#"{{"asOf":"{as_of}","rates":[{{"currency":"USD","cashBuying":156.5,"cashSelling":160}}]}}"#
+    );
+    let (_, correction) = stack.publish_board(cbe, &token, &corrected).await?;
+    let received = receiver.wait_for(2, VISIBLE_WITHIN).await?;
+    let data = &received[1].json()["data"];
+    assert_eq!(
+        (data["previous"].clone(), data["current"].clone()),
+        (json!(150), json!(156.5))
+    );
+    assert_eq!(data["eventId"], correction["eventId"]);
+    quiet(&receiver, 2).await?;
+    let (_, history) = stack
+        .get(&format!("/api/v1/rates?bankId={cbe}"), Some(&key))
+        .await?;
+    assert_eq!(
+        history["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"], 156.5,
+        "the correction replaced the board"
+    );
+    Ok(())
+}
