@@ -2,6 +2,7 @@
 //! secret, which is shown once, at creation.
 
 use chrono::{DateTime, Utc};
+use ratewire_readmodel::views::millis;
 use ratewire_service::secret;
 use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
@@ -24,24 +25,6 @@ pub struct KeyInfo {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "millis::maybe")]
     pub revoked_at: Option<DateTime<Utc>>,
-}
-
-/// Times as every other answer writes them: to the millisecond, in UTC.
-mod millis {
-    use chrono::{DateTime, Utc};
-    use ratewire_readmodel::views::timestamp;
-    use serde::Serializer;
-
-    pub fn one<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&timestamp(*at))
-    }
-
-    pub fn maybe<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-        match at {
-            Some(at) => one(at, s),
-            None => s.serialize_none(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

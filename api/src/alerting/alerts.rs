@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{lock_owner, millis, numbers, Alerting};
+use super::{lock_owner, Alerting};
 use crate::error::{Error, FieldErrors, Result};
+use ratewire_readmodel::views::{millis, numbers};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

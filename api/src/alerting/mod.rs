@@ -55,39 +55,3 @@ async fn lock_owner(tx: &mut sqlx::PgConnection, owner: &str) -> sqlx::Result<()
         .await?;
     Ok(())
 }
-
-/// Times as every other answer writes them.
-mod millis {
-    use chrono::{DateTime, Utc};
-    use ratewire_readmodel::views::timestamp;
-    use serde::Serializer;
-
-    pub fn one<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&timestamp(*at))
-    }
-
-    pub fn maybe<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-        match at {
-            Some(at) => one(at, s),
-            None => s.serialize_none(),
-        }
-    }
-}
-
-/// Decimals as JSON numbers with exactly their digits.
-mod numbers {
-    use ratewire_readmodel::views::Num;
-    use rust_decimal::Decimal;
-    use serde::{Serialize, Serializer};
-
-    pub fn one<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
-        Num(*d).serialize(s)
-    }
-
-    pub fn maybe<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => one(d, s),
-            None => s.serialize_none(),
-        }
-    }
-}

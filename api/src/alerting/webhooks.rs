@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{lock_owner, millis, Alerting};
+use super::{lock_owner, Alerting};
 use crate::error::{Error, Result};
+use ratewire_readmodel::views::millis;
 
 /// The longest description kept.
 pub const MAX_DESCRIPTION: usize = 500;

@@ -163,6 +163,37 @@ pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// `serialize_with` for times, as [`timestamp`] writes them.
+pub mod millis {
+    use chrono::{DateTime, Utc};
+    use serde::Serializer;
+
+    pub fn one<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::timestamp(*at))
+    }
+
+    pub fn maybe<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match at {
+            Some(at) => one(at, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// `serialize_with` for decimals, as [`Num`]s.
+pub mod numbers {
+    use rust_decimal::Decimal;
+    use serde::{Serialize, Serializer};
+
+    pub fn one<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+        super::Num(*d).serialize(s)
+    }
+
+    pub fn maybe<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+        super::OptNum(*d).serialize(s)
+    }
+}
+
 /// A decimal written as a JSON number with exactly its own digits: 155.10
 /// stays 155.10, never 155.09999999999999.
 #[derive(Debug, Clone, Copy)]
