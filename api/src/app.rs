@@ -80,7 +80,7 @@ impl Application {
             listeners,
             live_connection: redis::connect(&config.read_model.redis_url)?,
             alerts_connection: redis::connect(&config.read_model.redis_url)?,
-            alerts_stream: ratewire_readmodel::alerts::stream_key(&config.read_model.redis_prefix),
+            alerts_stream: ratewire_alerts::schema::stream_key(&config.read_model.redis_prefix),
             limits: config.serving.limits,
             state,
             schema: config.schema,

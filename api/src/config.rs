@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use ratewire_readmodel::alerts::AlertSettings;
+use ratewire_alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::settings::{parse_schema, Common, RetentionSchedule, Serving};
 

@@ -80,7 +80,7 @@ impl Application {
             _ => (None, None),
         };
         // Webhooks are delivered beside the fold, never in it.
-        let deliverer = crate::delivery::Deliverer::new(
+        let deliverer = ratewire_alerts::delivery::Deliverer::new(
             &self.config.common.database_url,
             &self.config.alerts,
             &self.config.delivery,

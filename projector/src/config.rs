@@ -9,11 +9,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use ratewire_alerts::{AlertSettings, DeliverySettings};
 use ratewire_proto::DEFAULT_TOPIC;
-use ratewire_readmodel::alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 
-use crate::delivery::DeliverySettings;
 use crate::retention::RetentionPolicy;
 use ratewire_service::kafka::KafkaConnection;
 use ratewire_service::settings::{Common, RetentionSchedule};

@@ -1,184 +1,85 @@
 //! Applies a batch of log messages to the read model in one transaction.
 //!
 //! Three guards make a message change the model at most once:
-//! - the partition's stored next offset: a redelivered message is skipped;
-//! - the event id in `applied_events`: a producer retry that reached the log
-//!   twice is applied once;
-//! - both are written in the same transaction as the rows, so a crash either
-//!   keeps all of a batch or none of it.
+//! - the partition's stored next offset: a redelivered message is skipped
+//!   ([`plan`]);
+//! - the event id in `applied_events`: a producer retry that reached the
+//!   log twice is applied once ([`core`]);
+//! - both are written in the same transaction as the rows, so a crash
+//!   either keeps all of a batch or none of it.
 //!
-//! This module walks a batch in order; [`positions`] keeps the partitions'
-//! stored offsets, `boards` applies runs of boards set-based and `event`
-//! applies any event one at a time (the reference the fast path matches).
+//! The rules are the pure [`core`]'s, on the slice of the model the batch
+//! needs ([`load`]); their changes are written as sets ([`write`]). A
+//! batch is written all at once; when Postgres refuses the write for an
+//! event's content, the batch starts again one event at a time, each in a
+//! savepoint of its own, so that only that event is dead-lettered. Alerts
+//! are judged on the way ([`ratewire_alerts::evaluation`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+pub mod core;
+mod dead_letter;
+mod lanes;
+pub mod load;
+mod message;
+pub mod model;
+mod outcome;
+mod plan;
+mod positions;
+pub mod write;
 
-use chrono::{DateTime, NaiveDate, Utc};
-use ratewire_proto::{
-    decode, decode_message, BankId, CurrencyCode, DecodeError, Decoded, Envelope, Event, Message,
-};
-use sqlx::{Acquire, PgConnection, PgPool, Postgres, Transaction};
+use std::collections::BTreeSet;
+
+use ratewire_alerts::evaluation::{BankNow, Evaluation, Judge};
+use ratewire_proto::{Decoded, Envelope, Event};
+use sqlx::{Acquire, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
+use self::core::{Step, Verdict};
+use self::model::Model;
+use self::write::WriteError;
 use crate::error::Result;
 use crate::holes::Hole;
-pub use alerts::AlertsFold;
-use alerts::Guard;
-use event::{apply_event, Applied, Rejection};
-use positions::lock_positions;
-
-mod alerts;
-mod boards;
-mod event;
-mod lanes;
-mod positions;
-
+pub use dead_letter::{Refused, DATA, UNSUPPORTED_VERSION};
 pub use lanes::apply_lanes;
+pub use message::Incoming;
+pub use outcome::{BatchOutcome, Gap};
 pub use positions::{move_position, positions};
-
-/// One message as read from the topic.
-#[derive(Debug, Clone)]
-pub struct Incoming {
-    pub partition: i32,
-    pub offset: i64,
-    /// Shared by the message's clones (a lane takes a copy of each message).
-    pub payload: Arc<[u8]>,
-    /// The partitioning key (a bank's id, by the contract).
-    pub key: Option<Vec<u8>>,
-    /// When the broker says it was produced or appended.
-    pub timestamp: Option<DateTime<Utc>>,
-    /// What [`Incoming::decode`] found, kept for the message's clones:
-    /// the consumer decodes a batch as it receives it, while the batch
-    /// before is still being written, so the lanes only write. Empty until
-    /// then (a message is never changed once made).
-    pub(crate) decoded: Arc<OnceLock<Result<Decoded, DecodeError>>>,
-}
-
-impl Incoming {
-    /// A message as producers write them: keyed by `bank`, no timestamp.
-    pub fn keyed(partition: i32, offset: i64, bank: BankId, payload: Vec<u8>) -> Self {
-        Self {
-            partition,
-            offset,
-            payload: payload.into(),
-            key: Some(ratewire_proto::partition_key(bank).into_bytes()),
-            timestamp: None,
-            decoded: Arc::default(),
-        }
-    }
-
-    /// Decodes the message by every rule of the contract (once; its clones
-    /// share the result).
-    pub fn decode(&self) -> &Result<Decoded, DecodeError> {
-        self.decoded.get_or_init(|| {
-            decode_message(Message {
-                key: self.key.as_deref(),
-                payload: &self.payload,
-                timestamp: self.timestamp,
-            })
-        })
-    }
-}
-
-/// What a batch did.
-#[derive(Debug, Default)]
-pub struct BatchOutcome {
-    pub applied: usize,
-    /// Already applied (redelivered offset or repeated event id).
-    pub skipped: usize,
-    pub dead_lettered: usize,
-    /// The rule each dead-lettered message broke.
-    pub refused: Vec<String>,
-    /// Unknown event types, skipped by the compatibility rule.
-    pub ignored: usize,
-    /// Banks whose views must be refreshed.
-    pub banks: BTreeSet<BankId>,
-    /// Currencies whose best rates may have changed.
-    pub currencies: BTreeSet<CurrencyCode>,
-    /// Reference days (source, date) whose views must be refreshed.
-    pub reference: BTreeSet<(String, NaiveDate)>,
-    /// The partitions' next offsets after the batch.
-    pub positions: BTreeMap<i32, i64>,
-    /// `occurred_at` of every event applied, in the order applied.
-    pub occurred: Vec<DateTime<Utc>>,
-    /// Partitions whose messages skipped past the stored position.
-    pub gaps: Vec<Gap>,
-    /// Proven holes the stored positions stepped over.
-    pub crossed: Vec<Hole>,
-    /// Alert crossings recorded in the outbox.
-    pub alerts_fired: u64,
-}
-
-impl BatchOutcome {
-    /// Notes the views `envelope` may change: its bank's, or its
-    /// reference day's.
-    fn touch(&mut self, envelope: &Envelope) {
-        match &envelope.event {
-            Event::ReferenceBoardPublished(board) => {
-                self.reference
-                    .insert((board.source().to_owned(), board.date()));
-            }
-            _ => {
-                self.banks.insert(envelope.bank_id);
-            }
-        }
-    }
-
-    /// `occurred_at` of the newest event applied.
-    pub fn newest_event(&self) -> Option<DateTime<Utc>> {
-        self.occurred.iter().max().copied()
-    }
-}
-
-/// A partition's message arrived beyond its stored next offset: messages in
-/// between were not received (e.g. read before a re-assignment). Applying it
-/// would lose them, so the partition's rest of the batch is left unapplied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gap {
-    pub partition: i32,
-    pub expected: i64,
-    pub found: i64,
-}
 
 /// Folds `batch` in one transaction with the partitions' positions. A
 /// message past its partition's position is applied only across one of
-/// `holes` (offsets the read proved empty, see [`crate::holes`]). With
-/// `alerts`, the alerts are evaluated in the same transaction (see
-/// [`alerts`]).
+/// `holes` (offsets the read proved empty, see [`crate::holes`]). With a
+/// `judge`, the alerts are evaluated in the same transaction.
 pub async fn apply_batch(
     pool: &PgPool,
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
-    alerts: Option<&AlertsFold>,
+    judge: Option<&Judge>,
 ) -> Result<BatchOutcome> {
-    match fold_batch(pool, topic, batch, holes, alerts, Runs::SetBased).await? {
+    match fold_batch(pool, topic, batch, holes, judge, Writes::Together).await? {
         Folded::Done(outcome) => Ok(*outcome),
         Folded::Refused => {
-            match fold_batch(pool, topic, batch, holes, alerts, Runs::OneByOne).await? {
+            match fold_batch(pool, topic, batch, holes, judge, Writes::OneByOne).await? {
                 Folded::Done(outcome) => Ok(*outcome),
-                Folded::Refused => unreachable!("the one-by-one fold takes every run"),
+                Folded::Refused => unreachable!("one event at a time, every event is taken"),
             }
         }
     }
 }
 
-/// How runs of boards are applied.
+/// How a batch's changes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Runs {
-    /// Set-based, with no savepoint of their own: a run the fast path
-    /// refuses ends the attempt, and the batch starts again one by one.
-    /// Runs are refused only for what live feeds never send (an unknown
-    /// bank, a retracted board, a database error), so the usual batch saves
-    /// the savepoint's two round trips.
-    SetBased,
+enum Writes {
+    /// All at once: a write Postgres refuses for its content ends the
+    /// attempt, and the batch starts again one event at a time. Live feeds
+    /// never send such events, so the usual batch saves a savepoint's two
+    /// round trips per event.
+    Together,
     OneByOne,
 }
 
 enum Folded {
     Done(Box<BatchOutcome>),
-    /// The fast path refused a run; the transaction was rolled back.
+    /// Postgres refused the batch's write; the transaction was rolled back.
     Refused,
 }
 
@@ -187,8 +88,8 @@ async fn fold_batch(
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
-    alerts: Option<&AlertsFold>,
-    runs: Runs,
+    judge: Option<&Judge>,
+    writes: Writes,
 ) -> Result<Folded> {
     let mut outcome = BatchOutcome::default();
     let partitions: Vec<i32> = batch
@@ -198,231 +99,224 @@ async fn fold_batch(
         .into_iter()
         .collect();
     let mut tx = pool.begin().await?;
+    // Two projectors that were configured to overlap take turns instead
+    // of both applying.
+    let stored = positions::lock(&mut tx, topic, &partitions).await?;
+    outcome.positions = stored.clone();
+    let apply = plan::plan(batch, holes, &mut outcome);
 
-    // Lock the partitions' positions for the transaction: two projectors that
-    // were configured to overlap take turns instead of both applying. The
-    // rows exist after a partition's first batch, so one statement locks them.
-    let mut rows = lock_positions(&mut tx, topic, &partitions).await?;
-    if rows.len() < partitions.len() {
-        sqlx::query(
-            "INSERT INTO consumer_offsets (topic, partition, next_offset)
-             SELECT $1, p, 0 FROM UNNEST($2::int[]) AS p
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(topic)
-        .bind(&partitions)
-        .execute(&mut *tx)
-        .await?;
-        rows = lock_positions(&mut tx, topic, &partitions).await?;
+    let mut events: Vec<(&Incoming, &Envelope)> = Vec::with_capacity(apply.len());
+    let mut refused: Vec<(&Incoming, Refused)> = Vec::new();
+    for message in apply {
+        match decoded(message, &mut outcome) {
+            Ok(Some(envelope)) => events.push((message, envelope)),
+            Ok(None) => {}
+            Err(refusal) => refused.push((message, refusal)),
+        }
     }
-    outcome.positions = rows.into_iter().collect();
-    let mut guard = match alerts {
-        Some(alerts) => {
-            alerts
-                .guard(&mut tx, topic, batch, &outcome.positions)
+    let mut evaluation = match judge {
+        Some(judge) => {
+            let banks = events
+                .iter()
+                .filter(|(_, e)| !matches!(e.event, Event::ReferenceBoardPublished(_)))
+                .map(|(_, e)| e.bank_id.get())
+                .collect();
+            let messages = events.iter().map(|(m, _)| (m.partition, m.offset));
+            judge
+                .begin(&mut tx, topic, &stored, messages, &banks)
                 .await?
         }
         None => None,
     };
-    // Alerts judge every event on its own.
-    let runs = match &guard {
-        Some(guard) if guard.per_event => Runs::OneByOne,
-        _ => runs,
-    };
-    let mut evaluation = alerts.zip(guard.as_mut());
 
-    let mut run = Vec::new();
-    for message in batch {
-        if outcome
-            .gaps
-            .iter()
-            .any(|g| g.partition == message.partition)
-        {
-            continue;
-        }
-        let next = outcome.positions.entry(message.partition).or_insert(0);
-        if message.offset < *next {
-            outcome.skipped += 1;
-            // Applied already. When that was this projector's own batch
-            // whose commit succeeded but answered an error, its views were
-            // never refreshed: refresh them now (writing a view again is
-            // harmless). Decoded on receipt; one that broke a rule of the
-            // message (its key, its time) still names its bank, as before.
-            let again;
-            let decoded = match message.decode() {
-                Ok(decoded) => Some(decoded),
-                Err(_) => {
-                    again = decode(&message.payload).ok();
-                    again.as_ref()
+    match writes {
+        Writes::Together => {
+            let mut model = load::load(&mut tx, events.iter().map(|(_, e)| *e)).await?;
+            let mut changes = Vec::new();
+            for (message, envelope) in &events {
+                let step = core::apply(&mut model, envelope, message.position());
+                if let Some(refusal) = counted(&mut outcome, envelope, &step) {
+                    refused.push((message, refusal));
                 }
-            };
-            if let Some(Decoded::Event(envelope)) = decoded {
-                outcome.touch(envelope);
-                if let Event::BoardPublished(board) = &envelope.event {
-                    outcome
-                        .currencies
-                        .extend(board.rates().iter().map(|r| r.currency()));
+                if step.verdict == Verdict::Applied {
+                    observe(&mut evaluation, message, envelope, &model);
+                }
+                changes.extend(step.changes);
+            }
+            let net = core::Net::of(&changes, &model);
+            match write::write(&mut tx, &net).await {
+                Ok(()) => {}
+                Err(WriteError::Database(e)) if is_data_error(&e) => {
+                    debug!(error = %e, events = events.len(),
+                        "a batch's write refused; the batch starts again one event at a time");
+                    tx.rollback().await?;
+                    return Ok(Folded::Refused);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Writes::OneByOne => {
+            for (message, envelope) in &events {
+                match try_event(&mut tx, message, envelope).await? {
+                    Tried::Done(step, model) => {
+                        if let Some(refusal) = counted(&mut outcome, envelope, &step) {
+                            refused.push((message, refusal));
+                        }
+                        if step.verdict == Verdict::Applied {
+                            observe(&mut evaluation, message, envelope, &model);
+                        }
+                    }
+                    Tried::Refused(refusal) => refused.push((message, refusal)),
                 }
             }
-            continue;
         }
-        if message.offset > *next {
-            let hole = Hole {
-                partition: message.partition,
-                from: *next,
-                to: message.offset,
-            };
-            let proven = holes
-                .iter()
-                .any(|h| h.partition == hole.partition && h.from <= hole.from && h.to == hole.to);
-            if !proven {
-                outcome.gaps.push(Gap {
-                    partition: message.partition,
-                    expected: *next,
-                    found: message.offset,
-                });
-                continue;
-            }
-            outcome.crossed.push(hole);
-        }
-        *next = message.offset + 1;
-        // Consecutive boards go together through the set-based path.
-        if let Ok(Decoded::Event(Envelope {
-            event_id,
-            bank_id,
-            occurred_at,
-            event: Event::BoardPublished(board),
-        })) = message.decode()
-        {
-            run.push(boards::RunEvent {
-                event_id: *event_id,
-                bank_id: *bank_id,
-                occurred_at: *occurred_at,
-                board,
-                message,
-            });
-            continue;
-        }
-        if !flush_run(
-            &mut tx,
-            topic,
-            &mut run,
-            &mut outcome,
-            &mut evaluation,
-            runs,
-        )
-        .await?
-        {
-            tx.rollback().await?;
-            return Ok(Folded::Refused);
-        }
-        apply_message(&mut tx, topic, message, &mut outcome, &mut evaluation).await?;
     }
-    if !flush_run(
-        &mut tx,
-        topic,
-        &mut run,
-        &mut outcome,
-        &mut evaluation,
-        runs,
-    )
-    .await?
-    {
-        tx.rollback().await?;
-        return Ok(Folded::Refused);
-    }
-    if let Some((alerts, guard)) = evaluation {
-        alerts
-            .finish(&mut tx, topic, guard, &outcome.positions)
+    dead_letter::record(&mut tx, topic, &refused, &mut outcome).await?;
+    if let (Some(judge), Some(evaluation)) = (judge, evaluation) {
+        outcome.alerts_fired = evaluation
+            .finish(judge, &mut tx, topic, &outcome.positions)
             .await?;
-        outcome.alerts_fired = guard.fired;
     }
-
-    let (partitions, next_offsets): (Vec<i32>, Vec<i64>) =
-        outcome.positions.iter().map(|(p, n)| (*p, *n)).unzip();
-    sqlx::query(
-        "UPDATE consumer_offsets c SET next_offset = p.next_offset, updated_at = now()
-         FROM UNNEST($2::int[], $3::bigint[]) AS p (partition, next_offset)
-         WHERE c.topic = $1 AND c.partition = p.partition",
-    )
-    .bind(topic)
-    .bind(&partitions)
-    .bind(&next_offsets)
-    .execute(&mut *tx)
-    .await?;
+    positions::store(&mut tx, topic, &outcome.positions).await?;
     tx.commit().await?;
     Ok(Folded::Done(Box::new(outcome)))
 }
 
-/// Applies a run of board events set-based or one by one, as `runs` says.
-/// False when the set-based path refused the run: the transaction is then
-/// unusable (or holds a partial run) and must be rolled back.
-async fn flush_run(
-    tx: &mut Transaction<'_, Postgres>,
-    topic: &str,
-    run: &mut Vec<boards::RunEvent<'_>>,
+/// The event `message` holds; `None` for a type this build does not know
+/// (skipped by the compatibility rule), a refusal for one that breaks the
+/// contract or is newer than this build reads.
+fn decoded<'a>(
+    message: &'a Incoming,
     outcome: &mut BatchOutcome,
-    evaluation: &mut Evaluation<'_>,
-    runs: Runs,
-) -> Result<bool> {
-    if run.is_empty() {
-        return Ok(true);
-    }
-    match runs {
-        Runs::SetBased => {
-            if let Err(fallback) = boards::apply_run(tx, run, outcome).await {
-                match fallback {
-                    boards::Fallback::Database(e) => {
-                        debug!(error = %e, events = run.len(), "a run of boards refused; the batch starts again one by one")
-                    }
-                    boards::Fallback::Unusual => {
-                        debug!(
-                            events = run.len(),
-                            "a run of boards refused; the batch starts again one by one"
-                        )
-                    }
-                }
-                return Ok(false);
-            }
-            if let Some((alerts, guard)) = evaluation {
-                alerts.applied_run(guard, run.iter().map(|e| (e.message, e.bank_id.get())));
-            }
+) -> std::result::Result<Option<&'a Envelope>, Refused> {
+    match message.decode() {
+        Ok(Decoded::Event(envelope)) => Ok(Some(envelope)),
+        Ok(Decoded::UnknownType {
+            event_id,
+            event_type,
+            version,
+        }) => {
+            warn!(%event_id, event_type, version, partition = message.partition, offset = message.offset,
+                "skipping an event type this build does not know");
+            outcome.ignored += 1;
+            Ok(None)
         }
-        Runs::OneByOne => {
-            for event in run.iter() {
-                apply_message(tx, topic, event.message, outcome, evaluation).await?;
-            }
-        }
+        Ok(Decoded::UnsupportedVersion {
+            event_id,
+            event_type,
+            version,
+        }) => Err(Refused::new(
+            UNSUPPORTED_VERSION,
+            format!("{event_type} version {version} is newer than this build reads"),
+            Some(*event_id),
+        )),
+        Err(e) => Err(Refused::from(e)),
     }
-    run.clear();
-    Ok(true)
 }
 
-/// The batch's alert evaluation, when it has one.
-type Evaluation<'a> = Option<(&'a AlertsFold, &'a mut Guard)>;
+/// Counts `step` in `outcome`; the refusal to dead-letter, if it is one.
+fn counted(outcome: &mut BatchOutcome, envelope: &Envelope, step: &Step) -> Option<Refused> {
+    match &step.verdict {
+        Verdict::Applied => {
+            outcome.applied += 1;
+            outcome.touch(envelope);
+            outcome.occurred.push(envelope.occurred_at);
+            outcome.currencies.extend(step.currencies.iter().copied());
+            None
+        }
+        Verdict::Duplicate => {
+            debug!(event_id = %envelope.event_id, "event already applied");
+            outcome.skipped += 1;
+            None
+        }
+        Verdict::Refused { rule, reason } => {
+            Some(Refused::new(rule, reason.clone(), Some(envelope.event_id)))
+        }
+    }
+}
 
-async fn apply_message(
-    tx: &mut Transaction<'_, Postgres>,
-    topic: &str,
+/// Hands the evaluation how an applied event left its bank.
+fn observe(
+    evaluation: &mut Option<Evaluation>,
     message: &Incoming,
-    outcome: &mut BatchOutcome,
-    evaluation: &mut Evaluation<'_>,
-) -> Result<()> {
-    match try_message(tx, message, outcome).await? {
-        Attempt::Refused(refused) => dead_letter(tx, topic, message, &refused, outcome).await?,
-        Attempt::Applied => {
-            if let (Some((alerts, guard)), Ok(Decoded::Event(envelope))) =
-                (evaluation, message.decode())
-            {
-                alerts.applied(tx, guard, message, envelope).await?;
-            }
-        }
-        Attempt::Duplicate | Attempt::Ignored => {}
+    envelope: &Envelope,
+    model: &Model,
+) {
+    let Some(evaluation) = evaluation else {
+        return;
+    };
+    if matches!(envelope.event, Event::ReferenceBoardPublished(_))
+        || !evaluation.covers(message.partition, message.offset)
+    {
+        return;
     }
-    Ok(())
+    let bank = envelope.bank_id;
+    let Some(row) = model.banks.get(&bank) else {
+        return;
+    };
+    let quotes = match (evaluation.watches(), model.latest(bank)) {
+        (true, Some((as_of, board))) => board
+            .quotes
+            .iter()
+            .map(|q| ratewire_alerts::judge::Quote {
+                bank: bank.get(),
+                currency: q.currency,
+                cash_buying: Some(q.cash_buying),
+                cash_selling: Some(q.cash_selling),
+                transactional_buying: q.transactional_buying,
+                transactional_selling: q.transactional_selling,
+                updated_at: as_of,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let now = BankNow {
+        bank: bank.get(),
+        active: row.active,
+        quotes,
+    };
+    evaluation.observe(envelope.event_id, envelope.occurred_at, now);
 }
 
-/// What became of one message tried on its own.
+/// What became of one event tried on its own.
+enum Tried {
+    /// The core's step, and the model slice after it.
+    Done(Step, Model),
+    /// Postgres refused its write for its content.
+    Refused(Refused),
+}
+
+/// Applies one event in a savepoint of its own: its slice of the model is
+/// read, the core decides, the changes are written; a write Postgres
+/// refuses for its content is rolled back alone. Errors only when
+/// Postgres fails.
+async fn try_event(
+    tx: &mut Transaction<'_, Postgres>,
+    message: &Incoming,
+    envelope: &Envelope,
+) -> Result<Tried> {
+    let mut savepoint = tx.begin().await?;
+    let mut model = load::load(&mut savepoint, [envelope]).await?;
+    let step = core::apply(&mut model, envelope, message.position());
+    let net = core::Net::of(&step.changes, &model);
+    match write::write(&mut savepoint, &net).await {
+        Ok(()) => {
+            savepoint.commit().await?;
+            Ok(Tried::Done(step, model))
+        }
+        Err(WriteError::Database(e)) if is_data_error(&e) => {
+            savepoint.rollback().await?;
+            Ok(Tried::Refused(Refused::new(
+                DATA,
+                e.to_string(),
+                Some(envelope.event_id),
+            )))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What became of one message tried on its own (a dead letter re-driven).
 #[derive(Debug)]
 pub enum Attempt {
     Applied,
@@ -433,103 +327,26 @@ pub enum Attempt {
     Refused(Refused),
 }
 
-/// Decodes and applies one message in a savepoint of its own (an event
-/// the model cannot take is rolled back alone); records what it changed
-/// in `outcome`. Errors only when Postgres fails.
+/// Decodes and applies one message in a savepoint of its own; records what
+/// it changed in `outcome`. Errors only when Postgres fails.
 pub async fn try_message(
     tx: &mut Transaction<'_, Postgres>,
     message: &Incoming,
     outcome: &mut BatchOutcome,
 ) -> Result<Attempt> {
-    let envelope = match message.decode() {
-        Ok(Decoded::Event(envelope)) => envelope,
-        Ok(Decoded::UnknownType {
-            event_id,
-            event_type,
-            version,
-        }) => {
-            warn!(%event_id, event_type, version, partition = message.partition, offset = message.offset,
-                "skipping an event type this build does not know");
-            outcome.ignored += 1;
-            return Ok(Attempt::Ignored);
-        }
-        Ok(Decoded::UnsupportedVersion {
-            event_id,
-            event_type,
-            version,
-        }) => {
-            let error = format!("{event_type} version {version} is newer than this build reads");
-            return Ok(Attempt::Refused(Refused::new(
-                UNSUPPORTED_VERSION,
-                error,
-                Some(*event_id),
-            )));
-        }
-        Err(e) => return Ok(Attempt::Refused(Refused::from(e))),
+    let envelope = match decoded(message, outcome) {
+        Ok(Some(envelope)) => envelope,
+        Ok(None) => return Ok(Attempt::Ignored),
+        Err(refused) => return Ok(Attempt::Refused(refused)),
     };
-
-    let mut savepoint = tx.begin().await?;
-    let refused = |rule: &str, reason: String| {
-        Attempt::Refused(Refused::new(rule, reason, Some(envelope.event_id)))
-    };
-    let attempt =
-        match apply_event(&mut savepoint, envelope, message, &mut outcome.currencies).await {
-            Ok(Applied::Yes) => {
-                savepoint.commit().await?;
-                outcome.applied += 1;
-                outcome.touch(envelope);
-                outcome.occurred.push(envelope.occurred_at);
-                Attempt::Applied
-            }
-            Ok(Applied::Duplicate) => {
-                savepoint.commit().await?;
-                debug!(event_id = %envelope.event_id, "event already applied");
-                outcome.skipped += 1;
-                Attempt::Duplicate
-            }
-            Err(Rejection::Invalid { rule, reason }) => {
-                savepoint.rollback().await?;
-                refused(rule, reason)
-            }
-            Err(Rejection::Database(e)) if is_data_error(&e) => {
-                savepoint.rollback().await?;
-                refused(DATA, e.to_string())
-            }
-            Err(Rejection::Database(e)) => return Err(e.into()),
-        };
-    Ok(attempt)
-}
-
-/// The dead-letter rule of a known event type in a newer version than this
-/// build reads: not broken, waiting for an upgrade (then re-driven).
-pub const UNSUPPORTED_VERSION: &str = "unsupported-version";
-/// The dead-letter rule of an event the database refused for its content.
-pub const DATA: &str = "data";
-
-/// Why a message was not applied: the rule (a contract rule's code, or
-/// one of the read model's: `unknown-bank`, `bank-registered`, [`DATA`],
-/// [`UNSUPPORTED_VERSION`]) and the whole story.
-#[derive(Debug, Clone)]
-pub struct Refused {
-    pub rule: String,
-    pub error: String,
-    pub event_id: Option<uuid::Uuid>,
-}
-
-impl Refused {
-    fn new(rule: &str, error: String, event_id: Option<uuid::Uuid>) -> Self {
-        Self {
-            rule: rule.to_owned(),
-            error,
-            event_id,
-        }
-    }
-}
-
-impl From<&DecodeError> for Refused {
-    fn from(e: &DecodeError) -> Self {
-        Refused::new(e.rule().code(), e.to_string(), e.event_id())
-    }
+    Ok(match try_event(tx, message, envelope).await? {
+        Tried::Done(step, _) => match counted(outcome, envelope, &step) {
+            Some(refused) => Attempt::Refused(refused),
+            None if step.verdict == Verdict::Duplicate => Attempt::Duplicate,
+            None => Attempt::Applied,
+        },
+        Tried::Refused(refused) => Attempt::Refused(refused),
+    })
 }
 
 /// Errors caused by the event's content (SQLSTATE classes 22 and 23), as
@@ -541,42 +358,4 @@ fn is_data_error(e: &sqlx::Error) -> bool {
             .is_some_and(|c| c.starts_with("22") || c.starts_with("23")),
         _ => false,
     }
-}
-
-/// Records `message` as refused (and counts it in `outcome`, for the
-/// metrics once the batch commits).
-async fn dead_letter(
-    db: &mut PgConnection,
-    topic: &str,
-    message: &Incoming,
-    refused: &Refused,
-    outcome: &mut BatchOutcome,
-) -> Result<()> {
-    outcome.dead_lettered += 1;
-    outcome.refused.push(refused.rule.clone());
-    warn!(
-        partition = message.partition,
-        offset = message.offset,
-        event_id = ?refused.event_id,
-        rule = refused.rule,
-        error = refused.error,
-        "dead-lettering a message"
-    );
-    sqlx::query(
-        r#"INSERT INTO dead_letters (topic, partition, "offset", event_id, error, payload,
-                                     rule, message_key, message_time)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
-    )
-    .bind(topic)
-    .bind(message.partition)
-    .bind(message.offset)
-    .bind(refused.event_id)
-    .bind(&refused.error)
-    .bind(&message.payload[..])
-    .bind(&refused.rule)
-    .bind(&message.key)
-    .bind(message.timestamp)
-    .execute(db)
-    .await?;
-    Ok(())
 }

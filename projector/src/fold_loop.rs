@@ -60,7 +60,7 @@ pub struct FoldLoop {
     /// Ingest's notices of new events.
     doorbell: Doorbell,
     /// Alerts, evaluated in each batch's transaction.
-    alerts: fold::AlertsFold,
+    alerts: ratewire_alerts::evaluation::Judge,
 }
 
 impl FoldLoop {
@@ -97,7 +97,7 @@ impl FoldLoop {
             pacing,
         );
         Ok(Self {
-            alerts: fold::AlertsFold::new(&config.alerts.alerts_schema),
+            alerts: ratewire_alerts::evaluation::Judge::new(&config.alerts.alerts_schema),
             pool: db::pool(
                 &config.common.database_url,
                 &generation.schema,
@@ -275,7 +275,7 @@ impl FoldLoop {
         if retry("applying migrations", shutdown, || async {
             compatibility::require_postgres(&pool).await?;
             db::migrate(&pool, &schema).await?;
-            ratewire_readmodel::alerts::migrate(&alerts_pool, &alerts).await
+            ratewire_alerts::migrate(&alerts_pool, &alerts).await
         })
         .await
         .is_none()

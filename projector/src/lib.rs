@@ -34,7 +34,6 @@ pub mod cli;
 pub mod config;
 pub mod consumer;
 pub mod dead_letters;
-pub mod delivery;
 pub mod error;
 pub mod fold;
 pub mod fold_loop;

@@ -88,7 +88,7 @@ pub async fn replay(
     db::migrate(&pool, &settings.schema).await?;
     let alerts_schema = &config.alerts.alerts_schema;
     let alerts_pool = db::pool(&config.common.database_url, alerts_schema, 1)?;
-    ratewire_readmodel::alerts::migrate(&alerts_pool, alerts_schema).await?;
+    ratewire_alerts::migrate(&alerts_pool, alerts_schema).await?;
     alerts_pool.close().await;
     let redis = redis::connect(&read_model.redis_url)?;
     // The same Postgres as the active generation's, so the same identity.
@@ -137,7 +137,7 @@ pub async fn replay(
             positions: share,
             marks: marks.clone(),
             applied: Arc::clone(&applied),
-            alerts: fold::AlertsFold::for_replay(&config.alerts.alerts_schema),
+            alerts: ratewire_alerts::evaluation::Judge::for_replay(&config.alerts.alerts_schema),
         };
         tasks.spawn(lane.run(shutdown.clone()));
     }
@@ -204,7 +204,7 @@ struct Lane {
     marks: BTreeMap<i32, (i64, i64)>,
     /// Events applied by every lane.
     applied: Arc<AtomicU64>,
-    alerts: fold::AlertsFold,
+    alerts: ratewire_alerts::evaluation::Judge,
 }
 
 /// What a lane did.
@@ -269,7 +269,7 @@ impl Lane {
                 next.set(receive(Arc::clone(&kafka)));
                 let holes = reads.holes(batch.iter().map(|m| (m.partition, m.offset)));
                 // Alerts too: messages the live fold has not evaluated yet
-                // are evaluated here, once (see `fold::alerts`).
+                // are evaluated here, once (see `ratewire_alerts::evaluation`).
                 let outcome = fold::apply_batch(
                     &self.pool,
                     &config.topic,

@@ -10,8 +10,6 @@
 //!   [`store`] reads (no I/O): the projector renders them into Redis, the
 //!   API renders the same bytes from Postgres when a view is missing;
 //! - [`settings`]: the settings both sides read to find the model;
-//! - [`alerts`]: rate alerts and webhooks (their own schema), what the
-//!   API, the fold and the deliverer share;
 //! - [`continuity`]: noticing that Redis lost its data or went back in time.
 //!
 //! Depends on the event contract (`ratewire-proto`, for ids) and the
@@ -20,7 +18,6 @@
 //! the projector or the API: writing the model (the fold, writing views to
 //! Redis) is the projector's, serving it (keys, limits, routes) the API's.
 
-pub mod alerts;
 pub mod continuity;
 pub mod db;
 pub mod error;

@@ -1,57 +1,22 @@
-//! Webhooks and rate alerts as their owners manage them: each belongs to
-//! an API key (by its prefix) and is never shown, changed or even named
-//! to another key (a stranger's id reads as not found).
-//!
-//! The tables are the alerts schema's (`ratewire_readmodel::alerts`): the
-//! projectors evaluate the alerts as boards are folded and deliver the
-//! webhooks; here they are only created, listed and removed.
+//! Webhooks and rate alerts as their owners manage them: stored and
+//! checked by the alerts crate's registry (`ratewire_alerts::registry`),
+//! which the routes call; here its errors become the API's, in one place.
 
-pub mod alerts;
-pub mod webhooks;
+pub use ratewire_alerts::registry::Registry as Alerting;
 
-use ratewire_readmodel::alerts::{AddressPolicy, AlertSettings, SealingKey};
-use sqlx::PgPool;
+use crate::error::Error;
 
-use crate::error::Result;
-
-/// What the alert and webhook routes need.
-pub struct Alerting {
-    /// On the alerts schema.
-    pub pool: PgPool,
-    pub schema: String,
-    /// Seals new secrets; `None`: webhooks cannot be created here.
-    pub key: Option<SealingKey>,
-    pub policy: AddressPolicy,
-    /// Webhooks one key may register.
-    pub webhooks_per_key: u32,
-}
-
-impl Alerting {
-    pub fn new(
-        database_url: &str,
-        settings: &AlertSettings,
-        webhooks_per_key: u32,
-    ) -> Result<Self> {
-        Ok(Self {
-            pool: ratewire_readmodel::db::pool(database_url, &settings.alerts_schema, 8)?,
-            schema: settings.alerts_schema.clone(),
-            key: settings.webhook_secrets_key.clone(),
-            policy: settings.address_policy(),
-            webhooks_per_key,
-        })
+impl From<ratewire_alerts::Error> for Error {
+    fn from(e: ratewire_alerts::Error) -> Self {
+        use ratewire_alerts::Error as Alerts;
+        match e {
+            Alerts::Validation(errors) => Error::Validation(errors),
+            Alerts::NotFound(what) => Error::NotFound(what),
+            Alerts::LimitReached(message) => Error::LimitReached(message),
+            Alerts::NotConfigured(what) => Error::NotConfigured(what),
+            Alerts::Postgres(e) => Error::Postgres(e),
+            Alerts::Redis(e) => Error::Redis(e),
+            Alerts::Migrate(e) => Error::Startup(format!("alerts migrations: {e}")),
+        }
     }
-
-    pub async fn migrate(&self) -> Result<()> {
-        Ok(ratewire_readmodel::alerts::migrate(&self.pool, &self.schema).await?)
-    }
-}
-
-/// Serializes one owner's creations, so that two at once cannot pass a
-/// count together (held until the transaction ends).
-async fn lock_owner(tx: &mut sqlx::PgConnection, owner: &str) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ratewire-alerts:' || $1, 0))")
-        .bind(owner)
-        .execute(tx)
-        .await?;
-    Ok(())
 }

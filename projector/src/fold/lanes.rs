@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 
 use sqlx::PgPool;
 
-use super::{apply_batch, AlertsFold, BatchOutcome, Incoming};
+use ratewire_alerts::evaluation::Judge;
+
+use super::{apply_batch, BatchOutcome, Incoming};
 use crate::error::Result;
 use crate::holes::Hole;
 
@@ -32,12 +34,12 @@ pub async fn apply_lanes(
     topic: &str,
     batch: &[Incoming],
     holes: &[Hole],
-    alerts: Option<&AlertsFold>,
+    judge: Option<&Judge>,
     lanes: usize,
 ) -> Result<BatchOutcome> {
     let first = batch.first().map(|m| m.partition);
     if lanes <= 1 || batch.iter().all(|m| Some(m.partition) == first) {
-        return apply_batch(pool, topic, batch, holes, alerts).await;
+        return apply_batch(pool, topic, batch, holes, judge).await;
     }
     let groups = split(batch, lanes);
     // Tasks, not joined futures: decoding is CPU work, and joined futures
@@ -46,17 +48,17 @@ pub async fn apply_lanes(
         .into_iter()
         .map(|group| {
             let (pool, topic, holes) = (pool.clone(), topic.to_owned(), holes.to_vec());
-            let alerts = alerts.cloned();
-            tokio::spawn(async move {
-                apply_batch(&pool, &topic, &group, &holes, alerts.as_ref()).await
-            })
+            let judge = judge.cloned();
+            tokio::spawn(
+                async move { apply_batch(&pool, &topic, &group, &holes, judge.as_ref()).await },
+            )
         })
         .collect();
     let mut merged = BatchOutcome::default();
     let mut failed = None;
     for task in tasks {
         match task.await {
-            Ok(Ok(outcome)) => merge(&mut merged, outcome),
+            Ok(Ok(outcome)) => merged.merge(outcome),
             Ok(Err(e)) => failed = failed.or(Some(e)),
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
@@ -91,22 +93,6 @@ fn split(batch: &[Incoming], lanes: usize) -> Vec<Vec<Incoming>> {
     }
     groups.retain(|g| !g.is_empty());
     groups
-}
-
-fn merge(into: &mut BatchOutcome, from: BatchOutcome) {
-    into.applied += from.applied;
-    into.skipped += from.skipped;
-    into.dead_lettered += from.dead_lettered;
-    into.refused.extend(from.refused);
-    into.ignored += from.ignored;
-    into.banks.extend(from.banks);
-    into.currencies.extend(from.currencies);
-    into.reference.extend(from.reference);
-    into.positions.extend(from.positions);
-    into.occurred.extend(from.occurred);
-    into.gaps.extend(from.gaps);
-    into.crossed.extend(from.crossed);
-    into.alerts_fired += from.alerts_fired;
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::Result;
 
@@ -44,9 +44,32 @@ pub async fn move_position(
     Ok(())
 }
 
-/// The stored positions of `partitions`, locked until the transaction ends.
-pub(super) async fn lock_positions(
-    tx: &mut Transaction<'_, Postgres>,
+/// The stored next offsets of `partitions`, locked until the transaction
+/// ends (0 for a partition first seen, whose row is made). The rows exist
+/// after a partition's first batch, so one statement usually does.
+pub(super) async fn lock(
+    tx: &mut PgConnection,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, i64>> {
+    let mut rows = lock_rows(tx, topic, partitions).await?;
+    if rows.len() < partitions.len() {
+        sqlx::query(
+            "INSERT INTO consumer_offsets (topic, partition, next_offset)
+             SELECT $1, p, 0 FROM UNNEST($2::int[]) AS p
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(topic)
+        .bind(partitions)
+        .execute(&mut *tx)
+        .await?;
+        rows = lock_rows(tx, topic, partitions).await?;
+    }
+    Ok(rows.into_iter().collect())
+}
+
+async fn lock_rows(
+    tx: &mut PgConnection,
     topic: &str,
     partitions: &[i32],
 ) -> Result<Vec<(i32, i64)>> {
@@ -56,6 +79,27 @@ pub(super) async fn lock_positions(
     )
     .bind(topic)
     .bind(partitions)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx)
     .await?)
+}
+
+/// Stores the partitions' next offsets after a batch.
+pub(super) async fn store(
+    tx: &mut PgConnection,
+    topic: &str,
+    positions: &BTreeMap<i32, i64>,
+) -> Result<()> {
+    let (partitions, next_offsets): (Vec<i32>, Vec<i64>) =
+        positions.iter().map(|(p, n)| (*p, *n)).unzip();
+    sqlx::query(
+        "UPDATE consumer_offsets c SET next_offset = p.next_offset, updated_at = now()
+         FROM UNNEST($2::int[], $3::bigint[]) AS p (partition, next_offset)
+         WHERE c.topic = $1 AND c.partition = p.partition",
+    )
+    .bind(topic)
+    .bind(&partitions)
+    .bind(&next_offsets)
+    .execute(tx)
+    .await?;
+    Ok(())
 }

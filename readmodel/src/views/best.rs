@@ -81,25 +81,47 @@ pub struct Candidate<'a> {
     pub rate: &'a RateView,
 }
 
-/// The index of the best candidate for `field`: the best value; ties go to
-/// the earlier update, then the lower bank id (decisions.md). `None` when no
-/// candidate quotes the field.
+/// The index of the best candidate for `field` (see [`best_offer`]).
 pub fn pick_best(field: Field, candidates: &[Candidate<'_>]) -> Option<usize> {
-    let better = |a: &Candidate<'_>, b: &Candidate<'_>| -> Ordering {
-        let (va, vb) = (field.of(a.rate), field.of(b.rate));
+    best_offer(
+        field,
+        candidates.iter().map(|c| Offer {
+            value: field.of(c.rate),
+            updated_at: c.rate.updated_at,
+            bank: c.bank.id.get(),
+        }),
+    )
+}
+
+/// One bank's value of a field as the best-rate rule compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    /// `None`: the bank does not quote the field.
+    pub value: Option<Decimal>,
+    /// The as-of of the board it is on.
+    pub updated_at: DateTime<Utc>,
+    pub bank: i64,
+}
+
+/// The index of the best offer for `field`: the best value; ties go to the
+/// earlier update, then the lower bank id (decisions.md). `None` when no
+/// offer quotes the field. Rate alerts on the best rate judge by this rule
+/// too.
+pub fn best_offer(field: Field, offers: impl IntoIterator<Item = Offer>) -> Option<usize> {
+    let better = |a: &Offer, b: &Offer| -> Ordering {
         let by_value = if field.higher_is_better() {
-            va.cmp(&vb)
+            a.value.cmp(&b.value)
         } else {
-            vb.cmp(&va)
+            b.value.cmp(&a.value)
         };
         by_value
-            .then(b.rate.updated_at.cmp(&a.rate.updated_at))
-            .then(b.bank.id.cmp(&a.bank.id))
+            .then(b.updated_at.cmp(&a.updated_at))
+            .then(b.bank.cmp(&a.bank))
     };
-    candidates
-        .iter()
+    offers
+        .into_iter()
         .enumerate()
-        .filter(|(_, c)| field.of(c.rate).is_some())
+        .filter(|(_, o)| o.value.is_some())
         .max_by(|(_, a), (_, b)| better(a, b))
         .map(|(i, _)| i)
 }

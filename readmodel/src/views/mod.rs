@@ -18,8 +18,8 @@ mod series;
 
 pub use banks::banks_element;
 pub use best::{
-    best_rates_fingerprinted, best_rates_response, pick_best, signed_difference, BankRef,
-    BestEntry, Candidate, Field,
+    best_offer, best_rates_fingerprinted, best_rates_response, pick_best, signed_difference,
+    BankRef, BestEntry, Candidate, Field, Offer,
 };
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};

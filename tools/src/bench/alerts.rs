@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use futures_util::StreamExt;
-use ratewire_readmodel::alerts::Secret;
+use ratewire_alerts::Secret;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 

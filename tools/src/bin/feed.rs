@@ -93,7 +93,7 @@ enum Command {
         /// A webhook's secret (`whsec_...`); repeat for several (or for
         /// both during a rotation).
         #[arg(long = "secret", required = true, value_parser = parse_secret)]
-        secrets: Vec<ratewire_readmodel::alerts::Secret>,
+        secrets: Vec<ratewire_alerts::Secret>,
     },
     /// Publish boards of many banks at a fixed rate (or as fast as possible)
     /// and report acknowledgement and publish-to-visible latency as
@@ -125,8 +125,8 @@ enum Command {
     },
 }
 
-fn parse_secret(text: &str) -> Result<ratewire_readmodel::alerts::Secret, String> {
-    ratewire_readmodel::alerts::Secret::decode(text.trim())
+fn parse_secret(text: &str) -> Result<ratewire_alerts::Secret, String> {
+    ratewire_alerts::Secret::decode(text.trim())
         .ok_or_else(|| "a secret is whsec_ followed by base64".to_string())
 }
 

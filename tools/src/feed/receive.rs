@@ -13,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Router;
-use ratewire_readmodel::alerts::Secret;
+use ratewire_alerts::Secret;
 use tokio_util::sync::CancellationToken;
 
 /// How far a call's timestamp may be from now.

@@ -10,7 +10,7 @@ use base64::Engine;
 use rand::RngCore;
 use uuid::Uuid;
 
-use super::signing::Secret;
+use crate::signing::Secret;
 
 const NONCE_BYTES: usize = 12;
 

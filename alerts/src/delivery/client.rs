@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::address::AddressPolicy;
 use futures_util::StreamExt;
-use ratewire_readmodel::alerts::AddressPolicy;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Connecting (TCP and TLS) may take this long.
@@ -59,7 +59,7 @@ impl Client {
     }
 
     pub async fn send(&self, request: Request<'_>) -> Outcome {
-        let url = match ratewire_readmodel::alerts::address::parse(request.url) {
+        let url = match crate::address::parse(request.url) {
             Ok(url) => url,
             Err(e) => return failed(None, format!("the URL {e}")),
         };

@@ -18,6 +18,7 @@
 //! ([`stream`]).
 
 pub mod client;
+mod expand;
 mod record;
 pub mod schedule;
 mod stream;
@@ -26,10 +27,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::schema::DELIVERIES_CHANNEL;
+use crate::settings::{AlertSettings, DeliverySettings};
+use crate::signing;
+use crate::SealingKey;
 use chrono::Utc;
-use ratewire_readmodel::alerts::{
-    signing, AlertSettings, SealingKey, DELIVERIES_CHANNEL, THRESHOLD_CROSSED,
-};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
@@ -39,18 +41,6 @@ use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use client::{Client, Outcome, Request};
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct DeliverySettings {
-    /// Webhook requests this instance has in flight at most; 0 leaves
-    /// delivery to other instances.
-    #[arg(long, env = "RATEWIRE_WEBHOOK_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=4_096))]
-    pub concurrency: u32,
-    /// Requests in flight to one endpoint at most (one while it is
-    /// failing).
-    #[arg(long, env = "RATEWIRE_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub endpoint_concurrency: u32,
-}
 
 /// How long a claimed message is this instance's.
 const LEASE: &str = "60 seconds";
@@ -87,7 +77,6 @@ pub struct Deliverer {
 
 struct Statements {
     claim: String,
-    expand: String,
     purge: String,
 }
 
@@ -99,7 +88,7 @@ impl Deliverer {
         alerts: &AlertSettings,
         settings: &DeliverySettings,
         read_model: &ratewire_readmodel::ReadModelSettings,
-    ) -> crate::error::Result<Option<Self>> {
+    ) -> crate::Result<Option<Self>> {
         if settings.concurrency == 0 {
             info!("webhook delivery is left to other instances (RATEWIRE_WEBHOOK_CONCURRENCY=0)");
             return Ok(None);
@@ -108,7 +97,7 @@ impl Deliverer {
             warn!("RATEWIRE_WEBHOOK_SECRETS_KEY is not set: webhooks are not delivered");
             return Ok(None);
         };
-        let pool = ratewire_readmodel::db::pool(database_url, &alerts.alerts_schema, 6)?;
+        let pool = crate::schema::pool(database_url, &alerts.alerts_schema, 6)?;
         Ok(Some(Self {
             pool,
             schema: alerts.alerts_schema.clone(),
@@ -128,7 +117,7 @@ impl Deliverer {
         let (pool, schema) = (self.pool.clone(), self.schema.clone());
         let migrated =
             ratewire_service::retry::retry("preparing the alerts schema", &shutdown, || {
-                ratewire_readmodel::alerts::migrate(&pool, &schema)
+                crate::schema::migrate(&pool, &schema)
             })
             .await;
         if migrated.is_none() {
@@ -274,23 +263,15 @@ impl Deliverer {
         Some(listener)
     }
 
-    /// Turns the crossings the fold recorded into messages, one per alert
-    /// still there (its id from alert and event), and counts them on their
-    /// alerts; each crossing row goes in its messages' transaction.
-    /// How many messages were made.
+    /// Turns the crossings the fold recorded into messages (see
+    /// [`expand`]); how many were made.
     async fn expand(&self) -> sqlx::Result<u64> {
         let mut made = 0;
-        loop {
-            let expanded = sqlx::query(&self.statements.expand)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-            if expanded == 0 {
-                return Ok(made);
-            }
+        while let Some(expanded) = expand::round(&self.pool).await? {
             made += expanded;
             metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
         }
+        Ok(made)
     }
 
     /// Up to `room` due messages, fairly between endpoints.
@@ -333,11 +314,6 @@ async fn next_notice(listener: &mut Option<PgListener>) -> sqlx::Result<()> {
 
 const PENDING: &str = "d.delivered_at IS NULL AND d.failed_at IS NULL";
 
-/// `at` (SQL) as every answer writes times.
-fn millis(at: &str) -> String {
-    format!(r#"to_char({at} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#)
-}
-
 impl Statements {
     fn new() -> Self {
         Self {
@@ -374,48 +350,6 @@ impl Statements {
                  WHERE d.id = picked.id AND w.id = d.webhook_id
                  RETURNING d.id, d.webhook_id, d.body, d.attempts, w.url, w.secret,
                            CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret"
-            ),
-            // A few crossings at a time (each may name thousands of alerts).
-            expand: format!(
-                r#"WITH taken AS (
-                       DELETE FROM crossings c
-                       WHERE (c.event_id, c.currency, c.field, c.watch_bank) IN (
-                           SELECT event_id, currency, field, watch_bank FROM crossings
-                           ORDER BY occurred_at LIMIT 16 FOR UPDATE SKIP LOCKED)
-                       RETURNING c.*
-                   ), expanded AS (
-                       SELECT t.*, a.id AS alert_id, a.owner, a.webhook_id, a.condition, a.threshold
-                       FROM taken t
-                       CROSS JOIN LATERAL unnest(t.alert_ids) AS x (id)
-                       JOIN alerts a ON a.id = x.id
-                       JOIN webhooks w ON w.id = a.webhook_id AND w.disabled_at IS NULL
-                   ), counted AS (
-                       UPDATE alerts a SET fired = a.fired + e.n, last_fired_at = e.last
-                       FROM (SELECT alert_id, count(*) AS n, max(occurred_at) AS last
-                             FROM expanded GROUP BY alert_id) e
-                       WHERE a.id = e.alert_id
-                   )
-                   INSERT INTO deliveries (id, webhook_id, alert_id, owner, type, body)
-                   SELECT 'msg_' || left(encode(sha256(convert_to(e.alert_id::text || ':' || e.event_id::text, 'UTF8')), 'hex'), 32),
-                          e.webhook_id, e.alert_id, e.owner, '{THRESHOLD_CROSSED}',
-                          json_build_object(
-                              'type', '{THRESHOLD_CROSSED}',
-                              'timestamp', {occurred},
-                              'data', json_build_object(
-                                  'alertId', e.alert_id,
-                                  'bank', json_build_object('id', e.holder, 'name', b.name, 'code', b.code),
-                                  'currencyCode', e.currency,
-                                  'field', e.field,
-                                  'condition', e.condition,
-                                  'threshold', e.threshold,
-                                  'previous', e.previous,
-                                  'current', e.current,
-                                  'updatedAt', {updated},
-                                  'eventId', e.event_id))::text
-                   FROM expanded e JOIN quote_banks b ON b.bank_id = e.holder
-                   ON CONFLICT (id) DO NOTHING"#,
-                occurred = millis("e.occurred_at"),
-                updated = millis("e.updated_at"),
             ),
             purge: format!(
                 "DELETE FROM deliveries WHERE (delivered_at IS NOT NULL OR failed_at IS NOT NULL)

@@ -1,18 +1,23 @@
 //! Webhook endpoints: registered, listed, removed, tested and given a new
 //! secret by their owner.
 
-use chrono::{DateTime, Utc};
-use ratewire_readmodel::alerts::{Secret, WEBHOOK_TEST};
+use chrono::{DateTime, Duration, Utc};
+use ratewire_readmodel::views::millis;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{lock_owner, Alerting};
+use super::{lock_owner, Registry};
 use crate::error::{Error, Result};
-use ratewire_readmodel::views::millis;
+use crate::message::{test_id, Body, WebhookTest, WEBHOOK_TEST};
+use crate::sealing::SealingKey;
+use crate::signing::Secret;
 
 /// The longest description kept.
 pub const MAX_DESCRIPTION: usize = 500;
+
+/// How long the secret before a rotation still signs.
+const ROTATION_OVERLAP: Duration = Duration::hours(24);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,16 +45,25 @@ pub struct CreatedWebhook {
     pub created_at: DateTime<Utc>,
 }
 
+/// A webhook's delivery health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    Active,
+    /// Deliveries fail and are retried.
+    Failing,
+    /// Failed for 24 hours; a test enables it again.
+    Disabled,
+}
+
 /// A webhook as its owner lists it: never a secret.
-#[derive(Debug, Serialize, FromRow)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookInfo {
     pub id: Uuid,
     pub url: String,
     pub description: String,
-    /// `active`, `failing` (deliveries fail and are retried) or
-    /// `disabled` (failed for 24 hours; a test re-enables it).
-    pub status: String,
+    pub status: Status,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "millis::maybe")]
@@ -66,6 +80,46 @@ pub struct WebhookInfo {
     pub previous_secret_until: Option<DateTime<Utc>>,
     /// Messages waiting for delivery (retries included).
     pub pending: i64,
+}
+
+/// A webhook's row, as stored.
+#[derive(FromRow)]
+struct Row {
+    id: Uuid,
+    url: String,
+    description: String,
+    created_at: DateTime<Utc>,
+    failing_since: Option<DateTime<Utc>>,
+    disabled_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
+    last_error_at: Option<DateTime<Utc>>,
+    last_success_at: Option<DateTime<Utc>>,
+    previous_until: Option<DateTime<Utc>>,
+    pending: i64,
+}
+
+impl Row {
+    fn listed(self, now: DateTime<Utc>) -> WebhookInfo {
+        let status = match (self.disabled_at, self.failing_since) {
+            (Some(_), _) => Status::Disabled,
+            (None, Some(_)) => Status::Failing,
+            (None, None) => Status::Active,
+        };
+        WebhookInfo {
+            id: self.id,
+            url: self.url,
+            description: self.description,
+            status,
+            created_at: self.created_at,
+            failing_since: self.failing_since,
+            disabled_at: self.disabled_at,
+            last_error: self.last_error,
+            last_error_at: self.last_error_at,
+            last_success_at: self.last_success_at,
+            previous_secret_until: self.previous_until.filter(|until| *until > now),
+            pending: self.pending,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -85,11 +139,8 @@ pub struct TestSent {
     pub message_id: String,
 }
 
-/// How long the secret before a rotation still signs.
-const ROTATION_OVERLAP: &str = "24 hours";
-
-impl Alerting {
-    fn sealing_key(&self) -> Result<&ratewire_readmodel::alerts::SealingKey> {
+impl Registry {
+    fn sealing_key(&self) -> Result<&SealingKey> {
         self.key.as_ref().ok_or(Error::NotConfigured(
             "webhooks are not configured on this server (RATEWIRE_WEBHOOK_SECRETS_KEY)",
         ))
@@ -144,20 +195,18 @@ impl Alerting {
     }
 
     pub async fn webhooks(&self, owner: &str) -> Result<Vec<WebhookInfo>> {
-        Ok(sqlx::query_as(
-            "SELECT w.id, w.url, w.description,
-                    CASE WHEN w.disabled_at IS NOT NULL THEN 'disabled'
-                         WHEN w.failing_since IS NOT NULL THEN 'failing' ELSE 'active' END AS status,
-                    w.created_at, w.failing_since, w.disabled_at, w.last_error, w.last_error_at,
-                    w.last_success_at,
-                    CASE WHEN w.previous_until > now() THEN w.previous_until END AS previous_secret_until,
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT w.id, w.url, w.description, w.created_at, w.failing_since, w.disabled_at,
+                    w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
                     (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
                        AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
              FROM webhooks w WHERE w.owner = $1 ORDER BY w.created_at, w.id",
         )
         .bind(owner)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        let now = Utc::now();
+        Ok(rows.into_iter().map(|row| row.listed(now)).collect())
     }
 
     /// Removes the webhook with its alerts and undelivered messages.
@@ -174,17 +223,19 @@ impl Alerting {
     pub async fn rotate_secret(&self, owner: &str, id: Uuid) -> Result<RotatedSecret> {
         let key = self.sealing_key()?;
         let secret = Secret::generate();
-        let until: Option<DateTime<Utc>> = sqlx::query_scalar(&format!(
-            "UPDATE webhooks SET previous_secret = secret, secret = $3,
-                 previous_until = now() + interval '{ROTATION_OVERLAP}'
-             WHERE id = $1 AND owner = $2 RETURNING previous_until"
-        ))
+        let until = Utc::now() + ROTATION_OVERLAP;
+        let rotated = sqlx::query(
+            "UPDATE webhooks SET previous_secret = secret, secret = $3, previous_until = $4
+             WHERE id = $1 AND owner = $2",
+        )
         .bind(id)
         .bind(owner)
         .bind(key.seal(id, &secret))
-        .fetch_optional(&self.pool)
-        .await?;
-        let until = until.ok_or(Error::NotFound("Webhook not found"))?;
+        .bind(until)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        found(rotated == 1)?;
         Ok(RotatedSecret {
             id,
             secret: secret.encoded(),
@@ -196,27 +247,34 @@ impl Alerting {
     /// again for it: delivered, it is active; failed, it is disabled again.
     pub async fn test_webhook(&self, owner: &str, id: Uuid) -> Result<TestSent> {
         self.sealing_key()?;
-        let message_id = format!("msg_{}", Uuid::new_v4().simple());
-        let queued = sqlx::query(
-            r#"WITH hook AS (
-                   UPDATE webhooks SET disabled_at = NULL WHERE id = $1 AND owner = $2 RETURNING id, owner)
-               INSERT INTO deliveries (id, webhook_id, owner, type, body, streamed)
-               SELECT $3, hook.id, hook.owner, $4,
-                      json_build_object('type', $4::text,
-                          'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                          'data', json_build_object('webhookId', hook.id))::text,
-                      -- Tests are for the webhook only, not the live stream.
-                      TRUE
-               FROM hook"#,
+        let message_id = test_id();
+        let body = Body {
+            kind: WEBHOOK_TEST,
+            timestamp: Utc::now(),
+            data: WebhookTest { webhook_id: id },
+        };
+        let mut tx = self.pool.begin().await?;
+        let enabled =
+            sqlx::query("UPDATE webhooks SET disabled_at = NULL WHERE id = $1 AND owner = $2")
+                .bind(id)
+                .bind(owner)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        found(enabled == 1)?;
+        // Tests are for the webhook only, not the live stream.
+        sqlx::query(
+            "INSERT INTO deliveries (id, webhook_id, owner, type, body, streamed)
+             VALUES ($1, $2, $3, $4, $5, TRUE)",
         )
+        .bind(&message_id)
         .bind(id)
         .bind(owner)
-        .bind(&message_id)
         .bind(WEBHOOK_TEST)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        found(queued == 1)?;
+        .bind(body.to_json())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(TestSent { message_id })
     }
 }

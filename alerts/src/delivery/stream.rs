@@ -5,7 +5,8 @@
 //! is away they wait, bounded by the outbox; the webhook is what is kept.
 //! A task of its own, beside the deliveries.
 
-use ratewire_readmodel::alerts::{stream_key, STREAM_LENGTH, THRESHOLD_CROSSED};
+use crate::message::{stream_data, THRESHOLD_CROSSED};
+use crate::schema::{stream_key, STREAM_LENGTH};
 use ratewire_readmodel::redis::Connection;
 use sqlx::PgPool;
 use tracing::{info, warn};
@@ -24,7 +25,7 @@ pub struct Offer {
 }
 
 impl Offer {
-    pub fn new(read_model: &ratewire_readmodel::ReadModelSettings) -> crate::error::Result<Self> {
+    pub fn new(read_model: &ratewire_readmodel::ReadModelSettings) -> crate::Result<Self> {
         Ok(Self {
             redis: ratewire_readmodel::redis::connect(&read_model.redis_url)?,
             key: stream_key(&read_model.redis_prefix),
@@ -68,7 +69,7 @@ impl Offer {
         }
     }
 
-    async fn round(&mut self, pool: &PgPool) -> anyhow::Result<()> {
+    async fn round(&mut self, pool: &PgPool) -> crate::Result<()> {
         loop {
             let mut tx = pool.begin().await?;
             let rows: Vec<(String, String, String)> = sqlx::query_as(
@@ -87,8 +88,7 @@ impl Offer {
             }
             let mut pipe = redis::pipe();
             for (owner, id, body) in &rows {
-                // The message's id first, then the body's own fields.
-                let data = format!("{{\"id\":{},{}", serde_json::to_string(id)?, &body[1..]);
+                let data = stream_data(id, body);
                 pipe.cmd("XADD")
                     .arg(&self.key)
                     .arg("MAXLEN")

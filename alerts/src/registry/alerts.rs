@@ -5,15 +5,16 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
-use ratewire_readmodel::alerts::{Condition, Field, EVALUATION_LOCK};
+use ratewire_readmodel::views::{millis, numbers};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{lock_owner, Alerting};
+use super::{lock_owner, Registry};
 use crate::error::{Error, FieldErrors, Result};
-use ratewire_readmodel::views::{millis, numbers};
+use crate::judge::{self, Condition, Field, Quote, BEST};
+use crate::schema::EVALUATION_LOCK;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -52,12 +53,11 @@ const THRESHOLD_SCALE: u32 = 8;
 const THRESHOLD_MAX: i64 = 1_000_000_000;
 
 /// An alert as its owner sees it.
-#[derive(Debug, Serialize, FromRow)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AlertInfo {
     pub id: Uuid,
     pub webhook_id: Uuid,
-    #[sqlx(rename = "currency")]
     pub currency_code: String,
     pub field: String,
     pub condition: String,
@@ -69,7 +69,6 @@ pub struct AlertInfo {
     pub created_at: DateTime<Utc>,
     /// Whether the condition held at the last board evaluated (`None`:
     /// not known yet). A crossing fires only from not-true to true.
-    #[sqlx(rename = "satisfied")]
     pub triggered: Option<bool>,
     /// The watched value at the last board evaluated (or when the alert
     /// was made).
@@ -81,15 +80,54 @@ pub struct AlertInfo {
     pub last_fired_at: Option<DateTime<Utc>>,
 }
 
-/// An alert as listed: its state is its watch's (see the fold's
-/// `alerts` module): known once the watch was evaluated after the alert
-/// was made, and then whether the watch's value meets it.
+/// An alert's row with its watch's value and evaluations.
+#[derive(FromRow)]
+struct Row {
+    id: Uuid,
+    webhook_id: Uuid,
+    currency: String,
+    field: String,
+    condition: String,
+    threshold: Decimal,
+    bank_id: Option<i64>,
+    created_at: DateTime<Utc>,
+    since: i64,
+    value: Option<Decimal>,
+    evaluations: Option<i64>,
+    fired: i64,
+    last_fired_at: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    fn listed(self) -> AlertInfo {
+        let triggered = Condition::parse(&self.condition).and_then(|condition| {
+            judge::state(
+                condition,
+                self.threshold,
+                self.since,
+                self.value,
+                self.evaluations.unwrap_or(0),
+            )
+        });
+        AlertInfo {
+            id: self.id,
+            webhook_id: self.webhook_id,
+            currency_code: self.currency,
+            field: self.field,
+            condition: self.condition,
+            threshold: self.threshold,
+            bank_id: self.bank_id,
+            created_at: self.created_at,
+            triggered,
+            last_value: self.value,
+            fired: self.fired,
+            last_fired_at: self.last_fired_at,
+        }
+    }
+}
+
 const LISTED: &str = "SELECT a.id, a.webhook_id, a.currency, a.field, a.condition, a.threshold,
-           a.bank_id, a.created_at,
-           CASE WHEN w.evaluations > a.since AND w.value IS NOT NULL THEN
-                CASE a.condition WHEN 'above' THEN w.value > a.threshold
-                                 ELSE w.value < a.threshold END END AS satisfied,
-           w.value AS last_value, a.fired, a.last_fired_at
+           a.bank_id, a.created_at, a.since, w.value, w.evaluations, a.fired, a.last_fired_at
     FROM alerts a
     LEFT JOIN watches w ON w.currency = a.currency AND w.field = a.field AND w.bank_id = a.watch_bank";
 
@@ -172,7 +210,19 @@ fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String
     Ok(value.normalize())
 }
 
-impl Alerting {
+/// A quote of the alerts' copy, with whether its bank is listed.
+#[derive(FromRow)]
+struct QuoteRow {
+    bank_id: i64,
+    cash_buying: Option<Decimal>,
+    cash_selling: Option<Decimal>,
+    transactional_buying: Option<Decimal>,
+    transactional_selling: Option<Decimal>,
+    updated_at: DateTime<Utc>,
+    active: bool,
+}
+
+impl Registry {
     /// Creates an alert of `owner`, who may keep `most` of them.
     pub async fn create_alert(&self, owner: &str, most: u64, new: NewAlert) -> Result<AlertInfo> {
         let new = check(new)?;
@@ -209,32 +259,45 @@ impl Alerting {
             .bind(EVALUATION_LOCK)
             .execute(&mut *tx)
             .await?;
-        let watch_bank = new.bank.map_or(0, BankId::get);
+        let watch_bank = new.bank.map_or(BEST, BankId::get);
         // The watch, with the value now, made with its first alert; the
         // alert is not known until the watch's next evaluation, so the
         // first board that finds it true fires.
+        let quotes: Vec<QuoteRow> = sqlx::query_as(
+            "SELECT q.bank_id, q.cash_buying, q.cash_selling, q.transactional_buying,
+                    q.transactional_selling, q.updated_at, b.active
+             FROM quotes q JOIN quote_banks b ON b.bank_id = q.bank_id
+             WHERE q.currency = $1",
+        )
+        .bind(new.currency.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        let quotes: Vec<(Quote, bool)> = quotes
+            .into_iter()
+            .map(|q| {
+                let quote = Quote {
+                    bank: q.bank_id,
+                    currency: new.currency,
+                    cash_buying: q.cash_buying,
+                    cash_selling: q.cash_selling,
+                    transactional_buying: q.transactional_buying,
+                    transactional_selling: q.transactional_selling,
+                    updated_at: q.updated_at,
+                };
+                (quote, q.active)
+            })
+            .collect();
+        let seen = judge::watched(new.field, watch_bank, quotes.iter().map(|(q, a)| (q, *a)));
         sqlx::query(
             "INSERT INTO watches (currency, field, bank_id, value, holder, updated_at)
-             SELECT $1, $2, $3, v.value, v.bank_id, v.updated_at
-             FROM (SELECT 1) one
-             LEFT JOIN LATERAL (
-                 SELECT f.value, q.bank_id, q.updated_at FROM quotes q
-                 JOIN quote_banks b ON b.bank_id = q.bank_id
-                 CROSS JOIN LATERAL (VALUES ('cashBuying', q.cash_buying, TRUE),
-                                            ('cashSelling', q.cash_selling, FALSE),
-                                            ('transactionalBuying', q.transactional_buying, TRUE),
-                                            ('transactionalSelling', q.transactional_selling, FALSE))
-                                    AS f (field, value, higher)
-                 WHERE q.currency = $1 AND f.field = $2 AND f.value IS NOT NULL
-                   AND (($3 = 0 AND b.active) OR q.bank_id = $3)
-                 ORDER BY CASE WHEN f.higher THEN f.value END DESC,
-                          CASE WHEN NOT f.higher THEN f.value END ASC, q.updated_at, q.bank_id
-                 LIMIT 1) v ON TRUE
-             ON CONFLICT DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
         )
         .bind(new.currency.as_str())
         .bind(new.field.key())
         .bind(watch_bank)
+        .bind(seen.map(|s| s.value))
+        .bind(seen.map(|s| s.holder))
+        .bind(seen.map(|s| s.updated_at))
         .execute(&mut *tx)
         .await?;
         let id = Uuid::new_v4();
@@ -255,21 +318,22 @@ impl Alerting {
         .bind(watch_bank)
         .execute(&mut *tx)
         .await?;
-        let alert: AlertInfo = sqlx::query_as(&format!("{LISTED} WHERE a.id = $1"))
+        let alert: Row = sqlx::query_as(&format!("{LISTED} WHERE a.id = $1"))
             .bind(id)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(alert)
+        Ok(alert.listed())
     }
 
     pub async fn alerts(&self, owner: &str) -> Result<Vec<AlertInfo>> {
-        Ok(sqlx::query_as(&format!(
+        let rows: Vec<Row> = sqlx::query_as(&format!(
             "{LISTED} WHERE a.owner = $1 ORDER BY a.created_at, a.id"
         ))
         .bind(owner)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows.into_iter().map(Row::listed).collect())
     }
 
     /// Removes the alert and its undelivered messages.

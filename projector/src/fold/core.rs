@@ -1,0 +1,410 @@
+//! The fold's rules, with no I/O: [`apply`] takes the model and one event
+//! and returns what changes (and changes the model with it). Both ways of
+//! writing a batch ([`super::write`], all of a batch's changes at once or
+//! one event's in a savepoint of its own) turn these changes into SQL, and
+//! the tests fold logs with this alone to say what Postgres must hold.
+//!
+//! The rules:
+//! - an event applies once: an id applied before is a duplicate (a
+//!   producer's retry that reached the log twice);
+//! - a bank is registered once; every other bank event, board or
+//!   retraction needs a registered bank;
+//! - a board replaces any board of its bank with the same as-of (a
+//!   correction); one at or before the bank's latest rewrites history
+//!   behind the newest row, which readers of "rows after the newest I saw"
+//!   must be told;
+//! - a currency is first quoted by the earliest board that names it,
+//!   replaced or not;
+//! - a retraction withdraws its bank's board published with that event id
+//!   and is remembered, so the board stays withdrawn if its event is
+//!   applied later; a retraction naming no stored board of its bank
+//!   withdraws nothing;
+//! - a reference day replaces what its source published for that day.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_proto::{BankId, BoardPublished, CurrencyCode, Envelope, Event};
+use uuid::Uuid;
+
+use super::model::{Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction};
+
+/// The rule of a bank event for a bank never registered.
+pub const UNKNOWN_BANK: &str = "unknown-bank";
+/// The rule of a second registration of a bank.
+pub const BANK_REGISTERED: &str = "bank-registered";
+
+/// One change to the model's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Applied {
+        event_id: Uuid,
+        at: Position,
+    },
+    /// The bank's row as it is now (registered or changed).
+    Bank {
+        id: BankId,
+        bank: Bank,
+    },
+    /// A board was written at or before the bank's latest, or one was
+    /// withdrawn: history changed behind the newest row.
+    HistoryRewritten(BankId),
+    BoardRemoved {
+        bank: BankId,
+        as_of: DateTime<Utc>,
+    },
+    BoardAdded {
+        bank: BankId,
+        as_of: DateTime<Utc>,
+        board: Board,
+    },
+    FirstQuoted {
+        currency: CurrencyCode,
+        at: DateTime<Utc>,
+    },
+    Retracted {
+        board: Uuid,
+        retraction: Retraction,
+    },
+    ReferenceDay {
+        source: String,
+        date: NaiveDate,
+        day: ReferenceDay,
+    },
+}
+
+/// What became of an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Applied,
+    /// Its id was applied before.
+    Duplicate,
+    /// It keeps the contract but contradicts the model: the rule's name
+    /// and what happened (the event is dead-lettered).
+    Refused {
+        rule: &'static str,
+        reason: String,
+    },
+}
+
+/// An event's verdict, its changes, and the currencies whose best rates
+/// it may move (its bank's quotes before and after, and any board it
+/// wrote or withdrew).
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub verdict: Verdict,
+    pub changes: Vec<Change>,
+    pub currencies: BTreeSet<CurrencyCode>,
+}
+
+/// Applies `envelope`, found at `at` on the log, to `model`.
+pub fn apply(model: &mut Model, envelope: &Envelope, at: Position) -> Step {
+    let bank = envelope.bank_id;
+    let quoted = |model: &Model| -> Vec<CurrencyCode> {
+        model
+            .latest(bank)
+            .map(|(_, board)| board.currencies().collect())
+            .unwrap_or_default()
+    };
+    let before = quoted(model);
+    let (verdict, changes) = match decide(model, envelope, at) {
+        Ok(changes) => (Verdict::Applied, changes),
+        Err(verdict) => (verdict, Vec::new()),
+    };
+    let mut currencies: BTreeSet<CurrencyCode> = BTreeSet::new();
+    if verdict == Verdict::Applied {
+        for change in &changes {
+            match change {
+                Change::BoardAdded { board, .. } => currencies.extend(board.currencies()),
+                Change::BoardRemoved { bank, as_of } => {
+                    if let Some(board) = model.boards.get(&(*bank, *as_of)) {
+                        currencies.extend(board.currencies());
+                    }
+                }
+                _ => {}
+            }
+            absorb(model, change);
+        }
+        if !matches!(envelope.event, Event::ReferenceBoardPublished(_)) {
+            currencies.extend(before);
+            currencies.extend(quoted(model));
+        }
+    }
+    Step {
+        verdict,
+        changes,
+        currencies,
+    }
+}
+
+/// The changes `envelope` makes, or why it makes none.
+fn decide(model: &Model, envelope: &Envelope, at: Position) -> Result<Vec<Change>, Verdict> {
+    let id = envelope.bank_id;
+    if model.applied.contains_key(&envelope.event_id) {
+        return Err(Verdict::Duplicate);
+    }
+    let mut changes = vec![Change::Applied {
+        event_id: envelope.event_id,
+        at,
+    }];
+    let time = envelope.occurred_at;
+    let registered = model.banks.get(&id);
+    let known = || {
+        registered.ok_or_else(|| Verdict::Refused {
+            rule: UNKNOWN_BANK,
+            reason: format!("bank {id} is not registered"),
+        })
+    };
+    match &envelope.event {
+        Event::BankRegistered(e) => {
+            if registered.is_some() {
+                return Err(Verdict::Refused {
+                    rule: BANK_REGISTERED,
+                    reason: format!("bank {id} is already registered"),
+                });
+            }
+            let bank = Bank {
+                code: e.code.clone(),
+                name: e.name.clone(),
+                image_url: e.image_url.clone(),
+                social_links: e.social_links.clone(),
+                active: true,
+                registered_at: time,
+                updated_at: time,
+            };
+            changes.push(Change::Bank { id, bank });
+        }
+        Event::BankUpdated(e) => {
+            let mut bank = known()?.clone();
+            if let Some(code) = &e.code {
+                bank.code = code.clone();
+            }
+            if let Some(name) = &e.name {
+                bank.name = name.clone();
+            }
+            if let Some(image_url) = &e.image_url {
+                bank.image_url = image_url.clone();
+            }
+            if let Some(links) = &e.social_links {
+                bank.social_links = links.clone();
+            }
+            bank.updated_at = time;
+            changes.push(Change::Bank { id, bank });
+        }
+        Event::BankDeactivated(_) | Event::BankReactivated(_) => {
+            let mut bank = known()?.clone();
+            bank.active = matches!(envelope.event, Event::BankReactivated(_));
+            bank.updated_at = time;
+            changes.push(Change::Bank { id, bank });
+        }
+        Event::BoardPublished(board) => {
+            known()?;
+            let withdrawn = model
+                .retracted
+                .get(&envelope.event_id)
+                .is_some_and(|r| r.bank == id);
+            // Withdrawn before it was applied (a re-drive after its
+            // retraction): it stays withdrawn.
+            if !withdrawn {
+                publish(model, envelope, board, &mut changes);
+            }
+        }
+        Event::BoardRetracted(retraction) => {
+            known()?;
+            if !model.retracted.contains_key(&retraction.board_event_id) {
+                changes.push(Change::Retracted {
+                    board: retraction.board_event_id,
+                    retraction: Retraction {
+                        bank: id,
+                        by: envelope.event_id,
+                        reason: retraction.reason.clone(),
+                        at: time,
+                    },
+                });
+            }
+            if let Some(as_of) = model.board_published_as(id, retraction.board_event_id) {
+                changes.push(Change::BoardRemoved { bank: id, as_of });
+                changes.push(Change::HistoryRewritten(id));
+            }
+        }
+        Event::ReferenceBoardPublished(board) => {
+            let quotes = board
+                .rates()
+                .iter()
+                .map(|r| {
+                    let quote = ReferenceQuote {
+                        currency: r.currency(),
+                        buying: r.buying(),
+                        selling: r.selling(),
+                        weighted_average: r.weighted_average(),
+                    };
+                    (quote.currency, quote)
+                })
+                .collect::<BTreeMap<_, _>>()
+                .into_values()
+                .collect();
+            changes.push(Change::ReferenceDay {
+                source: board.source().to_owned(),
+                date: board.date(),
+                day: ReferenceDay {
+                    event_id: envelope.event_id,
+                    published_at: time,
+                    quotes,
+                },
+            });
+        }
+    }
+    Ok(changes)
+}
+
+/// A board's changes: whatever it replaces goes, history is rewritten when
+/// it is not the newest, and currencies it quotes first are recorded.
+fn publish(model: &Model, envelope: &Envelope, board: &BoardPublished, changes: &mut Vec<Change>) {
+    let bank = envelope.bank_id;
+    let as_of = board.as_of();
+    if model.boards.contains_key(&(bank, as_of)) {
+        changes.push(Change::BoardRemoved { bank, as_of });
+    }
+    if model
+        .latest(bank)
+        .is_some_and(|(latest, _)| as_of <= latest)
+    {
+        changes.push(Change::HistoryRewritten(bank));
+    }
+    for rate in board.rates() {
+        let currency = rate.currency();
+        if model
+            .first_quoted
+            .get(&currency)
+            .is_none_or(|first| *first > as_of)
+        {
+            changes.push(Change::FirstQuoted {
+                currency,
+                at: as_of,
+            });
+        }
+    }
+    let quotes = board
+        .rates()
+        .iter()
+        .map(|r| Quote {
+            currency: r.currency(),
+            cash_buying: r.cash_buying(),
+            cash_selling: r.cash_selling(),
+            transactional_buying: r.transactional_buying(),
+            transactional_selling: r.transactional_selling(),
+        })
+        .collect();
+    changes.push(Change::BoardAdded {
+        bank,
+        as_of,
+        board: Board::new(envelope.event_id, quotes),
+    });
+}
+
+/// Makes `change` in `model`.
+pub fn absorb(model: &mut Model, change: &Change) {
+    match change {
+        Change::Applied { event_id, at } => {
+            model.applied.insert(*event_id, *at);
+        }
+        Change::Bank { id, bank } => {
+            model.banks.insert(*id, bank.clone());
+        }
+        Change::HistoryRewritten(_) => {}
+        Change::BoardRemoved { bank, as_of } => {
+            model.boards.remove(&(*bank, *as_of));
+        }
+        Change::BoardAdded { bank, as_of, board } => {
+            model.boards.insert((*bank, *as_of), board.clone());
+        }
+        Change::FirstQuoted { currency, at } => {
+            let first = model.first_quoted.entry(*currency).or_insert(*at);
+            *first = (*first).min(*at);
+        }
+        Change::Retracted { board, retraction } => {
+            model
+                .retracted
+                .entry(*board)
+                .or_insert_with(|| retraction.clone());
+        }
+        Change::ReferenceDay { source, date, day } => {
+            model.reference.insert((source.clone(), *date), day.clone());
+        }
+    }
+}
+
+/// What a run of changes comes to, key by key, once they are all made:
+/// what a writer must store. `model` is the model after the changes.
+#[derive(Debug, Default)]
+pub struct Net {
+    pub applied: Vec<(Uuid, Position)>,
+    /// Banks registered or changed, as they are now, and whether their
+    /// history was rewritten.
+    pub banks: BTreeMap<BankId, (Bank, bool)>,
+    /// Boards whose key held a board before the changes (to delete first).
+    pub cleared: BTreeSet<(BankId, DateTime<Utc>)>,
+    /// Boards that stand after the changes and did not before them.
+    pub boards: BTreeMap<(BankId, DateTime<Utc>), Board>,
+    pub first_quoted: BTreeMap<CurrencyCode, DateTime<Utc>>,
+    pub retracted: BTreeMap<Uuid, Retraction>,
+    /// Reference days replaced, as they are now.
+    pub reference: BTreeMap<(String, NaiveDate), ReferenceDay>,
+}
+
+impl Net {
+    pub fn of<'a>(changes: impl IntoIterator<Item = &'a Change>, model: &Model) -> Net {
+        let mut net = Net::default();
+        // The first change of each board key says whether a board stood
+        // there before; the model says what stands there now.
+        let mut touched: BTreeMap<(BankId, DateTime<Utc>), bool> = BTreeMap::new();
+        let mut rewritten = BTreeSet::new();
+        let mut banks = BTreeSet::new();
+        for change in changes {
+            match change {
+                Change::Applied { event_id, at } => net.applied.push((*event_id, *at)),
+                Change::Bank { id, .. } => {
+                    banks.insert(*id);
+                }
+                Change::HistoryRewritten(id) => {
+                    rewritten.insert(*id);
+                }
+                Change::BoardRemoved { bank, as_of } => {
+                    touched.entry((*bank, *as_of)).or_insert(true);
+                }
+                Change::BoardAdded { bank, as_of, .. } => {
+                    touched.entry((*bank, *as_of)).or_insert(false);
+                }
+                Change::FirstQuoted { currency, .. } => {
+                    net.first_quoted
+                        .insert(*currency, model.first_quoted[currency]);
+                }
+                Change::Retracted { board, retraction } => {
+                    net.retracted.insert(*board, retraction.clone());
+                }
+                Change::ReferenceDay { source, date, .. } => {
+                    let key = (source.clone(), *date);
+                    let day = model.reference[&key].clone();
+                    net.reference.insert(key, day);
+                }
+            }
+        }
+        for id in banks.union(&rewritten) {
+            let bank = model.banks[id].clone();
+            net.banks.insert(*id, (bank, rewritten.contains(id)));
+        }
+        for (key, stood) in touched {
+            if stood {
+                net.cleared.insert(key);
+            }
+            if let Some(board) = model.boards.get(&key) {
+                net.boards.insert(key, board.clone());
+            }
+        }
+        net
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.applied.is_empty()
+    }
+}

@@ -1,0 +1,253 @@
+//! The slice of the model a set of events needs, read from Postgres in one
+//! statement: for each bank they name, the bank and its latest boards (one
+//! more than the events may withdraw, so the board in force after every
+//! retraction is known), the boards they replace or retract, and the ids,
+//! retractions and currencies they name.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::{BankId, CurrencyCode, Envelope, Event, SocialLink};
+use rust_decimal::Decimal;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::model::{Bank, Board, Model, Position, Quote, Retraction};
+
+/// What the events name, by kind.
+#[derive(Default)]
+struct Named {
+    ids: Vec<Uuid>,
+    banks: BTreeMap<i64, i32>,
+    /// Board ids published or retracted (their retractions are read).
+    boards: Vec<Uuid>,
+    targets: Vec<Uuid>,
+    keys: BTreeSet<(i64, DateTime<Utc>)>,
+    currencies: BTreeSet<String>,
+}
+
+impl Named {
+    fn of<'a>(events: impl IntoIterator<Item = &'a Envelope>) -> Self {
+        let mut named = Named::default();
+        for envelope in events {
+            named.ids.push(envelope.event_id);
+            let bank = envelope.bank_id.get();
+            match &envelope.event {
+                Event::ReferenceBoardPublished(_) => continue,
+                Event::BoardPublished(board) => {
+                    named.boards.push(envelope.event_id);
+                    named.keys.insert((bank, board.as_of()));
+                    named
+                        .currencies
+                        .extend(board.rates().iter().map(|r| r.currency().to_string()));
+                }
+                Event::BoardRetracted(retraction) => {
+                    named.boards.push(retraction.board_event_id);
+                    named.targets.push(retraction.board_event_id);
+                    *named.banks.entry(bank).or_default() += 1;
+                }
+                _ => {}
+            }
+            *named.banks.entry(bank).or_default() += 0;
+        }
+        named
+    }
+}
+
+/// The slice of the model `events` need.
+pub async fn load<'a>(
+    db: &mut PgConnection,
+    events: impl IntoIterator<Item = &'a Envelope>,
+) -> sqlx::Result<Model> {
+    let named = Named::of(events);
+    let (banks, tops): (Vec<i64>, Vec<i32>) = named
+        .banks
+        .iter()
+        .map(|(bank, retractions)| (*bank, retractions + 1))
+        .unzip();
+    let (key_banks, key_times): (Vec<i64>, Vec<DateTime<Utc>>) = named.keys.iter().copied().unzip();
+    let currencies: Vec<String> = named.currencies.into_iter().collect();
+    let rows: Slice = sqlx::query_as(LOAD)
+        .bind(&named.ids)
+        .bind(&banks)
+        .bind(&tops)
+        .bind(&named.boards)
+        .bind(&named.targets)
+        .bind(&key_banks)
+        .bind(&key_times)
+        .bind(&currencies)
+        .fetch_one(db)
+        .await?;
+    Ok(rows.into_model())
+}
+
+/// Every part is an index probe or a short range of one.
+const LOAD: &str = r#"
+    WITH picked AS MATERIALIZED (
+        SELECT bank_id, as_of FROM (
+            SELECT t.bank_id, l.as_of FROM UNNEST($2::bigint[], $3::int[]) AS t (bank_id, n)
+            CROSS JOIN LATERAL (SELECT as_of FROM boards b WHERE b.bank_id = t.bank_id
+                                ORDER BY as_of DESC LIMIT t.n) l
+            UNION
+            SELECT bank_id, as_of FROM boards WHERE event_id = ANY ($5)
+            UNION
+            SELECT bank_id, as_of FROM boards
+            WHERE bank_id = ANY ($6) AND as_of = ANY ($7)
+              AND (bank_id, as_of) IN (SELECT * FROM UNNEST($6::bigint[], $7::timestamptz[]))
+        ) p
+    ), board AS MATERIALIZED (
+        SELECT b.bank_id, b.as_of, b.event_id, b.currencies FROM picked p
+        JOIN boards b ON b.bank_id = p.bank_id AND b.as_of = p.as_of
+    ), rate AS MATERIALIZED (
+        SELECT r.* FROM board b
+        CROSS JOIN LATERAL (SELECT * FROM rates r
+                            WHERE r.bank_id = b.bank_id AND r.currency = ANY (b.currencies)
+                              AND r.as_of = b.as_of OFFSET 0) r
+    ), applied AS MATERIALIZED (
+        SELECT event_id, partition, "offset" FROM applied_events WHERE event_id = ANY ($1)
+    ), bank AS MATERIALIZED (
+        SELECT * FROM banks WHERE id = ANY ($2)
+    ), retracted AS MATERIALIZED (
+        SELECT * FROM retracted_boards WHERE event_id = ANY ($4)
+    ), currency AS MATERIALIZED (
+        SELECT code::text, first_quoted_at FROM currencies WHERE code = ANY ($8::text[]::char(3)[])
+    )
+    SELECT ARRAY(SELECT event_id FROM applied) AS applied_ids,
+           ARRAY(SELECT partition FROM applied) AS applied_partitions,
+           ARRAY(SELECT "offset" FROM applied) AS applied_offsets,
+           ARRAY(SELECT id FROM bank) AS bank_ids,
+           ARRAY(SELECT code FROM bank) AS bank_codes,
+           ARRAY(SELECT name FROM bank) AS bank_names,
+           ARRAY(SELECT image_url FROM bank) AS bank_images,
+           ARRAY(SELECT social_links FROM bank) AS bank_links,
+           ARRAY(SELECT active FROM bank) AS bank_active,
+           ARRAY(SELECT registered_at FROM bank) AS bank_registered,
+           ARRAY(SELECT updated_at FROM bank) AS bank_updated,
+           ARRAY(SELECT bank_id FROM board) AS board_banks,
+           ARRAY(SELECT as_of FROM board) AS board_times,
+           ARRAY(SELECT event_id FROM board) AS board_ids,
+           ARRAY(SELECT bank_id FROM rate) AS rate_banks,
+           ARRAY(SELECT as_of FROM rate) AS rate_times,
+           ARRAY(SELECT currency::text FROM rate) AS rate_currencies,
+           ARRAY(SELECT cash_buying FROM rate) AS cash_buying,
+           ARRAY(SELECT cash_selling FROM rate) AS cash_selling,
+           ARRAY(SELECT transactional_buying FROM rate) AS transactional_buying,
+           ARRAY(SELECT transactional_selling FROM rate) AS transactional_selling,
+           ARRAY(SELECT event_id FROM retracted) AS retracted_ids,
+           ARRAY(SELECT bank_id FROM retracted) AS retracted_banks,
+           ARRAY(SELECT retracted_by FROM retracted) AS retracted_by,
+           ARRAY(SELECT reason FROM retracted) AS retracted_reasons,
+           ARRAY(SELECT retracted_at FROM retracted) AS retracted_at,
+           ARRAY(SELECT code FROM currency) AS currency_codes,
+           ARRAY(SELECT first_quoted_at FROM currency) AS currency_firsts"#;
+
+/// The statement's answer: each part's rows as columns.
+#[derive(sqlx::FromRow)]
+struct Slice {
+    applied_ids: Vec<Uuid>,
+    applied_partitions: Vec<i32>,
+    applied_offsets: Vec<i64>,
+    bank_ids: Vec<i64>,
+    bank_codes: Vec<String>,
+    bank_names: Vec<String>,
+    bank_images: Vec<String>,
+    bank_links: Vec<Json<Vec<SocialLink>>>,
+    bank_active: Vec<bool>,
+    bank_registered: Vec<DateTime<Utc>>,
+    bank_updated: Vec<DateTime<Utc>>,
+    board_banks: Vec<i64>,
+    board_times: Vec<DateTime<Utc>>,
+    board_ids: Vec<Uuid>,
+    rate_banks: Vec<i64>,
+    rate_times: Vec<DateTime<Utc>>,
+    rate_currencies: Vec<String>,
+    cash_buying: Vec<Decimal>,
+    cash_selling: Vec<Decimal>,
+    transactional_buying: Vec<Option<Decimal>>,
+    transactional_selling: Vec<Option<Decimal>>,
+    retracted_ids: Vec<Uuid>,
+    retracted_banks: Vec<i64>,
+    retracted_by: Vec<Uuid>,
+    retracted_reasons: Vec<Option<String>>,
+    retracted_at: Vec<DateTime<Utc>>,
+    currency_codes: Vec<String>,
+    currency_firsts: Vec<DateTime<Utc>>,
+}
+
+/// Ids the read model holds are the ones the fold wrote: valid.
+fn bank_id(id: i64) -> BankId {
+    BankId::new(id).expect("the read model holds valid bank ids")
+}
+
+/// A stored currency code; one this build no longer knows is left out of
+/// the slice (the rules read codes only to tell which views to refresh).
+fn currency(code: &str) -> Option<CurrencyCode> {
+    CurrencyCode::parse(code.trim()).ok()
+}
+
+impl Slice {
+    fn into_model(self) -> Model {
+        let mut model = Model::default();
+        for ((id, partition), offset) in self
+            .applied_ids
+            .into_iter()
+            .zip(self.applied_partitions)
+            .zip(self.applied_offsets)
+        {
+            model.applied.insert(id, Position { partition, offset });
+        }
+        for (i, id) in self.bank_ids.into_iter().enumerate() {
+            let bank = Bank {
+                code: self.bank_codes[i].clone(),
+                name: self.bank_names[i].clone(),
+                image_url: self.bank_images[i].clone(),
+                social_links: self.bank_links[i].0.clone(),
+                active: self.bank_active[i],
+                registered_at: self.bank_registered[i],
+                updated_at: self.bank_updated[i],
+            };
+            model.banks.insert(bank_id(id), bank);
+        }
+        let mut quotes: BTreeMap<(i64, DateTime<Utc>), Vec<Quote>> = BTreeMap::new();
+        for (i, bank) in self.rate_banks.into_iter().enumerate() {
+            let Some(code) = currency(&self.rate_currencies[i]) else {
+                continue;
+            };
+            quotes
+                .entry((bank, self.rate_times[i]))
+                .or_default()
+                .push(Quote {
+                    currency: code,
+                    cash_buying: self.cash_buying[i],
+                    cash_selling: self.cash_selling[i],
+                    transactional_buying: self.transactional_buying[i],
+                    transactional_selling: self.transactional_selling[i],
+                });
+        }
+        for ((bank, as_of), event_id) in self
+            .board_banks
+            .into_iter()
+            .zip(self.board_times)
+            .zip(self.board_ids)
+        {
+            let board = Board::new(event_id, quotes.remove(&(bank, as_of)).unwrap_or_default());
+            model.boards.insert((bank_id(bank), as_of), board);
+        }
+        for (i, id) in self.retracted_ids.into_iter().enumerate() {
+            let retraction = Retraction {
+                bank: bank_id(self.retracted_banks[i]),
+                by: self.retracted_by[i],
+                reason: self.retracted_reasons[i].clone(),
+                at: self.retracted_at[i],
+            };
+            model.retracted.insert(id, retraction);
+        }
+        for (code, first) in self.currency_codes.iter().zip(self.currency_firsts) {
+            if let Some(code) = currency(code) {
+                model.first_quoted.insert(code, first);
+            }
+        }
+        model
+    }
+}
