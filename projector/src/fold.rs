@@ -68,13 +68,46 @@ pub async fn apply_batch(
 
 /// How a batch's changes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writes {
+pub enum Writes {
     /// All at once: a write Postgres refuses for its content ends the
     /// attempt, and the batch starts again one event at a time. Live feeds
     /// never send such events, so the usual batch saves a savepoint's two
     /// round trips per event.
     Together,
     OneByOne,
+}
+
+/// Folds `batch` as [`apply_batch`] does, its changes written as `writes`
+/// says (the fold's tests hold both ways to the core).
+pub async fn apply_batch_written(
+    pool: &PgPool,
+    topic: &str,
+    batch: &[Incoming],
+    holes: &[Hole],
+    writes: Writes,
+) -> Result<BatchOutcome> {
+    fold(pool, topic, batch, holes, None, writes).await
+}
+
+/// Folds `batch`, starting again one event at a time when a write at
+/// once is refused.
+async fn fold(
+    pool: &PgPool,
+    topic: &str,
+    batch: &[Incoming],
+    holes: &[Hole],
+    judge: Option<&Judge>,
+    writes: Writes,
+) -> Result<BatchOutcome> {
+    match fold_batch(pool, topic, batch, holes, judge, writes).await? {
+        Folded::Done(outcome) => Ok(*outcome),
+        Folded::Refused => {
+            match fold_batch(pool, topic, batch, holes, judge, Writes::OneByOne).await? {
+                Folded::Done(outcome) => Ok(*outcome),
+                Folded::Refused => unreachable!("one event at a time, every event is taken"),
+            }
+        }
+    }
 }
 
 enum Folded {

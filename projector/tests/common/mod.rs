@@ -2,12 +2,21 @@
 // Each test file uses a part of these.
 #![allow(dead_code)]
 
-use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_projector::fold::model::{
+    Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction,
+};
 use ratewire_projector::fold::Incoming;
-use ratewire_proto::{encode, BoardPublished, CurrencyCode, Envelope, Pair, Rate, RateEntry};
+use ratewire_proto::{
+    encode, BankId, BoardPublished, CurrencyCode, Envelope, Pair, Rate, RateEntry, SocialLink,
+};
 use ratewire_readmodel::db;
 use rust_decimal::Decimal;
+use sqlx::types::Json;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 
@@ -21,6 +30,12 @@ pub async fn fresh_pool(prefix: &str) -> anyhow::Result<(PgPool, String)> {
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&admin)
         .await?;
+    // Nothing here must survive a crash: commits need not wait for the disk.
+    sqlx::query(&format!(
+        "ALTER DATABASE {name} SET synchronous_commit = off"
+    ))
+    .execute(&admin)
+    .await?;
     admin.close().await;
     let pool = db::pool(&format!("{POSTGRES}/{name}"), "readmodel", 4)?;
     db::migrate(&pool, "readmodel").await?;
@@ -67,4 +82,187 @@ pub fn messages(log: &[Envelope]) -> Vec<Incoming> {
         .enumerate()
         .map(|(offset, e)| Incoming::keyed(0, offset as i64, e.bank_id, encode(e)))
         .collect()
+}
+
+/// Everything the read model holds, as the fold's core models it, and the
+/// dead letters as (event id, rule).
+pub async fn dump(pool: &PgPool) -> anyhow::Result<(Model, BTreeSet<(Option<Uuid>, String)>)> {
+    let mut model = Model::default();
+    for (id, partition, offset) in sqlx::query_as::<_, (Uuid, i32, i64)>(
+        r#"SELECT event_id, partition, "offset" FROM applied_events"#,
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        model.applied.insert(id, Position { partition, offset });
+    }
+    let banks: Vec<BankRow> = sqlx::query_as(
+        "SELECT id, code, name, image_url, social_links, active, registered_at, updated_at FROM banks",
+    )
+    .fetch_all(pool)
+    .await?;
+    for row in banks {
+        let bank = Bank {
+            code: row.code,
+            name: row.name,
+            image_url: row.image_url,
+            social_links: row.social_links.0,
+            active: row.active,
+            registered_at: row.registered_at,
+            updated_at: row.updated_at,
+        };
+        model.banks.insert(BankId::new(row.id)?, bank);
+    }
+    let mut quotes: BTreeMap<(i64, DateTime<Utc>), Vec<Quote>> = BTreeMap::new();
+    let rates: Vec<RateRow> = sqlx::query_as(
+        "SELECT bank_id, as_of, currency::text AS currency, cash_buying, cash_selling,
+                transactional_buying, transactional_selling FROM rates",
+    )
+    .fetch_all(pool)
+    .await?;
+    for row in rates {
+        quotes
+            .entry((row.bank_id, row.as_of))
+            .or_default()
+            .push(Quote {
+                currency: CurrencyCode::parse(&row.currency)?,
+                cash_buying: row.cash_buying,
+                cash_selling: row.cash_selling,
+                transactional_buying: row.transactional_buying,
+                transactional_selling: row.transactional_selling,
+            });
+    }
+    for (bank, as_of, event_id, currencies) in
+        sqlx::query_as::<_, (i64, DateTime<Utc>, Uuid, Vec<String>)>(
+            "SELECT bank_id, as_of, event_id, currencies::text[] FROM boards",
+        )
+        .fetch_all(pool)
+        .await?
+    {
+        let board = Board::new(event_id, quotes.remove(&(bank, as_of)).unwrap_or_default());
+        let listed: Vec<String> = board.currencies().map(|c| c.to_string()).collect();
+        anyhow::ensure!(
+            currencies
+                .iter()
+                .map(|c| c.trim().to_owned())
+                .collect::<Vec<_>>()
+                == listed,
+            "board {bank} {as_of}: its currencies {currencies:?} are not its rates' {listed:?}"
+        );
+        model.boards.insert((BankId::new(bank)?, as_of), board);
+    }
+    anyhow::ensure!(quotes.is_empty(), "rates of no board: {:?}", quotes.keys());
+    for (code, first) in sqlx::query_as::<_, (String, DateTime<Utc>)>(
+        "SELECT code::text, first_quoted_at FROM currencies",
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        model
+            .first_quoted
+            .insert(CurrencyCode::parse(&code)?, first);
+    }
+    for (id, bank, by, reason, at) in
+        sqlx::query_as::<_, (Uuid, i64, Uuid, Option<String>, DateTime<Utc>)>(
+            "SELECT event_id, bank_id, retracted_by, reason, retracted_at FROM retracted_boards",
+        )
+        .fetch_all(pool)
+        .await?
+    {
+        let retraction = Retraction {
+            bank: BankId::new(bank)?,
+            by,
+            reason,
+            at,
+        };
+        model.retracted.insert(id, retraction);
+    }
+    let mut days: BTreeMap<(String, NaiveDate), Vec<ReferenceQuote>> = BTreeMap::new();
+    for (source, date, currency, buying, selling, weighted_average) in
+        sqlx::query_as::<_, (String, NaiveDate, String, Decimal, Decimal, Decimal)>(
+            "SELECT source, date, currency::text, buying, selling, weighted_average
+             FROM reference_rates ORDER BY currency",
+        )
+        .fetch_all(pool)
+        .await?
+    {
+        days.entry((source, date))
+            .or_default()
+            .push(ReferenceQuote {
+                currency: CurrencyCode::parse(&currency)?,
+                buying,
+                selling,
+                weighted_average,
+            });
+    }
+    for (source, date, event_id, published_at) in
+        sqlx::query_as::<_, (String, NaiveDate, Uuid, DateTime<Utc>)>(
+            "SELECT source, date, event_id, published_at FROM reference_boards",
+        )
+        .fetch_all(pool)
+        .await?
+    {
+        let quotes = days.remove(&(source.clone(), date)).unwrap_or_default();
+        let day = ReferenceDay {
+            event_id,
+            published_at,
+            quotes,
+        };
+        model.reference.insert((source, date), day);
+    }
+    let letters: BTreeSet<(Option<Uuid>, String)> = sqlx::query_as::<
+        _,
+        (Option<Uuid>, Option<String>),
+    >("SELECT event_id, rule FROM dead_letters")
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|(id, rule)| (id, rule.unwrap_or_default()))
+    .collect();
+    Ok((model, letters))
+}
+
+/// Empties every table of the read model (a fresh case on the same schema).
+pub async fn empty(pool: &PgPool) -> anyhow::Result<()> {
+    // A few rows each: deleting them is quicker than truncating.
+    for table in [
+        "applied_events",
+        "rates",
+        "boards",
+        "banks",
+        "currencies",
+        "consumer_offsets",
+        "dead_letters",
+        "retracted_boards",
+        "reference_rates",
+        "reference_boards",
+    ] {
+        sqlx::query(&format!("DELETE FROM {table}"))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct BankRow {
+    id: i64,
+    code: String,
+    name: String,
+    image_url: String,
+    social_links: Json<Vec<SocialLink>>,
+    active: bool,
+    registered_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct RateRow {
+    bank_id: i64,
+    as_of: DateTime<Utc>,
+    currency: String,
+    cash_buying: Decimal,
+    cash_selling: Decimal,
+    transactional_buying: Option<Decimal>,
+    transactional_selling: Option<Decimal>,
 }
