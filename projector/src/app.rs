@@ -1,6 +1,6 @@
 //! The projector process as a value: built from a [`Config`], then run until
 //! a shutdown signal. It serves the health listener and runs the
-//! [`FoldLoop`] and the webhooks' [`crate::delivery::Deliverer`] beside it.
+//! [`FoldLoop`] and the webhooks' [`ratewire_alerts::delivery::Deliverer`] beside it.
 
 use std::sync::Arc;
 

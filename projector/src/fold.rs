@@ -2,14 +2,14 @@
 //!
 //! Three guards make a message change the model at most once:
 //! - the partition's stored next offset: a redelivered message is skipped
-//!   ([`plan`]);
+//!   (`plan`);
 //! - the event id in `applied_events`: a producer retry that reached the
 //!   log twice is applied once ([`core`]);
 //! - both are written in the same transaction as the rows, so a crash
 //!   either keeps all of a batch or none of it.
 //!
 //! The rules are the pure [`core`]'s, on the slice of the model the batch
-//! needs ([`load`]); their changes are written as sets ([`write`]). A
+//! needs ([`load`]); their changes are written as sets ([`mod@write`]). A
 //! batch is written all at once; when Postgres refuses the write for an
 //! event's content, the batch starts again one event at a time, each in a
 //! savepoint of its own, so that only that event is dead-lettered. Alerts

@@ -19,7 +19,7 @@
 //!
 //! The fold's positions are also committed to the group, for information
 //! only (lag exporters, `kafka-consumer-groups --describe`); nothing reads
-//! them back. At most one commit a second ([`COMMIT_EVERY`]), always of the
+//! them back. At most one commit a second (`COMMIT_EVERY`), always of the
 //! latest positions, and a last one on leaving: each commit is a write to
 //! the broker's offsets log, and the demo feed alone made four a second.
 

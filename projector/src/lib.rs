@@ -2,8 +2,10 @@
 //! log into Postgres and renders the API's views into Redis.
 //!
 //! Reading the flow top-down:
-//! - [`app`] is the process: the health listener ([`http`]) and the
-//!   [`fold_loop`] beside it; [`cli`] holds the operator commands;
+//! - [`app`] is the process: the health listener ([`http`]), the
+//!   [`fold_loop`] and the alerts' deliverer (`ratewire_alerts::delivery`)
+//!   beside it; [`cli`] holds the operator commands, [`config`] every
+//!   setting, [`error`] the one error type, [`metrics`] what it counts;
 //! - [`fold_loop`] takes a batch, folds it, hands the changed banks to the
 //!   view tasks, and once a second follows a generation switch;
 //!   [`assignment`] decides which partitions it reads and from where
@@ -15,7 +17,10 @@
 //!   among the live instances through Kafka's consumer group;
 //! - [`fold`] applies a batch to Postgres in one transaction, together with
 //!   the consumed offsets (exactly-once in effect: a crash before commit
-//!   re-reads the batch, a crash after it finds the offsets already moved);
+//!   re-reads the batch, a crash after it finds the offsets already moved):
+//!   its pure core decides, its loader and writer read and write sets of
+//!   rows, and the alerts' judge (`ratewire_alerts::evaluation`) follows
+//!   each event;
 //! - the read model's `store` reads back what a view needs and its `views`
 //!   render it (both in `ratewire-readmodel`); [`views`] writes them to
 //!   Redis after the commit, each a task beside the fold. Redis is derived
@@ -24,7 +29,8 @@
 //! - [`replay`] folds the whole log into a new generation.
 //!
 //! Depends on the event contract (`ratewire-proto`), the read model
-//! (`ratewire-readmodel`) and the service shell (`ratewire-service`). Must
+//! (`ratewire-readmodel`), the alerts (`ratewire-alerts`) and the service
+//! shell (`ratewire-service`). Must
 //! not depend on the API: readers learn about the model from
 //! `ratewire-readmodel`, never from here.
 

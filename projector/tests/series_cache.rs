@@ -3,7 +3,7 @@
 //! a bank's history can do: busy spells (bucketed series) and quiet ones,
 //! the 30-day window sliding past values and pivots, backfilled and
 //! re-published boards, boards dated ahead of the clock, fields not always
-//! quoted, boards folded one by one (after a bad one) and in runs, and
+//! quoted, batches with a bad board among good ones, and
 //! recomputations skipped for long enough that many rows pile up.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -129,7 +129,7 @@ async fn check(seed: u64) -> anyhow::Result<()> {
                     _ => clock - Duration::seconds(30 * (boards - i)),
                 };
                 // Now and then a board of a bank never registered, which
-                // sends the batch's boards through the one-by-one path.
+                // is dead-lettered while the batch's other boards apply.
                 let stray = rng.gen_bool(0.02);
                 let bank = if stray {
                     BankId::new(999_999).unwrap()

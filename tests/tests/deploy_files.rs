@@ -64,14 +64,13 @@ fn settings_of(binary: &str) -> BTreeSet<String> {
 }
 
 /// Where the settings groups shared between processes are defined.
-const SHARED_SETTINGS: [&str; 7] = [
+const SHARED_SETTINGS: [&str; 6] = [
     "service/src/kafka.rs",
     "service/src/settings.rs",
     "service/src/serve.rs",
     "service/src/clients.rs",
     "readmodel/src/settings.rs",
-    "readmodel/src/alerts/mod.rs",
-    "projector/src/delivery/mod.rs",
+    "alerts/src/settings.rs",
 ];
 
 /// The text of `pub struct {name} { ... }` in `text`.

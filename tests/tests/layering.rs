@@ -1,5 +1,6 @@
 //! The crates depend on each other as the README's diagram shows: the
-//! processes share code only through `proto`, `service` and `readmodel`,
+//! processes share code only through `proto`, `service`, `readmodel` and
+//! `alerts`,
 //! the event contract carries no runtime, and the API links no Kafka
 //! client. Read from the manifests and `Cargo.lock` (which lists every
 //! package's resolved dependencies), so a new dependency that breaks the
@@ -77,14 +78,18 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 #[test]
-fn processes_share_code_only_through_the_three_libraries() {
+fn processes_share_code_only_through_the_four_libraries() {
     assert_eq!(ratewire_dependencies("ingest"), set(&["proto", "service"]));
     assert_eq!(
         ratewire_dependencies("projector"),
-        set(&["proto", "readmodel", "service"])
+        set(&["alerts", "proto", "readmodel", "service"])
     );
     assert_eq!(
         ratewire_dependencies("api"),
+        set(&["alerts", "proto", "readmodel", "service"])
+    );
+    assert_eq!(
+        ratewire_dependencies("alerts"),
         set(&["proto", "readmodel", "service"])
     );
     assert_eq!(
@@ -93,7 +98,7 @@ fn processes_share_code_only_through_the_three_libraries() {
     );
     assert_eq!(
         ratewire_dependencies("tools"),
-        set(&["proto", "service", "ingest", "readmodel"])
+        set(&["alerts", "proto", "service", "ingest"])
     );
     assert_eq!(ratewire_dependencies("service"), set(&[]));
     assert_eq!(ratewire_dependencies("proto"), set(&[]));

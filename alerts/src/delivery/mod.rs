@@ -13,9 +13,9 @@
 //! those in flight (one while it is failing), so a dead endpoint's backlog
 //! holds one slot and never the others' turn. Messages that fail are tried
 //! again on [`schedule`]'s times; an endpoint failing for 24 hours is
-//! disabled and its pending messages given up ([`record`]), which its
+//! disabled and its pending messages given up (`record`), which its
 //! owner sees in the API. Crossings also go to the live stream
-//! ([`stream`]).
+//! (`stream`).
 
 pub mod client;
 mod expand;

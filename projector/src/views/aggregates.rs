@@ -3,7 +3,7 @@
 //! banks' elements (`ratewire_api::views::lists`).
 //!
 //! A task of their own keeps every active bank's current board in memory
-//! ([`Boards`]). The bank-views task hands it each bank view it has just
+//! (`Boards`). The bank-views task hands it each bank view it has just
 //! written to Redis, with the currencies whose history the fold changed
 //! behind the latest boards (backfills, retractions); the task then
 //! recomputes only what those touch: the best rates of the currencies on

@@ -2,7 +2,7 @@
 //! rendered views under the read model's keys; [`banks`] writes the views
 //! of the banks a batch changed and hands them to [`aggregates`], the
 //! views over all banks (keeping the best quotes' series in
-//! [`series_cache`]); [`reference`] writes the reference sources' views;
+//! [`series_cache`]); [`mod@reference`] writes the reference sources' views;
 //! [`rebuild`] renders everything again from Postgres.
 //! Bottom-up: `redis` and `series_cache`, then `reference`, `aggregates`, `rebuild`
 //! (through `aggregates`) and `banks` (whose task also runs rebuilds).

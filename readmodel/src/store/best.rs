@@ -41,7 +41,7 @@ pub fn best_entry(
     }
 }
 
-/// [`best_rates`] from quotes already read (see [`quotes_of`]).
+/// [`best_rates`] from quotes already read (see [`super::quotes_of`]).
 pub async fn best_rates_from(
     pool: &sqlx::PgPool,
     code: CurrencyCode,
