@@ -84,18 +84,25 @@ pub async fn load<'a>(
 
 /// Every part is an index probe or a short range of one.
 const LOAD: &str = r#"
-    WITH picked AS MATERIALIZED (
-        SELECT bank_id, as_of FROM (
-            SELECT t.bank_id, l.as_of FROM UNNEST($2::bigint[], $3::int[]) AS t (bank_id, n)
-            CROSS JOIN LATERAL (SELECT as_of FROM boards b WHERE b.bank_id = t.bank_id
-                                ORDER BY as_of DESC LIMIT t.n) l
-            UNION
-            SELECT bank_id, as_of FROM boards WHERE event_id = ANY ($5)
-            UNION
-            SELECT bank_id, as_of FROM boards
-            WHERE bank_id = ANY ($6) AND as_of = ANY ($7)
-              AND (bank_id, as_of) IN (SELECT * FROM UNNEST($6::bigint[], $7::timestamptz[]))
-        ) p
+    WITH latest AS MATERIALIZED (
+        SELECT t.bank_id, l.as_of FROM UNNEST($2::bigint[], $3::int[]) AS t (bank_id, n)
+        CROSS JOIN LATERAL (SELECT as_of FROM boards b WHERE b.bank_id = t.bank_id
+                            ORDER BY as_of DESC LIMIT t.n) l
+    ), replaced AS (
+        -- Only a board at or before its bank's newest can replace one: a
+        -- live board, newer than anything stored, costs no probe.
+        SELECT k.bank_id, k.as_of
+        FROM UNNEST($6::bigint[], $7::timestamptz[]) AS k (bank_id, as_of)
+        JOIN (SELECT bank_id, max(as_of) AS newest FROM latest GROUP BY bank_id) n
+          ON n.bank_id = k.bank_id AND k.as_of <= n.newest
+    ), picked AS MATERIALIZED (
+        SELECT bank_id, as_of FROM latest
+        UNION
+        SELECT bank_id, as_of FROM boards WHERE event_id = ANY ($5)
+        UNION
+        SELECT b.bank_id, b.as_of FROM replaced k
+        CROSS JOIN LATERAL (SELECT bank_id, as_of FROM boards b
+                            WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of OFFSET 0) b
     ), board AS MATERIALIZED (
         SELECT b.bank_id, b.as_of, b.event_id, b.currencies FROM picked p
         JOIN boards b ON b.bank_id = p.bank_id AND b.as_of = p.as_of

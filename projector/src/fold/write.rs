@@ -57,16 +57,21 @@ async fn clear(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// The boards' delete names both key columns with `= ANY` so that it stays
-/// an index scan in the prepared statement's generic plan; their rates are
-/// found by the rates' key from the currencies each deleted board held
-/// (OFFSET 0 keeps those probes from becoming a join) and deleted by row
-/// address. A reference day's rates go with it (the key cascades).
+/// Each board is found by a probe of the boards' key and deleted by row
+/// address (a join against the unnested pairs became a scan of every
+/// board once Postgres stopped planning each execution of the prepared
+/// statement); its rates are found by the rates' key from the currencies
+/// it held (OFFSET 0 keeps those probes from becoming a join), and
+/// deleted the same way. A reference day's rates go with it (the key
+/// cascades).
 const CLEAR: &str = "
     WITH old_boards AS (
         DELETE FROM boards t
-        WHERE t.bank_id = ANY($1) AND t.as_of = ANY($2)
-          AND (t.bank_id, t.as_of) IN (SELECT * FROM UNNEST($1::bigint[], $2::timestamptz[]))
+        WHERE t.ctid = ANY (ARRAY(
+            SELECT b.ctid FROM UNNEST($1::bigint[], $2::timestamptz[]) AS k (bank_id, as_of)
+            CROSS JOIN LATERAL (SELECT ctid FROM boards b
+                                WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
+                                OFFSET 0) b))
         RETURNING t.bank_id, t.as_of, t.currencies
     ), old_rates AS (
         DELETE FROM rates t
