@@ -38,8 +38,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Long enough that a round's buffers are used again by the next
-    // (rounds come every 10-25 ms under load), short enough to bound what
-    // is held (docs/benchmarks.md compares the settings).
+    // round under load, short enough to bound what is held
+    // (docs/benchmarks.md compares the settings).
     purge_freed_memory_after(50);
     let cli = CommandLine::<Config, Command>::parse(
         "ratewire-projector",

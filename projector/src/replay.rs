@@ -169,8 +169,9 @@ pub async fn replay(
 
     // A replay is a bulk load: until autovacuum gets to the new schema its
     // tables have no statistics, and the views and the API's fallback reads
-    // would be planned blind (a best-rates series read measured 0.7 ms
-    // without statistics, 0.14 ms with). The search path is the new schema.
+    // would be planned blind, several times slower (docs/benchmarks.md,
+    // "Figures behind design choices in the code"). The search path is the
+    // new schema.
     sqlx::query("ANALYZE banks, boards, rates, currencies")
         .execute(&pool)
         .await?;

@@ -36,11 +36,10 @@ pub type SeriesKey = (BankId, CurrencyCode, Field);
 
 /// A kept series no one asked for in this long is let go, so only the
 /// banks recently best for something stay in memory. Counted in time, not
-/// in recomputations: at 100 boards/s a round runs every 10-25 ms, and the
-/// hundred rounds once allowed let go of series a second or two after
-/// their bank was last best, so every round read about ten of them again
-/// (a statement each, a hundred index probes for a busy bank), most of the
-/// round's time.
+/// in recomputations: rounds come quickly under load, and a count of
+/// rounds let go of series a second or two after their bank was last
+/// best, so every round read many of them again (docs/benchmarks.md,
+/// "Figures behind design choices in the code").
 const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Most series kept (about 3 KB each when full); beyond it those asked for
