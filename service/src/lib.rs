@@ -27,6 +27,12 @@
 //! - [`secret`]: the credential format of publisher tokens and API keys,
 //!   and the operator token check; [`operator`]: the extractor that guards
 //!   operator endpoints with it.
+//! - [`body`]: JSON request bodies read as the documents promise (a 400
+//!   naming every problem under its field); [`error`]: this crate's one
+//!   error type; [`allocator`]: how soon the processes that allocate most
+//!   hand freed memory back to the OS.
+//! - `testing` (with the `testing` feature, from other crates'
+//!   dev-dependencies only): a Postgres database of a test's own.
 //!
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
 //! Kafka or Redis clients (the Kafka settings are plain properties). It knows nothing of banks or rates.
@@ -50,6 +56,8 @@ pub mod serve;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::Error;
 pub use readiness::Readiness;
