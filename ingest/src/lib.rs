@@ -18,7 +18,7 @@
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
 //!   in events) and hashed publisher tokens; [`log_registry`] restores the
 //!   banks the log has and the tables lack, before ingest takes anything.
-//! - [`reference`] takes the National Bank's published reference rates
+//! - [`reference`](mod@reference) takes the National Bank's published reference rates
 //!   as they are and publishes a day once per change.
 //! - [`cli`] runs the same bank and token operations from a shell.
 //! - [`app`] builds the process from its [`config`] and runs it until

@@ -11,10 +11,10 @@
 //! - [`telemetry`]: log set-up.
 //! - [`metrics`] and [`http_metrics`]: the Prometheus recorder, `/metrics`,
 //!   and the request counter and histogram of every HTTP listener.
-//! - [`serve`]: binding a listener and serving a router on it until
+//! - [`serve`](mod@serve): binding a listener and serving a router on it until
 //!   shutdown; the one place where listener-wide behaviour belongs.
 //! - [`readiness`]: answering 503 while a process is still preparing its
-//!   dependencies, and [`retry`]: trying until a dependency answers.
+//!   dependencies, and [`retry`](mod@retry): trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
 //!   housekeeping jobs that run every so often until then; [`progress`]:
 //!   how far a long command-line job has come.
