@@ -25,7 +25,7 @@
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do. Only
-//! the README's settings test (`tests/readme_settings.rs`) links the three
+//! the README's settings test (`tests/tests/readme_settings.rs`) links the three
 //! processes, as dev-dependencies, to read their clap definitions.
 
 mod broker;
