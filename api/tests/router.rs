@@ -29,7 +29,7 @@ struct Api {
     operator: Router,
     key: String,
     /// Dropped last, with the routers' connections.
-    database: TestDatabase,
+    _database: TestDatabase,
 }
 
 impl Api {
@@ -76,7 +76,7 @@ impl Api {
             public: routes::public(state.clone()),
             operator: routes::operator(state),
             key: created.key,
-            database,
+            _database: database,
         }
     }
 

@@ -31,7 +31,7 @@ struct Ingest {
     public: Router,
     operator: Router,
     /// Dropped last, with the routers' connections.
-    database: TestDatabase,
+    _database: TestDatabase,
 }
 
 impl Ingest {
@@ -62,7 +62,7 @@ impl Ingest {
         Self {
             public: routes::public(state.clone()),
             operator: routes::operator(state),
-            database,
+            _database: database,
         }
     }
 
