@@ -37,7 +37,9 @@ pub struct Config {
     /// A Postgres replica (a hot standby of the primary) for /history and
     /// the series; unset, they read the primary. Answers there may lag the
     /// primary by the replica's replication delay; keys, usage and views
-    /// rendered while Redis is away stay on the primary.
+    /// rendered while Redis is away stay on the primary. While the replica
+    /// does not answer its probe (each second) they read the primary, and
+    /// `/readyz` says `degraded`.
     #[arg(long, env = "RATEWIRE_READ_DATABASE_URL")]
     pub read_database_url: Option<String>,
     /// Postgres schema for the API's own tables (keys).
@@ -47,17 +49,19 @@ pub struct Config {
     /// is the next page (`next`, and a `Link` header).
     #[arg(long, env = "RATEWIRE_SERIES_PAGE_POINTS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub series_page_points: u32,
-    /// The service time zone (IANA name): history days are calendar days here.
+    /// The service time zone (IANA name): history days are calendar days
+    /// here, and quota months are months here.
     #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
     pub timezone: chrono_tz::Tz,
     /// A bank's board older than this is marked `stale` (on
     /// /rates/spreads, /convert and the dashboard): `72h` by default, so
-    /// that a weekend does not count.
+    /// that a weekend does not count; a duration such as `48h` or `3days`.
     #[arg(long, env = "RATEWIRE_STALE_AFTER", default_value = "72h", value_parser = ratewire_service::settings::parse_duration)]
     pub stale_after: std::time::Duration,
     /// Plans as `name=perMinute/perMonth[/streams[/alerts]]`, comma
-    /// separated (see `access::plans`); `anonymous` is
-    /// required (callers without a valid key).
+    /// separated: requests a minute and a month, live streams a key holds
+    /// at once (default 1) and rate alerts it keeps (default 5).
+    /// `anonymous` is required (callers without a valid key).
     #[arg(long, env = "RATEWIRE_PLANS", default_value = crate::access::plans::DEFAULT_PLANS)]
     pub plans: crate::access::plans::Plans,
     /// Count requests against plans (`false` only to measure the limiter's
@@ -75,8 +79,8 @@ pub struct Config {
     pub retention: RetentionSchedule,
     /// Milliseconds a request may wait for Redis (its rate-limit round
     /// trip, the key cache, a view); past it, and until Redis answers a
-    /// probe again, requests are decided in this process and views come
-    /// from Postgres.
+    /// probe again, requests are counted in this process (its share of the
+    /// plan) and views come from Postgres.
     #[arg(long, env = "RATEWIRE_REDIS_BUDGET_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub redis_budget_ms: u64,
     /// Live API keys held in memory at most (prefix and hash, about 100
@@ -109,7 +113,8 @@ pub struct Config {
     /// request through the router, as before it existed (to compare).
     #[arg(long, env = "RATEWIRE_SHORTCUT", default_value_t = true, action = clap::ArgAction::Set)]
     pub shortcut: bool,
-    /// Megabytes of views kept in this process at most.
+    /// Megabytes of views kept in this process at most (a view over a
+    /// quarter of it is never kept).
     #[arg(long, env = "RATEWIRE_VIEW_CACHE_MB", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4_096))]
     pub view_cache_mb: u64,
 }

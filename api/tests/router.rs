@@ -10,11 +10,10 @@ use clap::Parser;
 use ratewire_api::access::key_records::{self, NewKey};
 use ratewire_api::redis_guard::RedisGuard;
 use ratewire_api::{app, db, routes, Config};
+use ratewire_service::testing::TestDatabase;
 use serde_json::{json, Value};
-use sqlx::PgPool;
 use tower::ServiceExt;
 
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 const ADMIN_TOKEN: &str = "router-test-admin-token-0123456789";
 
 #[derive(Parser)]
@@ -29,22 +28,15 @@ struct Api {
     public: Router,
     operator: Router,
     key: String,
-    database: String,
+    /// Dropped last, with the routers' connections.
+    _database: TestDatabase,
 }
 
 impl Api {
     async fn new() -> Self {
-        let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
-        let database = format!("router_{id}");
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
-            .await
-            .unwrap();
-        sqlx::query(&format!("CREATE DATABASE {database}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        admin.close().await;
-        let url = format!("{POSTGRES}/{database}");
+        let database = TestDatabase::create("router").await.unwrap();
+        let id = &database.name()["router_".len()..];
+        let url = database.url();
         let config = Args::parse_from([
             "ratewire-api",
             "--database-url",
@@ -84,7 +76,7 @@ impl Api {
             public: routes::public(state.clone()),
             operator: routes::operator(state),
             key: created.key,
-            database,
+            _database: database,
         }
     }
 
@@ -94,20 +86,6 @@ impl Api {
             request = request.header("x-api-key", key);
         }
         send(&self.public, request.body(Body::empty()).unwrap()).await
-    }
-
-    async fn drop_database(self) {
-        drop((self.public, self.operator));
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
-            .await
-            .unwrap();
-        sqlx::query(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.database
-        ))
-        .execute(&admin)
-        .await
-        .unwrap();
     }
 }
 
@@ -148,7 +126,6 @@ async fn a_request_without_a_valid_key_is_refused_and_still_counted() {
     let (status, _, body) = api.get("/api/v1/banks", Some("rwk_made0up0_x")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["message"], "Invalid API key");
-    api.drop_database().await;
 }
 
 #[tokio::test]
@@ -175,7 +152,6 @@ async fn every_bad_parameter_is_named() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(error_fields(&body), ["currencyCode"]);
-    api.drop_database().await;
 }
 
 #[tokio::test]
@@ -196,7 +172,6 @@ async fn unknown_paths_and_methods_answer_in_the_envelope() {
         body,
         json!({"status": 405, "message": "Method Not Allowed"})
     );
-    api.drop_database().await;
 }
 
 #[tokio::test]
@@ -219,7 +194,6 @@ async fn a_view_rendered_from_postgres_is_tagged_and_answered_304_when_unchanged
     assert_eq!(body, Value::Null);
     assert_eq!(headers[header::ETAG], etag.as_str());
     assert!(headers.contains_key("x-ratelimit-remaining"));
-    api.drop_database().await;
 }
 
 #[tokio::test]
@@ -282,5 +256,4 @@ async fn operators_create_keys_with_a_token_and_a_valid_body_only() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["name"], "reader");
     assert_eq!(body["data"]["plan"], "free");
-    api.drop_database().await;
 }

@@ -43,7 +43,8 @@ pub struct Config {
     /// The event topic.
     #[arg(long, env = "RATEWIRE_TOPIC", default_value = DEFAULT_TOPIC)]
     pub topic: String,
-    /// Create the topic at start when it does not exist.
+    /// Create the topic at start when it does not exist (with unlimited
+    /// retention: the log is the system of record).
     #[arg(long, env = "RATEWIRE_CREATE_TOPIC", default_value_t = true, action = clap::ArgAction::Set)]
     pub create_topic: bool,
     /// Partitions of a topic created at start.
@@ -70,7 +71,7 @@ pub struct Config {
     /// kept that long, see docs/publishers.md).
     #[arg(long, env = "RATEWIRE_RETRACTION_WINDOW_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_650))]
     pub retraction_window_days: u64,
-    /// Largest accepted request body, in bytes.
+    /// Largest accepted request body, in bytes (413 above).
     #[arg(long, env = "RATEWIRE_INGEST_BODY_LIMIT", default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
     pub body_limit: u64,
 }

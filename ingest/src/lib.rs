@@ -7,15 +7,23 @@
 //!   [`openapi`].
 //! - [`board`] turns a request body into a valid `BoardPublished`, reporting
 //!   every problem at once.
+//! - [`idempotency`] lets a publisher retry a push with its
+//!   `Idempotency-Key` and get the same event id; [`retraction`] records
+//!   every board before it is published, so a correction withdraws only a
+//!   board its bank really published, and at most once.
 //! - [`publisher`] puts events on the log and answers only once the broker
 //!   has acknowledged them; bank changes go through the [`outbox`], so
-//!   ingest's record and the log never disagree.
+//!   ingest's record and the log never disagree; [`appended`] tells
+//!   projectors on the same database that the log has new events.
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
 //!   in events) and hashed publisher tokens; [`log_registry`] restores the
 //!   banks the log has and the tables lack, before ingest takes anything.
-//! - [`reference`] takes the National Bank's published reference rates
+//! - [`reference`](mod@reference) takes the National Bank's published reference rates
 //!   as they are and publishes a day once per change.
 //! - [`cli`] runs the same bank and token operations from a shell.
+//! - [`app`] builds the process from its [`config`] and runs it until
+//!   shutdown; [`db`] is the pool in ingest's own schema; [`error`] is the
+//!   one error type and its mapping to responses.
 //!
 //! The client side (the demo simulator, backfill and load) is the tools
 //! crate's `ratewire-feed`.

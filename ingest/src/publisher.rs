@@ -29,22 +29,14 @@ pub struct KafkaContext(Arc<ClientReports>);
 
 impl ClientContext for KafkaContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        let authentication = matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-        );
-        self.0.error(authentication, reason);
+        self.0
+            .error(error.rdkafka_error_code().map(|c| c as i32), reason);
     }
 }
 
 /// Where the brokers are and how to connect to them (checked at start).
 fn client_config(config: &Config) -> ClientConfig {
-    config
-        .kafka
-        .properties()
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
+    ClientConfig::from_iter(config.kafka.client_properties("ratewire-ingest"))
 }
 
 #[derive(Clone)]

@@ -13,11 +13,10 @@ use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use clap::Parser;
 use ratewire_ingest::{app, db, routes, Config};
+use ratewire_service::testing::TestDatabase;
 use serde_json::{json, Value};
-use sqlx::PgPool;
 use tower::ServiceExt;
 
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 const ADMIN_TOKEN: &str = "router-test-admin-token-0123456789";
 
 #[derive(Parser)]
@@ -31,22 +30,14 @@ struct Args {
 struct Ingest {
     public: Router,
     operator: Router,
-    database: String,
+    /// Dropped last, with the routers' connections.
+    _database: TestDatabase,
 }
 
 impl Ingest {
     async fn new() -> Self {
-        let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
-        let database = format!("ingest_router_{id}");
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
-            .await
-            .unwrap();
-        sqlx::query(&format!("CREATE DATABASE {database}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        admin.close().await;
-        let url = format!("{POSTGRES}/{database}");
+        let database = TestDatabase::create("ingest_router").await.unwrap();
+        let url = database.url();
         let config = Args::parse_from([
             "ratewire-ingest",
             "--database-url",
@@ -71,7 +62,7 @@ impl Ingest {
         Self {
             public: routes::public(state.clone()),
             operator: routes::operator(state),
-            database,
+            _database: database,
         }
     }
 
@@ -96,20 +87,6 @@ impl Ingest {
         let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         request.extensions_mut().insert(ConnectInfo(peer));
         send(&self.public, request).await
-    }
-
-    async fn drop_database(self) {
-        drop((self.public, self.operator));
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
-            .await
-            .unwrap();
-        sqlx::query(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.database
-        ))
-        .execute(&admin)
-        .await
-        .unwrap();
     }
 }
 
@@ -160,7 +137,6 @@ async fn operators_need_the_token_and_a_valid_body() {
     let (status, body) = ingest.operator("GET", "/v1/admin/banks", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, json!([]), "nothing was registered");
-    ingest.drop_database().await;
 }
 
 #[tokio::test]
@@ -195,5 +171,4 @@ async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     let good = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158.2}]}"#;
     let (status, body) = ingest.push(id, &token, good).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    ingest.drop_database().await;
 }

@@ -54,16 +54,15 @@ pub struct Config {
     #[arg(long, env = "RATEWIRE_KAFKA_SESSION_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1_000..=300_000))]
     pub session_timeout_ms: u64,
     /// Which partitions this instance folds: `auto` (live instances share
-    /// them through Kafka's consumer group, see `group`), or by hand: `all`,
-    /// `slice:I/N` (those whose number modulo N is I) or a comma-separated
-    /// list such as `0,2`. Do not mix `auto` instances with fixed ones on
-    /// one topic.
+    /// them through Kafka's consumer group `RATEWIRE_KAFKA_GROUP`), or by
+    /// hand: `all`, `slice:I/N` (those whose number modulo N is I) or a
+    /// comma-separated list such as `0,2`. Do not mix `auto` instances with
+    /// fixed ones on one topic.
     #[arg(long, env = "RATEWIRE_PROJECTOR_PARTITIONS", default_value = "auto", value_parser = parse_partitions)]
     pub partitions: Partitions,
     /// Most messages applied in one batch (one Postgres transaction per
     /// lane). Larger batches spread over more partitions, so more lanes
-    /// work at once on a backlog: 5000 folded about 22% more rate entries a
-    /// second than 1000 (docs/benchmarks.md, run 39).
+    /// work at once on a backlog.
     #[arg(long, env = "RATEWIRE_PROJECTOR_BATCH_MAX", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max: u32,
     /// Most payload bytes in one batch (a batch always takes at least one
@@ -86,9 +85,9 @@ pub struct Config {
     pub batch_wait_ms: u64,
     /// Longest time, in milliseconds, the broker may hold a fetch while it
     /// has no new data. Kafka answers a fetch as soon as data arrives, so
-    /// this only sets how often a quiet log is asked again (at 20 ms, the
-    /// broker's empty fetches cost it more than the demo feed). Brokers
-    /// that hold every fetch for its full wait add up to this much to
+    /// this only sets how often a quiet log is asked again (a short wait
+    /// keeps the broker busy answering empty fetches). Brokers that hold
+    /// every fetch for its full wait add up to this much to
     /// publish-to-visible latency: lower it there, or set
     /// `RATEWIRE_PROJECTOR_IDLE_AFTER_MS`.
     #[arg(long, env = "RATEWIRE_PROJECTOR_FETCH_WAIT_MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=5_000))]

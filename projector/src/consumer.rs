@@ -18,7 +18,7 @@ use futures_util::future::MaybeDone;
 use ratewire_service::kafka::ClientReports;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::time::{timeout_at, Instant};
@@ -33,12 +33,7 @@ pub type LogConsumer = StreamConsumer<KafkaContext>;
 /// The settings every Kafka client of the projector starts from: where the
 /// brokers are and how to connect to them (checked at start).
 pub fn client_config(config: &Config) -> ClientConfig {
-    config
-        .kafka
-        .properties()
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
+    ClientConfig::from_iter(config.kafka.client_properties("ratewire-projector"))
 }
 
 /// What every Kafka client of the projector does with librdkafka's error
@@ -63,11 +58,8 @@ impl KafkaContext {
 
 impl ClientContext for KafkaContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        let authentication = matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-        );
-        self.0.error(authentication, reason);
+        self.0
+            .error(error.rdkafka_error_code().map(|c| c as i32), reason);
     }
 }
 
@@ -83,9 +75,10 @@ pub fn create(config: &Config, context: KafkaContext) -> Result<Arc<LogConsumer>
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
         .set("fetch.wait.max.ms", config.fetch_wait_ms.to_string())
-        // Messages fetched ahead of the fold: librdkafka's default of 64 MB
-        // held the projector at 134 MB on a backlog; 16 MB (about a second
-        // of folding) kept it at 92 MB and folded as fast.
+        // Messages fetched ahead of the fold: about a second of folding
+        // keeps the fold fed; librdkafka's larger default only holds more
+        // memory on a backlog (docs/benchmarks.md, "Figures behind design
+        // choices in the code").
         .set("queued.max.messages.kbytes", "16384")
         .create_with_context(context)?;
     Ok(Arc::new(consumer))

@@ -4,8 +4,8 @@
 //! envelope every event travels in ([`envelope`]), the events themselves
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
 //! published ([`topic`]), and the rules every event obeys ([`rules`]), held
-//! by the types themselves ([`rate`], [`board`], [`reference`]). Ingest writes these types, the
-//! projector reads them.
+//! by the types themselves ([`rate`], [`board`], [`reference`](mod@reference)).
+//! Ingest writes these types, the projector reads them.
 //!
 //! This crate is the contract and nothing else: a third party may depend on
 //! it to read the topic. It must not depend on any other ratewire crate, nor

@@ -7,30 +7,25 @@ use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::store::{best_at, records_at, Best};
 use ratewire_readmodel::views::{Field, HistoryRecord};
+use ratewire_service::testing::TestDatabase;
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
-
+/// A read model of the test's own, in a database dropped with it.
 struct Database {
     pool: PgPool,
-    name: String,
+    _database: TestDatabase,
 }
 
 impl Database {
     async fn fresh() -> anyhow::Result<Self> {
-        let name = format!(
-            "series_reads_{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await?;
-        admin.close().await;
-        let pool = ratewire_readmodel::db::pool(&format!("{POSTGRES}/{name}"), "readmodel", 4)?;
+        let database = TestDatabase::create("series_reads").await?;
+        let pool = ratewire_readmodel::db::pool(&database.url(), "readmodel", 4)?;
         ratewire_readmodel::db::migrate(&pool, "readmodel").await?;
-        Ok(Self { pool, name })
+        Ok(Self {
+            pool,
+            _database: database,
+        })
     }
 
     async fn bank(&self, id: i64, active: bool) -> anyhow::Result<()> {
@@ -63,18 +58,6 @@ impl Database {
         .bind(at)
         .bind(Decimal::from(buying))
         .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn drop(self) -> anyhow::Result<()> {
-        self.pool.close().await;
-        let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-        sqlx::query(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ))
-        .execute(&admin)
         .await?;
         Ok(())
     }
@@ -161,7 +144,7 @@ async fn each_instant_shows_the_record_in_force_whether_scanned_or_probed() -> a
     // A transactional rate nobody quotes: no best.
     let none = best_at(&db.pool, usd(), Field::TransactionalBuying, &instants).await?;
     assert!(none.iter().all(|(_, b)| b.is_none()));
-    db.drop().await
+    Ok(())
 }
 
 #[tokio::test]
@@ -187,5 +170,5 @@ async fn equal_values_go_to_the_earlier_record_then_the_lower_bank() -> anyhow::
         .await?;
     let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
     assert_eq!(winner(best), [Some(1), Some(1)]);
-    db.drop().await
+    Ok(())
 }

@@ -24,7 +24,8 @@ use ipnet::IpNet;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClientAddresses {
     /// Proxies (IPs or CIDRs, comma separated) whose X-Forwarded-For is
-    /// believed; with none, the client is always the socket peer.
+    /// believed, read from the right (an entry that is not a plain address
+    /// ends the walk); with none, the client is always the socket peer.
     #[arg(long, env = "RATEWIRE_TRUSTED_PROXIES", value_delimiter = ',', num_args = 0.., value_parser = parse_proxy)]
     pub trusted_proxies: Vec<IpNet>,
     /// IPv6 clients are counted per network of this prefix length (64: one

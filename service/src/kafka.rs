@@ -2,8 +2,9 @@
 //! TLS and SASL, and any other librdkafka property. The settings become
 //! librdkafka properties here, checked at start (exit 2 naming the
 //! variable); each process hands them to every Kafka client it makes, so
-//! its producer, consumers and admin client connect alike. This crate links
-//! no Kafka client: it only speaks librdkafka's property names.
+//! its producer, consumers and admin client connect alike, and reports
+//! their errors to [`ClientReports`]. This crate links no Kafka client: it
+//! only speaks librdkafka's property names and error codes.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +20,9 @@ pub struct KafkaConnection {
     )]
     pub brokers: String,
     /// `plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl` (librdkafka's
-    /// `security.protocol`). Managed services want `sasl_ssl`.
+    /// `security.protocol`). Managed services want `sasl_ssl`. Brokers that
+    /// refuse the credentials at start stop the process with status 2,
+    /// naming the settings to check.
     #[arg(long = "kafka-security-protocol", env = "RATEWIRE_KAFKA_SECURITY_PROTOCOL", default_value = "plaintext", value_parser = ["plaintext", "ssl", "sasl_plaintext", "sasl_ssl"])]
     pub security_protocol: String,
     /// The SASL mechanism with `sasl_*`: `PLAIN` (Confluent Cloud API keys),
@@ -27,10 +30,12 @@ pub struct KafkaConnection {
     /// such as `OAUTHBEARER`, through `RATEWIRE_KAFKA_PROPERTIES`.
     #[arg(long = "kafka-sasl-mechanism", env = "RATEWIRE_KAFKA_SASL_MECHANISM", value_parser = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"])]
     pub sasl_mechanism: Option<String>,
-    /// The SASL user name (with `PLAIN` or `SCRAM-*`).
+    /// The SASL user name (with `PLAIN` or `SCRAM-*`; an API key on
+    /// Confluent Cloud).
     #[arg(long = "kafka-sasl-username", env = "RATEWIRE_KAFKA_SASL_USERNAME")]
     pub sasl_username: Option<String>,
-    /// The SASL password; prefer `RATEWIRE_KAFKA_SASL_PASSWORD_FILE`.
+    /// The SASL password; prefer `RATEWIRE_KAFKA_SASL_PASSWORD_FILE` (set
+    /// one of the two).
     #[arg(
         long = "kafka-sasl-password",
         env = "RATEWIRE_KAFKA_SASL_PASSWORD",
@@ -199,6 +204,16 @@ impl KafkaConnection {
         Ok(properties)
     }
 
+    /// What every Kafka client of a process starts from: the client id
+    /// the brokers log and meter it by, then [`Self::properties`] (checked
+    /// at start by [`Self::check`], so none is missing here). Each process
+    /// adds what its client is for and makes the client from the pairs.
+    pub fn client_properties(&self, client_id: &str) -> Vec<(String, String)> {
+        let mut properties = vec![("client.id".to_owned(), client_id.to_owned())];
+        properties.extend(self.properties().unwrap_or_default());
+        properties
+    }
+
     fn password(&self) -> Result<Option<String>, String> {
         match (&self.sasl_password, &self.sasl_password_file) {
             (Some(_), Some(_)) => Err(
@@ -239,6 +254,11 @@ impl KafkaConnection {
     }
 }
 
+/// librdkafka's error codes for credentials the brokers refused:
+/// `RD_KAFKA_RESP_ERR__AUTHENTICATION` and
+/// `RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED`.
+const REFUSED_CREDENTIALS: [i32; 2] = [-169, 58];
+
 /// What a process's Kafka clients report, shared by all of them: whether
 /// any has had an answer from the brokers, and what a refusal means. Each
 /// process wraps it in the client context its Kafka library wants.
@@ -261,13 +281,14 @@ impl ClientReports {
         self.reached.store(true, Ordering::Relaxed);
     }
 
-    /// A client's error report: when the brokers refused this process's
-    /// credentials before any client of it had reached them, the settings
-    /// are wrong, not the network: say which, and exit with status 2. Later
-    /// refusals (credentials rotated under a running process) are logged;
-    /// the process stays up and reports the broker unavailable.
-    pub fn error(&self, authentication: bool, reason: &str) {
-        if !authentication {
+    /// A client's error report, with librdkafka's error code: when the
+    /// brokers refused this process's credentials before any client of it
+    /// had reached them, the settings are wrong, not the network: say
+    /// which, and exit with status 2. Later refusals (credentials rotated
+    /// under a running process) are logged; the process stays up and
+    /// reports the broker unavailable.
+    pub fn error(&self, code: Option<i32>, reason: &str) {
+        if !code.is_some_and(|code| REFUSED_CREDENTIALS.contains(&code)) {
             tracing::warn!(reason, "kafka client error");
             return;
         }
@@ -353,6 +374,20 @@ mod tests {
         let error =
             settings(&["--kafka-security-protocol=ssl", "--kafka-ssl-ca=/nowhere"]).unwrap_err();
         assert!(error.contains("no file"), "{error}");
+    }
+
+    #[test]
+    fn every_client_names_its_process_unless_the_operator_does() {
+        let cli = Cli::try_parse_from(["test"]).unwrap();
+        let properties = cli.kafka.client_properties("ratewire-ingest");
+        assert_eq!(get(&properties, "client.id"), Some("ratewire-ingest"));
+        assert_eq!(
+            get(&properties, "bootstrap.servers"),
+            Some("127.0.0.1:9092")
+        );
+        let cli = Cli::try_parse_from(["test", "--kafka-properties=client.id=eu-ingest"]).unwrap();
+        let properties = cli.kafka.client_properties("ratewire-ingest");
+        assert_eq!(get(&properties, "client.id"), Some("eu-ingest"));
     }
 
     #[test]

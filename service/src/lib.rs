@@ -11,10 +11,10 @@
 //! - [`telemetry`]: log set-up.
 //! - [`metrics`] and [`http_metrics`]: the Prometheus recorder, `/metrics`,
 //!   and the request counter and histogram of every HTTP listener.
-//! - [`serve`]: binding a listener and serving a router on it until
+//! - [`serve`](mod@serve): binding a listener and serving a router on it until
 //!   shutdown; the one place where listener-wide behaviour belongs.
 //! - [`readiness`]: answering 503 while a process is still preparing its
-//!   dependencies, and [`retry`]: trying until a dependency answers.
+//!   dependencies, and [`retry`](mod@retry): trying until a dependency answers.
 //! - [`shutdown`]: Ctrl-C and SIGTERM as a cancellation token; [`periodic`]:
 //!   housekeeping jobs that run every so often until then; [`progress`]:
 //!   how far a long command-line job has come.
@@ -27,6 +27,12 @@
 //! - [`secret`]: the credential format of publisher tokens and API keys,
 //!   and the operator token check; [`operator`]: the extractor that guards
 //!   operator endpoints with it.
+//! - [`body`]: JSON request bodies read as the documents promise (a 400
+//!   naming every problem under its field); [`error`]: this crate's one
+//!   error type; [`allocator`]: how soon the processes that allocate most
+//!   hand freed memory back to the OS.
+//! - `testing` (with the `testing` feature, from other crates'
+//!   dev-dependencies only): a Postgres database of a test's own.
 //!
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
 //! Kafka or Redis clients (the Kafka settings are plain properties). It knows nothing of banks or rates.
@@ -50,6 +56,8 @@ pub mod serve;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::Error;
 pub use readiness::Readiness;

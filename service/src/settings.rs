@@ -16,7 +16,7 @@ pub struct Common {
         default_value = "postgres://postgres@127.0.0.1:5432/ratewire"
     )]
     pub database_url: String,
-    /// `text` or `json` log lines.
+    /// `text` or `json` log lines (on stderr).
     #[arg(long, env = "RATEWIRE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
@@ -25,7 +25,8 @@ pub struct Common {
 /// policy no longer keeps; docs/operations.md lists the policies).
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct RetentionSchedule {
-    /// Seconds between runs of the retention jobs.
+    /// Seconds between runs of the retention jobs, which purge what the
+    /// process's retention policy no longer keeps (docs/operations.md).
     #[arg(long, env = "RATEWIRE_RETENTION_INTERVAL_SECS", default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub retention_interval_secs: u64,
 }

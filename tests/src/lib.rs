@@ -24,7 +24,9 @@
 //!   chromium for the dashboard's tests.
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
-//! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
+//! over HTTP, Kafka, Postgres and Redis, as operators and clients do. Only
+//! the README's settings test (`tests/tests/readme_settings.rs`) links the three
+//! processes, as dev-dependencies, to read their clap definitions.
 
 mod broker;
 pub mod browser;

@@ -1,8 +1,8 @@
 //! ratewire's tools: the feed clients a publisher or an operator runs
 //! (`ratewire-feed`: the demo simulator the stack runs, the backfill of
-//! past boards from a file, the fixed-rate load the benchmarks use), and
-//! the benchmarks: their harness (`ratewire-bench`, [`bench`]) and their own
-//! clients and baseline (`examples/`).
+//! past boards from a file, the fixed-rate load the benchmarks use;
+//! [`feed`]), and the benchmarks: their harness (`ratewire-bench`,
+//! [`bench`](mod@bench)) and their own clients and baseline (`examples/`).
 //!
 //! A client of the services only: it talks to ingest and the API over
 //! HTTP, and borrows ingest's board parser to check a file before it

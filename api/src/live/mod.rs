@@ -15,17 +15,19 @@
 //! atomically with them (a subscriber reacting with a GET sees at least
 //! that board), the stream keeps an hour for resuming, and the API needs
 //! no Kafka client (see the crate docs).
-
 //!
 //! Bottom-up: [`delivery`] (what is sent), [`fanout`] (who receives it),
-//! [`changes`] (reading the stream's entries and their views), [`relay`]
-//! (the task that follows the stream); [`alerts`] follows the alerts'
-//! stream beside it (crossings, for their keys' subscribers).
+//! [`changes`] (reading the stream's entries and their views),
+//! [`follower`] (the blocking reads of a Redis stream, with their back-off
+//! and shutdown), [`relay`] (the task that follows the changes stream);
+//! [`alerts`] follows the alerts' stream beside it (crossings, for their
+//! keys' subscribers).
 
 pub mod alerts;
 pub mod changes;
 pub mod delivery;
 pub mod fanout;
+pub mod follower;
 pub mod relay;
 
 pub use changes::{Change, Reader};

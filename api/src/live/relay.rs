@@ -2,20 +2,17 @@
 //! each delivery to the subscribers that follow it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ratewire_readmodel::redis::Connection;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::live::changes::{parse_entries, Reader};
 use crate::live::delivery::{Delivery, Position};
 use crate::live::fanout::{Fanout, Interest, Subscriber};
+use crate::live::follower::Follower;
 use crate::views::cache::ViewCache;
 use crate::views::read_model::ReadModels;
-
-/// Entries read per blocking read.
-const READ_AT_MOST: usize = 512;
 
 /// The fan-out: one task follows the changes stream; subscribers receive
 /// the deliveries they follow.
@@ -55,12 +52,14 @@ impl Relay {
     /// Follows the active generation's changes stream until shutdown, with
     /// `blocking` (a connection of its own: a blocking read holds it).
     pub async fn follow(self, blocking: Connection, read: ReadModels, shutdown: CancellationToken) {
+        let mut follower = Follower::new(
+            blocking,
+            shutdown,
+            "the changes stream",
+            "live subscribers wait",
+        );
         let mut following: Option<(String, Position)> = None;
-        let mut failing = false;
-        loop {
-            if shutdown.is_cancelled() {
-                return;
-            }
+        while !follower.stopping() {
             let views = read.current().views.clone();
             let key = views.changes();
             let from = match &following {
@@ -80,48 +79,20 @@ impl Relay {
                     }
                     Err(e) => {
                         self.cache.suspend();
-                        failing = note_failure(failing, &e);
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        if !follower.back_off(&e).await {
+                            return;
                         }
                         continue;
                     }
                 },
             };
-            let read_entries = async {
-                let mut conn = blocking.clone();
-                redis::cmd("XREAD")
-                    .arg("COUNT")
-                    .arg(READ_AT_MOST)
-                    .arg("BLOCK")
-                    .arg(1_000)
-                    .arg("STREAMS")
-                    .arg(&key)
-                    .arg(from.to_string())
-                    .query_async::<Option<Vec<(String, Vec<(String, Vec<(String, String)>)>)>>>(
-                        &mut conn,
-                    )
-                    .await
-            };
-            let entries = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                entries = read_entries => entries,
-            };
-            let changes = match entries {
-                Ok(streams) => parse_entries(
-                    streams
-                        .unwrap_or_default()
-                        .into_iter()
-                        .flat_map(|(_, entries)| entries)
-                        .collect(),
-                ),
-                Err(e) => {
+            let changes = match follower.read(&key, &from.to_string()).await {
+                None => return,
+                Some(Ok(entries)) => parse_entries(entries),
+                Some(Err(e)) => {
                     self.cache.suspend();
-                    failing = note_failure(failing, &e);
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    if !follower.back_off(&e).await {
+                        return;
                     }
                     continue;
                 }
@@ -138,10 +109,7 @@ impl Relay {
             };
             match self.reader.deliveries(&views, &changes).await {
                 Ok(deliveries) => {
-                    if failing {
-                        info!("following the changes stream again");
-                        failing = false;
-                    }
+                    follower.answered();
                     metrics::counter!("ratewire_api_stream_changes_total")
                         .increment(deliveries.len() as u64);
                     for delivery in deliveries {
@@ -149,15 +117,8 @@ impl Relay {
                     }
                     following = Some((key, last));
                 }
-                Err(e) => failing = note_failure(failing, &e),
+                Err(e) => follower.failed(&e),
             }
         }
     }
-}
-
-fn note_failure(failing: bool, e: &redis::RedisError) -> bool {
-    if !failing {
-        warn!(error = %e, "following the changes stream failed; live subscribers wait until Redis answers");
-    }
-    true
 }

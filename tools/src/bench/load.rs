@@ -259,6 +259,37 @@ impl Figures {
     }
 }
 
+/// A backlog is a load like the others, so it is written here, beside
+/// the generators, as a method of the stack it loads: the processes'
+/// module knows nothing of loads.
+impl Procs {
+    /// A backlog of `entries` rate entries (boards of 30 currencies for
+    /// 50 banks) published as fast as 32 publishers can; the load's figures.
+    pub fn backlog(&self, entries: u64) -> anyhow::Result<Figures> {
+        let boards = entries.div_ceil(30).to_string();
+        let out = self.run(
+            &self.settings.bin("ratewire-feed"),
+            &[
+                "load",
+                "--banks",
+                "50",
+                "--currencies",
+                "30",
+                "--rate",
+                "0",
+                "--concurrency",
+                "32",
+                "--boards",
+                &boards,
+                "--duration",
+                "3600s",
+            ],
+            "feed.log",
+        )?;
+        Ok(Figures::parse(&out))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

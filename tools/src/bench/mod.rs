@@ -6,7 +6,8 @@
 //! baseline measured in the same run.
 //!
 //! [`procs`] runs and watches the processes, [`load`] drives the load
-//! generators, [`report`] writes Markdown; one module per scenario:
+//! generators against them (a backlog for the projector included),
+//! [`report`] writes Markdown; one module per scenario:
 //! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`alerts`].
 
 pub mod abuse;

@@ -230,32 +230,6 @@ impl Procs {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// A backlog of `entries` rate entries (boards of 30 currencies for
-    /// 50 banks) published as fast as 32 publishers can; the load's figures.
-    pub fn backlog(&self, entries: u64) -> anyhow::Result<super::load::Figures> {
-        let boards = entries.div_ceil(30).to_string();
-        let out = self.run(
-            &self.settings.bin("ratewire-feed"),
-            &[
-                "load",
-                "--banks",
-                "50",
-                "--currencies",
-                "30",
-                "--rate",
-                "0",
-                "--concurrency",
-                "32",
-                "--boards",
-                &boards,
-                "--duration",
-                "3600s",
-            ],
-            "feed.log",
-        )?;
-        Ok(super::load::Figures::parse(&out))
-    }
-
     /// A key of `plan` from the API's command line.
     pub fn api_key(&self, name: &str, plan: &str) -> anyhow::Result<String> {
         let out = self.run(
