@@ -19,10 +19,11 @@ pub enum Error {
     /// The alerts crate refused (its migrations, its schema).
     #[error("alerts: {0}")]
     Alerts(ratewire_alerts::Error),
-    /// Another fold applied some of a batch's events meanwhile: the batch
-    /// is tried again.
-    #[error(transparent)]
-    AppliedMeanwhile(#[from] crate::fold::write::AppliedMeanwhile),
+    /// Another fold applied this many of a batch's events meanwhile (two
+    /// partitions holding the same event id, folded side by side): the
+    /// batch is tried again, and then finds them applied.
+    #[error("{0} of the batch's events were applied meanwhile by another fold")]
+    AppliedMeanwhile(usize),
     /// A task of this process ended before it answered.
     #[error("the {0} task has stopped")]
     Stopped(&'static str),
@@ -36,15 +37,6 @@ impl From<ratewire_alerts::Error> for Error {
             ratewire_alerts::Error::Postgres(e) => Error::Postgres(e),
             ratewire_alerts::Error::Redis(e) => Error::Redis(e),
             other => Error::Alerts(other),
-        }
-    }
-}
-
-impl From<crate::fold::write::WriteError> for Error {
-    fn from(e: crate::fold::write::WriteError) -> Self {
-        match e {
-            crate::fold::write::WriteError::Database(e) => Error::Postgres(e),
-            crate::fold::write::WriteError::Raced(e) => Error::AppliedMeanwhile(e),
         }
     }
 }

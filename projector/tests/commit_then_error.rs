@@ -50,5 +50,5 @@ async fn a_batch_applied_again_after_its_commit_still_names_its_banks_and_curren
     assert!(again.banks.contains(&bank), "the bank's views refreshed");
     assert!(again.currencies.contains(&usd), "its best rates refreshed");
 
-    drop_database(pool, &name).await
+    drop_database(pool, name).await
 }

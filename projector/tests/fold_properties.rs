@@ -32,6 +32,7 @@ use ratewire_proto::{
 };
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::Field;
+use ratewire_service::testing::TestDatabase;
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -333,17 +334,17 @@ async fn fold(
 struct Property {
     runtime: tokio::runtime::Runtime,
     pool: PgPool,
-    name: String,
+    database: Option<TestDatabase>,
 }
 
 impl Property {
     fn new() -> Self {
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        let (pool, name) = runtime.block_on(fresh_pool("rw_props")).unwrap();
+        let (pool, database) = runtime.block_on(fresh_pool("rw_props")).unwrap();
         Property {
             runtime,
             pool,
-            name,
+            database: Some(database),
         }
     }
 
@@ -375,8 +376,10 @@ impl Property {
 
 impl Drop for Property {
     fn drop(&mut self) {
-        let pool = self.pool.clone();
-        let _ = self.runtime.block_on(drop_database(pool, &self.name));
+        let (pool, database) = (self.pool.clone(), self.database.take());
+        if let Some(database) = database {
+            let _ = self.runtime.block_on(drop_database(pool, database));
+        }
     }
 }
 
@@ -827,5 +830,5 @@ async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::R
         Some(&(now, dec(10_399))),
         "ends at the current value"
     );
-    drop_database(pool, &name).await
+    drop_database(pool, name).await
 }

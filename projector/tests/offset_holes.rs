@@ -117,7 +117,7 @@ async fn a_message_past_the_position_waits_until_the_read_proves_the_offsets_bet
         .await?;
     assert_eq!(boards, 3, "every board the broker holds is folded");
 
-    drop_database(pool, &name).await
+    drop_database(pool, name).await
 }
 
 #[tokio::test]
@@ -137,5 +137,5 @@ async fn a_hole_proven_for_other_offsets_does_not_let_a_missing_message_through(
     assert_eq!(outcome.positions[&0], 2);
     assert!(outcome.crossed.is_empty());
 
-    drop_database(pool, &name).await
+    drop_database(pool, name).await
 }

@@ -184,5 +184,5 @@ async fn check(seed: u64) -> anyhow::Result<()> {
         "most series are carried forward: {carried} carried, {read} read"
     );
     drop(log);
-    drop_database(pool, &name).await
+    drop_database(pool, name).await
 }

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every crate with sources of its own (the end-to-end tests aside).
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "proto",
     "service",
     "readmodel",
+    "alerts",
     "ingest",
     "projector",
     "api",

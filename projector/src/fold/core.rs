@@ -1,8 +1,8 @@
 //! The fold's rules, with no I/O: [`apply`] takes the model and one event
 //! and returns what changes (and changes the model with it). Both ways of
-//! writing a batch ([`super::write`], all of a batch's changes at once or
-//! one event's in a savepoint of its own) turn these changes into SQL, and
-//! the tests fold logs with this alone to say what Postgres must hold.
+//! writing a batch (all of a batch's changes at once, or one event's in a
+//! savepoint of its own) turn these changes into SQL, and the tests fold
+//! logs with this alone to say what Postgres must hold.
 //!
 //! The rules:
 //! - an event applies once: an id applied before is a duplicate (a

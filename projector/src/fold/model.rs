@@ -1,8 +1,7 @@
 //! The read model's rows as the fold's rules see them, in memory: what the
-//! pure core ([`super::core`]) reads and changes. A batch's fold loads the
-//! slice its events need from Postgres ([`super::load`]); a whole log
-//! folded into one gives what the read model must hold (the fold's tests
-//! compare the two).
+//! pure core reads and changes. A batch's fold loads the slice its events
+//! need from Postgres; a whole log folded into one gives what the read
+//! model must hold (the fold's tests compare the two).
 
 use std::collections::BTreeMap;
 

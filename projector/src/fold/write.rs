@@ -13,20 +13,23 @@ use uuid::Uuid;
 
 use super::core::Net;
 
-/// Another fold applied one of these events meanwhile (two partitions
-/// holding the same event id, folded side by side): the batch is tried
-/// again, and then finds it applied.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} of the batch's events were applied meanwhile by another fold")]
-pub struct AppliedMeanwhile(pub usize);
-
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error(transparent)]
     Database(#[from] sqlx::Error),
-    #[error(transparent)]
-    Raced(#[from] AppliedMeanwhile),
+    /// This many of the events were applied meanwhile by another fold.
+    #[error("{0} of the batch's events were applied meanwhile by another fold")]
+    Raced(usize),
+}
+
+impl From<WriteError> for crate::error::Error {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Database(e) => crate::error::Error::Postgres(e),
+            WriteError::Raced(n) => crate::error::Error::AppliedMeanwhile(n),
+        }
+    }
 }
 
 /// Writes `net` in the transaction `db`.
@@ -211,7 +214,7 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .await?;
     let expected = rows.applied_ids.len();
     if (inserted as usize) < expected {
-        return Err(AppliedMeanwhile(expected - inserted as usize).into());
+        return Err(WriteError::Raced(expected - inserted as usize));
     }
     Ok(())
 }

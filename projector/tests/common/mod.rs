@@ -13,41 +13,34 @@ use ratewire_proto::{
     encode, BankId, BoardPublished, CurrencyCode, Envelope, Pair, Rate, RateEntry, SocialLink,
 };
 use ratewire_readmodel::db;
+use ratewire_service::testing::TestDatabase;
 use rust_decimal::Decimal;
 use sqlx::types::Json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
-
-/// A new database with the read model migrated into schema `readmodel`.
-pub async fn fresh_pool(prefix: &str) -> anyhow::Result<(PgPool, String)> {
-    let name = format!(
-        "{prefix}_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
-    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await?;
+/// A new database of the test's own (gone with the returned value), the
+/// read model migrated into schema `readmodel`.
+pub async fn fresh_pool(prefix: &str) -> anyhow::Result<(PgPool, TestDatabase)> {
+    let database = TestDatabase::create(prefix).await?;
     // Nothing here must survive a crash: commits need not wait for the disk.
+    let pool = db::pool(&database.url(), "readmodel", 4)?;
     sqlx::query(&format!(
-        "ALTER DATABASE {name} SET synchronous_commit = off"
+        "ALTER DATABASE {} SET synchronous_commit = off",
+        database.name()
     ))
-    .execute(&admin)
+    .execute(&pool)
     .await?;
-    admin.close().await;
-    let pool = db::pool(&format!("{POSTGRES}/{name}"), "readmodel", 4)?;
+    pool.close().await;
+    let pool = db::pool(&database.url(), "readmodel", 4)?;
     db::migrate(&pool, "readmodel").await?;
-    Ok((pool, name))
+    Ok((pool, database))
 }
 
-pub async fn drop_database(pool: PgPool, name: &str) -> anyhow::Result<()> {
+/// Closes the pool, then the database goes.
+pub async fn drop_database(pool: PgPool, database: TestDatabase) -> anyhow::Result<()> {
     pool.close().await;
-    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&admin)
-        .await?;
+    drop(database);
     Ok(())
 }
 

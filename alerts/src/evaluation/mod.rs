@@ -1,0 +1,210 @@
+//! Alerts judged in the fold's transaction, so that a crossing is
+//! recorded exactly when its board is applied: a crash keeps both or
+//! neither. The fold tells an [`Evaluation`] how each applied event left
+//! its bank ([`Evaluation::observe`]); the judge ([`crate::judge`]) decides
+//! in memory, and [`Evaluation::finish`] stores what moved.
+//!
+//! Each log position is evaluated once, whatever folds it: the alerts
+//! schema's `positions` hold, per partition, the first offset nobody has
+//! evaluated. A fold locks its partitions' rows, evaluates the messages at
+//! or past them, and moves them on; a replay into a new generation (which
+//! folds the log again from offset zero) finds its old messages evaluated
+//! and skips them, and the messages it reaches first it evaluates like a
+//! live fold. Message ids come from the alert and the event, so even a
+//! second evaluation could not send a crossing twice.
+//!
+//! Values are compared in the alerts schema's `quotes`: each bank's latest
+//! board, copied from the generation after the batch. A bank's rows depend
+//! only on its own events (one partition, in order), so any generation
+//! copies the same values; the best rate across banks is taken there
+//! rather than from a generation whose other partitions may be behind (a
+//! replay's).
+//!
+//! A board moves each watch it touches (one row each) and records one
+//! `crossings` row per watch naming the alerts it fired, whatever the
+//! number of alerts; the deliverer turns that row into messages outside
+//! the fold. While any watch exists, a transaction-wide lock serialises
+//! evaluation across lanes and projectors (the best rate moves with every
+//! bank's board) and against alerts being made; without watches only the
+//! quotes are kept.
+
+mod sql;
+mod watching;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use sql::Statements;
+pub use watching::BankNow;
+use watching::Watching;
+
+/// The fold's alert statements for one alerts schema.
+#[derive(Debug, Clone)]
+pub struct Judge {
+    schema: String,
+    sql: Statements,
+    /// Whether a partition without a position starts one here (the live
+    /// fold); a replay never does, or it would judge the whole history.
+    seeds: bool,
+}
+
+impl Judge {
+    /// A replay's: it judges only partitions the live fold started.
+    pub fn for_replay(schema: &str) -> Self {
+        Self {
+            seeds: false,
+            ..Self::new(schema)
+        }
+    }
+
+    /// `schema` is a checked identifier (settings) holding the alerts'
+    /// tables, migrated. The statements run on the generation's
+    /// connection, so the alerts' tables are named with their schema.
+    pub fn new(schema: &str) -> Self {
+        Self {
+            schema: schema.to_owned(),
+            seeds: true,
+            sql: Statements::new(schema),
+        }
+    }
+
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// What this batch must evaluate, with the partitions' rows locked;
+    /// `None` when every message was evaluated before (a replay behind the
+    /// live fold: nothing is locked). `positions` are the generation's
+    /// stored next offsets of the batch's partitions, `messages` where the
+    /// batch's messages are, `banks` the banks they name.
+    pub async fn begin(
+        &self,
+        db: &mut PgConnection,
+        topic: &str,
+        positions: &BTreeMap<i32, i64>,
+        messages: impl IntoIterator<Item = (i32, i64)>,
+        banks: &BTreeSet<i64>,
+    ) -> sqlx::Result<Option<Evaluation>> {
+        let partitions: Vec<i32> = positions.keys().copied().collect();
+        // Positions only grow: a message below one read without a lock
+        // was evaluated for certain.
+        let peeked: BTreeMap<i32, i64> = sqlx::query_as(&self.sql.peek)
+            .bind(topic)
+            .bind(&partitions)
+            .fetch_all(&mut *db)
+            .await?
+            .into_iter()
+            .collect();
+        let pending =
+            messages
+                .into_iter()
+                .any(|(partition, offset)| match peeked.get(&partition) {
+                    Some(from) => offset >= *from,
+                    None => self.seeds,
+                });
+        if !pending {
+            return Ok(None);
+        }
+        let mut rows: Vec<(i32, i64, bool)> = sqlx::query_as(&self.sql.lock)
+            .bind(topic)
+            .bind(&partitions)
+            .fetch_all(&mut *db)
+            .await?;
+        if rows.len() < partitions.len() && self.seeds {
+            let starts: Vec<i64> = partitions.iter().map(|p| positions[p]).collect();
+            sqlx::query(&self.sql.seed_positions)
+                .bind(topic)
+                .bind(&partitions)
+                .bind(&starts)
+                .execute(&mut *db)
+                .await?;
+            sqlx::query(&self.sql.seed_quotes).execute(&mut *db).await?;
+            rows = sqlx::query_as(&self.sql.lock)
+                .bind(topic)
+                .bind(&partitions)
+                .fetch_all(&mut *db)
+                .await?;
+        }
+        let any_watch = rows.iter().any(|(_, _, any)| *any);
+        let from = rows.into_iter().map(|(p, n, _)| (p, n)).collect();
+        let watching = match any_watch {
+            true => Some(Watching::load(&self.sql, db, banks).await?),
+            false => None,
+        };
+        Ok(Some(Evaluation {
+            from,
+            watching,
+            observed: BTreeSet::new(),
+        }))
+    }
+}
+
+/// A batch's evaluation: where each partition's unevaluated messages
+/// start, and what it did so far.
+#[derive(Debug)]
+pub struct Evaluation {
+    from: BTreeMap<i32, i64>,
+    /// `None`: no watch exists; only the quotes are kept.
+    watching: Option<Watching>,
+    /// Banks whose quotes are copied at the batch's end.
+    observed: BTreeSet<i64>,
+}
+
+impl Evaluation {
+    /// Whether the message at `partition`/`offset` is evaluated here.
+    pub fn covers(&self, partition: i32, offset: i64) -> bool {
+        self.from
+            .get(&partition)
+            .is_some_and(|from| offset >= *from)
+    }
+
+    /// Whether [`Evaluation::observe`] needs each bank's latest rates.
+    pub fn watches(&self) -> bool {
+        self.watching.is_some()
+    }
+
+    /// Judges the watches an applied event (`event_id`, occurred at
+    /// `occurred_at`) moved, as it left its bank. Events that do not
+    /// change what alerts compare (reference boards) are not observed.
+    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
+        self.observed.insert(now.bank);
+        if let Some(watching) = &mut self.watching {
+            watching.observe(event_id, occurred_at, now);
+        }
+    }
+
+    /// Stores what the batch moved: the quotes of the banks observed, the
+    /// watches, the crossings with the alerts they fired; moves the
+    /// evaluated positions to the batch's end. Returns the alerts fired.
+    pub async fn finish(
+        self,
+        judge: &Judge,
+        db: &mut PgConnection,
+        topic: &str,
+        positions: &BTreeMap<i32, i64>,
+    ) -> sqlx::Result<u64> {
+        if !self.observed.is_empty() {
+            let banks: Vec<i64> = self.observed.iter().copied().collect();
+            sqlx::query(&judge.sql.refresh)
+                .bind(&banks)
+                .execute(&mut *db)
+                .await?;
+        }
+        let fired = match self.watching {
+            Some(watching) => watching.store(&judge.sql, db).await?,
+            None => 0,
+        };
+        let (partitions, next): (Vec<i32>, Vec<i64>) =
+            positions.iter().map(|(p, n)| (*p, *n)).unzip();
+        sqlx::query(&judge.sql.advance)
+            .bind(topic)
+            .bind(&partitions)
+            .bind(&next)
+            .execute(&mut *db)
+            .await?;
+        Ok(fired)
+    }
+}

@@ -1,0 +1,141 @@
+//! The statements the judge runs in the fold's transaction, for one
+//! alerts schema. They run on the generation's connection, so the
+//! alerts' tables are named with their schema; they fetch and store sets
+//! of rows, and the judge ([`crate::judge`]) decides.
+
+#[derive(Debug, Clone)]
+pub(super) struct Statements {
+    pub peek: String,
+    pub lock: String,
+    pub seed_positions: String,
+    pub seed_quotes: String,
+    pub watches: String,
+    pub quotes: String,
+    pub refresh: String,
+    pub candidates: String,
+    pub moved: String,
+    pub crossed: String,
+    pub advance: String,
+}
+
+impl Statements {
+    /// `s` is a checked identifier (settings) holding the alerts' tables.
+    pub fn new(s: &str) -> Self {
+        let latest =
+            "SELECT r.bank_id, r.currency::text AS currency, r.cash_buying, r.cash_selling,
+                             r.transactional_buying, r.transactional_selling, r.as_of
+                      FROM banks k
+                      CROSS JOIN LATERAL (SELECT as_of, currencies FROM boards
+                                          WHERE bank_id = k.id ORDER BY as_of DESC LIMIT 1) b
+                      JOIN rates r ON r.bank_id = k.id AND r.as_of = b.as_of
+                                  AND r.currency = ANY (b.currencies)";
+        Self {
+            peek: format!(
+                "SELECT partition, next_offset FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)"
+            ),
+            lock: format!(
+                "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.watches) AS any_watch
+                 FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)
+                 ORDER BY partition FOR UPDATE"
+            ),
+            // A partition first seen: evaluation starts where this
+            // generation is...
+            seed_positions: format!(
+                "INSERT INTO {s}.positions (topic, partition, next_offset)
+                 SELECT $1, p, n FROM UNNEST($2::int[], $3::bigint[]) AS t (p, n)
+                 ON CONFLICT DO NOTHING"
+            ),
+            // ...and the quotes start from what it holds.
+            seed_quotes: format!(
+                "WITH banks_in AS (
+                     INSERT INTO {s}.quote_banks (bank_id, code, name, active)
+                     SELECT id, code, name, active FROM banks ON CONFLICT DO NOTHING)
+                 INSERT INTO {s}.quotes (bank_id, currency, cash_buying, cash_selling,
+                                         transactional_buying, transactional_selling, updated_at)
+                 {latest}
+                 ON CONFLICT DO NOTHING"
+            ),
+            // The watches of the banks ($1) and of the best rates.
+            watches: format!(
+                "SELECT currency, field, bank_id, value, evaluations FROM {s}.watches
+                 WHERE bank_id = ANY ($1) OR bank_id = 0"
+            ),
+            // The quotes of the currencies ($1) and the banks ($2).
+            quotes: format!(
+                "SELECT q.bank_id, q.currency, q.cash_buying, q.cash_selling,
+                        q.transactional_buying, q.transactional_selling, q.updated_at,
+                        COALESCE(b.active, FALSE) AS active
+                 FROM {s}.quotes q LEFT JOIN {s}.quote_banks b ON b.bank_id = q.bank_id
+                 WHERE q.currency = ANY ($1) OR q.bank_id = ANY ($2)"
+            ),
+            // Copies the banks' ($1) latest boards and details from
+            // the generation.
+            refresh: format!(
+                "WITH latest AS (
+                     SELECT * FROM ({latest}) l WHERE l.bank_id = ANY ($1)
+                 ), gone AS (
+                     DELETE FROM {s}.quotes q WHERE q.bank_id = ANY ($1)
+                       AND (q.bank_id, q.currency) NOT IN (SELECT bank_id, currency FROM latest)
+                 ), put AS (
+                     INSERT INTO {s}.quotes (bank_id, currency, cash_buying, cash_selling,
+                                             transactional_buying, transactional_selling, updated_at)
+                     SELECT * FROM latest
+                     ON CONFLICT (bank_id, currency) DO UPDATE SET
+                         cash_buying = EXCLUDED.cash_buying, cash_selling = EXCLUDED.cash_selling,
+                         transactional_buying = EXCLUDED.transactional_buying,
+                         transactional_selling = EXCLUDED.transactional_selling,
+                         updated_at = EXCLUDED.updated_at
+                 )
+                 INSERT INTO {s}.quote_banks (bank_id, code, name, active)
+                 SELECT id, code, name, active FROM banks WHERE id = ANY ($1)
+                 ON CONFLICT (bank_id) DO UPDATE SET code = EXCLUDED.code,
+                     name = EXCLUDED.name, active = EXCLUDED.active"
+            ),
+            // For each move ($1 its number), the alerts of its watch
+            // whose threshold lies in its range (each condition a range
+            // of the thresholds' index), and those not known yet.
+            candidates: format!(
+                "SELECT m.i, x.id, x.condition, x.threshold, x.since
+                 FROM UNNEST($1::int[], $2::text[], $3::text[], $4::bigint[], $5::numeric[],
+                             $6::numeric[], $7::bigint[]) AS m (i, currency, field, bank, low, high, evaluations)
+                 CROSS JOIN LATERAL (
+                     SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
+                     WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
+                       AND a.condition = ANY ('{{above,below}}') AND a.threshold BETWEEN m.low AND m.high
+                     UNION
+                     SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
+                     WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
+                       AND a.since = m.evaluations) x"
+            ),
+            moved: format!(
+                "UPDATE {s}.watches w SET value = m.value, holder = m.holder,
+                     updated_at = m.updated_at, evaluations = m.evaluations
+                 FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::numeric[], $5::bigint[],
+                             $6::timestamptz[], $7::bigint[])
+                      AS m (currency, field, bank_id, value, holder, updated_at, evaluations)
+                 WHERE w.currency = m.currency AND w.field = m.field AND w.bank_id = m.bank_id"
+            ),
+            // One row per crossing ($1 its number), its alerts given
+            // as ($11 crossing, $12 alert) pairs.
+            crossed: format!(
+                "INSERT INTO {s}.crossings (event_id, currency, field, watch_bank, alert_ids,
+                                           previous, current, holder, updated_at, occurred_at)
+                 SELECT c.event_id, c.currency, c.field, c.bank,
+                        ARRAY(SELECT f.alert FROM UNNEST($11::int[], $12::uuid[]) AS f (i, alert)
+                              WHERE f.i = c.i),
+                        c.previous, c.current, c.holder, c.updated_at, c.occurred_at
+                 FROM UNNEST($1::int[], $2::uuid[], $3::text[], $4::text[], $5::bigint[],
+                             $6::numeric[], $7::numeric[], $8::bigint[], $9::timestamptz[],
+                             $10::timestamptz[])
+                      AS c (i, event_id, currency, field, bank, previous, current, holder,
+                            updated_at, occurred_at)
+                 ON CONFLICT DO NOTHING"
+            ),
+            advance: format!(
+                "UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
+                 FROM UNNEST($2::int[], $3::bigint[]) AS n (partition, next_offset)
+                 WHERE p.topic = $1 AND p.partition = n.partition"
+            ),
+        }
+    }
+}

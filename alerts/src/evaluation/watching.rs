@@ -1,0 +1,345 @@
+//! What a batch's evaluation keeps in memory while any watch exists: the
+//! watches its banks' events may move, the quotes they are judged on,
+//! and the moves so far; read under the evaluation lock, judged event by
+//! event, stored at the batch's end.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use ratewire_proto::CurrencyCode;
+use rust_decimal::Decimal;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::sql::Statements;
+use crate::judge::{self, Armed, Condition, Field, Move, Quote, WatchBank, BEST};
+use crate::schema::EVALUATION_LOCK;
+
+/// How an applied event left its bank: listed or not, and its latest
+/// board's rates (none when it has no board).
+#[derive(Debug, Clone)]
+pub struct BankNow {
+    pub bank: i64,
+    pub active: bool,
+    pub quotes: Vec<Quote>,
+}
+
+#[derive(sqlx::FromRow)]
+struct QuoteRow {
+    bank_id: i64,
+    currency: String,
+    cash_buying: Option<Decimal>,
+    cash_selling: Option<Decimal>,
+    transactional_buying: Option<Decimal>,
+    transactional_selling: Option<Decimal>,
+    updated_at: DateTime<Utc>,
+    active: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct WatchKey {
+    currency: CurrencyCode,
+    field: Field,
+    bank: WatchBank,
+}
+
+#[derive(Debug, Clone)]
+struct Watch {
+    value: Option<Decimal>,
+    holder: Option<i64>,
+    updated_at: Option<DateTime<Utc>>,
+    evaluations: i64,
+    moved: bool,
+}
+
+/// The watches a batch may move, with the quotes they are judged on, and
+/// the moves so far.
+#[derive(Debug)]
+pub(super) struct Watching {
+    watches: BTreeMap<WatchKey, Watch>,
+    quotes: BTreeMap<(i64, CurrencyCode), Quote>,
+    /// Whether a bank is listed (its quotes count for the best rate).
+    active: BTreeMap<i64, bool>,
+    moves: Vec<Moved>,
+}
+
+/// One watch moved by one event.
+#[derive(Debug, Clone)]
+struct Moved {
+    key: WatchKey,
+    step: Move,
+    holder: Option<i64>,
+    updated_at: Option<DateTime<Utc>>,
+    event_id: Uuid,
+    occurred_at: DateTime<Utc>,
+}
+
+impl Watching {
+    /// Takes the evaluation lock and reads the watches the banks' events
+    /// may move, with the quotes they are judged on.
+    pub async fn load(
+        sql: &Statements,
+        db: &mut PgConnection,
+        banks: &BTreeSet<i64>,
+    ) -> sqlx::Result<Watching> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(EVALUATION_LOCK)
+            .execute(&mut *db)
+            .await?;
+        let banks: Vec<i64> = banks.iter().copied().collect();
+        let rows: Vec<(String, String, i64, Option<Decimal>, i64)> = sqlx::query_as(&sql.watches)
+            .bind(&banks)
+            .fetch_all(&mut *db)
+            .await?;
+        let mut watches = BTreeMap::new();
+        for (currency, field, bank, value, evaluations) in rows {
+            let (Ok(currency), Some(field)) =
+                (CurrencyCode::parse(&currency), Field::from_key(&field))
+            else {
+                continue;
+            };
+            watches.insert(
+                WatchKey {
+                    currency,
+                    field,
+                    bank,
+                },
+                Watch {
+                    value,
+                    holder: None,
+                    updated_at: None,
+                    evaluations,
+                    moved: false,
+                },
+            );
+        }
+        let currencies: Vec<String> = watches
+            .keys()
+            .map(|k| k.currency.as_str().to_owned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let rows: Vec<QuoteRow> = sqlx::query_as(&sql.quotes)
+            .bind(&currencies)
+            .bind(&banks)
+            .fetch_all(&mut *db)
+            .await?;
+        let mut quotes = BTreeMap::new();
+        let mut active = BTreeMap::new();
+        for row in rows {
+            let Ok(currency) = CurrencyCode::parse(&row.currency) else {
+                continue;
+            };
+            active.insert(row.bank_id, row.active);
+            quotes.insert(
+                (row.bank_id, currency),
+                Quote {
+                    bank: row.bank_id,
+                    currency,
+                    cash_buying: row.cash_buying,
+                    cash_selling: row.cash_selling,
+                    transactional_buying: row.transactional_buying,
+                    transactional_selling: row.transactional_selling,
+                    updated_at: row.updated_at,
+                },
+            );
+        }
+        Ok(Watching {
+            watches,
+            quotes,
+            active,
+            moves: Vec::new(),
+        })
+    }
+
+    /// Judges the watches an applied event moved, as it left its bank.
+    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
+        let bank = now.bank;
+        let mut affected: BTreeSet<CurrencyCode> = self
+            .quotes
+            .keys()
+            .filter(|(b, _)| *b == bank)
+            .map(|(_, c)| *c)
+            .collect();
+        self.quotes.retain(|(b, _), _| *b != bank);
+        for quote in now.quotes {
+            affected.insert(quote.currency);
+            self.quotes.insert((bank, quote.currency), quote);
+        }
+        self.active.insert(bank, now.active);
+        let Watching {
+            watches,
+            quotes,
+            active,
+            moves,
+        } = self;
+        for (key, watch) in watches.iter_mut() {
+            if !affected.contains(&key.currency) || (key.bank != bank && key.bank != BEST) {
+                continue;
+            }
+            let candidates = quotes
+                .values()
+                .filter(|q| q.currency == key.currency)
+                .map(|q| (q, active.get(&q.bank).copied().unwrap_or(false)));
+            let seen = judge::watched(key.field, key.bank, candidates);
+            moves.push(Moved {
+                key: *key,
+                step: Move {
+                    old: watch.value,
+                    new: seen.map(|s| s.value),
+                    evaluations: watch.evaluations,
+                },
+                holder: seen.map(|s| s.holder),
+                updated_at: seen.map(|s| s.updated_at),
+                event_id,
+                occurred_at,
+            });
+            watch.value = seen.map(|s| s.value);
+            watch.holder = seen.map(|s| s.holder);
+            watch.updated_at = seen.map(|s| s.updated_at);
+            watch.evaluations += 1;
+            watch.moved = true;
+        }
+    }
+
+    /// Reads the alerts each move may fire, judges them, and stores the
+    /// watches and crossings.
+    pub async fn store(self, sql: &Statements, db: &mut PgConnection) -> sqlx::Result<u64> {
+        let Watching { watches, moves, .. } = self;
+        if moves.is_empty() {
+            return Ok(0);
+        }
+        let mut ask = Columns::default();
+        for (i, moved) in moves.iter().enumerate() {
+            let Some((low, high)) = moved.step.thresholds() else {
+                continue;
+            };
+            ask.index.push(i as i32);
+            ask.currency.push(moved.key.currency.as_str().to_owned());
+            ask.field.push(moved.key.field.key().to_owned());
+            ask.bank.push(moved.key.bank);
+            ask.low.push(low);
+            ask.high.push(high);
+            ask.evaluations.push(moved.step.evaluations);
+        }
+        let candidates: Vec<(i32, Uuid, String, Decimal, i64)> = if ask.index.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as(&sql.candidates)
+                .bind(&ask.index)
+                .bind(&ask.currency)
+                .bind(&ask.field)
+                .bind(&ask.bank)
+                .bind(&ask.low)
+                .bind(&ask.high)
+                .bind(&ask.evaluations)
+                .fetch_all(&mut *db)
+                .await?
+        };
+        let mut fired: BTreeMap<usize, Vec<Uuid>> = BTreeMap::new();
+        for (i, id, condition, threshold, since) in candidates {
+            let Some(condition) = Condition::parse(&condition) else {
+                continue;
+            };
+            let alert = Armed {
+                condition,
+                threshold,
+                since,
+            };
+            if judge::fires(&alert, &moves[i as usize].step) {
+                fired.entry(i as usize).or_default().push(id);
+            }
+        }
+
+        let moved: Vec<(&WatchKey, &Watch)> = watches.iter().filter(|(_, w)| w.moved).collect();
+        sqlx::query(&sql.moved)
+            .bind(
+                moved
+                    .iter()
+                    .map(|(k, _)| k.currency.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(moved.iter().map(|(k, _)| k.field.key()).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(k, _)| k.bank).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.value).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.holder).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.updated_at).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.evaluations).collect::<Vec<_>>())
+            .execute(&mut *db)
+            .await?;
+
+        if fired.is_empty() {
+            return Ok(0);
+        }
+        let mut rows = Crossings::default();
+        let mut count = 0;
+        for (i, alerts) in &fired {
+            let moved = &moves[*i];
+            let (Some(current), Some(holder), Some(updated_at)) =
+                (moved.step.new, moved.holder, moved.updated_at)
+            else {
+                continue;
+            };
+            rows.index.push(*i as i32);
+            rows.event_id.push(moved.event_id);
+            rows.currency.push(moved.key.currency.as_str().to_owned());
+            rows.field.push(moved.key.field.key().to_owned());
+            rows.bank.push(moved.key.bank);
+            rows.previous.push(moved.step.old);
+            rows.current.push(current);
+            rows.holder.push(holder);
+            rows.updated_at.push(updated_at);
+            rows.occurred_at.push(moved.occurred_at);
+            for alert in alerts {
+                rows.alert_crossing.push(*i as i32);
+                rows.alert_id.push(*alert);
+                count += 1;
+            }
+        }
+        sqlx::query(&sql.crossed)
+            .bind(&rows.index)
+            .bind(&rows.event_id)
+            .bind(&rows.currency)
+            .bind(&rows.field)
+            .bind(&rows.bank)
+            .bind(&rows.previous)
+            .bind(&rows.current)
+            .bind(&rows.holder)
+            .bind(&rows.updated_at)
+            .bind(&rows.occurred_at)
+            .bind(&rows.alert_crossing)
+            .bind(&rows.alert_id)
+            .execute(&mut *db)
+            .await?;
+        Ok(count)
+    }
+}
+
+/// The moves asked about, as columns.
+#[derive(Default)]
+struct Columns {
+    index: Vec<i32>,
+    currency: Vec<String>,
+    field: Vec<String>,
+    bank: Vec<i64>,
+    low: Vec<Decimal>,
+    high: Vec<Decimal>,
+    evaluations: Vec<i64>,
+}
+
+/// The crossings recorded, as columns.
+#[derive(Default)]
+struct Crossings {
+    index: Vec<i32>,
+    event_id: Vec<Uuid>,
+    currency: Vec<String>,
+    field: Vec<String>,
+    bank: Vec<i64>,
+    previous: Vec<Option<Decimal>>,
+    current: Vec<Decimal>,
+    holder: Vec<i64>,
+    updated_at: Vec<DateTime<Utc>>,
+    occurred_at: Vec<DateTime<Utc>>,
+    alert_crossing: Vec<i32>,
+    alert_id: Vec<Uuid>,
+}
