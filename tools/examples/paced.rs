@@ -4,12 +4,12 @@
 //! omission).
 //!
 //! oha does the same with `-q --latency-correction`, but it keeps every
-//! result in one queue until the run ends. Each time that queue doubles (at
-//! 2^17 and 2^18 results: 3.5 s and 7.1 s into a run at 37,000 requests/s)
-//! copying it stalls the generator for 10-20 ms, and the requests caught
-//! behind those stalls made most of the slowest 1% of its runs. Here each
-//! connection records into a histogram of fixed size: nothing grows while
-//! the run lasts.
+//! result in one queue until the run ends, and each time that queue
+//! doubles, copying it stalls the generator: the requests caught behind
+//! those stalls made most of the slowest 1% of its runs (docs/benchmarks.md,
+//! "Figures behind design choices in the code"). Here each connection
+//! records into a histogram of fixed size: nothing grows while the run
+//! lasts.
 //!
 //! Usage: `paced --rate 37000 --seconds 10 --connections 64 -H 'x-api-key: K' URL`.
 //! Prints one JSON object: requests, requests per second, p50, p99, p99.9

@@ -153,8 +153,8 @@ fn shares_within(metrics: &str, metric: &str) -> [String; 3] {
 }
 
 /// Waits until the projector's own count of applied events reaches
-/// `target` (polled every 20 ms on one connection: heavier polling showed
-/// in the fold it timed).
+/// `target` (polled every 20 ms on one connection: polling more often
+/// slows the fold it times).
 async fn wait_applied(target: f64) -> anyhow::Result<()> {
     let progress = Progress::new("projector backlog", Some(target as u64));
     let http = reqwest::Client::new();
