@@ -19,7 +19,8 @@ pub struct ReadModelSettings {
     pub control_schema: String,
     /// Redis URL of the read views (and, for the API, its key cache and
     /// counters): `redis://host:port/db`, or for a Redis Cluster
-    /// `redis-cluster://host:port,host:port,...` (seed nodes).
+    /// `redis-cluster://host:port,host:port,...` (seed nodes; see
+    /// docs/scaling.md).
     #[arg(
         long,
         env = "RATEWIRE_REDIS_URL",
