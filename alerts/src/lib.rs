@@ -12,6 +12,7 @@
 //!   [`signing`]: Standard Webhooks secrets and signatures; [`sealing`]:
 //!   secrets sealed at rest under the operators' key;
 //! - [`judge`]: whether an alert fires, decided on typed values;
+//!   [`quotes`]: the banks' latest quotes as alerts see them;
 //!   [`message`]: what a webhook receives, written by serde;
 //!   [`evaluation`]: the judge in the fold's transaction, reading and
 //!   storing the watches, quotes and crossings;
@@ -31,6 +32,7 @@ pub mod error;
 pub mod evaluation;
 pub mod judge;
 pub mod message;
+pub mod quotes;
 pub mod registry;
 pub mod schema;
 pub mod sealing;

@@ -15,6 +15,7 @@
 //! savepoint of its own, so that only that event is dead-lettered. Alerts
 //! are judged on the way ([`ratewire_alerts::evaluation`]).
 
+mod columns;
 pub mod core;
 mod dead_letter;
 mod lanes;

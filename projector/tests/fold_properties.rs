@@ -423,6 +423,17 @@ fn the_core_keeps_the_rules() {
 
 #[test]
 fn folding_in_any_batches_at_once_gives_the_core_s_read_model_and_answers() {
+    folds_as_the_core(Writes::Together);
+}
+
+#[test]
+fn folding_one_event_at_a_time_gives_the_core_s_read_model_and_answers() {
+    folds_as_the_core(Writes::OneByOne);
+}
+
+/// Random logs folded in random batches, written as `writes` says, give
+/// the core's read model, and the read model answers as the core says.
+fn folds_as_the_core(writes: Writes) {
     let property = Property::new();
     let mut runner = property.runner();
     runner
@@ -430,30 +441,11 @@ fn folding_in_any_batches_at_once_gives_the_core_s_read_model_and_answers() {
             property.check(async {
                 let log = envelopes(&ops, true);
                 let messages = messages(&log, 1);
-                fold(&property.pool, &messages, &cuts, Writes::Together, 1).await?;
+                fold(&property.pool, &messages, &cuts, writes, 1).await?;
                 let expected = folded(&messages);
                 let stored = dump(&property.pool).await?;
                 anyhow::ensure!(stored == expected, "{}", difference(&stored, &expected));
                 answers_match(&property.pool, &expected.0).await
-            })
-        })
-        .unwrap();
-}
-
-#[test]
-fn folding_one_event_at_a_time_gives_the_core_s_read_model() {
-    let property = Property::new();
-    let mut runner = property.runner();
-    runner
-        .run(&(log(), batches()), |(ops, cuts)| {
-            property.check(async {
-                let log = envelopes(&ops, true);
-                let messages = messages(&log, 1);
-                fold(&property.pool, &messages, &cuts, Writes::OneByOne, 1).await?;
-                let expected = folded(&messages);
-                let stored = dump(&property.pool).await?;
-                anyhow::ensure!(stored == expected, "{}", difference(&stored, &expected));
-                Ok(())
             })
         })
         .unwrap();

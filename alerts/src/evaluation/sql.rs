@@ -60,14 +60,7 @@ impl Statements {
                 "SELECT currency, field, bank_id, value, evaluations FROM {s}.watches
                  WHERE bank_id = ANY ($1) OR bank_id = 0"
             ),
-            // The quotes of the currencies ($1) and the banks ($2).
-            quotes: format!(
-                "SELECT q.bank_id, q.currency, q.cash_buying, q.cash_selling,
-                        q.transactional_buying, q.transactional_selling, q.updated_at,
-                        COALESCE(b.active, FALSE) AS active
-                 FROM {s}.quotes q LEFT JOIN {s}.quote_banks b ON b.bank_id = q.bank_id
-                 WHERE q.currency = ANY ($1) OR q.bank_id = ANY ($2)"
-            ),
+            quotes: crate::quotes::statement(s),
             // Copies the banks' ($1) latest boards and details from
             // the generation.
             refresh: format!(

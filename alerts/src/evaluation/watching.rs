@@ -24,18 +24,6 @@ pub struct BankNow {
     pub quotes: Vec<Quote>,
 }
 
-#[derive(sqlx::FromRow)]
-struct QuoteRow {
-    bank_id: i64,
-    currency: String,
-    cash_buying: Option<Decimal>,
-    cash_selling: Option<Decimal>,
-    transactional_buying: Option<Decimal>,
-    transactional_selling: Option<Decimal>,
-    updated_at: DateTime<Utc>,
-    active: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct WatchKey {
     currency: CurrencyCode,
@@ -119,30 +107,11 @@ impl Watching {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let rows: Vec<QuoteRow> = sqlx::query_as(&sql.quotes)
-            .bind(&currencies)
-            .bind(&banks)
-            .fetch_all(&mut *db)
-            .await?;
         let mut quotes = BTreeMap::new();
         let mut active = BTreeMap::new();
-        for row in rows {
-            let Ok(currency) = CurrencyCode::parse(&row.currency) else {
-                continue;
-            };
-            active.insert(row.bank_id, row.active);
-            quotes.insert(
-                (row.bank_id, currency),
-                Quote {
-                    bank: row.bank_id,
-                    currency,
-                    cash_buying: row.cash_buying,
-                    cash_selling: row.cash_selling,
-                    transactional_buying: row.transactional_buying,
-                    transactional_selling: row.transactional_selling,
-                    updated_at: row.updated_at,
-                },
-            );
+        for (quote, listed) in crate::quotes::read(db, &sql.quotes, &currencies, &banks).await? {
+            active.insert(quote.bank, listed);
+            quotes.insert((quote.bank, quote.currency), quote);
         }
         Ok(Watching {
             watches,

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{lock_owner, Registry};
 use crate::error::{Error, FieldErrors, Result};
-use crate::judge::{self, Condition, Field, Quote, BEST};
+use crate::judge::{self, Condition, Field, BEST};
 use crate::schema::EVALUATION_LOCK;
 
 #[derive(Debug, Deserialize)]
@@ -210,18 +210,6 @@ fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String
     Ok(value.normalize())
 }
 
-/// A quote of the alerts' copy, with whether its bank is listed.
-#[derive(FromRow)]
-struct QuoteRow {
-    bank_id: i64,
-    cash_buying: Option<Decimal>,
-    cash_selling: Option<Decimal>,
-    transactional_buying: Option<Decimal>,
-    transactional_selling: Option<Decimal>,
-    updated_at: DateTime<Utc>,
-    active: bool,
-}
-
 impl Registry {
     /// Creates an alert of `owner`, who may keep `most` of them.
     pub async fn create_alert(&self, owner: &str, most: u64, new: NewAlert) -> Result<AlertInfo> {
@@ -263,30 +251,13 @@ impl Registry {
         // The watch, with the value now, made with its first alert; the
         // alert is not known until the watch's next evaluation, so the
         // first board that finds it true fires.
-        let quotes: Vec<QuoteRow> = sqlx::query_as(
-            "SELECT q.bank_id, q.cash_buying, q.cash_selling, q.transactional_buying,
-                    q.transactional_selling, q.updated_at, b.active
-             FROM quotes q JOIN quote_banks b ON b.bank_id = q.bank_id
-             WHERE q.currency = $1",
+        let quotes = crate::quotes::read(
+            &mut tx,
+            &crate::quotes::statement(&self.schema),
+            &[new.currency.as_str().to_owned()],
+            &[],
         )
-        .bind(new.currency.as_str())
-        .fetch_all(&mut *tx)
         .await?;
-        let quotes: Vec<(Quote, bool)> = quotes
-            .into_iter()
-            .map(|q| {
-                let quote = Quote {
-                    bank: q.bank_id,
-                    currency: new.currency,
-                    cash_buying: q.cash_buying,
-                    cash_selling: q.cash_selling,
-                    transactional_buying: q.transactional_buying,
-                    transactional_selling: q.transactional_selling,
-                    updated_at: q.updated_at,
-                };
-                (quote, q.active)
-            })
-            .collect();
         let seen = judge::watched(new.field, watch_bank, quotes.iter().map(|(q, a)| (q, *a)));
         sqlx::query(
             "INSERT INTO watches (currency, field, bank_id, value, holder, updated_at)

@@ -7,13 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{BankId, CurrencyCode, Envelope, Event, SocialLink};
-use rust_decimal::Decimal;
-use sqlx::types::Json;
+use ratewire_proto::{BankId, CurrencyCode, Envelope, Event};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::model::{Bank, Board, Model, Position, Quote, Retraction};
+use super::columns::{BankColumns, RateColumns, RetractionColumns};
+use super::model::{Board, Model, Position, Quote};
 
 /// What the events name, by kind.
 #[derive(Default)]
@@ -155,42 +154,17 @@ struct Slice {
     applied_ids: Vec<Uuid>,
     applied_partitions: Vec<i32>,
     applied_offsets: Vec<i64>,
-    bank_ids: Vec<i64>,
-    bank_codes: Vec<String>,
-    bank_names: Vec<String>,
-    bank_images: Vec<String>,
-    bank_links: Vec<Json<Vec<SocialLink>>>,
-    bank_active: Vec<bool>,
-    bank_registered: Vec<DateTime<Utc>>,
-    bank_updated: Vec<DateTime<Utc>>,
+    #[sqlx(flatten)]
+    banks: BankColumns,
     board_banks: Vec<i64>,
     board_times: Vec<DateTime<Utc>>,
     board_ids: Vec<Uuid>,
-    rate_banks: Vec<i64>,
-    rate_times: Vec<DateTime<Utc>>,
-    rate_currencies: Vec<String>,
-    cash_buying: Vec<Decimal>,
-    cash_selling: Vec<Decimal>,
-    transactional_buying: Vec<Option<Decimal>>,
-    transactional_selling: Vec<Option<Decimal>>,
-    retracted_ids: Vec<Uuid>,
-    retracted_banks: Vec<i64>,
-    retracted_by: Vec<Uuid>,
-    retracted_reasons: Vec<Option<String>>,
-    retracted_at: Vec<DateTime<Utc>>,
+    #[sqlx(flatten)]
+    rates: RateColumns,
+    #[sqlx(flatten)]
+    retracted: RetractionColumns,
     currency_codes: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
-}
-
-/// Ids the read model holds are the ones the fold wrote: valid.
-fn bank_id(id: i64) -> BankId {
-    BankId::new(id).expect("the read model holds valid bank ids")
-}
-
-/// A stored currency code; one this build no longer knows is left out of
-/// the slice (the rules read codes only to tell which views to refresh).
-fn currency(code: &str) -> Option<CurrencyCode> {
-    CurrencyCode::parse(code.trim()).ok()
 }
 
 impl Slice {
@@ -204,33 +178,10 @@ impl Slice {
         {
             model.applied.insert(id, Position { partition, offset });
         }
-        for (i, id) in self.bank_ids.into_iter().enumerate() {
-            let bank = Bank {
-                code: self.bank_codes[i].clone(),
-                name: self.bank_names[i].clone(),
-                image_url: self.bank_images[i].clone(),
-                social_links: self.bank_links[i].0.clone(),
-                active: self.bank_active[i],
-                registered_at: self.bank_registered[i],
-                updated_at: self.bank_updated[i],
-            };
-            model.banks.insert(bank_id(id), bank);
-        }
+        model.banks.extend(self.banks.rows());
         let mut quotes: BTreeMap<(i64, DateTime<Utc>), Vec<Quote>> = BTreeMap::new();
-        for (i, bank) in self.rate_banks.into_iter().enumerate() {
-            let Some(code) = currency(&self.rate_currencies[i]) else {
-                continue;
-            };
-            quotes
-                .entry((bank, self.rate_times[i]))
-                .or_default()
-                .push(Quote {
-                    currency: code,
-                    cash_buying: self.cash_buying[i],
-                    cash_selling: self.cash_selling[i],
-                    transactional_buying: self.transactional_buying[i],
-                    transactional_selling: self.transactional_selling[i],
-                });
+        for (bank, as_of, quote) in self.rates.rows() {
+            quotes.entry((bank, as_of)).or_default().push(quote);
         }
         for ((bank, as_of), event_id) in self
             .board_banks
@@ -238,20 +189,19 @@ impl Slice {
             .zip(self.board_times)
             .zip(self.board_ids)
         {
-            let board = Board::new(event_id, quotes.remove(&(bank, as_of)).unwrap_or_default());
-            model.boards.insert((bank_id(bank), as_of), board);
-        }
-        for (i, id) in self.retracted_ids.into_iter().enumerate() {
-            let retraction = Retraction {
-                bank: bank_id(self.retracted_banks[i]),
-                by: self.retracted_by[i],
-                reason: self.retracted_reasons[i].clone(),
-                at: self.retracted_at[i],
+            let Ok(bank) = BankId::new(bank) else {
+                continue;
             };
-            model.retracted.insert(id, retraction);
+            let board = Board::new(
+                event_id,
+                quotes.remove(&(bank.get(), as_of)).unwrap_or_default(),
+            );
+            model.boards.insert((bank, as_of), board);
         }
+        model.retracted.extend(self.retracted.rows());
         for (code, first) in self.currency_codes.iter().zip(self.currency_firsts) {
-            if let Some(code) = currency(code) {
+            // A code this build no longer knows is left out of the slice.
+            if let Ok(code) = CurrencyCode::parse(code.trim()) {
                 model.first_quoted.insert(code, first);
             }
         }

@@ -7,10 +7,10 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
-use sqlx::types::Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::columns::{BankColumns, RateColumns, RetractionColumns};
 use super::core::Net;
 
 /// Why a write failed.
@@ -97,14 +97,7 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.applied_offsets.push(at.offset);
     }
     for (id, (bank, rewritten)) in &net.banks {
-        rows.bank_ids.push(id.get());
-        rows.bank_codes.push(bank.code.clone());
-        rows.bank_names.push(bank.name.clone());
-        rows.bank_images.push(bank.image_url.clone());
-        rows.bank_links.push(Json(bank.social_links.clone()));
-        rows.bank_active.push(bank.active);
-        rows.bank_registered.push(bank.registered_at);
-        rows.bank_updated.push(bank.updated_at);
+        rows.banks.push(*id, bank);
         rows.bank_rewritten.push(i64::from(*rewritten));
     }
     // Rates in the order of their primary key (bank, currency, as-of): a
@@ -132,14 +125,8 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         );
     }
     rates.sort_unstable_by_key(|(bank, currency, as_of, _)| (*bank, *currency, *as_of));
-    for (bank, currency, as_of, quote) in rates {
-        rows.rate_banks.push(bank);
-        rows.rate_times.push(as_of);
-        rows.rate_currencies.push(currency.as_str().to_owned());
-        rows.cash_buying.push(quote.cash_buying);
-        rows.cash_selling.push(quote.cash_selling);
-        rows.transactional_buying.push(quote.transactional_buying);
-        rows.transactional_selling.push(quote.transactional_selling);
+    for (bank, _, as_of, quote) in rates {
+        rows.rates.push(bank, as_of, quote);
     }
     for (code, first) in &net.first_quoted {
         rows.currency_codes.push(code.as_str().to_owned());
@@ -147,11 +134,7 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.currency_firsts.push(*first);
     }
     for (board, retraction) in &net.retracted {
-        rows.retracted_ids.push(*board);
-        rows.retracted_banks.push(retraction.bank.get());
-        rows.retracted_by.push(retraction.by);
-        rows.retracted_reasons.push(retraction.reason.clone());
-        rows.retracted_at.push(retraction.at);
+        rows.retracted.push(*board, retraction);
     }
     for ((source, date), day) in &net.reference {
         rows.day_sources.push(source.clone());
@@ -172,14 +155,14 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.applied_ids)
         .bind(&rows.applied_partitions)
         .bind(&rows.applied_offsets)
-        .bind(&rows.bank_ids)
-        .bind(&rows.bank_codes)
-        .bind(&rows.bank_names)
-        .bind(&rows.bank_images)
-        .bind(&rows.bank_links)
-        .bind(&rows.bank_active)
-        .bind(&rows.bank_registered)
-        .bind(&rows.bank_updated)
+        .bind(&rows.banks.bank_ids)
+        .bind(&rows.banks.bank_codes)
+        .bind(&rows.banks.bank_names)
+        .bind(&rows.banks.bank_images)
+        .bind(&rows.banks.bank_links)
+        .bind(&rows.banks.bank_active)
+        .bind(&rows.banks.bank_registered)
+        .bind(&rows.banks.bank_updated)
         .bind(&rows.bank_rewritten)
         .bind(&rows.board_banks)
         .bind(&rows.board_times)
@@ -188,18 +171,18 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.currency_codes)
         .bind(&rows.currency_names)
         .bind(&rows.currency_firsts)
-        .bind(&rows.rate_banks)
-        .bind(&rows.rate_times)
-        .bind(&rows.rate_currencies)
-        .bind(&rows.cash_buying)
-        .bind(&rows.cash_selling)
-        .bind(&rows.transactional_buying)
-        .bind(&rows.transactional_selling)
-        .bind(&rows.retracted_ids)
-        .bind(&rows.retracted_banks)
-        .bind(&rows.retracted_by)
-        .bind(&rows.retracted_reasons)
-        .bind(&rows.retracted_at)
+        .bind(&rows.rates.rate_banks)
+        .bind(&rows.rates.rate_times)
+        .bind(&rows.rates.rate_currencies)
+        .bind(&rows.rates.cash_buying)
+        .bind(&rows.rates.cash_selling)
+        .bind(&rows.rates.transactional_buying)
+        .bind(&rows.rates.transactional_selling)
+        .bind(&rows.retracted.retracted_ids)
+        .bind(&rows.retracted.retracted_banks)
+        .bind(&rows.retracted.retracted_by)
+        .bind(&rows.retracted.retracted_reasons)
+        .bind(&rows.retracted.retracted_at)
         .bind(&rows.day_sources)
         .bind(&rows.day_dates)
         .bind(&rows.day_ids)
@@ -225,14 +208,7 @@ struct Rows {
     applied_ids: Vec<Uuid>,
     applied_partitions: Vec<i32>,
     applied_offsets: Vec<i64>,
-    bank_ids: Vec<i64>,
-    bank_codes: Vec<String>,
-    bank_names: Vec<String>,
-    bank_images: Vec<String>,
-    bank_links: Vec<Json<Vec<ratewire_proto::SocialLink>>>,
-    bank_active: Vec<bool>,
-    bank_registered: Vec<DateTime<Utc>>,
-    bank_updated: Vec<DateTime<Utc>>,
+    banks: BankColumns,
     bank_rewritten: Vec<i64>,
     board_banks: Vec<i64>,
     board_times: Vec<DateTime<Utc>>,
@@ -241,18 +217,8 @@ struct Rows {
     currency_codes: Vec<String>,
     currency_names: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
-    rate_banks: Vec<i64>,
-    rate_times: Vec<DateTime<Utc>>,
-    rate_currencies: Vec<String>,
-    cash_buying: Vec<Decimal>,
-    cash_selling: Vec<Decimal>,
-    transactional_buying: Vec<Option<Decimal>>,
-    transactional_selling: Vec<Option<Decimal>>,
-    retracted_ids: Vec<Uuid>,
-    retracted_banks: Vec<i64>,
-    retracted_by: Vec<Uuid>,
-    retracted_reasons: Vec<Option<String>>,
-    retracted_at: Vec<DateTime<Utc>>,
+    rates: RateColumns,
+    retracted: RetractionColumns,
     day_sources: Vec<String>,
     day_dates: Vec<NaiveDate>,
     day_ids: Vec<Uuid>,
