@@ -126,6 +126,11 @@ impl Row {
     }
 }
 
+/// A watch's value and evaluations, by its currency ($1), field ($2) and
+/// bank ($3).
+const WATCHED: &str = "SELECT value, evaluations FROM watches
+    WHERE currency = $1 AND field = $2 AND bank_id = $3";
+
 const LISTED: &str = "SELECT a.id, a.webhook_id, a.currency, a.field, a.condition, a.threshold,
            a.bank_id, a.created_at, a.since, w.value, w.evaluations, a.fired, a.last_fired_at
     FROM alerts a
@@ -248,35 +253,12 @@ impl Registry {
             .execute(&mut *tx)
             .await?;
         let watch_bank = new.bank.map_or(BEST, BankId::get);
-        // The watch, with the value now, made with its first alert; the
-        // alert is not known until the watch's next evaluation, so the
-        // first board that finds it true fires.
-        let quotes = crate::quotes::read(
-            &mut tx,
-            &crate::quotes::statement(&self.schema),
-            &[new.currency.as_str().to_owned()],
-            &[],
-        )
-        .await?;
-        let seen = judge::watched(new.field, watch_bank, quotes.iter().map(|(q, a)| (q, *a)));
-        sqlx::query(
-            "INSERT INTO watches (currency, field, bank_id, value, holder, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-        )
-        .bind(new.currency.as_str())
-        .bind(new.field.key())
-        .bind(watch_bank)
-        .bind(seen.map(|s| s.value))
-        .bind(seen.map(|s| s.holder))
-        .bind(seen.map(|s| s.updated_at))
-        .execute(&mut *tx)
-        .await?;
+        let (value, evaluations) = self.watch(&mut tx, &new, watch_bank).await?;
         let id = Uuid::new_v4();
-        sqlx::query(
+        let created_at: DateTime<Utc> = sqlx::query_scalar(
             "INSERT INTO alerts (id, owner, webhook_id, currency, field, condition, threshold,
                                  bank_id, watch_bank, since)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, w.evaluations
-             FROM watches w WHERE w.currency = $4 AND w.field = $5 AND w.bank_id = $9",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING created_at",
         )
         .bind(id)
         .bind(owner)
@@ -287,14 +269,79 @@ impl Registry {
         .bind(new.threshold)
         .bind(new.bank.map(BankId::get))
         .bind(watch_bank)
-        .execute(&mut *tx)
+        .bind(evaluations)
+        .fetch_one(&mut *tx)
         .await?;
-        let alert: Row = sqlx::query_as(&format!("{LISTED} WHERE a.id = $1"))
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
         tx.commit().await?;
+        let alert = Row {
+            id,
+            webhook_id: new.webhook,
+            currency: new.currency.as_str().to_owned(),
+            field: new.field.key().to_owned(),
+            condition: new.condition.name().to_owned(),
+            threshold: new.threshold,
+            bank_id: new.bank.map(BankId::get),
+            created_at,
+            since: evaluations,
+            value,
+            evaluations: Some(evaluations),
+            fired: 0,
+            last_fired_at: None,
+        };
         Ok(alert.listed())
+    }
+
+    /// The alert's watch: its value and evaluations so far. A watch is
+    /// made with its first alert, with the value now; the alert is not
+    /// known until the watch's next evaluation, so the first board that
+    /// finds it true fires.
+    async fn watch(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        new: &Checked,
+        watch_bank: i64,
+    ) -> Result<(Option<Decimal>, i64)> {
+        let found: Option<(Option<Decimal>, i64)> = sqlx::query_as(WATCHED)
+            .bind(new.currency.as_str())
+            .bind(new.field.key())
+            .bind(watch_bank)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(found) = found {
+            return Ok(found);
+        }
+        let quotes = crate::quotes::read(
+            &mut *tx,
+            &crate::quotes::statement(&self.schema),
+            &[new.currency.as_str().to_owned()],
+            &[],
+        )
+        .await?;
+        let seen = judge::watched(new.field, watch_bank, quotes.iter().map(|(q, a)| (q, *a)));
+        // Another owner's first alert on it may make it meanwhile: then
+        // theirs stands (made in the same interval between evaluations).
+        let made = sqlx::query(
+            "INSERT INTO watches (currency, field, bank_id, value, holder, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        )
+        .bind(new.currency.as_str())
+        .bind(new.field.key())
+        .bind(watch_bank)
+        .bind(seen.map(|s| s.value))
+        .bind(seen.map(|s| s.holder))
+        .bind(seen.map(|s| s.updated_at))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if made == 1 {
+            return Ok((seen.map(|s| s.value), 0));
+        }
+        Ok(sqlx::query_as(WATCHED)
+            .bind(new.currency.as_str())
+            .bind(new.field.key())
+            .bind(watch_bank)
+            .fetch_one(&mut *tx)
+            .await?)
     }
 
     pub async fn alerts(&self, owner: &str) -> Result<Vec<AlertInfo>> {
