@@ -26,7 +26,8 @@
 //!   memories of failed authentications and of credentials known invalid.
 //! - [`secret`]: the credential format of publisher tokens and API keys,
 //!   and the operator token check; [`operator`]: the extractor that guards
-//!   operator endpoints with it.
+//!   operator endpoints with it; [`openapi`]: the error answers every
+//!   OpenAPI document describes alike.
 //!
 //! Must not depend on: the event contract (`ratewire-proto`), the read model,
 //! Kafka or Redis clients (the Kafka settings are plain properties). It knows nothing of banks or rates.
@@ -39,6 +40,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod kafka;
 pub mod metrics;
+pub mod openapi;
 pub mod operator;
 pub mod periodic;
 pub mod postgres;
