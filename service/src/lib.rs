@@ -56,9 +56,7 @@ pub mod telemetry;
 pub use error::Error;
 pub use readiness::Readiness;
 pub use retry::retry;
-pub use serve::{
-    serve, Answered, Listener, ListenerLimits, Listeners, NoShortcut, Server, Servers, Shortcut,
-};
+pub use serve::{serve, Listener, ListenerLimits, Listeners, Server, Servers};
 pub use settings::{parse_settings, CommandLine};
 pub use shutdown::shutdown_on_signal;
 pub use telemetry::init_telemetry;
