@@ -66,7 +66,8 @@ pub struct ListenerLimits {
     #[arg(long = "http-request-timeout-secs", env = "RATEWIRE_HTTP_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub request_timeout_secs: u64,
     /// Most connections each listener holds open at once; further clients
-    /// wait in the kernel's backlog until one closes.
+    /// wait in the kernel's backlog until one closes (raise it for many
+    /// live-stream subscribers: each holds a connection).
     #[arg(long = "http-max-connections", env = "RATEWIRE_HTTP_MAX_CONNECTIONS", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
     /// Seconds a write to a client may wait for it to take the bytes; a

@@ -1,6 +1,6 @@
 //! The gate every public read passes: who is calling, may they, and what
-//! do they ask for? It is the one layer of the read API's routes (see
-//! `routes::public`), so a request costs one pass through it:
+//! do they ask for? It is part of the one layer each route of the read API
+//! has (see `routes::public`), so a request costs one pass through it:
 //!
 //! - the process must be prepared (else 503);
 //! - the caller: a request with a valid key is counted against its key's
@@ -170,7 +170,7 @@ fn key_in_query(uri: &Uri) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The gate, as the layer of the read API's routes: what it consults
+/// The gate, as a layer of the read API's routes: what it consults
 /// (callers' keys and limits, the views it reads along with the limiter,
 /// whether the process is prepared).
 #[derive(Clone)]
