@@ -44,7 +44,6 @@ pub struct Application {
     /// Started once the API is prepared.
     usage_sync: UsageSync,
     retention: Retention,
-    shortcut: bool,
 }
 
 /// The retention job's settings (see [`crate::access::retention`]).
@@ -90,7 +89,6 @@ impl Application {
                 keep_months: config.usage_retention_months,
                 timezone: config.timezone,
             },
-            shortcut: config.shortcut,
         })
     }
 
@@ -116,7 +114,6 @@ impl Application {
             schema,
             usage_sync,
             retention,
-            shortcut,
         } = self;
         info!(
             public = ?listeners.public.addr(),
@@ -139,9 +136,8 @@ impl Application {
             stopping.cancelled().await;
             streams.cancel();
         });
-        let servers = listeners.serve_with(
+        let servers = listeners.serve_measured(
             routes::public(state.clone()),
-            crate::shortcut::Reads::new(state.clone(), shortcut).await,
             routes::operator(state.clone()),
             limits,
             &shutdown,
@@ -266,6 +262,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         timezone: config.timezone,
         stale_after: config.stale_after,
         series_page_points: config.series_page_points as usize,
+        limits: config.serving.limits,
         cors_origins: config.cors_origins.clone(),
         readiness: Readiness::default(),
         relay,

@@ -20,10 +20,23 @@ use axum::response::Response;
 /// which come with theirs).
 const MOST_FINGERPRINTED: usize = 4 * 1024 * 1024;
 
+/// Middleware (`axum::middleware::from_fn(conditional)`) for routes the
+/// gate does not pass (the pages).
 pub async fn conditional(request: Request, next: Next) -> Response {
     let readable = matches!(*request.method(), Method::GET | Method::HEAD);
     let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
     let response = next.run(request).await;
+    answer(readable, if_none_match.as_ref(), response).await
+}
+
+/// `response` to a request (a GET or HEAD when `readable`) with
+/// `if_none_match`: a successful read tagged (fingerprinted here when it
+/// has no `ETag`), or 304 when the tag is the client's.
+pub async fn answer(
+    readable: bool,
+    if_none_match: Option<&HeaderValue>,
+    response: Response,
+) -> Response {
     if !readable || response.status() != StatusCode::OK || is_stream(response.headers()) {
         return response;
     }
@@ -32,7 +45,7 @@ pub async fn conditional(request: Request, next: Next) -> Response {
     } else {
         fingerprint(response).await
     };
-    tagged(if_none_match.as_ref(), response)
+    tagged(if_none_match, response)
 }
 
 /// A successful read answer that has its `ETag`: kept with `no-cache`, or

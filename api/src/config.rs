@@ -108,11 +108,6 @@ pub struct Config {
     /// request.
     #[arg(long, env = "RATEWIRE_VIEW_CACHE_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub view_cache_ms: u64,
-    /// Answer the most common reads (a kept view, a key known here) without
-    /// the router's layers (see `api/src/shortcut.rs`); `false` sends every
-    /// request through the router, as before it existed (to compare).
-    #[arg(long, env = "RATEWIRE_SHORTCUT", default_value_t = true, action = clap::ArgAction::Set)]
-    pub shortcut: bool,
     /// Megabytes of views kept in this process at most (a view over a
     /// quarter of it is never kept).
     #[arg(long, env = "RATEWIRE_VIEW_CACHE_MB", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4_096))]

@@ -9,6 +9,10 @@ use serde_json::json;
 
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
 
+/// Why a request is refused while the process prepares Postgres
+/// ([`Error::Starting`]).
+pub const STILL_STARTING: &str = "still starting: waiting for Postgres";
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("validation failed: {0:?}")]

@@ -3,21 +3,23 @@
 //! Modules, from the bottom up (each imports only those listed before it;
 //! the layering test in `tests/` holds them to it):
 //! - [`error`] (every failure mapped to the spec's envelope in one place),
-//!   [`query`] (query strings parsed strictly, naming every bad
-//!   parameter), [`redis_guard`] (Redis on the request path, within a
-//!   budget, behind a breaker), [`hot_metrics`], [`conditional`]
-//!   (`If-None-Match`), [`db`] (the API's own schema), [`web`] (the
+//!   [`redis_guard`] (Redis on the request path, within a budget, behind a
+//!   breaker), [`hot_metrics`] (the request path's counters),
+//!   [`conditional`] (`ETag` and `If-None-Match`), [`spreads`] (a bank's
+//!   spread and premium, and a quote's age), [`db`] (the API's own
+//!   schema), [`query`] (each route's query parameters declared once: the
+//!   document's parameters, the parsing and the 400s), [`web`] (the
 //!   dashboard and reference pages);
 //! - [`views`]: which view a request names, kept in this process, read
 //!   from Redis or rendered from Postgres, and the answers made of them;
 //! - [`access`]: keys, plans, limits, stream slots and the gate every
 //!   public request passes; [`cors`] lets browsers on other origins read;
 //!   [`config`] gathers every setting;
-//! - [`live`]: the live stream's source and its fan-out;
+//! - [`alerting`]: keys' webhooks and rate alerts, stored and checked;
+//!   [`live`]: the live stream's source and its fan-out;
 //! - [`state`], what every handler shares;
-//! - [`openapi`] describes the shapes, [`routes`] declares every route
-//!   once (router and document alike) with thin handlers, and
-//!   [`shortcut`] answers kept views before the router;
+//! - [`openapi`] describes the answers, and [`routes`] declares every
+//!   route once (router and document alike) with thin handlers;
 //! - [`app`] is the process.
 //!
 //! Responses come ready-made from the projector's Redis views; when a view
@@ -41,7 +43,6 @@ pub mod openapi;
 pub mod query;
 pub mod redis_guard;
 pub mod routes;
-pub mod shortcut;
 pub mod spreads;
 pub mod state;
 pub mod views;

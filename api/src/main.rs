@@ -38,9 +38,9 @@ enum KeysCommand {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Freed memory goes back to the OS at once instead of after a delay:
-    // connecting 10,000 streams (a burst of short-lived request state
-    // beside the long-lived connections) peaked at 288 MB resident with
-    // mimalloc's 10 ms and 246 MB without it.
+    // a burst of short-lived request state beside long-lived connections
+    // (thousands of live streams connecting) otherwise peaks higher
+    // (docs/benchmarks.md).
     purge_freed_memory_after(0);
     let cli = CommandLine::<Config, Command>::parse(
         "ratewire-api",

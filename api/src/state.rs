@@ -52,6 +52,9 @@ pub struct Shared {
     pub stale_after: std::time::Duration,
     /// Points one `raw` series answer holds at most.
     pub series_page_points: usize,
+    /// The listeners' limits (each public route keeps the request timeout
+    /// in its own layer: see `routes::public`).
+    pub limits: ratewire_service::ListenerLimits,
     /// Origins whose pages may read from a browser.
     pub cors_origins: crate::cors::Origins,
     /// Prepared once migrations ran; until then every request but the
@@ -73,5 +76,11 @@ impl HasOperatorGate for AppState {
 impl FromRef<AppState> for Arc<Access> {
     fn from_ref(state: &AppState) -> Self {
         Arc::clone(&state.access)
+    }
+}
+
+impl FromRef<AppState> for Arc<Views> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.views)
     }
 }

@@ -15,6 +15,7 @@
 //! 0.0000001, which every real quote is).
 #![allow(dead_code)]
 
+pub use ratewire_service::openapi::{ErrorBody, OperatorErrors, ValidationErrorBody};
 use utoipa::ToSchema;
 
 /// A board: every currency one bank quotes at one time. Rules a schema
@@ -136,36 +137,6 @@ pub struct PublishedCurrency {
     pub name: Option<String>,
     /// An ISO 4217 code (XDR included), any case.
     pub code: String,
-}
-
-#[derive(ToSchema)]
-pub struct ErrorBody {
-    pub status: u16,
-    pub message: String,
-}
-
-/// The answers every operator endpoint may give besides its own.
-#[derive(utoipa::IntoResponses)]
-pub enum OperatorErrors {
-    /// Admin token missing or wrong.
-    #[response(status = 401)]
-    Unauthorized(ErrorBody),
-    /// Too many failed authentications from this client.
-    #[response(status = 429)]
-    TooManyFailures(ErrorBody),
-    /// Postgres (or, for what is published on the log, the broker) is
-    /// unavailable.
-    #[response(status = 503)]
-    Unavailable(ErrorBody),
-}
-
-#[derive(ToSchema)]
-pub struct ValidationErrorBody {
-    pub status: u16,
-    /// "Validation errors occurred."
-    pub message: String,
-    /// Each bad field (e.g. `rates[2].cashSelling`) and what is wrong.
-    pub errors: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 #[derive(ToSchema)]

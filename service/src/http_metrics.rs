@@ -10,34 +10,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
 use metrics::{counter, histogram, Counter, Histogram};
 
-/// Middleware (`axum::middleware::from_fn(track)`) counting and timing
-/// every request.
-pub async fn track(request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let method = request.method().clone();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    record(
-        route,
-        &method,
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    response
-}
-
 /// Counts one request of `method` to `route` answered `status` after
-/// `latency` (for answers made outside the router, see
-/// `serve::Shortcut`).
+/// `latency`.
 pub fn record(route: &str, method: &Method, status: u16, latency: Duration) {
     let method = known_method(method);
     HANDLES.with_borrow_mut(|handles| {

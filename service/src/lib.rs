@@ -26,7 +26,8 @@
 //!   memories of failed authentications and of credentials known invalid.
 //! - [`secret`]: the credential format of publisher tokens and API keys,
 //!   and the operator token check; [`operator`]: the extractor that guards
-//!   operator endpoints with it.
+//!   operator endpoints with it; [`openapi`]: the error answers every
+//!   OpenAPI document describes alike.
 //! - [`body`]: JSON request bodies read as the documents promise (a 400
 //!   naming every problem under its field); [`error`]: this crate's one
 //!   error type; [`allocator`]: how soon the processes that allocate most
@@ -45,6 +46,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod kafka;
 pub mod metrics;
+pub mod openapi;
 pub mod operator;
 pub mod periodic;
 pub mod postgres;
@@ -62,9 +64,7 @@ pub mod testing;
 pub use error::Error;
 pub use readiness::Readiness;
 pub use retry::retry;
-pub use serve::{
-    serve, Answered, Listener, ListenerLimits, Listeners, NoShortcut, Server, Servers, Shortcut,
-};
+pub use serve::{serve, Listener, ListenerLimits, Listeners, Server, Servers};
 pub use settings::{parse_settings, CommandLine};
 pub use shutdown::shutdown_on_signal;
 pub use telemetry::init_telemetry;

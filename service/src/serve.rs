@@ -20,25 +20,20 @@
 //!
 //! HTTP/1.1 only: TLS and HTTP/2 end at the ingress in front of us, and
 //! HTTP/1.1 is the protocol these limits are proven for.
-//!
-//! A listener may also have a [`Shortcut`]: a way around the router for the
-//! few requests a process answers most, tried first. The router's layers
-//! (each a clone of the service below it and a boxed future, per request)
-//! cost more than answering a kept view; a shortcut's answer gets the same
-//! request id, span, metrics and timeout here, without them.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::ConnectInfo;
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, MatchedPath, Request};
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{BoxError, Json, Router};
+use axum::{Json, Router};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -46,9 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tower::{Service, ServiceBuilder};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower::{Layer, Service};
 use tracing::{debug, warn, Instrument};
 
 use crate::error::{Error, Result};
@@ -73,7 +66,8 @@ pub struct ListenerLimits {
     #[arg(long = "http-request-timeout-secs", env = "RATEWIRE_HTTP_REQUEST_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub request_timeout_secs: u64,
     /// Most connections each listener holds open at once; further clients
-    /// wait in the kernel's backlog until one closes.
+    /// wait in the kernel's backlog until one closes (raise it for many
+    /// live-stream subscribers: each holds a connection).
     #[arg(long = "http-max-connections", env = "RATEWIRE_HTTP_MAX_CONNECTIONS", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
     /// Seconds a write to a client may wait for it to take the bytes; a
@@ -160,28 +154,23 @@ impl Listeners {
         limits: ListenerLimits,
         shutdown: &CancellationToken,
     ) -> Servers {
-        self.serve_with(public, NoShortcut, operator, limits, shutdown)
+        let public = public.layer(Measure::new(&limits));
+        self.serve_measured(public, operator, limits, shutdown)
     }
 
-    /// [`Listeners::serve`], the public listener trying `shortcut` before
-    /// its router.
-    pub fn serve_with<S: Shortcut>(
+    /// [`Listeners::serve`], for a public router each of whose routes has
+    /// [`Measure`] already, composed with the route's own layers into one
+    /// (each layer a route is given boxes it once more, and every request
+    /// clones each box: a read API's hottest routes keep to one).
+    pub fn serve_measured(
         self,
         public: Router,
-        shortcut: S,
         operator: Router,
         limits: ListenerLimits,
         shutdown: &CancellationToken,
     ) -> Servers {
         Servers([
-            serve_with(
-                self.public,
-                "public",
-                public,
-                shortcut,
-                limits,
-                shutdown.clone(),
-            ),
+            serve_measured(self.public, "public", public, limits, shutdown.clone()),
             serve(
                 self.operator,
                 "operator",
@@ -218,46 +207,6 @@ impl Server {
     }
 }
 
-/// A way around a listener's router: the requests it can answer are
-/// answered without the router's layers, the others handed back to the
-/// router untouched (but for the `x-request-id` the listener gives every
-/// request). Its answers must be the router's for the same request; the
-/// listener adds what its layers would: the request id on the response,
-/// the `request` span, the request metrics, the request timeout.
-pub trait Shortcut: Clone + Send + Sync + 'static {
-    /// Whether `request` may be one [`Shortcut::answer`] answers (a cheap
-    /// look at its method and path): the others go to the router at once.
-    fn may_answer(&self, request: &Request) -> bool;
-
-    /// The answer to `request` with its route pattern (the metrics' `route`
-    /// label), or the request back for the router.
-    fn answer(
-        &self,
-        request: Request,
-    ) -> impl Future<Output = std::result::Result<Answered, Request>> + Send;
-}
-
-/// A [`Shortcut`]'s answer.
-pub struct Answered {
-    /// The route pattern the router would have matched.
-    pub route: &'static str,
-    pub response: Response,
-}
-
-/// No way around the router.
-#[derive(Debug, Clone, Copy)]
-pub struct NoShortcut;
-
-impl Shortcut for NoShortcut {
-    fn may_answer(&self, _: &Request) -> bool {
-        false
-    }
-
-    async fn answer(&self, request: Request) -> std::result::Result<Answered, Request> {
-        Err(request)
-    }
-}
-
 /// Serves `router` on `listener` until `shutdown`, then finishes the
 /// requests in flight. `name` labels the listener in logs and metrics
 /// (`public`, `operator`, `health`). Handlers may take
@@ -266,8 +215,17 @@ impl Shortcut for NoShortcut {
 /// Every request gets an `x-request-id` (kept when the client sent one,
 /// echoed in the response), a `request` span carrying it (with an empty
 /// `key` field for processes that identify callers: the key's public
-/// prefix, never the key) and its count and duration in
-/// [`http_metrics`].
+/// prefix, never the key), the request timeout, and its count and duration
+/// in [`http_metrics`].
+///
+/// The request id and the span wrap the router once (`Scoped`). Only
+/// what needs the matched route (the metrics' label) is a layer of each
+/// route ([`Measure`]), and the timeout with it: `Router::layer` boxes
+/// each route once more per layer, and each box is cloned on every
+/// request. (tower-http's request-id and trace layers did the work of
+/// `Scoped` in three layers, each with its own future and, for the ids,
+/// an extension on the request and one on the answer: more than a kept
+/// view's answer costs.)
 pub fn serve(
     listener: Listener,
     name: &'static str,
@@ -275,85 +233,143 @@ pub fn serve(
     limits: ListenerLimits,
     shutdown: CancellationToken,
 ) -> Server {
-    serve_with(listener, name, router, NoShortcut, limits, shutdown)
+    let router = router.layer(Measure::new(&limits));
+    serve_measured(listener, name, router, limits, shutdown)
 }
 
-/// [`serve`], trying `shortcut` before the router.
-pub fn serve_with<S: Shortcut>(
+/// [`serve`], for a router each of whose routes has [`Measure`] already.
+pub fn serve_measured(
     listener: Listener,
     name: &'static str,
     router: Router,
-    shortcut: S,
     limits: ListenerLimits,
     shutdown: CancellationToken,
 ) -> Server {
-    let app = router
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(|_: BoxError| async { not_in_time() }))
-                .timeout(Duration::from_secs(limits.request_timeout_secs)),
-        )
-        .layer(axum::middleware::from_fn(http_metrics::track))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
-    let task = tokio::spawn(accept(listener.0, name, app, shortcut, limits, shutdown));
+    let app = Scoped { inner: router };
+    let task = tokio::spawn(accept(listener.0, name, app, limits, shutdown));
     Server { task }
 }
 
+/// Every request in its span, with its id: the caller's `x-request-id`,
+/// or a new UUID; the answer carries it.
+#[derive(Debug, Clone)]
+struct Scoped<S> {
+    inner: S,
+}
+
+impl<S> Service<Request> for Scoped<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = std::result::Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let id = match request.headers().get(REQUEST_ID) {
+            Some(id) => id.clone(),
+            None => new_request_id(),
+        };
+        let span = request_span(&request, &id);
+        let started = Instant::now();
+        let answer = span.in_scope(|| self.inner.call(request));
+        Box::pin(
+            async move {
+                let Ok(mut response) = answer.await;
+                debug!(latency = ?started.elapsed(), status = response.status().as_u16(), "finished processing request");
+                response.headers_mut().insert(REQUEST_ID, id);
+                Ok(response)
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// A new request's id: a random UUID, written without the formatting
+/// machinery.
+fn new_request_id() -> HeaderValue {
+    let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+    let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+    HeaderValue::from_str(text).expect("a UUID is a valid header value")
+}
+
+/// What every route has as (the outermost part of) its own layer: its
+/// requests counted and timed in [`http_metrics`] under its pattern, each
+/// answered 503 when not ready within the request timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct Measure {
+    timeout: Duration,
+}
+
+impl Measure {
+    pub fn new(limits: &ListenerLimits) -> Self {
+        Self {
+            timeout: Duration::from_secs(limits.request_timeout_secs),
+        }
+    }
+}
+
+impl<S> Layer<S> for Measure {
+    type Service = Measured<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Measured {
+            inner,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// A route with [`Measure`].
+#[derive(Debug, Clone)]
+pub struct Measured<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+impl<S> Service<Request> for Measured<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = std::result::Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let method = request.method().clone();
+        let started = Instant::now();
+        let answer = tokio::time::timeout(self.timeout, self.inner.call(request));
+        Box::pin(async move {
+            let response = match answer.await {
+                Ok(Ok(response)) => response,
+                Err(_) => not_in_time(),
+            };
+            let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+            let status = response.status().as_u16();
+            http_metrics::record(route, &method, status, started.elapsed());
+            Ok(response)
+        })
+    }
+}
+
 /// The span every request is handled in.
-fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+fn request_span(request: &Request, id: &HeaderValue) -> tracing::Span {
+    let request_id = id.to_str().unwrap_or_default();
     tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty)
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-/// `request` through `shortcut`, with what the router's layers give every
-/// request (see [`Shortcut`]); the request back when it is not answered.
-async fn through<S: Shortcut>(
-    shortcut: &S,
-    mut request: Request,
-    timeout: Duration,
-) -> std::result::Result<Response, Request> {
-    if !shortcut.may_answer(&request) {
-        return Err(request);
-    }
-    // As the request-id layers: the client's id, or a new one, kept for the
-    // router when the shortcut hands the request on.
-    let id = match request.headers().get(REQUEST_ID) {
-        Some(id) => id.clone(),
-        None => {
-            let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
-            let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
-            let id = HeaderValue::from_str(text).expect("a UUID is a valid header value");
-            request.headers_mut().insert(REQUEST_ID, id.clone());
-            id
-        }
-    };
-    let span = request_span(&request);
-    let method = request.method().clone();
-    let started = Instant::now();
-    let answered = tokio::time::timeout(timeout, shortcut.answer(request))
-        .instrument(span.clone())
-        .await;
-    let (route, mut response) = match answered {
-        Ok(Ok(answered)) => (answered.route, answered.response),
-        Ok(Err(request)) => return Err(request),
-        Err(_) => ("unmatched", not_in_time()),
-    };
-    let latency = started.elapsed();
-    http_metrics::record(route, &method, response.status().as_u16(), latency);
-    span.in_scope(|| {
-        debug!(latency = ?latency, status = response.status().as_u16(), "finished processing request (shortcut)")
-    });
-    response.headers_mut().insert(REQUEST_ID, id);
-    Ok(response)
-}
 
 /// The answer to a request whose response was not ready in time.
 fn not_in_time() -> Response {
@@ -367,15 +383,16 @@ fn not_in_time() -> Response {
 
 /// Accepts connections until shutdown, at most `max_connections` at once,
 /// then waits for those open to finish their requests.
-async fn accept<S: Shortcut>(
+async fn accept<A>(
     listener: TcpListener,
     name: &'static str,
-    app: Router,
-    shortcut: S,
+    app: A,
     limits: ListenerLimits,
     shutdown: CancellationToken,
-) {
-    let timeout = Duration::from_secs(limits.request_timeout_secs);
+) where
+    A: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    A::Future: Send + 'static,
+{
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(limits.header_timeout_secs))
@@ -420,19 +437,11 @@ async fn accept<S: Shortcut>(
             debug!(listener = name, %peer, error = %e, "could not set TCP_NODELAY");
         }
         let app = app.clone();
-        let shortcut = shortcut.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
             let request = request.map(axum::body::Body::new);
-            // A router is always ready and cheap to clone (one Arc).
-            let mut app = app.clone();
-            let shortcut = shortcut.clone();
-            async move {
-                match through(&shortcut, request, timeout).await {
-                    Ok(response) => Ok(response),
-                    Err(request) => app.call(request).await,
-                }
-            }
+            // Always ready, and cheap to clone (the router is one Arc).
+            app.clone().call(request)
         });
         let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
         stream.set_write_timeout(Some(Duration::from_secs(limits.write_timeout_secs)));
@@ -453,4 +462,50 @@ async fn accept<S: Shortcut>(
     // instance) instead of queueing for a process that is leaving.
     drop(listener);
     graceful.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn app(timeout: Duration) -> Scoped<Router> {
+        let router = Router::new()
+            .route("/slow", get(std::future::pending::<&'static str>))
+            .route("/fast", get(|| async { "ok" }))
+            .layer(Measure { timeout });
+        Scoped { inner: router }
+    }
+
+    async fn get_with(path: &str, id: Option<&str>) -> Response {
+        let mut request = Request::get(path);
+        if let Some(id) = id {
+            request = request.header(REQUEST_ID, id);
+        }
+        let request = request.body(Body::empty()).unwrap();
+        let Ok(response) = app(Duration::from_secs(1)).oneshot(request).await;
+        response
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_route_not_answering_within_the_timeout_gets_503_with_retry_after() {
+        let response = get_with("/slow", None).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        assert_eq!(response.headers()[REQUEST_ID].len(), 36, "a new UUID");
+    }
+
+    #[tokio::test]
+    async fn every_answer_carries_the_callers_request_id_or_a_new_one() {
+        let given = get_with("/fast", Some("trace-me-42")).await;
+        assert_eq!(given.status(), StatusCode::OK);
+        assert_eq!(given.headers()[REQUEST_ID], "trace-me-42");
+        let unknown = get_with("/nowhere", None).await;
+        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+        let id = unknown.headers()[REQUEST_ID].to_str().unwrap();
+        assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+    }
 }

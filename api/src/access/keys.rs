@@ -9,8 +9,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -104,7 +105,7 @@ impl moka::Expiry<String, Option<Arc<Known>>> for AnswerLifetime {
 pub struct Known {
     pub caller: Caller,
     /// [`Caller::subject`], made once.
-    pub subject: String,
+    pub subject: Arc<str>,
     /// When this process learnt it: it is trusted [`LOCAL_TTL`] from then.
     learnt: Instant,
 }
@@ -112,7 +113,7 @@ pub struct Known {
 impl Known {
     fn new(caller: Caller) -> Arc<Self> {
         Arc::new(Self {
-            subject: caller.subject(),
+            subject: Arc::from(caller.subject()),
             caller,
             learnt: Instant::now(),
         })
@@ -125,32 +126,44 @@ impl Known {
 
 type Digest = [u8; 32];
 
-/// Valid answers a worker thread has just used, by the key's SHA-256 (not
-/// the key), so the busiest keys cost neither the hex form nor the shared
-/// answer cache. Each is the process's own answer, trusted no longer than
-/// it ([`Known::current`]); a revocation on this instance voids them at
-/// once.
+/// Valid answers a worker thread has just used, by the key's [`tag`] (not
+/// the key), with its SHA-256 for the directory's check: the busiest keys
+/// cost neither a SHA-256 on every request, nor the hex form, nor the
+/// shared answer cache. Each is the process's own answer,
+/// trusted no longer than it ([`Known::current`]); a revocation voids them
+/// at once on this instance, and on every other within milliseconds (the
+/// directory is checked each time).
 #[derive(Default)]
 struct Recent {
-    /// By store and digest: the revocations seen when taken, and the answer.
-    answers: HashMap<(u64, Digest), (u64, Arc<Known>)>,
+    /// By store and tag: the key's digest, the revocations seen when
+    /// taken, and the answer.
+    answers: HashMap<(u64, u64), (Digest, u64, Arc<Known>)>,
 }
 
 /// Answers a thread holds at most (then it forgets them all).
 const RECENT_MAX: usize = 1_024;
 
 impl Recent {
-    fn get(&self, store: u64, digest: &Digest, revocations: u64) -> Option<Arc<Known>> {
-        let (seen, known) = self.answers.get(&(store, *digest))?;
-        (*seen == revocations && known.current()).then(|| Arc::clone(known))
+    fn get(&self, store: u64, tag: u64, revocations: u64) -> Option<(Digest, Arc<Known>)> {
+        let (digest, seen, known) = self.answers.get(&(store, tag))?;
+        (*seen == revocations && known.current()).then(|| (*digest, Arc::clone(known)))
     }
 
-    fn put(&mut self, store: u64, digest: Digest, revocations: u64, known: Arc<Known>) {
+    fn put(&mut self, store: u64, tag: u64, digest: Digest, revocations: u64, known: Arc<Known>) {
         if self.answers.len() >= RECENT_MAX {
             self.answers.clear();
         }
-        self.answers.insert((store, digest), (revocations, known));
+        self.answers
+            .insert((store, tag), (digest, revocations, known));
     }
+}
+
+/// A key's tag in [`Recent`]: its SipHash under keys this process drew at
+/// random. Nobody who does not know them can make two keys share a tag, so
+/// a tag names one key as surely as its SHA-256, at a fraction of the cost.
+fn tag(key: &str) -> u64 {
+    static TAGS: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+    TAGS.hash_one(key)
 }
 
 thread_local! {
@@ -161,9 +174,9 @@ thread_local! {
 static STORES: AtomicU64 = AtomicU64::new(0);
 
 /// What a key lookup found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Lookup {
-    Valid(Caller),
+    Valid(Arc<Known>),
     /// Unknown, malformed or revoked.
     Invalid,
     /// Not in any cache, and Postgres was not asked (the directory of live
@@ -287,6 +300,18 @@ impl KeyStore {
         let Some(prefix) = secret::prefix_of(KEY_KIND, key) else {
             return Ok(Lookup::Invalid);
         };
+        // Most requests: a key this thread has just found valid.
+        let revocations = self.revocations.load(Ordering::Acquire);
+        let tag = tag(key);
+        let recent = RECENT.with_borrow(|recent| recent.get(self.id, tag, revocations));
+        if let Some((digest, known)) = recent {
+            // Revoked anywhere: gone from the directory within milliseconds.
+            if known.caller.prefix == prefix
+                && self.directory.entry(prefix, &digest) != Entry::Unknown
+            {
+                return Ok(Lookup::Valid(known));
+            }
+        }
         let digest = secret::digest(key);
         let entry = self.directory.entry(prefix, &digest);
         if entry == Entry::Unknown {
@@ -302,7 +327,12 @@ impl KeyStore {
             answer = self.answers.try_get_with_by_ref(&hash, find).await;
         }
         match answer {
-            Ok(Some(known)) => Ok(Lookup::Valid(known.caller.clone())),
+            Ok(Some(known)) => {
+                RECENT.with_borrow_mut(|recent| {
+                    recent.put(self.id, tag, digest, revocations, Arc::clone(&known));
+                });
+                Ok(Lookup::Valid(known))
+            }
             Ok(None) => Ok(Lookup::Invalid),
             Err(unanswered) => match &*unanswered {
                 Unanswered::NotChecked => Ok(Lookup::NotChecked),
@@ -357,28 +387,6 @@ impl KeyStore {
             Shared::Missing => Err(Unanswered::NotChecked),
         };
         found.map(|caller| caller.map(Known::new))
-    }
-
-    /// Who `key` belongs to when this process's own answer says it is
-    /// valid (no round trip, never Postgres); `None` when that takes one.
-    pub async fn known_valid(&self, key: &str) -> Option<Arc<Known>> {
-        let prefix = secret::prefix_of(KEY_KIND, key)?;
-        let digest = secret::digest(key);
-        // Revoked anywhere: gone from the directory within milliseconds.
-        if self.directory.entry(prefix, &digest) == Entry::Unknown {
-            return None;
-        }
-        let revocations = self.revocations.load(Ordering::Acquire);
-        let recent = RECENT.with_borrow(|recent| recent.get(self.id, &digest, revocations));
-        if recent.is_some() {
-            return recent;
-        }
-        // The answers are kept by `secret::hash`, the digest in hex.
-        let known = self.answers.get(&hex::encode(digest)).await.flatten()?;
-        RECENT.with_borrow_mut(|recent| {
-            recent.put(self.id, digest, revocations, Arc::clone(&known));
-        });
-        Some(known)
     }
 
     /// What the shared cache says of a key.

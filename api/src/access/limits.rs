@@ -4,7 +4,7 @@
 //! A request is counted in a pipelined round trip that increments both
 //! counters (each increment hands out distinct counts, so concurrent
 //! requests can never over-admit) and reads the request's ready view (see
-//! `routes::view_key`); requests arriving together share one trip
+//! [`crate::views::requests`]); requests arriving together share one trip
 //! (`shared_trip`). A refused request's counts are given back, so
 //! refusals use up nothing.
 //! Windows are fixed calendar minutes (UTC) and calendar months in the
@@ -13,7 +13,7 @@
 //! When Redis cannot be asked (down, hung, slower than its budget: see
 //! `redis_guard`) each instance decides on its own, admitting at most its
 //! share of what Redis may have left, and adds what it admitted to Redis
-//! before Redis decides again ([`local`]). Nothing waits on Redis longer
+//! before Redis decides again (`local`). Nothing waits on Redis longer
 //! than twice the budget.
 
 pub mod lease;
@@ -305,8 +305,8 @@ impl Limiter {
     /// Counts the request in the next shared round trip (see
     /// `shared_trip`): at most the limit's worth of requests ever see a
     /// count within it, across any number of instances. Plain pipelined
-    /// commands, not a script: Redis spent about 25 us a request on the
-    /// Lua version and 9 us on separate commands (docs/benchmarks.md).
+    /// commands, not a script: Redis spends far less on them than on a Lua
+    /// version (docs/benchmarks.md).
     async fn count_in_redis(
         &self,
         subject: &str,
@@ -392,7 +392,7 @@ impl Limiter {
     }
 
     /// Each time the breaker closes, until shutdown, has the round-trip
-    /// task add the counts taken here meanwhile to Redis (see [`local`]).
+    /// task add the counts taken here meanwhile to Redis (see `local`).
     pub async fn reconcile_after_outages(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {

@@ -1,33 +1,10 @@
-//! The error answers, in the spec's envelope, and the tables of those every
-//! endpoint of a kind may give.
+//! The error answers, in the spec's envelope (their shapes shared with the
+//! other processes' documents: `ratewire_service::openapi`), and the
+//! tables of those every endpoint of a kind may give.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-
+pub use ratewire_service::openapi::{ErrorBody, OperatorErrors, ValidationErrorBody};
 use utoipa::ToSchema;
-
-/// Every error: `status` repeats the HTTP status.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ErrorBody {
-    pub status: u16,
-    pub message: String,
-}
-
-/// The answers every operator endpoint may give besides its own.
-#[derive(utoipa::IntoResponses)]
-pub enum OperatorErrors {
-    /// Admin token missing or wrong.
-    #[response(status = 401)]
-    Unauthorized(ErrorBody),
-    /// Too many failed authentications from this client.
-    #[response(status = 429)]
-    TooManyFailures(ErrorBody),
-    /// Postgres (or, for what is published on the log, the broker) is
-    /// unavailable.
-    #[response(status = 503)]
-    Unavailable(ErrorBody),
-}
 
 /// 429: which limit was hit.
 #[derive(ToSchema)]
@@ -37,16 +14,6 @@ pub struct LimitErrorBody {
     pub message: String,
     #[schema(pattern = "^(RATE_LIMIT_EXCEEDED|QUOTA_EXCEEDED)$")]
     pub code: String,
-}
-
-/// 400: each bad parameter with its problems.
-#[derive(ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ValidationErrorBody {
-    pub status: u16,
-    /// "Validation errors occurred."
-    pub message: String,
-    pub errors: BTreeMap<String, Vec<String>>,
 }
 
 /// The errors every data endpoint can answer.

@@ -1,5 +1,5 @@
 //! The OpenAPI 3.1 description of api-v1: the document's frame here, the
-//! answers' [`shapes`] (the reference rates' in [`reference`]) and the
+//! answers' [`shapes`] (the reference rates' in [`reference`](mod@reference)) and the
 //! [`errors`]; the paths come from the handlers' `#[utoipa::path]`
 //! annotations, through the route list (`routes::api_v1`).
 //!
@@ -84,39 +84,20 @@ impl Modify for AdminToken {
 }
 
 /// The document as served (`doc`, from the routes): with the ISO 4217 codes this
-/// build knows listed where a code must be one (no derive attribute can
-/// hold a computed list).
+/// build knows listed where a body's code must be one (no derive attribute
+/// can hold a computed list).
 pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
     let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     let codes: Vec<serde_json::Value> = ratewire_proto::CurrencyCode::all()
         .iter()
         .map(|c| serde_json::Value::from(c.as_str()))
         .collect();
-    // A date or a time: more than one parameter attribute can say.
-    if let Some(params) = doc["paths"]["/api/v1/rates/series"]["get"]["parameters"].as_array_mut() {
-        for param in params
-            .iter_mut()
-            .filter(|p| p["name"] == "from" || p["name"] == "to")
-        {
-            param["schema"] = serde_json::json!({"anyOf": [
-                {"type": "string", "format": "date"},
-                {"type": "string", "format": "date-time"},
-            ]});
-        }
-    }
-    if let Some(params) = doc["paths"]["/api/v1/convert"]["get"]["parameters"].as_array_mut() {
-        for param in params
-            .iter_mut()
-            .filter(|p| p["name"] == "from" || p["name"] == "to")
-        {
-            param["schema"]["enum"] = serde_json::Value::Array(codes.clone());
-        }
-    }
-    // An alert's currency is one of them too.
+    // An alert's currency is one (a query parameter's type lists them
+    // itself: see `crate::query::params`).
     let alert_currency =
         &mut doc["components"]["schemas"]["NewAlert"]["properties"]["currencyCode"];
     if alert_currency.is_object() {
-        alert_currency["enum"] = serde_json::Value::Array(codes.clone());
+        alert_currency["enum"] = serde_json::Value::Array(codes);
     }
     // Served under both paths; the short ones are described as the long.
     for (short, long) in [("/me", "/api/v1/me"), ("/usage", "/api/v1/usage")] {

@@ -2,40 +2,39 @@
 //! currency across the active banks.
 
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use chrono::Utc;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::best_rates_fingerprinted;
 
-use crate::access::auth::ApiKey;
-use crate::error::Result;
+use crate::access::auth::Authorized;
+use crate::error::{Error, Result};
+use crate::query::CurrencyArg;
 use crate::state::AppState;
-use crate::views::requests;
-use crate::views::requests::{BestRatesRequest, Stored};
-use crate::views::{Prefetched, Shape};
+use crate::views::requests::{self, BestRatesQuery, Stored};
+use crate::views::{Shape, ViewRead};
 
 /// The best cash and transactional buying and selling rates of one currency.
 #[utoipa::path(get, path = requests::BEST_RATES, tag = "rates",
-    params(("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case (one no active bank quotes: 404)")),
+    params(BestRatesQuery),
     responses(
         (status = 200, description = "success", body = crate::openapi::BestRatesResponse),
         (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn best_rates(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    prefetched: Prefetched,
-    RawQuery(query): RawQuery,
+    ViewRead { query, named }: ViewRead<BestRatesQuery>,
 ) -> Result<Response> {
-    let request = BestRatesRequest::parse(query.as_deref())?;
-    let code = request.code;
-    let read = state.views.read.current();
-    let view = request.view(&read.views);
+    let missing = "Currency not found";
+    let CurrencyArg::Known(code) = query.currency else {
+        return Err(Error::NotFound(missing));
+    };
     state
         .views
-        .serve(prefetched, read, &view, Shape::Whole, |read| async move {
+        .serve(named, missing, Shape::Whole, |read| async move {
             let now = Utc::now();
             Ok(match store::best_rates(&read.pool, code, now).await? {
                 // Fingerprinted as the projector does, without the render
@@ -48,7 +47,7 @@ pub async fn best_rates(
                         etag: Some(digest),
                     })
                 }
-                None => Err("Currency not found"),
+                None => Err(missing),
             })
         })
         .await

@@ -7,26 +7,65 @@
 //! selling). The boards come from the stored list of every active bank
 //! (read once per change of it, by its fingerprint), or from Postgres.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::views::{timestamp, BankRef, BankView, Num};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
+use utoipa::openapi::schema::Schema;
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{Checker, Params};
+use crate::query::params::string;
+use crate::query::{query, Checker, QueryParam};
 use crate::spreads::Age;
 use crate::state::AppState;
 use crate::views::answer::aged_answer;
 use crate::views::boards::boards;
 use crate::views::requests;
-use crate::views::Prefetched;
+use crate::views::ViewRead;
 
 /// The largest amount converted.
 pub const MOST: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0);
+
+/// An amount to convert: a positive decimal, at most [`MOST`].
+#[derive(Debug, Clone, Copy)]
+pub struct Amount(pub Decimal);
+
+impl QueryParam for Amount {
+    const REQUIRED: bool = true;
+
+    fn read(check: &mut Checker<'_>, name: &str) -> Option<Self> {
+        check.amount(name, MOST).map(Amount)
+    }
+
+    /// Up to 12 integer digits (or [`MOST`] itself) and 15 fraction digits,
+    /// not zero.
+    fn schema() -> Schema {
+        string(Some(
+            r"^(1000000000000(\.0{1,15})?|[1-9][0-9]{0,11}(\.[0-9]{1,15})?|0\.[0-9]{0,14}[1-9])$",
+        ))
+    }
+}
+
+query! {
+    /// `GET /api/v1/convert`: an amount of one currency in another.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ConvertQuery {
+        /// The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400
+        pub from as "from": CurrencyCode,
+        /// The currency wanted; `from` itself gives every bank at rate 1 with no legs
+        pub to as "to": CurrencyCode,
+        /// A positive decimal, at most 1000000000000
+        pub amount as "amount": Amount,
+        /// Only this bank (one not active: 404)
+        pub bank_id as "bankId": Option<BankId>,
+        /// Use transactional rates: true, false, 1 or 0
+        pub transactional as "transactional": bool,
+    }
+}
 
 /// Fraction digits of a converted amount.
 const AMOUNT_DIGITS: u32 = 4;
@@ -198,36 +237,25 @@ struct Envelope<'a> {
 /// `amount` of `from` converted to `to` at each active bank (or one),
 /// best first, with the rates and sides used.
 #[utoipa::path(get, path = requests::CONVERT, tag = "rates",
-    params(
-        ("from" = String, Query, description = "The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400"),
-        ("to" = String, Query, description = "The currency wanted; `from` itself gives every bank at rate 1 with no legs"),
-        ("amount" = String, Query, pattern = "^(1000000000000(\\.0{1,15})?|[1-9][0-9]{0,11}(\\.[0-9]{1,15})?|0\\.[0-9]{0,14}[1-9])$", description = "A positive decimal, at most 1000000000000"),
-        ("bankId" = Option<i64>, Query, minimum = 1, description = "Only this bank (one not active: 404)"),
-        ("transactional" = Option<bool>, Query, description = "Use transactional rates: true, false, 1 or 0"),
-    ),
+    params(ConvertQuery),
     responses(
         (status = 200, description = "success", body = crate::openapi::ConvertResponse),
         (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn convert(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    prefetched: Prefetched,
-    RawQuery(query): RawQuery,
+    ViewRead { query, named }: ViewRead<ConvertQuery>,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let from = check.known_currency("from");
-    let to = check.known_currency("to");
-    let amount = check.amount("amount", MOST);
-    let bank_id = check.bank_id("bankId", false);
-    let transactional = check.flag("transactional");
-    check.finish()?;
-    let (Some(from), Some(to), Some(amount)) = (from, to, amount) else {
-        unreachable!("finish() reports every bad parameter");
-    };
-    let boards = boards(&state.views, prefetched).await?;
+    let ConvertQuery {
+        from,
+        to,
+        amount: Amount(amount),
+        bank_id,
+        transactional,
+    } = query;
+    let boards = boards(&state.views, named).await?;
     let banks: Vec<BankView> = match bank_id {
         Some(id) => {
             let bank = boards.iter().find(|b| b.bank.id == id);

@@ -5,28 +5,25 @@ use axum::response::Response;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::currencies_response;
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::Result;
 use crate::state::AppState;
 use crate::views::fallback::rendered;
 use crate::views::requests;
-use crate::views::requests::ViewRef;
-use crate::views::{Prefetched, Shape};
+use crate::views::{Named, Shape};
 
 /// Currencies quoted by at least one active bank, most quoted first.
 #[utoipa::path(get, path = requests::CURRENCIES, tag = "currencies",
     responses((status = 200, description = "success", body = crate::openapi::CurrenciesResponse), crate::openapi::CommonErrors))]
 pub async fn currencies(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    prefetched: Prefetched,
+    named: Named,
 ) -> Result<Response> {
-    let read = state.views.read.current();
-    let view = ViewRef::new(&read.views, read.views.currencies());
     let style = &state.views.style;
     state
         .views
-        .serve(prefetched, read, &view, Shape::Whole, |read| async move {
+        .serve(named, "Not Found", Shape::Whole, |read| async move {
             let counts = store::currency_counts(&read.pool).await?;
             Ok(Ok(rendered(currencies_response(&counts, style))))
         })

@@ -1,14 +1,15 @@
 //! `GET /api/v1/history`: the record in force at the end of a day.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
+use ratewire_proto::BankId;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::history_response;
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{Checker, CurrencyArg, Params};
+use crate::query::{query, CurrencyArg, Query};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
@@ -32,32 +33,38 @@ pub fn end_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> DateTime<Utc> {
         .unwrap_or_else(|| Utc.from_utc_datetime(&next))
 }
 
+query! {
+    /// `GET /api/v1/history`: one bank's record of one currency on a day.
+    #[derive(Debug, Clone, Copy)]
+    pub struct HistoryQuery {
+        /// The bank (a positive integer; one never registered: 404)
+        pub bank_id as "bankId": BankId,
+        /// A calendar day, YYYY-MM-DD (RFC 3339 full-date), in the service time zone
+        pub date as "date": NaiveDate,
+        /// ISO 4217 code, three letters in any case; default USD
+        pub currency as "currencyCode": Option<CurrencyArg>,
+    }
+}
+
 /// The record of one bank and currency in force at the end of a day.
 #[utoipa::path(get, path = "/api/v1/history", tag = "history",
-    params(
-        ("bankId" = i64, Query, minimum = 1, description = "The bank (a positive integer; one never registered: 404)"),
-        ("date" = String, Query, format = Date, description = "A calendar day, YYYY-MM-DD (RFC 3339 full-date), in the service time zone"),
-        ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case; default USD"),
-    ),
+    params(HistoryQuery),
     responses(
         (status = 200, description = "success", body = crate::openapi::HistoryResponse),
         (status = 404, description = "Bank not found, Currency not found or No history found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn history(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    RawQuery(query): RawQuery,
+    Query(query): Query<HistoryQuery>,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let bank_id = check.bank_id("bankId", true);
-    let date = check.date("date");
-    let code = check.currency("currencyCode", Some("USD"));
-    check.finish()?;
-    let (Some(bank_id), Some(date), Some(code)) = (bank_id, date, code) else {
-        unreachable!("finish() reports every missing or bad parameter");
-    };
+    let HistoryQuery {
+        bank_id,
+        date,
+        currency,
+    } = query;
+    let code = CurrencyArg::or_usd(currency);
 
     // History stays readable after a bank is deactivated.
     let read = state.views.read.current();

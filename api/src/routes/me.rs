@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::{ApiKey, Authorized};
 use crate::access::gate::Identified;
 use crate::access::limits::Decision;
 use crate::error::Result;
@@ -39,7 +39,10 @@ fn window(limit: u64, used: u64, remaining: u64, reset: u64) -> Value {
 /// Used, remaining and reset (seconds) for the minute window and the month.
 #[utoipa::path(get, path = "/api/v1/usage", tag = "usage",
     responses((status = 200, description = "success", body = crate::openapi::UsageResponse), crate::openapi::CommonErrors))]
-pub async fn usage(_: ApiKey, Extension(identified): Extension<Identified>) -> Result<Json<Value>> {
+pub async fn usage(
+    _: Authorized,
+    Extension(identified): Extension<Identified>,
+) -> Result<Json<Value>> {
     let d: Decision = identified.decision;
     Ok(Json(json!({
         "message": "success",

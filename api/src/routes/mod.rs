@@ -1,8 +1,8 @@
 //! The API's HTTP surface: one module per resource, merged here into the
-//! two listeners' routers ([`public`] and [`operator`]) with the gate, the
-//! readiness guard and JSON fallbacks for unknown paths and methods
-//! (`ratewire_service::serve` adds request ids, tracing, request metrics
-//! and the listener limits).
+//! two listeners' routers ([`public`] and [`operator`]) with the gate
+//! (`access::gate`), the readiness guard and JSON fallbacks for unknown
+//! paths and methods (`ratewire_service::serve` adds request ids, tracing,
+//! request metrics, the request timeout and the listener limits).
 
 pub mod admin;
 pub mod alerts;
@@ -21,23 +21,28 @@ pub mod spreads;
 pub mod stream;
 pub mod webhooks;
 
+use axum::extract::DefaultBodyLimit;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{middleware, Router};
+use axum::Router;
 use std::sync::{Arc, LazyLock};
+use tower::ServiceBuilder;
 
 use ratewire_service::metrics::render as render_metrics;
+use ratewire_service::serve::Measure;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::access::gate::{self, Gate};
-use crate::error::Error;
+use crate::access::gate::Gate;
+use crate::cors::Cors;
+use crate::error::{Error, STILL_STARTING};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
 /// Every public api-v1 route, declared once: the router and the OpenAPI
-/// document both come from this list, and the routes answered from
+/// document both come from this list (each handler's parameters from its
+/// query struct: see [`crate::query`]), and the routes answered from
 /// stored views are those of [`crate::views::requests::VIEW_ROUTES`].
 pub fn api_v1() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::ApiDoc::openapi())
@@ -54,14 +59,17 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))
-        .routes(routes!(webhooks::create, webhooks::list))
-        .routes(routes!(webhooks::delete))
-        .routes(routes!(webhooks::test))
-        .routes(routes!(webhooks::rotate_secret))
-        .routes(routes!(alerts::create, alerts::list))
-        .routes(routes!(alerts::delete))
-        // The only bodies the public listener reads: small ones.
-        .layer(axum::extract::DefaultBodyLimit::max(16 * 1024))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(webhooks::create, webhooks::list))
+                .routes(routes!(webhooks::delete))
+                .routes(routes!(webhooks::test))
+                .routes(routes!(webhooks::rotate_secret))
+                .routes(routes!(alerts::create, alerts::list))
+                .routes(routes!(alerts::delete))
+                // The only bodies the public listener reads: small ones.
+                .layer(DefaultBodyLimit::max(16 * 1024)),
+        )
 }
 
 /// Every route of the API's operator document, declared once.
@@ -76,10 +84,25 @@ pub static DOCUMENT: LazyLock<String> =
     LazyLock::new(|| crate::openapi::public_document(api_v1().split_for_parts().1));
 
 /// The public listener: the read API behind the gate, its OpenAPI
-/// document, the dashboard and reference pages, and the probes. Nothing operators use is reachable here.
+/// document, the dashboard and reference pages, and the probes. Nothing
+/// operators use is reachable here.
+///
+/// Each route of the API has one layer of its own: the listener's
+/// [`Measure`] (metrics, timeout), CORS and the gate, composed, since every
+/// layer a route is given boxes it once more, and each box is cloned on
+/// every request; the listener adds the rest once for all routes
+/// (`ratewire_service::serve`).
 pub fn public(state: AppState) -> Router {
-    // Everything a consumer calls passes the gate (keys, limits, headers),
-    // unknown paths included; the probes and the document do not.
+    let measure = Measure::new(&state.limits);
+    let cors = Cors::new(&state.cors_origins);
+    // Everything a consumer calls passes the gate (readiness, keys,
+    // limits, views, conditional GETs, headers), unknown paths included;
+    // the probes and the document do not.
+    let gate = Gate {
+        access: Arc::clone(&state.access),
+        views: Arc::clone(&state.views),
+        readiness: state.readiness.clone(),
+    };
     let (api, _) = api_v1().split_for_parts();
     let api = api
         // Served as /api/v1/me and /api/v1/usage are (and described so).
@@ -87,34 +110,25 @@ pub fn public(state: AppState) -> Router {
         .route("/usage", get(me::usage))
         .fallback(|| async { Error::NotFound("Not Found") })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
-        // Inside the gate: a 304 is counted and carries the limit headers.
-        .layer(middleware::from_fn(crate::conditional::conditional))
-        .layer(middleware::from_fn_with_state(
-            Gate {
-                access: Arc::clone(&state.access),
-                views: Arc::clone(&state.views),
-            },
-            gate::gate,
-        ));
-    let web = std::sync::Arc::new(crate::web::Web::new(
+        // A browser's preflight is answered before the gate.
+        .layer(ServiceBuilder::new().layer(measure).layer(cors).layer(gate));
+    let web = Arc::new(crate::web::Web::new(
         state.timezone.name(),
         state.access.anonymous_access,
     ));
-    let routes = Router::new()
-        .merge(crate::web::router(web))
-        .route(
-            "/api/v1/openapi.json",
-            get(|| async { json_body(DOCUMENT.clone()) }),
-        )
+    let pages = Router::new().merge(crate::web::router(web)).route(
+        "/api/v1/openapi.json",
+        get(|| async { json_body(DOCUMENT.clone()) }),
+    );
+    let open = Router::new()
+        .merge(state.readiness.guard(pages, still_starting))
         .merge(health::router())
-        .merge(api);
-    // Outermost: a browser's preflight is answered before any gate.
-    let cors = crate::cors::layer(&state.cors_origins);
-    state
-        .readiness
-        .guard(routes, still_starting)
-        .with_state(state)
-        .layer(cors)
+        .layer(
+            ServiceBuilder::new()
+                .layer(measure)
+                .layer(crate::cors::layer(&state.cors_origins)),
+        );
+    open.merge(api).with_state(state)
 }
 
 /// The operator listener: key management, metrics and the probes.
@@ -143,7 +157,7 @@ pub fn operator(state: AppState) -> Router {
 /// The answer while the process is still preparing Postgres (e.g. it
 /// started while Postgres was down): 503, not a hanging connection.
 fn still_starting() -> Response {
-    Error::Starting("still starting: waiting for Postgres").into_response()
+    Error::Starting(STILL_STARTING).into_response()
 }
 
 #[cfg(test)]

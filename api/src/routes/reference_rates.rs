@@ -1,47 +1,65 @@
 //! `GET /api/v1/reference-rates`: the National Bank's reference rates, as
 //! published, for the latest day or the day in force on a date.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
+use chrono::NaiveDate;
 use ratewire_proto::NATIONAL_BANK;
 use ratewire_readmodel::store::in_force;
 use ratewire_readmodel::views::ReferencePoint;
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{Checker, CurrencyArg, Params};
+use crate::query::{query, CurrencyArg, Query};
 use crate::state::AppState;
 use crate::views::answer::with_etag;
 use crate::views::body::json_body;
 use crate::views::{reference, requests};
 
+query! {
+    /// `GET /api/v1/reference-rates`: one day's reference rates.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ReferenceRatesQuery {
+        /// ISO 4217 code, three letters in any case; without it, `data` is
+        /// every currency of the day
+        pub currency as "currencyCode": Option<CurrencyArg>,
+        /// YYYY-MM-DD, a day in Addis Ababa: the reference in force at its
+        /// end; without it, the latest
+        pub date as "date": Option<NaiveDate>,
+    }
+}
+
+query! {
+    /// `GET /api/v1/reference-rates/series`: one currency's reference
+    /// rates over a range of days.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ReferenceSeriesQuery {
+        /// ISO 4217 code, three letters in any case
+        pub currency as "currencyCode": CurrencyArg,
+        /// The first day, YYYY-MM-DD
+        pub from as "from": NaiveDate,
+        /// The last day, YYYY-MM-DD (today in Addis Ababa by default);
+        /// before `from`, no points
+        pub to as "to": Option<NaiveDate>,
+    }
+}
+
 /// The reference rates of one currency, or of every currency, on the
 /// latest day published or on the day in force at the end of `date` (the
 /// last day published on or before it: a Saturday gives Friday's).
 #[utoipa::path(get, path = requests::REFERENCE_RATES, tag = "reference rates",
-    params(
-        ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case; without it, `data` is every currency of the day"),
-        ("date" = Option<String>, Query, format = Date, description = "YYYY-MM-DD, a day in Addis Ababa: the reference in force at its end; without it, the latest"),
-    ),
+    params(ReferenceRatesQuery),
     responses(
         (status = 200, description = "success: `data` is one currency's reference rate, or (without `currencyCode`) an array of every currency's", body = crate::openapi::ReferenceRateResponse),
         (status = 404, description = "No reference rate on or before the date (or for that currency on the day in force)", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn reference_rates(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    RawQuery(query): RawQuery,
+    Query(query): Query<ReferenceRatesQuery>,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let currency = if check.given("currencyCode") {
-        check.currency("currencyCode", None)
-    } else {
-        None
-    };
-    let date = check.optional_date("date");
-    check.finish()?;
+    let ReferenceRatesQuery { currency, date } = query;
     let code = match currency {
         None => None,
         Some(CurrencyArg::Known(code)) => Some(code),
@@ -75,30 +93,18 @@ pub async fn reference_rates(
 /// One currency's reference rates on every day published in a range (a
 /// chart's reference line).
 #[utoipa::path(get, path = requests::REFERENCE_SERIES, tag = "reference rates",
-    params(
-        ("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case"),
-        ("from" = String, Query, format = Date, description = "The first day, YYYY-MM-DD"),
-        ("to" = Option<String>, Query, format = Date, description = "The last day, YYYY-MM-DD (today in Addis Ababa by default); before `from`, no points"),
-    ),
+    params(ReferenceSeriesQuery),
     responses(
         (status = 200, description = "success: the days published in the range, oldest first (none: empty)", body = crate::openapi::ReferenceSeriesResponse),
         (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn reference_series(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    RawQuery(query): RawQuery,
+    Query(query): Query<ReferenceSeriesQuery>,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let currency = check.currency("currencyCode", None);
-    let from = check.date("from");
-    let to = check.optional_date("to");
-    check.finish()?;
-    let (Some(currency), Some(from)) = (currency, from) else {
-        unreachable!("finish() reports every bad parameter");
-    };
+    let ReferenceSeriesQuery { currency, from, to } = query;
     // Unbounded ranges stay small: one point per weekday published (about
     // 260 a year, 80 bytes each).
     let to = to.unwrap_or_else(|| ratewire_proto::reference::reference_day(chrono::Utc::now()));

@@ -1,7 +1,7 @@
 //! `GET /api/v1/rates/series`: one bank's values of one currency over a
 //! range, or the best value across active banks, as JSON or CSV.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -11,9 +11,9 @@ use ratewire_readmodel::views::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, Field, SeriesOf,
 };
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{start_of_day, Checker, CurrencyArg, Params};
+use crate::query::{query, start_of_day, Choice, CurrencyArg, Query, When};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
@@ -25,14 +25,17 @@ pub const PAGE_DAYS_DAILY: i64 = 5 * 366;
 /// starts later than this.
 const LATEST_BOARD: Duration = Duration::minutes(5);
 
+/// What one point of a series stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interval {
+pub enum Interval {
     Raw,
     Hour,
     Day,
 }
 
-impl Interval {
+impl Choice for Interval {
+    const ALL: &'static [Self] = &[Interval::Raw, Interval::Hour, Interval::Day];
+
     fn name(self) -> &'static str {
         match self {
             Interval::Raw => "raw",
@@ -40,7 +43,58 @@ impl Interval {
             Interval::Day => "day",
         }
     }
+}
 
+/// Which rate the best across banks is of.
+impl Choice for Field {
+    const ALL: &'static [Self] = &Field::ALL;
+
+    fn name(self) -> &'static str {
+        self.key()
+    }
+}
+
+/// How a series is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+impl Choice for Format {
+    const ALL: &'static [Self] = &[Format::Json, Format::Csv];
+
+    fn name(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Csv => "csv",
+        }
+    }
+}
+
+query! {
+    /// `GET /api/v1/rates/series`: a range of one bank's values, or of the
+    /// best across banks.
+    #[derive(Debug, Clone, Copy)]
+    pub struct SeriesQuery {
+        /// The bank; without it, the best value across active banks of `field` per interval
+        pub bank_id as "bankId": Option<BankId>,
+        /// ISO 4217 code, any case; default USD
+        pub currency as "currencyCode": Option<CurrencyArg>,
+        /// Start: a date YYYY-MM-DD (its start in the service time zone) or an RFC 3339 time; default 30 days before `to`
+        pub from as "from": Option<When>,
+        /// End: a date (its end) or an RFC 3339 time; default the end of the interval in progress (today, or this hour)
+        pub to as "to": Option<When>,
+        /// raw: every published board (needs bankId); hour or day: the value in force at the end of each hour (UTC) or day (service time zone); default day. Any range is answered: an answer spans 31 days at most for raw and hour, five years for day, and 10,000 raw points; `next` links to the rest
+        pub interval as "interval": Option<Interval>,
+        /// For the best across banks: which rate; default cashBuying
+        pub field as "field": Option<Field>,
+        /// json or csv; default by Accept (text/csv), else json
+        pub format as "format": Option<Format>,
+    }
+}
+
+impl Interval {
     fn page_days(self) -> i64 {
         match self {
             Interval::Raw | Interval::Hour => PAGE_DAYS_FINE,
@@ -73,47 +127,25 @@ struct SeriesRequest {
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     /// The `format` asked for, kept in the next page's link.
-    format: Option<&'static str>,
+    format: Option<Format>,
     csv: bool,
 }
 
 impl SeriesRequest {
-    fn parse(
-        query: Option<&str>,
+    /// What `query` asks for, with its defaults resolved at `now` in `tz`
+    /// (the format by `headers`' `Accept` when the query names none).
+    fn new(
+        query: SeriesQuery,
         headers: &HeaderMap,
         tz: chrono_tz::Tz,
         now: DateTime<Utc>,
     ) -> Result<Self> {
-        let params = Params::parse(query)?;
-        let mut check = Checker::new(&params);
-        let bank = check.bank_id("bankId", false);
-        let currency = check.currency("currencyCode", Some("USD"));
-        let interval = check
-            .choice("interval", &["raw", "hour", "day"], "day")
-            .map(|i| match i {
-                "raw" => Interval::Raw,
-                "hour" => Interval::Hour,
-                _ => Interval::Day,
-            });
-        let field = check
-            .choice(
-                "field",
-                &[
-                    "cashBuying",
-                    "cashSelling",
-                    "transactionalBuying",
-                    "transactionalSelling",
-                ],
-                "cashBuying",
-            )
-            .and_then(|key| Field::ALL.into_iter().find(|f| f.key() == key));
-        let format = check.choice("format", &["json", "csv"], "");
+        let interval = query.interval.unwrap_or(Interval::Day);
         // By default, to the end of the interval in progress: the answer
         // stays the same (and keeps its ETag) until something changes.
-        let to = check
-            .instant("to", tz, true)
-            .unwrap_or_else(|| match interval {
-                Some(Interval::Day) => start_of_day(
+        let to = query.to.map_or_else(
+            || match interval {
+                Interval::Day => start_of_day(
                     now.with_timezone(&tz)
                         .date_naive()
                         .succ_opt()
@@ -122,39 +154,33 @@ impl SeriesRequest {
                 ),
                 _ => DateTime::from_timestamp((now.timestamp().div_euclid(3600) + 1) * 3600, 0)
                     .unwrap_or(now),
-            });
-        let days = 30;
-        let from = check
-            .instant("from", tz, false)
-            .unwrap_or(to - Duration::days(days));
-        check.finish()?;
-        let (Some(currency), Some(interval), Some(field), Some(format)) =
-            (currency, interval, field, format)
-        else {
-            unreachable!("finish() reports every bad parameter");
-        };
+            },
+            |to| to.end(tz),
+        );
+        let from = query
+            .from
+            .map_or(to - Duration::days(30), |from| from.start(tz));
         if from >= to {
             return Err(Error::validation("from", "from must be before to"));
         }
-        if interval == Interval::Raw && bank.is_none() {
+        if interval == Interval::Raw && query.bank_id.is_none() {
             return Err(Error::validation(
                 "interval",
                 "interval=raw needs a bankId (the best across banks is given per hour or day)",
             ));
         }
-        let (format, csv) = match format {
-            "csv" => (Some("csv"), true),
-            "json" => (Some("json"), false),
-            _ => (None, wants_csv(headers)),
+        let csv = match query.format {
+            Some(format) => format == Format::Csv,
+            None => wants_csv(headers),
         };
         Ok(Self {
-            bank,
-            currency,
-            field,
+            bank: query.bank_id,
+            currency: CurrencyArg::or_usd(query.currency),
+            field: query.field.unwrap_or(Field::CashBuying),
             interval,
             from,
             to,
-            format,
+            format: query.format,
             csv,
         })
     }
@@ -173,7 +199,7 @@ impl SeriesRequest {
             query.push(format!("field={}", self.field.key()));
         }
         if let Some(format) = self.format {
-            query.push(format!("format={format}"));
+            query.push(format!("format={}", format.name()));
         }
         for (name, at) in [("from", from), ("to", self.to)] {
             query.push(format!(
@@ -233,15 +259,7 @@ fn intervals(
 /// One bank's values of a currency over a range, or the best across active
 /// banks; JSON, or CSV with `format=csv` or `Accept: text/csv`.
 #[utoipa::path(get, path = "/api/v1/rates/series", tag = "rates",
-    params(
-        ("bankId" = Option<i64>, Query, minimum = 1, description = "The bank; without it, the best value across active banks of `field` per interval"),
-        ("currencyCode" = Option<String>, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, any case; default USD"),
-        ("from" = Option<String>, Query, description = "Start: a date YYYY-MM-DD (its start in the service time zone) or an RFC 3339 time; default 30 days before `to`"),
-        ("to" = Option<String>, Query, description = "End: a date (its end) or an RFC 3339 time; default the end of the interval in progress (today, or this hour)"),
-        ("interval" = Option<String>, Query, pattern = "^(raw|hour|day)$", description = "raw: every published board (needs bankId); hour or day: the value in force at the end of each hour (UTC) or day (service time zone); default day. Any range is answered: an answer spans 31 days at most for raw and hour, five years for day, and 10,000 raw points; `next` links to the rest"),
-        ("field" = Option<String>, Query, pattern = "^(cashBuying|cashSelling|transactionalBuying|transactionalSelling)$", description = "For the best across banks: which rate; default cashBuying"),
-        ("format" = Option<String>, Query, pattern = "^(json|csv)$", description = "json or csv; default by Accept (text/csv), else json"),
-    ),
+    params(SeriesQuery),
     responses(
         (status = 200, description = "The points, oldest first (JSON, or CSV with a header row)",
             content((crate::openapi::SeriesResponse = "application/json"), (String = "text/csv"))),
@@ -249,14 +267,14 @@ fn intervals(
         crate::openapi::CommonErrors,
     ))]
 pub async fn series(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
+    Query(query): Query<SeriesQuery>,
     headers: HeaderMap,
-    RawQuery(query): RawQuery,
 ) -> Result<Response> {
     let now = Utc::now();
     let tz = state.timezone;
-    let request = SeriesRequest::parse(query.as_deref(), &headers, tz, now)?;
+    let request = SeriesRequest::new(query, &headers, tz, now)?;
     let CurrencyArg::Known(currency) = request.currency else {
         return Err(Error::NotFound("Currency not found"));
     };
@@ -378,9 +396,22 @@ fn csv_body(body: String) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::FromQuery;
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
+    }
+
+    impl SeriesRequest {
+        fn parse(
+            query: Option<&str>,
+            headers: &HeaderMap,
+            tz: chrono_tz::Tz,
+            now: DateTime<Utc>,
+        ) -> Result<Self> {
+            let query = SeriesQuery::parse(query).map_err(Error::Validation)?;
+            Self::new(query, headers, tz, now)
+        }
     }
 
     #[test]

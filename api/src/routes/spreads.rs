@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::reference::reference_day;
@@ -15,14 +15,14 @@ use rust_decimal::Decimal;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{Checker, CurrencyArg, Params};
+use crate::query::{query, CurrencyArg};
 use crate::spreads::{premium_percent, spread, spread_percent, Age};
 use crate::state::AppState;
 use crate::views::answer::aged_answer;
 use crate::views::boards::boards;
-use crate::views::{reference, requests, Prefetched};
+use crate::views::{reference, requests, ViewRead};
 
 /// One pair's figures: exact values and spread, rounded percents, and
 /// premiums when a reference is in force.
@@ -131,35 +131,42 @@ impl ReferenceDays<'_> {
     }
 }
 
+query! {
+    /// `GET /api/v1/rates/spreads`: the banks' spreads on one currency.
+    #[derive(Debug, Clone, Copy)]
+    pub struct SpreadsQuery {
+        /// ISO 4217 code, three letters in any case (one neither a bank nor
+        /// the reference quotes: 404)
+        pub currency as "currencyCode": CurrencyArg,
+        /// Add the transactional pair's figures: true, false, 1 or 0
+        pub transactional as "transactional": bool,
+    }
+}
+
 /// Each active bank's spread on one currency and its premium over the
 /// National Bank's reference rate, narrowest cash spread first (ties by
 /// bank id).
 #[utoipa::path(get, path = requests::SPREADS, tag = "reference rates",
-    params(
-        ("currencyCode" = String, Query, pattern = "^[A-Za-z]{3}$", description = "ISO 4217 code, three letters in any case (one neither a bank nor the reference quotes: 404)"),
-        ("transactional" = Option<bool>, Query, description = "Add the transactional pair's figures: true, false, 1 or 0"),
-    ),
+    params(SpreadsQuery),
     responses(
         (status = 200, description = "success", body = crate::openapi::SpreadsResponse),
         (status = 404, description = "Currency not found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn spreads(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
-    prefetched: Prefetched,
-    RawQuery(query): RawQuery,
+    ViewRead { query, named }: ViewRead<SpreadsQuery>,
 ) -> Result<Response> {
-    let params = Params::parse(query.as_deref())?;
-    let mut check = Checker::new(&params);
-    let code = check.currency("currencyCode", None);
-    let transactional = check.flag("transactional");
-    check.finish()?;
-    let Some(CurrencyArg::Known(code)) = code else {
+    let SpreadsQuery {
+        currency,
+        transactional,
+    } = query;
+    let CurrencyArg::Known(code) = currency else {
         return Err(Error::NotFound("Currency not found"));
     };
     let now = Utc::now();
-    let boards = boards(&state.views, prefetched).await?;
+    let boards = boards(&state.views, named).await?;
     let mut reference = ReferenceDays {
         state: &state,
         dates: reference::dates(&state.views, NATIONAL_BANK).await?,

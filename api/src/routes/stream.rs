@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::Extension;
@@ -33,14 +33,16 @@ use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
+use utoipa::openapi::schema::Schema;
 
-use crate::access::auth::ApiKey;
+use crate::access::auth::Authorized;
 use crate::access::gate::Identified;
 use crate::access::stream_slots::Slot;
 use crate::error::{Error, Result};
 use crate::live::fanout::{Ended, Interest, Subscriber};
 use crate::live::{frame, variant_index, Change, Delivery, Position, Relay};
-use crate::query::{Checker, Params};
+use crate::query::params::string;
+use crate::query::{query, Checker, Query, QueryParam};
 use crate::state::AppState;
 use crate::views::read_model::ReadModels;
 
@@ -62,36 +64,84 @@ struct Filter {
     variant: usize,
 }
 
+/// The events a subscriber may ask for.
+const EVENTS: [&str; 3] = ["board", "best", "alert"];
+
+/// Which of `EVENTS` a subscriber asked for: some, comma-separated, each
+/// once; all when it does not say.
+#[derive(Debug, Clone, Copy)]
+pub struct Events {
+    board: bool,
+    best: bool,
+    alert: bool,
+}
+
+impl QueryParam for Events {
+    const REQUIRED: bool = false;
+
+    fn read(check: &mut Checker<'_>, name: &str) -> Option<Self> {
+        let chosen = check.subset(name, &EVENTS, &EVENTS);
+        Some(Self {
+            board: chosen.contains(&"board"),
+            best: chosen.contains(&"best"),
+            alert: chosen.contains(&"alert"),
+        })
+    }
+
+    fn schema() -> Schema {
+        let one = format!("({})", EVENTS.join("|"));
+        string(Some(&format!("^{one}(,{one}){{0,{}}}$", EVENTS.len() - 1)))
+    }
+}
+
+query! {
+    /// `GET /api/v1/stream`: what a subscriber follows.
+    #[derive(Clone)]
+    pub struct StreamQuery {
+        /// Only these banks' boards, and best rates where one of them holds
+        /// a best quote (repeat, or comma-separate)
+        pub banks as "bankId": Vec<BankId>,
+        /// Only boards quoting, and best rates of, these currencies (repeat,
+        /// or comma-separate)
+        pub currencies as "currencyCode": Vec<CurrencyCode>,
+        /// Which events, comma-separated: board, best, alert (the key's own
+        /// alerts firing; live only); all three by default
+        pub events as "events": Events,
+        /// Boards with transactional rates: true, false, 1 or 0
+        pub transactional as "transactional": bool,
+        /// Boards with the bank's social links: true, false, 1 or 0
+        pub social_links as "socialLinks": bool,
+        /// Start with every matching bank's board and currency's best rates
+        pub snapshot as "snapshot": bool,
+        // Read by the gate, which identifies the caller.
+        /// The API key, for clients that cannot send headers (browsers'
+        /// EventSource); never logged
+        pub api_key as "apiKey": Option<String>,
+    }
+}
+
 impl Filter {
-    fn parse(query: Option<&str>, owner: Option<&str>) -> Result<(Self, bool)> {
-        let params = Params::parse(query)?;
-        let mut check = Checker::new(&params);
-        let banks = check.bank_ids("bankId");
-        let currencies = check.currencies("currencyCode");
-        let variant = RatesVariant {
-            transactional: check.flag("transactional"),
-            social_links: check.flag("socialLinks"),
-        };
-        let snapshot = check.flag("snapshot");
-        let events = check.subset(
-            "events",
-            &["board", "best", "alert"],
-            &["board", "best", "alert"],
-        );
-        check.finish()?;
-        Ok((
-            Self {
-                banks,
-                currencies,
-                boards: events.contains(&"board"),
-                best: events.contains(&"best"),
-                alerts_of: owner
-                    .filter(|_| events.contains(&"alert"))
-                    .map(str::to_owned),
-                variant: variant_index(variant),
-            },
-            snapshot,
-        ))
+    /// What `query` asks for; alerts only when `owner` (a key) has them.
+    fn new(query: StreamQuery, owner: Option<&str>) -> Self {
+        let StreamQuery {
+            banks,
+            currencies,
+            events,
+            transactional,
+            social_links,
+            ..
+        } = query;
+        Self {
+            banks,
+            currencies,
+            boards: events.board,
+            best: events.best,
+            alerts_of: owner.filter(|_| events.alert).map(str::to_owned),
+            variant: variant_index(RatesVariant {
+                transactional,
+                social_links,
+            }),
+        }
     }
 
     fn wants_board(&self, bank: BankId, currencies: &[CurrencyCode]) -> bool {
@@ -149,13 +199,7 @@ impl Filter {
 /// with `Last-Event-ID`.
 #[utoipa::path(get, path = "/api/v1/stream", tag = "live",
     params(
-        ("bankId" = Option<String>, Query, pattern = "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$", description = "Only these banks' boards, and best rates where one of them holds a best quote (repeat, or comma-separate)"),
-        ("currencyCode" = Option<String>, Query, description = "Only boards quoting, and best rates of, these currencies (repeat, or comma-separate)"),
-        ("events" = Option<String>, Query, pattern = "^(board|best|alert)(,(board|best|alert)){0,2}$", description = "Which events, comma-separated: board, best, alert (the key's own alerts firing; live only); all three by default"),
-        ("transactional" = Option<bool>, Query, description = "Boards with transactional rates: true, false, 1 or 0"),
-        ("socialLinks" = Option<bool>, Query, description = "Boards with the bank's social links: true, false, 1 or 0"),
-        ("snapshot" = Option<bool>, Query, description = "Start with every matching bank's board and currency's best rates"),
-        ("apiKey" = Option<String>, Query, description = "The API key, for clients that cannot send headers (browsers' EventSource); never logged"),
+        StreamQuery,
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event: what changed since, or a reset and a snapshot"),
     ),
     responses(
@@ -163,23 +207,20 @@ impl Filter {
         crate::openapi::CommonErrors,
     ))]
 pub async fn stream(
-    _: ApiKey,
+    _: Authorized,
     State(state): State<AppState>,
     Extension(identified): Extension<Identified>,
+    Query(query): Query<StreamQuery>,
     headers: HeaderMap,
-    RawQuery(query): RawQuery,
 ) -> Result<Response> {
     // Alerts are a key's own: anonymous callers have none.
-    let owner = identified
-        .caller
-        .as_ref()
+    let caller = identified.caller.as_ref().map(|known| &known.caller);
+    let owner = caller
         .filter(|c| c.created_at.is_some())
         .map(|c| c.prefix.as_str());
-    let (filter, snapshot) = Filter::parse(query.as_deref(), owner)?;
-    let plan = identified
-        .caller
-        .as_ref()
-        .map_or(crate::access::plans::ANONYMOUS, |c| c.plan.as_str());
+    let snapshot = query.snapshot;
+    let filter = Filter::new(query, owner);
+    let plan = caller.map_or(crate::access::plans::ANONYMOUS, |c| c.plan.as_str());
     let slot = state
         .access
         .stream_slots

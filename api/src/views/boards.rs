@@ -11,7 +11,7 @@ use ratewire_readmodel::views::{rates_elements, BankView};
 
 use crate::error::{Error, Result};
 use crate::views::requests::{List, ViewRef, BOARDS};
-use crate::views::{Cached, Prefetched, Views};
+use crate::views::{Cached, Named, Views};
 
 /// The boards last read back from the stored list, by its fingerprint.
 #[derive(Default)]
@@ -34,11 +34,14 @@ impl ReadBack {
 }
 
 /// Every active bank's current board: from the stored list (read back once
-/// per change of it), else from Postgres.
-pub async fn boards(views: &Arc<Views>, prefetched: Prefetched) -> Result<Arc<Vec<BankView>>> {
-    let read = views.read.current();
-    let view = ViewRef::list(&read.views, List::Rates(BOARDS));
-    match views.cached(prefetched, &view).await {
+/// per change of it; `named` is the list as the gate found it), else from
+/// Postgres.
+pub async fn boards(views: &Arc<Views>, named: Named) -> Result<Arc<Vec<BankView>>> {
+    let Named {
+        read, view, stored, ..
+    } = named;
+    let view = view.unwrap_or_else(|| Arc::new(ViewRef::list(&read.views, List::Rates(BOARDS))));
+    match views.cached(stored, &view).await {
         Cached::Found(stored) => match &stored.etag {
             Some(etag) => views.read_back.boards(etag, &stored.body),
             None => rates_elements(&stored.body)

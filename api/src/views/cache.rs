@@ -20,10 +20,9 @@
 //!   with no entry (none is known) would show after that long anyway.
 //!
 //! A view asked for in the last quarter of its age is read again in the
-//! background ([`Kept::due`]), once: a busy view never runs out, so the
+//! background (`Kept::due`), once: a busy view never runs out, so the
 //! requests behind it never all fall to Redis at the same moment (for a
-//! 400 KB list, every connection's read of it at once was a stall each
-//! second).
+//! large list, every connection's read of it at once is a stall).
 //!
 //! Bounded: at most `max_bytes` of bodies; a view larger than a quarter of
 //! that is never kept.
@@ -208,8 +207,8 @@ impl ViewCache {
     /// The gzip encoding of `key`'s kept view as the response body
     /// `head + body + tail`, once it is made: the first request that asks
     /// has it made on a blocking thread and is answered plain, as are the
-    /// requests until it is done (a list of 400 KB takes milliseconds to
-    /// encode, and a request path waiting on it held up every request
+    /// requests until it is done (a large list takes long enough to encode
+    /// that a request path waiting on it would hold up every request
     /// behind it). `None` too when the view is not kept as `stored` (it
     /// changed meanwhile) or too small to gain.
     pub fn gzip(

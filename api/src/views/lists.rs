@@ -5,12 +5,13 @@
 //! projector, in the same script as the bank's other views and its entry
 //! on the changes stream. A list is those elements of the active banks
 //! (`view:banks:active`), comma-joined in id order, joined here rather
-//! than stored whole by the projector (which cost it a third of its CPU:
-//! docs/benchmarks.md). A list is joined only when asked for, from the elements this process keeps (the same entries as
-//! `/rates?bankId=N`), reading from Redis only the elements it does not
-//! keep; a bank's change drops the lists with its elements
-//! (the live stream's changes), so a list is as fresh as the bank
-//! views it is made of.
+//! than stored whole by the projector (rewriting every list on each
+//! bank's board cost the projector much of its CPU: docs/benchmarks.md). A
+//! list is joined only when asked for, from the elements this process
+//! keeps (the same entries as `/rates?bankId=N`), reading from Redis only
+//! the elements it does not keep; a bank's change drops the lists with
+//! its elements (the live stream's changes), so a list is as fresh as the
+//! bank views it is made of.
 //!
 //! The list's fingerprint is made of its elements' fingerprints, in order,
 //! so every instance gives the same `ETag` for the same list.

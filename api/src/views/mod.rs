@@ -5,7 +5,7 @@
 //! elements: [`lists`]), or, when Redis has none or cannot be asked,
 //! rendered from Postgres with the same renderer ([`fallback`]), all in
 //! [`Views::serve`]. [`read_model`] says which generation is served;
-//! [`reference`] reads the reference rates' days;
+//! [`reference`](mod@reference) reads the reference rates' days;
 //! [`answer`] and [`body`] make the responses.
 
 pub mod answer;
@@ -22,13 +22,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
+use axum::http::Uri;
 use axum::response::Response;
 use ratewire_readmodel::views::ViewStyle;
 
-use crate::error::Result;
+use crate::error::{Error, FieldErrors, Result};
 use crate::hot_metrics;
+use crate::query::FromQuery;
 use crate::redis_guard::{RedisGuard, Unavailable};
 use answer::{stored_list, with_etag, AcceptsGzip};
 use boards::ReadBack;
@@ -37,6 +39,7 @@ use cache::ViewCache;
 use fallback::Fallbacks;
 use lists::Joins;
 use read_model::{ReadModel, ReadModels};
+use requests::{Naming, Parsed};
 pub use requests::{Stored, ViewRef};
 
 /// Everything that serves views, shared by the handlers and the gate.
@@ -91,32 +94,96 @@ pub enum Shape {
     Whole,
 }
 
-/// The view the gate read along with the limiter (see
-/// [`requests::view_ref`]): its key and what was stored (`None` when the
-/// view was missing). Requests that shared a round trip share the body.
-#[derive(Debug, Clone, Default)]
-pub struct Prefetched(pub Option<(String, Option<Stored>)>);
+/// The view a public read names, as the gate found it (see
+/// [`requests::VIEW_ROUTES`]): the generation it is served from, the view
+/// (`None` for a query that names nothing), the query as parsed to name it
+/// (see [`ViewRead`]), and what is stored there when the gate has it
+/// already (kept in this process, or read along with the limiter;
+/// `Some(None)`: Redis has none). Requests that shared a round trip share
+/// the body.
+#[derive(Clone)]
+pub struct Named {
+    pub read: Arc<ReadModel>,
+    pub view: Option<Arc<ViewRef>>,
+    pub parsed: Option<Parsed>,
+    pub stored: Option<Option<Stored>>,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for Prefetched {
+impl Named {
+    /// The view `uri` names, of the generation served now, nothing read
+    /// yet.
+    pub fn of(views: &Views, uri: &Uri) -> Self {
+        let (read, naming) = requests::naming(&views.read, uri)
+            .unwrap_or_else(|| (views.read.current(), Naming::default()));
+        Self {
+            read,
+            view: naming.view,
+            parsed: naming.parsed,
+            stored: None,
+        }
+    }
+}
+
+impl<S> FromRequestParts<S> for Named
+where
+    S: Send + Sync,
+    Arc<Views>: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
+    /// What the gate found; named here when the gate did not.
     async fn from_request_parts(
         parts: &mut Parts,
-        _: &S,
+        state: &S,
     ) -> std::result::Result<Self, Self::Rejection> {
-        Ok(parts.extensions.remove::<Prefetched>().unwrap_or_default())
+        Ok(match parts.extensions.remove::<Named>() {
+            Some(named) => named,
+            None => Named::of(&Arc::<Views>::from_ref(state), &parts.uri),
+        })
+    }
+}
+
+/// A read answered from a stored view, as its handler takes it: its query
+/// (as the gate parsed it to name the view, or parsed here; a bad one is
+/// answered 400 naming every bad parameter), and the view it names.
+pub struct ViewRead<Q> {
+    pub query: Q,
+    pub named: Named,
+}
+
+impl<S, Q> FromRequestParts<S> for ViewRead<Q>
+where
+    S: Send + Sync,
+    Arc<Views>: FromRef<S>,
+    Q: FromQuery + Clone + Send + Sync + 'static,
+{
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
+        let Ok(named) = Named::from_request_parts(parts, state).await;
+        let parsed = named
+            .parsed
+            .as_ref()
+            .and_then(|parsed| parsed.downcast_ref::<std::result::Result<Q, FieldErrors>>())
+            .cloned()
+            .unwrap_or_else(|| Q::parse(parts.uri.query()));
+        Ok(Self {
+            query: parsed.map_err(Error::Validation)?,
+            named,
+        })
     }
 }
 
 impl Views {
-    /// Answers with `view` of the generation `read`: as stored, else
-    /// rendered from its Postgres by `render` (the same bytes the projector
-    /// stores; `Err(message)` for a 404 with that message).
+    /// Answers with the view `named`: as stored (what the gate has, kept
+    /// here, or read from Redis), else rendered from its generation's
+    /// Postgres by `render` (the same bytes the projector stores). A view
+    /// that does not exist is a 404 with message `missing` (`render` says
+    /// so with `Err(missing)`).
     pub async fn serve<F, Fut>(
         self: &Arc<Self>,
-        prefetched: Prefetched,
-        read: Arc<ReadModel>,
-        view: &ViewRef,
+        named: Named,
+        missing: &'static str,
         shape: Shape,
         render: F,
     ) -> Result<Response>
@@ -124,7 +191,12 @@ impl Views {
         F: FnOnce(Arc<ReadModel>) -> Fut,
         Fut: Future<Output = Result<std::result::Result<Stored, &'static str>>>,
     {
-        let cached = match self.cached(prefetched, view).await {
+        let Named {
+            read, view, stored, ..
+        } = named;
+        let view = view.ok_or(Error::NotFound(missing))?;
+        let view = &*view;
+        let cached = match self.cached(stored, view).await {
             Cached::Found(stored) => {
                 return Ok(match shape {
                     Shape::List(gzip) => stored_list(&self.cache, gzip, &view.key, stored),
@@ -146,13 +218,17 @@ impl Views {
         })
     }
 
-    /// A ready-made view from Redis (taken from `prefetched` when the gate
-    /// already read that key); when it is missing or Redis is unavailable,
-    /// the caller renders the same bytes from Postgres.
-    pub async fn cached(self: &Arc<Self>, prefetched: Prefetched, view: &ViewRef) -> Cached {
-        let answer = match prefetched.0 {
-            Some((fetched, stored)) if fetched == view.key => Ok(stored),
-            _ => match self.kept(view) {
+    /// A ready-made view from Redis (`stored` when the gate has it
+    /// already); when it is missing or Redis is unavailable, the caller
+    /// renders the same bytes from Postgres.
+    pub async fn cached(
+        self: &Arc<Self>,
+        stored: Option<Option<Stored>>,
+        view: &ViewRef,
+    ) -> Cached {
+        let answer = match stored {
+            Some(stored) => Ok(stored),
+            None => match self.kept(view) {
                 Some(kept) => Ok(Some(kept)),
                 None => self.read_view(view).await,
             },

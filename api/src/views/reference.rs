@@ -14,7 +14,7 @@ use ratewire_readmodel::views::{
 };
 
 use crate::error::{Error, Result};
-use crate::views::{Cached, Prefetched, Stored, ViewRef, Views};
+use crate::views::{Cached, Stored, ViewRef, Views};
 
 /// The answer when a source has no day at all (the list of days is then
 /// empty: stored views say nothing of a source never published).
@@ -77,7 +77,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<std::result::Result<Stored, &'static str>>>,
 {
-    match views.cached(Prefetched::default(), view).await {
+    match views.cached(None, view).await {
         Cached::Found(stored) => Ok(stored),
         cached => {
             views

@@ -1,15 +1,21 @@
-//! What a public request asks for, parsed from its query string (strictly,
-//! naming every bad parameter: see [`crate::query`]), and the stored view
-//! that answers it. The handlers and the gate share these: the gate reads
-//! the view in the same Redis round trip that counts the request, so a
-//! served request costs one round trip.
+//! What a public read answered from a stored view asks for, and the view
+//! that answers it ([`VIEW_ROUTES`]). The gate names the view, parsing the
+//! query once for the handler too (see `views::ViewRead`), and reads it in
+//! the same Redis round trip that counts the request, so a served request
+//! costs one round trip.
 
-use ratewire_proto::{BankId, CurrencyCode};
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use axum::http::Uri;
+use ratewire_proto::BankId;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
 
-use crate::error::{Error, Result};
-use crate::query::{Checker, CurrencyArg, Params};
+use crate::query::{query, CurrencyArg, FromQuery};
+use crate::views::read_model::{ReadModel, ReadModels};
 
 /// The stored list a conversion reads: every active bank, transactional.
 pub const BOARDS: RatesVariant = RatesVariant {
@@ -17,75 +23,106 @@ pub const BOARDS: RatesVariant = RatesVariant {
     social_links: false,
 };
 
-/// `GET /api/v1/rates`: every active bank, or one, in one of four shapes.
-#[derive(Debug, Clone, Copy)]
-pub struct RatesRequest {
-    pub bank_id: Option<BankId>,
-    pub variant: RatesVariant,
+query! {
+    /// `GET /api/v1/rates`: every active bank, or one, in one of four shapes.
+    #[derive(Debug, Clone, Copy)]
+    pub struct RatesQuery {
+        /// Only this bank (a positive integer; one not active: 404)
+        pub bank_id as "bankId": Option<BankId>,
+        /// Include transactional rates: true, false, 1 or 0
+        pub transactional as "transactional": bool,
+        /// Include the banks' social links: true, false, 1 or 0
+        pub social_links as "socialLinks": bool,
+    }
 }
 
-impl RatesRequest {
-    pub fn parse(query: Option<&str>) -> Result<Self> {
-        let params = Params::parse(query)?;
-        let mut check = Checker::new(&params);
-        let bank_id = check.bank_id("bankId", false);
-        let variant = RatesVariant {
-            transactional: check.flag("transactional"),
-            social_links: check.flag("socialLinks"),
-        };
-        check.finish()?;
-        Ok(Self { bank_id, variant })
-    }
-
-    pub fn view(&self, views: &Keys) -> ViewRef {
-        match self.bank_id {
-            Some(id) => ViewRef::new(views, views.rates_bank(id, self.variant)),
-            None => ViewRef::list(views, List::Rates(self.variant)),
+impl RatesQuery {
+    pub fn variant(&self) -> RatesVariant {
+        RatesVariant {
+            transactional: self.transactional,
+            social_links: self.social_links,
         }
     }
 }
 
-/// `GET /api/v1/banks`: the active banks, with their current boards or not.
-#[derive(Debug, Clone, Copy)]
-pub struct BanksRequest {
-    pub with_recent: bool,
-}
-
-impl BanksRequest {
-    pub fn parse(query: Option<&str>) -> Result<Self> {
-        let params = Params::parse(query)?;
-        let mut check = Checker::new(&params);
-        let with_recent = check.flag("withRecentEx");
-        check.finish()?;
-        Ok(Self { with_recent })
-    }
-
-    pub fn view(&self, views: &Keys) -> ViewRef {
-        ViewRef::list(views, List::Banks(self.with_recent))
+query! {
+    /// `GET /api/v1/banks`: the active banks, with their current boards or not.
+    #[derive(Debug, Clone, Copy)]
+    pub struct BanksQuery {
+        /// Include each bank's current board: true, false, 1 or 0
+        pub with_recent as "withRecentEx": bool,
     }
 }
 
-/// `GET /api/v1/rates/best-rates`: one currency's best rates.
-#[derive(Debug, Clone, Copy)]
-pub struct BestRatesRequest {
-    pub code: CurrencyCode,
+query! {
+    /// `GET /api/v1/rates/best-rates`: one currency's best rates.
+    #[derive(Debug, Clone, Copy)]
+    pub struct BestRatesQuery {
+        /// ISO 4217 code, three letters in any case (one no active bank quotes: 404)
+        pub currency as "currencyCode": CurrencyArg,
+    }
 }
 
-impl BestRatesRequest {
-    /// 404 for a well-formed code nobody quotes.
-    pub fn parse(query: Option<&str>) -> Result<Self> {
-        let params = Params::parse(query)?;
-        let mut check = Checker::new(&params);
-        let code = check.currency("currencyCode", None);
-        check.finish()?;
-        match code {
-            Some(CurrencyArg::Known(code)) => Ok(Self { code }),
-            _ => Err(Error::NotFound("Currency not found")),
+/// A query that names the stored view answering it.
+pub trait NamesView: FromQuery + Clone + Send + Sync + 'static {
+    /// The view, of the generation whose keys are `views`; `None` when the
+    /// query names nothing (an unknown currency).
+    fn view(&self, views: &Keys) -> Option<ViewRef>;
+}
+
+impl NamesView for RatesQuery {
+    fn view(&self, views: &Keys) -> Option<ViewRef> {
+        Some(match self.bank_id {
+            Some(id) => ViewRef::new(views, views.rates_bank(id, self.variant())),
+            None => ViewRef::list(views, List::Rates(self.variant())),
+        })
+    }
+}
+
+impl NamesView for BanksQuery {
+    fn view(&self, views: &Keys) -> Option<ViewRef> {
+        Some(ViewRef::list(views, List::Banks(self.with_recent)))
+    }
+}
+
+impl NamesView for BestRatesQuery {
+    fn view(&self, views: &Keys) -> Option<ViewRef> {
+        match self.currency {
+            CurrencyArg::Known(code) => Some(ViewRef::new(views, views.best(code))),
+            CurrencyArg::Unknown => None,
         }
     }
+}
 
-    pub fn view(&self, views: &Keys) -> ViewRef {
-        ViewRef::new(views, views.best(self.code))
+/// What a request to a view route names: the view (`None` for a query its
+/// handler refuses, or one that names nothing), and the query as parsed
+/// (a `Result<Q, FieldErrors>` of the route's query type `Q`), when the
+/// view depended on it.
+#[derive(Clone, Default)]
+pub struct Naming {
+    pub view: Option<Arc<ViewRef>>,
+    pub parsed: Option<Parsed>,
+}
+
+/// A query as parsed for naming its view, for its handler (see
+/// `views::ViewRead`).
+pub type Parsed = Arc<dyn Any + Send + Sync>;
+
+/// What `query` names, parsed as `Q`.
+fn named<Q: NamesView>(views: &Keys, query: Option<&str>) -> Naming {
+    let parsed = Q::parse(query);
+    let view = parsed.as_ref().ok().and_then(|q| q.view(views));
+    Naming {
+        view: view.map(Arc::new),
+        parsed: Some(Arc::new(parsed)),
+    }
+}
+
+/// A view everyone asking `path` names, whatever the query.
+fn fixed(view: ViewRef) -> Naming {
+    Naming {
+        view: Some(Arc::new(view)),
+        parsed: None,
     }
 }
 
@@ -161,19 +198,14 @@ pub struct Stored {
     pub etag: Option<String>,
 }
 
-/// A public route answered from a stored view: what its query names, and
-/// how it is answered. The router, the gate's view lookup and the fast
-/// path all read [`VIEW_ROUTES`]; the handlers declare these paths.
+/// A public route answered from a stored view, and the view its request
+/// names. The router and the gate read [`VIEW_ROUTES`]; the handlers
+/// declare these paths.
 pub struct ViewRoute {
     pub path: &'static str,
-    /// The view a valid query names (`None` for an invalid one: its
-    /// handler refuses it).
-    pub view: fn(&Keys, Option<&str>) -> Option<ViewRef>,
-    /// The view is a list of elements, sent gzip-encoded to clients that
-    /// take it.
-    pub list: bool,
-    /// Answered by the public listener's fast path, before the router.
-    pub shortcut: bool,
+    /// What a request with query string `query` names, in the generation
+    /// whose keys are `views`.
+    pub view: fn(views: &Keys, query: Option<&str>) -> Naming,
 }
 
 pub const RATES: &str = "/api/v1/rates";
@@ -189,40 +221,28 @@ pub const REFERENCE_SERIES: &str = "/api/v1/reference-rates/series";
 pub static VIEW_ROUTES: [ViewRoute; 6] = [
     ViewRoute {
         path: RATES,
-        view: |views, query| RatesRequest::parse(query).ok().map(|r| r.view(views)),
-        list: true,
-        shortcut: true,
+        view: named::<RatesQuery>,
     },
     ViewRoute {
         path: BEST_RATES,
-        view: |views, query| BestRatesRequest::parse(query).ok().map(|r| r.view(views)),
-        list: false,
-        shortcut: true,
+        view: named::<BestRatesQuery>,
     },
     ViewRoute {
         path: BANKS,
-        view: |views, query| BanksRequest::parse(query).ok().map(|r| r.view(views)),
-        list: true,
-        shortcut: true,
+        view: named::<BanksQuery>,
     },
     ViewRoute {
         path: CURRENCIES,
-        view: |views, _| Some(ViewRef::new(views, views.currencies())),
-        list: false,
-        shortcut: true,
+        view: |views, _| fixed(ViewRef::new(views, views.currencies())),
     },
+    // Computed from every bank's board, whatever their query asks.
     ViewRoute {
         path: CONVERT,
-        view: |views, _| Some(ViewRef::list(views, List::Rates(BOARDS))),
-        list: true,
-        // Computed from the view, not the view itself.
-        shortcut: false,
+        view: |views, _| fixed(ViewRef::list(views, List::Rates(BOARDS))),
     },
     ViewRoute {
         path: SPREADS,
-        view: |views, _| Some(ViewRef::list(views, List::Rates(BOARDS))),
-        list: true,
-        shortcut: false,
+        view: |views, _| fixed(ViewRef::list(views, List::Rates(BOARDS))),
     },
 ];
 
@@ -231,8 +251,108 @@ pub fn view_route(path: &str) -> Option<&'static ViewRoute> {
     VIEW_ROUTES.iter().find(|route| route.path == path)
 }
 
-/// The stored view a public request is answered from, when its query is
-/// valid (an invalid one is refused by its handler, view or not).
-pub fn view_ref(views: &Keys, path: &str, query: Option<&str>) -> Option<ViewRef> {
-    (view_route(path)?.view)(views, query)
+/// What a request for `uri` names in the generation served now (which it
+/// is read from), when `uri` is a view route's. Callers repeat the same
+/// few requests: each worker thread remembers what it named, by target
+/// (`path?query`), rather than parse the query and make the view's key
+/// names again (docs/benchmarks.md).
+pub fn naming(models: &ReadModels, uri: &Uri) -> Option<(Arc<ReadModel>, Naming)> {
+    let route = view_route(uri.path())?;
+    let read = models.current();
+    let target = uri.path_and_query().map_or("", |target| target.as_str());
+    if let Some(known) = NAMED.with_borrow(|named| named.get(&read, target)) {
+        return Some((read, known));
+    }
+    let naming = (route.view)(&read.views, uri.query());
+    NAMED.with_borrow_mut(|named| named.put(&read, target, naming.clone()));
+    Some((read, naming))
+}
+
+/// What a worker thread named, by target and generation. A generation is
+/// held weakly: a thread does not keep an old one's pools open (and its
+/// allocation is not reused while it is named here).
+#[derive(Default)]
+struct Remembered {
+    targets: HashMap<Box<str>, (Weak<ReadModel>, Naming)>,
+}
+
+/// Targets a thread remembers at most (then it forgets them all).
+const TARGETS_MAX: usize = 1_024;
+
+thread_local! {
+    static NAMED: RefCell<Remembered> = RefCell::new(Remembered::default());
+}
+
+impl Remembered {
+    fn get(&self, read: &Arc<ReadModel>, target: &str) -> Option<Naming> {
+        let (generation, naming) = self.targets.get(target)?;
+        std::ptr::eq(generation.as_ptr(), Arc::as_ptr(read)).then(|| naming.clone())
+    }
+
+    fn put(&mut self, read: &Arc<ReadModel>, target: &str, naming: Naming) {
+        if self.targets.len() >= TARGETS_MAX {
+            self.targets.clear();
+        }
+        self.targets
+            .insert(target.into(), (Arc::downgrade(read), naming));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FieldErrors;
+
+    fn naming_of(path: &str, query: &str) -> Naming {
+        (view_route(path).unwrap().view)(&Keys::new("t:"), Some(query))
+    }
+
+    #[test]
+    fn a_view_route_names_its_view_and_hands_the_parsed_query_on() {
+        let keys = Keys::new("t:");
+        let naming = naming_of(RATES, "bankId=7&transactional=1&unknown=x");
+        let parsed = naming.parsed.unwrap();
+        let Some(Ok(query)) = parsed.downcast_ref::<Result<RatesQuery, FieldErrors>>() else {
+            panic!("the rates query, parsed")
+        };
+        assert_eq!(query.bank_id.map(BankId::get), Some(7));
+        let variant = RatesVariant {
+            transactional: true,
+            social_links: false,
+        };
+        let bank = BankId::new(7).unwrap();
+        assert_eq!(naming.view.unwrap().key, keys.rates_bank(bank, variant));
+    }
+
+    #[test]
+    fn a_refused_query_names_no_view_and_hands_its_problems_on() {
+        let naming = naming_of(RATES, "bankId=zero&socialLinks=maybe");
+        assert!(naming.view.is_none());
+        let parsed = naming.parsed.unwrap();
+        let Some(Err(problems)) = parsed.downcast_ref::<Result<RatesQuery, FieldErrors>>() else {
+            panic!("the problems")
+        };
+        assert_eq!(
+            problems.keys().collect::<Vec<_>>(),
+            ["bankId", "socialLinks"]
+        );
+        // A well-formed code ISO 4217 does not know names nothing: a 404.
+        let naming = naming_of(BEST_RATES, "currencyCode=QQQ");
+        assert!(naming.view.is_none());
+        let parsed = naming.parsed.unwrap();
+        assert!(matches!(
+            parsed.downcast_ref::<Result<BestRatesQuery, FieldErrors>>(),
+            Some(Ok(_))
+        ));
+    }
+
+    #[test]
+    fn conversions_and_spreads_name_the_boards_whatever_they_ask() {
+        for path in [CONVERT, SPREADS] {
+            let naming = naming_of(path, "amount=nonsense");
+            assert!(naming.parsed.is_none(), "parsed by its handler");
+            let view = naming.view.unwrap();
+            assert_eq!(view.key, List::Rates(BOARDS).key(&Keys::new("t:")));
+        }
+    }
 }

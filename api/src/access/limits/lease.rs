@@ -1,7 +1,7 @@
 //! Allowance leased from Redis in slices, so a busy caller's requests are
 //! mostly decided in this process.
 //!
-//! A caller this instance has seen at least [`HOT`] times in a minute, on a
+//! A caller this instance has seen at least `HOT` times in a minute, on a
 //! plan large enough to slice, asks with its next round trip for a slice of
 //! its minute's and month's allowance besides its own count: `INCRBY` takes
 //! the slice in Redis, where it counts like requests already admitted, and
@@ -12,14 +12,14 @@
 //! the instances together admit at most the plan. The cost is the other
 //! way: counts leased and not used are lost for the minute. At most one
 //! slice per instance and caller is outstanding, and a slice is
-//! `per_minute / (SLICES * instances)` (at most [`LARGEST`]), so a caller
+//! `per_minute / (SLICES * instances)` (at most `LARGEST`), so a caller
 //! busy on every instance is refused, in the worst case, up to
 //! `per_minute / SLICES` requests (1/64 of its minute) early. The month's
 //! unused slice stays in use for the next minutes; it is given back once
 //! the caller has been quiet here for [`IDLE`] and at shutdown, so its
 //! usage reads at most one slice per instance high while it is busy. It is
 //! lost (counted as used, at most one slice) if the process dies or the
-//! caller is forgotten among [`CALLERS`] busier ones.
+//! caller is forgotten among `CALLERS` busier ones.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

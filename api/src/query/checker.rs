@@ -1,5 +1,6 @@
-//! Strict query-string parsing: every bad parameter is named, with a
-//! human-readable message; unknown parameters are ignored (decisions.md).
+//! The building blocks of strict query parsing: the raw pairs
+//! ([`Params`]), and the checks that note every problem under its
+//! parameter's name ([`Checker`]).
 
 use chrono::NaiveDate;
 use ratewire_proto::{BankId, CurrencyCode};
@@ -11,12 +12,20 @@ use crate::error::{Error, FieldErrors};
 pub struct Params(Vec<(String, String)>);
 
 impl Params {
-    pub fn parse(raw: Option<&str>) -> Result<Self, Error> {
+    pub fn parse(raw: Option<&str>) -> Result<Self, FieldErrors> {
         let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or_default())
             .map_err(|_| {
-                Error::validation("query", "the query string is not valid URL encoding")
+                FieldErrors::from([(
+                    "query".to_owned(),
+                    vec!["the query string is not valid URL encoding".to_owned()],
+                )])
             })?;
         Ok(Self(pairs))
+    }
+
+    /// The first value of `name`.
+    pub fn first(&self, name: &str) -> Option<&str> {
+        self.get(name)
     }
 
     fn get(&self, name: &str) -> Option<&str> {
@@ -185,32 +194,20 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// One of `choices` (exactly as written), or `default` when absent.
-    pub fn choice(
+    /// One of `choices`, by its name (`name_of`, exactly as written).
+    pub fn one_of<T: Copy>(
         &mut self,
         name: &str,
-        choices: &[&'static str],
-        default: &'static str,
-    ) -> Option<&'static str> {
-        let expected = format!("one of {}", choices.join(", "));
-        self.choice_as(name, choices, default, &expected)
-    }
-
-    /// [`Checker::choice`], with what is expected said in words (when the
-    /// choices are spellings of fewer things).
-    pub fn choice_as(
-        &mut self,
-        name: &str,
-        choices: &[&'static str],
-        default: &'static str,
-        expected: &str,
-    ) -> Option<&'static str> {
+        choices: &[T],
+        name_of: fn(T) -> &'static str,
+    ) -> Option<T> {
         let Some(value) = self.params.get(name) else {
-            return Some(default);
+            return self.require(name);
         };
-        let found = choices.iter().find(|c| **c == value).copied();
+        let found = choices.iter().copied().find(|c| name_of(*c) == value);
         if found.is_none() {
-            self.fail(name, format!("{name} must be {expected}"));
+            let names: Vec<&str> = choices.iter().map(|c| name_of(*c)).collect();
+            self.fail(name, format!("{name} must be one of {}", names.join(", ")));
         }
         found
     }
@@ -245,35 +242,34 @@ impl<'a> Checker<'a> {
         chosen
     }
 
+    /// Notes that `name` is required (and missing): `None`.
+    pub fn require<T>(&mut self, name: &str) -> Option<T> {
+        self.fail(name, format!("{name} is required"));
+        None
+    }
+
+    /// The text of `name`, as given.
+    pub fn text(&self, name: &str) -> Option<&'a str> {
+        self.params.get(name)
+    }
+
     /// Whether `name` was given at all.
     pub fn given(&self, name: &str) -> bool {
         self.params.get(name).is_some()
     }
 
-    /// An instant: an RFC 3339 time, or a calendar date YYYY-MM-DD meaning
-    /// the start of that day in `tz` (its end, with `end_of_day`).
-    pub fn instant(
-        &mut self,
-        name: &str,
-        tz: chrono_tz::Tz,
-        end_of_day: bool,
-    ) -> Option<chrono::DateTime<chrono::Utc>> {
+    /// An instant or a day: an RFC 3339 time, or a calendar date
+    /// YYYY-MM-DD (see [`When`]).
+    pub fn when(&mut self, name: &str) -> Option<When> {
         let value = self.params.get(name)?;
         if let Ok(at) = chrono::DateTime::parse_from_rfc3339(value) {
-            return Some(at.with_timezone(&chrono::Utc));
+            return Some(When::At(at.with_timezone(&chrono::Utc)));
         }
         match NaiveDate::parse_from_str(value, "%Y-%m-%d")
             .ok()
             .filter(|_| value.len() == 10)
         {
-            Some(date) => {
-                let day = if end_of_day {
-                    date.succ_opt().unwrap_or(date)
-                } else {
-                    date
-                };
-                Some(start_of_day(day, tz))
-            }
+            Some(date) => Some(When::Day(date)),
             None => {
                 self.fail(
                     name,
@@ -314,11 +310,17 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Every problem noted, as a 400 naming each parameter.
     pub fn finish(self) -> Result<(), Error> {
+        self.problems().map_err(Error::Validation)
+    }
+
+    /// Every problem noted, by parameter.
+    pub fn problems(self) -> Result<(), FieldErrors> {
         if self.errors.is_empty() {
             Ok(())
         } else {
-            Err(Error::Validation(self.errors))
+            Err(self.errors)
         }
     }
 }
@@ -337,12 +339,48 @@ pub fn start_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> chrono::DateTime<chro
         .unwrap_or_else(|| chrono::Utc.from_utc_datetime(&midnight))
 }
 
+/// A time given as an instant, or as a calendar day in the service time
+/// zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    At(chrono::DateTime<chrono::Utc>),
+    Day(NaiveDate),
+}
+
+impl When {
+    /// The instant, or the start of the day in `tz`.
+    pub fn start(self, tz: chrono_tz::Tz) -> chrono::DateTime<chrono::Utc> {
+        match self {
+            When::At(at) => at,
+            When::Day(date) => start_of_day(date, tz),
+        }
+    }
+
+    /// The instant, or the end of the day in `tz` (the next one's start).
+    pub fn end(self, tz: chrono_tz::Tz) -> chrono::DateTime<chrono::Utc> {
+        match self {
+            When::At(at) => at,
+            When::Day(date) => start_of_day(date.succ_opt().unwrap_or(date), tz),
+        }
+    }
+}
+
 /// A syntactically valid currency parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CurrencyArg {
     Known(CurrencyCode),
     /// Three letters, but not an ISO 4217 code: names nothing.
     Unknown,
+}
+
+impl CurrencyArg {
+    /// `given`, or USD when none was (the default where one currency is
+    /// asked for and none is required).
+    pub fn or_usd(given: Option<CurrencyArg>) -> CurrencyArg {
+        given.unwrap_or_else(|| {
+            CurrencyArg::Known(CurrencyCode::parse("USD").expect("USD is ISO 4217"))
+        })
+    }
 }
 
 #[cfg(test)]
