@@ -136,6 +136,21 @@ pub async fn until(page: &Page, what: &str, expression: &str, within: Duration) 
     .await
 }
 
+/// Shows the page as a phone 360 px wide would, once the page has taken
+/// the new width.
+pub async fn as_phone(page: &Page) -> Result<()> {
+    use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+    page.execute(SetDeviceMetricsOverrideParams::new(360, 800, 2.0, true))
+        .await?;
+    until(
+        page,
+        "the page 360 px wide",
+        "window.innerWidth === 360",
+        Duration::from_secs(5),
+    )
+    .await
+}
+
 /// Types `key` into the page's key form and sends it, once the form shows.
 pub async fn enter_key(page: &Page, key: &str, within: Duration) -> Result<()> {
     until(
