@@ -29,10 +29,17 @@
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
 //! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
-//!   chromium for the dashboard's tests.
+//!   chromium for the dashboard's tests;
+//! - [`World`] (`world`): the API, the fold and the views in process, for
+//!   tests whose subject is what the API answers.
 //!
-//! Depends on no ratewire crate: it drives the built binaries from outside,
-//! over HTTP, Kafka, Postgres and Redis, as operators and clients do.
+//! The [`Stack`] depends on no ratewire crate: it drives the built binaries
+//! from outside, over HTTP, Kafka, Postgres and Redis, as operators and
+//! clients do. The [`World`] runs them in process, as libraries: the API's
+//! routers (`ratewire-api`), the projector's fold and view writer
+//! (`ratewire-projector`), ingest's board parser (`ratewire-ingest`), on the
+//! event contract (`ratewire-proto`) and the read model
+//! (`ratewire-readmodel`).
 
 mod alerting;
 mod board;
@@ -49,6 +56,7 @@ pub mod sse;
 mod stack;
 mod streams;
 mod support;
+mod world;
 
 pub use board::{Board, Quote};
 pub use stack::{binary, Stack, StackBuilder};
@@ -57,6 +65,7 @@ pub use support::{
     ago, at, day, eventually, free_port, made_up_key, minutes_ago, room_in_this_minute, sample,
     without_computed_time, VISIBLE_WITHIN,
 };
+pub use world::{Answer, World, WorldBuilder};
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";
 /// The SCRAM user of a [`StackBuilder::sasl_ssl_broker`].
