@@ -119,6 +119,20 @@ impl Stack {
         Ok(ids.into_iter().collect())
     }
 
+    /// Where each of the messages `ids` stands (attempts, lease, delivery,
+    /// last error), to say why a receiver lacks them.
+    pub async fn message_states(&self, ids: &[&String]) -> Result<Vec<Value>> {
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
+        let states: Vec<Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(d) - 'body' FROM alerts.deliveries d WHERE id = ANY($1)",
+        )
+        .bind(ids.iter().map(|id| id.as_str()).collect::<Vec<_>>())
+        .fetch_all(&pool)
+        .await?;
+        pool.close().await;
+        Ok(states)
+    }
+
     /// Waits until every crossing the fold has recorded is made into
     /// messages and every message is delivered or given up: after the
     /// boards of interest are folded, the calls a receiver has then are
