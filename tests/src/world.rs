@@ -525,24 +525,9 @@ impl Drop for World {
     fn drop(&mut self) {
         let database = self.database.clone();
         let prefix = self.redis_prefix.clone();
-        // Drop may run inside the test's runtime: clean up on a thread with
-        // a runtime of its own.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                if let Ok(admin) = PgPool::connect(&format!("{POSTGRES}/postgres")).await {
-                    let _ =
-                        sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-                            .execute(&admin)
-                            .await;
-                }
-                let _ = crate::stack::flush_prefix(&prefix).await;
-            });
-            Some(())
-        })
-        .join();
+        crate::stack::clean_up(async move {
+            crate::stack::drop_database(POSTGRES, &database).await;
+            let _ = crate::stack::flush_prefix(&prefix).await;
+        });
     }
 }

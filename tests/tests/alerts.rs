@@ -16,32 +16,20 @@ fn usd(minutes: i64, buying: &str, selling: &str) -> Board {
     Board::at(minutes_ago(minutes)).rate("USD", buying, selling)
 }
 
-/// What most tests here start from: a key, CBE with its publisher token,
-/// and the key's webhook (its id and secret) to a receiver of the test's.
-struct Watcher {
-    key: String,
-    cbe: i64,
-    token: String,
-    receiver: Receiver,
-    hook: String,
-    secret: String,
-}
-
-async fn watcher(stack: &Stack, name: &str) -> Result<Watcher> {
+/// What most tests here start from: a key, CBE (its id and publisher
+/// token), and the key's webhook to a receiver of the test's own (the
+/// receiver, the webhook's id and its secret).
+async fn watcher(
+    stack: &Stack,
+    name: &str,
+) -> Result<(String, i64, String, Receiver, String, String)> {
     let key = stack.api_key(name).await?;
     let (cbe, token) = stack
         .bank_with_token("CBE", "Commercial Bank of Ethiopia")
         .await?;
     let receiver = Receiver::start().await?;
     let (hook, secret) = stack.webhook(&key, &receiver.url()).await?;
-    Ok(Watcher {
-        key,
-        cbe,
-        token,
-        receiver,
-        hook,
-        secret,
-    })
+    Ok((key, cbe, token, receiver, hook, secret))
 }
 
 /// Checks the request's signature with the `standardwebhooks` crate.
@@ -68,14 +56,7 @@ async fn quiet(stack: &Stack, receiver: &Receiver, expected: usize) -> Result<()
 #[tokio::test]
 async fn a_crossing_calls_the_webhook_once_signed_and_a_board_below_rearms_it() -> Result<()> {
     let stack = Stack::start().await?;
-    let Watcher {
-        key,
-        cbe,
-        token,
-        receiver,
-        hook,
-        secret,
-    } = watcher(&stack, "alerts").await?;
+    let (key, cbe, token, receiver, hook, secret) = watcher(&stack, "alerts").await?;
     assert!(secret.starts_with("whsec_"));
 
     let first = stack
@@ -291,14 +272,7 @@ async fn a_failing_receiver_gets_the_same_message_again_and_its_owner_sees_why()
 async fn a_message_for_a_receiver_that_is_down_arrives_after_the_projector_restarts() -> Result<()>
 {
     let mut stack = Stack::start().await?;
-    let Watcher {
-        key,
-        cbe,
-        token,
-        mut receiver,
-        hook,
-        secret,
-    } = watcher(&stack, "restart").await?;
+    let (key, cbe, token, mut receiver, hook, secret) = watcher(&stack, "restart").await?;
     stack
         .push_and_wait(cbe, &token, &usd(20, "140", "158"))
         .await?;
@@ -593,14 +567,7 @@ async fn link_local_stays_refused_when_private_addresses_are_allowed() -> Result
 #[tokio::test]
 async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> {
     let stack = Stack::start().await?;
-    let Watcher {
-        key,
-        cbe,
-        token,
-        receiver,
-        hook,
-        ..
-    } = watcher(&stack, "watcher").await?;
+    let (key, cbe, token, receiver, hook, _) = watcher(&stack, "watcher").await?;
     let other = stack.api_key("other").await?;
     stack
         .push_and_wait(cbe, &token, &usd(20, "140", "158"))
@@ -737,14 +704,7 @@ async fn a_slow_receiver_never_delays_another_ones_calls() -> Result<()> {
 #[tokio::test]
 async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()> {
     let stack = Stack::start().await?;
-    let Watcher {
-        key,
-        cbe,
-        token,
-        receiver,
-        hook,
-        ..
-    } = watcher(&stack, "corrections").await?;
+    let (key, cbe, token, receiver, hook, _) = watcher(&stack, "corrections").await?;
     let original = usd(30, "150", "160");
     stack.push_and_wait(cbe, &token, &original).await?;
     let id = stack

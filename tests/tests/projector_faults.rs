@@ -193,18 +193,7 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
             statuses
         })
     };
-    let replay = stack
-        .run(
-            "ratewire-projector",
-            &["replay", "--schema", "readmodel_v2"],
-            &[],
-        )
-        .await?;
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    stack.replay(&["--schema", "readmodel_v2"]).await?;
     replaying.cancel();
     let statuses = poller.await?;
     assert!(!statuses.is_empty());

@@ -322,18 +322,7 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
     // A replay into a new generation serves the same references, spreads
     // and premiums.
     let before = spreads_without_ages(&stack, &key).await?;
-    let replay = stack
-        .run(
-            "ratewire-projector",
-            &["replay", "--schema", "readmodel_v2"],
-            &[],
-        )
-        .await?;
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    stack.replay(&["--schema", "readmodel_v2"]).await?;
     assert_eq!(stack.active_generation().await?, "readmodel_v2");
     stack.compare_views("readmodel", "readmodel_v2").await?;
     let after = eventually("the replayed generation served", VISIBLE_WITHIN, || async {

@@ -349,6 +349,30 @@ pub(crate) async fn flush_prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
+/// Drops `database` from the Postgres at `postgres`, whoever is connected.
+pub(crate) async fn drop_database(postgres: &str, database: &str) {
+    if let Ok(admin) = sqlx::PgPool::connect(&format!("{postgres}/postgres")).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .execute(&admin)
+            .await;
+        admin.close().await;
+    }
+}
+
+/// Runs `cleanup` to its end on a thread with a runtime of its own: a drop
+/// may run inside the test's runtime, which cannot be blocked on.
+pub(crate) fn clean_up(cleanup: impl std::future::Future<Output = ()> + Send + 'static) {
+    let _ = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(cleanup);
+        Some(())
+    })
+    .join();
+}
+
 impl Drop for Stack {
     fn drop(&mut self) {
         for (_, child) in &mut self.processes {
@@ -359,32 +383,12 @@ impl Drop for Stack {
         let prefix = self.redis_prefix.clone();
         let postgres = self.postgres.clone();
         let own_postgres = self.own_postgres.take();
-        // Drop may run inside the test's runtime, so clean up on a thread
-        // with a runtime of its own.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                match own_postgres {
-                    Some(cluster) => cluster.remove(),
-                    None => {
-                        if let Ok(admin) =
-                            sqlx::PgPool::connect(&format!("{postgres}/postgres")).await
-                        {
-                            let _ = sqlx::query(&format!(
-                                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-                            ))
-                            .execute(&admin)
-                            .await;
-                        }
-                    }
-                }
-                let _ = flush_prefix(&prefix).await;
-            });
-            Some(())
-        })
-        .join();
+        clean_up(async move {
+            match own_postgres {
+                Some(cluster) => cluster.remove(),
+                None => drop_database(&postgres, &database).await,
+            }
+            let _ = flush_prefix(&prefix).await;
+        });
     }
 }
