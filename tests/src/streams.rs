@@ -85,7 +85,10 @@ impl Stack {
     /// Publishes boards for `banks` in turn at a steady `per_second` (the
     /// pushes run concurrently, so a slow answer does not slow the pace)
     /// until `stop` is cancelled; the task yields the number accepted.
-    /// Pushes are retried as [`Stack::spawn_stream`] does.
+    /// Each bank keeps at most two seconds of its pushes waiting: on a
+    /// machine where ingest takes fewer, the pace falls to what it takes
+    /// instead of a backlog growing behind it. Pushes are retried as
+    /// [`Stack::spawn_stream`] does.
     pub fn spawn_paced_stream(
         &self,
         banks: Vec<(i64, String)>,
@@ -98,12 +101,14 @@ impl Stack {
         tokio::spawn(async move {
             let base = chrono::Utc::now() - chrono::Duration::days(2);
             let mut tick = tokio::time::interval(Duration::from_secs(1) / per_second);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let waiting = (2 * per_second as usize / banks.len().max(1)).max(4);
             // A bank's boards go one at a time, in order: each bank has its
             // own queue of pushes.
             let (queues, workers): (Vec<_>, Vec<_>) = banks
                 .into_iter()
                 .map(|(bank, token)| {
-                    let (tx, mut rx) = tokio::sync::mpsc::channel::<usize>(10_000);
+                    let (tx, mut rx) = tokio::sync::mpsc::channel::<usize>(waiting);
                     let (http, ingest) = (http.clone(), ingest.clone());
                     let worker = tokio::spawn(async move {
                         let mut accepted = 0usize;
