@@ -6,7 +6,7 @@
 //! starts for the whole run (`RATEWIRE_TEST_KAFKA_BROKERS`), or, when the
 //! tests run without it, one per test binary, started on first use. A test
 //! that pauses, kills or restarts its broker gets one of its own
-//! ([`crate::OWN_BROKER`]), run by its [`crate::Stack`].
+//! ([`crate::StackBuilder::own_broker`]), run by its [`crate::Stack`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -136,6 +136,36 @@ pub async fn until(page: &Page, what: &str, expression: &str, within: Duration) 
     .await
 }
 
+/// Shows the page as a phone 360 px wide would, once the page has taken
+/// the new width; fails naming up to five of the elements `within` (a CSS
+/// selector, those inside a `.scroll` box aside) that reach past the screen
+/// unless the page is at most 360 px wide.
+pub async fn fits_a_phone(page: &Page, within: &str) -> Result<()> {
+    use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+    page.execute(SetDeviceMetricsOverrideParams::new(360, 800, 2.0, true))
+        .await?;
+    until(
+        page,
+        "the page 360 px wide",
+        "window.innerWidth === 360",
+        Duration::from_secs(5),
+    )
+    .await?;
+    let width = js(page, "document.documentElement.scrollWidth").await?;
+    let wide = js(
+        page,
+        &format!(
+            "[...document.querySelectorAll('{within} *')].filter(e => e.getBoundingClientRect().right > 361 && !e.closest('.scroll')).slice(0, 5).map(e => `${{e.tagName}}#${{e.id}}.${{e.className}} ${{Math.round(e.getBoundingClientRect().right)}}`)"
+        ),
+    )
+    .await?;
+    anyhow::ensure!(
+        width.as_u64().unwrap_or(u64::MAX) <= 360,
+        "the page is {width} px wide at 360: {wide}"
+    );
+    Ok(())
+}
+
 /// Types `key` into the page's key form and sends it, once the form shows.
 pub async fn enter_key(page: &Page, key: &str, within: Duration) -> Result<()> {
     until(

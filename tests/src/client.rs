@@ -3,159 +3,67 @@
 //! against the served OpenAPI document), read the database, wait for what
 //! was published to be applied and served.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
 use crate::stack::flush_prefix;
-use crate::support::eventually;
-use crate::{made_up_key, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+use crate::support::{eventually, sample};
+use crate::{made_up_key, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+
+/// Ingest's count of events the broker acknowledged.
+const PUBLISHED: &str = r#"ratewire_ingest_publish_total{result="acknowledged"}"#;
 
 impl Stack {
-    /// Publishes `boards` boards for each of `banks` (id, token), banks in
-    /// parallel, each board quoting `currencies` currencies at its own past
-    /// as-of. A push answered 503 or not at all is retried with its
-    /// Idempotency-Key until accepted, as a careful publisher would. The
-    /// task yields the number of boards accepted.
-    pub fn spawn_stream(
-        &self,
-        banks: Vec<(i64, String)>,
-        boards: usize,
-        currencies: usize,
-    ) -> tokio::task::JoinHandle<Result<usize>> {
-        let http = self.http.clone();
-        let ingest = self.ingest_url.clone();
-        tokio::spawn(async move {
-            let base = chrono::Utc::now() - chrono::Duration::days(2);
-            let pushes = banks.into_iter().map(|(bank, token)| {
-                let (http, ingest) = (http.clone(), ingest.clone());
-                async move {
-                    for i in 0..boards {
-                        let body = stream_board(base, bank, i, currencies);
-                        push_until_accepted(&http, &ingest, bank, &token, &format!("s-{i}"), body)
-                            .await?;
-                    }
-                    anyhow::Ok(boards)
-                }
-            });
-            let done = futures_util::future::try_join_all(pushes).await?;
-            Ok(done.into_iter().sum())
-        })
-    }
-
-    /// Imports `days` weekdays of the National Bank's reference rates (from
-    /// 2026-01-05), each third one corrected after it, through ingest's
-    /// operator endpoint, retried while it answers 503 or not at all. The
-    /// task yields the number of events published (days and corrections).
-    pub fn spawn_reference_days(&self, days: usize) -> tokio::task::JoinHandle<Result<usize>> {
-        let http = self.http.clone();
-        let url = format!("{}/v1/admin/reference-rates", self.ingest_operator_url);
-        tokio::spawn(async move {
-            let mut published = 0;
-            let mut date = chrono::NaiveDate::from_ymd_opt(2026, 1, 5).context("a date")?;
-            for i in 0..days {
-                let mut bodies = vec![reference_day(date, 150.0 + i as f64 / 10.0)];
-                if i % 3 == 0 {
-                    bodies.push(reference_day(date, 151.0 + i as f64 / 10.0));
-                }
-                for body in bodies {
-                    loop {
-                        let sent = http
-                            .post(&url)
-                            .bearer_auth(ADMIN_TOKEN)
-                            .header("content-type", "application/json")
-                            .body(body.clone())
-                            .send()
-                            .await;
-                        // 200: taken by an earlier try whose answer was lost.
-                        match sent.map(|r| r.status().as_u16()) {
-                            Ok(200 | 202) => break,
-                            Ok(status) if status < 500 => {
-                                bail!("a reference day answered {status}")
-                            }
-                            _ => tokio::time::sleep(Duration::from_millis(200)).await,
-                        }
-                    }
-                    published += 1;
-                }
-                date = next_weekday(date);
-            }
-            Ok(published)
-        })
-    }
-
-    /// Publishes boards for `banks` in turn at a steady `per_second` (the
-    /// pushes run concurrently, so a slow answer does not slow the pace)
-    /// until `stop` is cancelled; the task yields the number accepted.
-    /// Pushes are retried as [`Stack::spawn_stream`] does.
-    pub fn spawn_paced_stream(
-        &self,
-        banks: Vec<(i64, String)>,
-        per_second: u32,
-        currencies: usize,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> tokio::task::JoinHandle<Result<usize>> {
-        let http = self.http.clone();
-        let ingest = self.ingest_url.clone();
-        tokio::spawn(async move {
-            let base = chrono::Utc::now() - chrono::Duration::days(2);
-            let mut tick = tokio::time::interval(Duration::from_secs(1) / per_second);
-            // A bank's boards go one at a time, in order: each bank has its
-            // own queue of pushes.
-            let (queues, workers): (Vec<_>, Vec<_>) = banks
-                .into_iter()
-                .map(|(bank, token)| {
-                    let (tx, mut rx) = tokio::sync::mpsc::channel::<usize>(10_000);
-                    let (http, ingest) = (http.clone(), ingest.clone());
-                    let worker = tokio::spawn(async move {
-                        let mut accepted = 0usize;
-                        while let Some(i) = rx.recv().await {
-                            let body = stream_board(base, bank, i, currencies);
-                            push_until_accepted(
-                                &http,
-                                &ingest,
-                                bank,
-                                &token,
-                                &format!("p-{i}"),
-                                body,
-                            )
-                            .await?;
-                            accepted += 1;
-                        }
-                        anyhow::Ok(accepted)
-                    });
-                    (tx, worker)
-                })
-                .unzip();
-            let mut sent = 0usize;
-            while !stop.is_cancelled() {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                let queue = &queues[sent % queues.len()];
-                queue
-                    .send(sent / queues.len())
-                    .await
-                    .context("a bank's pusher stopped")?;
-                sent += 1;
-            }
-            drop(queues);
-            let mut accepted = 0;
-            for worker in workers {
-                accepted += worker.await??;
-            }
-            Ok(accepted)
-        })
-    }
-
     /// Waits until the active generation has applied `expected` events.
     pub async fn wait_applied(&self, expected: i64, timeout: Duration) -> Result<()> {
         let schema = self.active_generation().await?;
         let query = format!("SELECT count(*) FROM {schema}.applied_events");
         self.wait_count("every event applied", &query, expected, timeout)
             .await
+    }
+
+    /// Waits until the active generation has applied at least `count`
+    /// events: a point part-way through a stream, reached whatever the
+    /// machine's speed.
+    pub async fn wait_applied_at_least(&self, count: i64, timeout: Duration) -> Result<()> {
+        let schema = self.active_generation().await?;
+        let query = format!("SELECT count(*) FROM {schema}.applied_events");
+        eventually(&format!("{count} events applied"), timeout, || async {
+            let applied = self.sql_number(&query).await.ok()??;
+            (applied >= count).then_some(())
+        })
+        .await
+    }
+
+    /// Events the active generation has applied so far.
+    pub async fn applied_events(&self) -> Result<i64> {
+        let schema = self.active_generation().await?;
+        let query = format!("SELECT count(*) FROM {schema}.applied_events");
+        Ok(self.sql_number(&query).await?.unwrap_or(0))
+    }
+
+    /// Waits until the projector has written the views over all banks
+    /// (/currencies, best rates) for every event whose bank views it
+    /// wrote, as its `/metrics` counts them: what a client reads of them
+    /// then follows from every board served.
+    pub async fn wait_aggregates_written(&self) -> Result<()> {
+        let url = format!("{}/metrics", self.projector_url);
+        eventually(
+            "the views over all banks written",
+            VISIBLE_WITHIN,
+            || async {
+                let metrics = self.text_at(&url).await?;
+                let banks = sample(&metrics, "ratewire_projector_visible_delay_seconds_count");
+                let all = sample(
+                    &metrics,
+                    "ratewire_projector_aggregates_delay_seconds_count",
+                );
+                (banks > 0.0 && all >= banks).then_some(())
+            },
+        )
+        .await
     }
 
     /// Waits until `query` (a count) yields `expected`; the error names the
@@ -270,22 +178,68 @@ impl Stack {
         Ok(body["token"].as_str().context("no token")?.to_owned())
     }
 
-    /// Pushes a board body (JSON text, so numbers keep their digits).
+    /// Pushes a board: a [`Board`], or a body written by hand (JSON text,
+    /// so numbers keep their digits); ingest's status and answer.
     pub async fn publish_board(
         &self,
         bank_id: i64,
         token: &str,
-        board: &str,
+        board: impl std::fmt::Display,
     ) -> Result<(u16, Value)> {
-        let response = self
+        self.publish_keyed(bank_id, token, None, board).await
+    }
+
+    /// [`Stack::publish_board`] with an `Idempotency-Key`, when given.
+    pub async fn publish_keyed(
+        &self,
+        bank_id: i64,
+        token: &str,
+        idempotency_key: Option<&str>,
+        board: impl std::fmt::Display,
+    ) -> Result<(u16, Value)> {
+        let mut request = self
             .http
             .post(format!("{}/v1/banks/{bank_id}/boards", self.ingest_url))
             .bearer_auth(token)
             .header("content-type", "application/json")
-            .body(board.to_owned())
-            .send()
-            .await?;
+            .body(board.to_string());
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        let response = request.send().await?;
         Ok((response.status().as_u16(), response.json().await?))
+    }
+
+    /// Pushes `board` for `bank`, requires it accepted, and waits until the
+    /// API serves it as the bank's latest board; ingest's answer (its
+    /// `eventId`).
+    pub async fn push_and_wait(&self, bank: i64, token: &str, board: &Board) -> Result<Value> {
+        let (status, answer) = self.publish_board(bank, token, board).await?;
+        ensure!(status == 202, "pushing {board}: {status} {answer}");
+        self.wait_board_served(bank, board).await?;
+        Ok(answer)
+    }
+
+    /// Waits until `/api/v1/rates?bankId={bank}` serves `board` as the
+    /// bank's latest: every currency at the board's rates and, when the
+    /// board has one, as of its time.
+    pub async fn wait_board_served(&self, bank: i64, board: &Board) -> Result<()> {
+        let key = self.harness_key().await?;
+        let path = format!("/api/v1/rates?bankId={bank}&transactional=true");
+        eventually(&format!("{board} served"), VISIBLE_WITHIN, || async {
+            let (status, body) = self.get(&path, Some(&key)).await.ok()?;
+            (status == 200 && serves(&body["data"][0]["data"][0], board)).then_some(())
+        })
+        .await
+    }
+
+    /// A key of the harness's own (on the enterprise plan), made when first
+    /// needed, for its waits on the API.
+    async fn harness_key(&self) -> Result<String> {
+        self.harness_key
+            .get_or_try_init(|| self.api_key("harness"))
+            .await
+            .cloned()
     }
 
     /// A key on the enterprise plan, so that polling never hits a limit.
@@ -338,6 +292,46 @@ impl Stack {
             })
             .buffer_unordered(concurrency)
             .collect()
+            .await
+    }
+
+    /// The sample of `series` (a metric name with its labels, as
+    /// Prometheus writes them) on `process`'s `/metrics`: one of
+    /// [`crate::PROCESSES`]; 0 while it is absent or nobody answers.
+    pub async fn metric(&self, process: &str, series: &str) -> f64 {
+        let url = match process {
+            "ratewire-ingest" => format!("{}/metrics", self.ingest_operator_url),
+            "ratewire-api" => format!("{}/metrics", self.api_operator_url),
+            "ratewire-projector" => format!("{}/metrics", self.projector_url),
+            other => panic!("{other} is not one of the stack's processes"),
+        };
+        sample(&self.text_at(&url).await.unwrap_or_default(), series)
+    }
+
+    /// Waits until `series` on `process`'s `/metrics` reaches `value`.
+    pub async fn wait_metric(
+        &self,
+        process: &str,
+        series: &str,
+        value: f64,
+        within: Duration,
+    ) -> Result<()> {
+        eventually(&format!("{series} at {value}"), within, || async {
+            (self.metric(process, series).await >= value).then_some(())
+        })
+        .await
+    }
+
+    /// Events ingest has had acknowledged by the broker so far (boards,
+    /// bank changes, reference days).
+    pub async fn published(&self) -> f64 {
+        self.metric("ratewire-ingest", PUBLISHED).await
+    }
+
+    /// Waits until ingest has had `count` events acknowledged in all: a
+    /// point part-way through a stream of pushes.
+    pub async fn wait_published(&self, count: f64, within: Duration) -> Result<()> {
+        self.wait_metric("ratewire-ingest", PUBLISHED, count, within)
             .await
     }
 
@@ -411,84 +405,34 @@ impl Stack {
     }
 }
 
-/// Currencies the stream quotes, in order.
-const STREAM_CURRENCIES: [&str; 10] = [
-    "USD", "EUR", "GBP", "SAR", "AED", "CNY", "CHF", "JPY", "CAD", "KES",
-];
-
-/// The stream's `i`th board of `bank`: as of `i` seconds after `base`,
-/// quoting the first `currencies` of the stream's currencies.
-fn stream_board(
-    base: chrono::DateTime<chrono::Utc>,
-    bank: i64,
-    i: usize,
-    currencies: usize,
-) -> String {
-    let as_of = (base + chrono::Duration::seconds(i as i64))
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let rates: Vec<String> = STREAM_CURRENCIES
-        .iter()
-        .take(currencies)
-        .enumerate()
-        .map(|(c, code)| {
-            let buying = 100 + (bank as usize * 7 + i * 3 + c) % 50;
-            format!(
-                r#"{{"currency":"{code}","cashBuying":{buying}.25,"cashSelling":{}.75}}"#,
-                buying + 2
-            )
-        })
-        .collect();
-    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
-}
-
-/// Pushes a board until ingest accepts it (retrying 503s and lost
-/// connections with the same Idempotency-Key, for up to two minutes).
-async fn push_until_accepted(
-    http: &reqwest::Client,
-    ingest: &str,
-    bank: i64,
-    token: &str,
-    key: &str,
-    body: String,
-) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let answer = http
-            .post(format!("{ingest}/v1/banks/{bank}/boards"))
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .header("idempotency-key", key)
-            .body(body.clone())
-            .send()
-            .await;
-        match answer {
-            Ok(response) if response.status() == 202 => return Ok(()),
-            Ok(response) if response.status() != 503 => {
-                let status = response.status();
-                bail!(
-                    "push refused: {status} {}",
-                    response.text().await.unwrap_or_default()
-                );
-            }
-            _ if Instant::now() > deadline => bail!("push not accepted within two minutes"),
-            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+/// Whether `bank` (an element of a /rates answer, with transactional
+/// rates) shows `board` as its latest: each currency at the board's rates,
+/// compared as numbers, and the board's as-of time as its last update.
+pub(crate) fn serves(bank: &Value, board: &Board) -> bool {
+    let same = |served: &Value, published: &str| {
+        served.as_f64().is_some() && served.as_f64() == published.parse::<f64>().ok()
+    };
+    let at = |text: &str| chrono::DateTime::parse_from_rfc3339(text).ok();
+    if let Some(as_of) = board.as_of_time() {
+        if bank["lastRatesUpdatedAt"].as_str().and_then(at) != at(as_of) {
+            return false;
         }
     }
-}
-
-/// A day of the National Bank's reference rates as it publishes them.
-pub fn reference_day(date: chrono::NaiveDate, usd: f64) -> String {
-    format!(
-        r#"{{"success":true,"message":"OK","status":200,"data":[{{"id":"a","currency_id":"u","buying":"{usd:.4}","selling":"{:.4}","date":"{date}","weighted_average":"{usd:.4}","currency":{{"id":"u","name":"US DOLLAR","code":"USD"}}}},{{"id":"b","currency_id":"e","buying":"170.1000","selling":"171.8010","date":"{date}","weighted_average":"170.9500","currency":{{"id":"e","name":"EURO","code":"EUR"}}}}]}}"#,
-        usd * 1.01
-    )
-}
-
-fn next_weekday(date: chrono::NaiveDate) -> chrono::NaiveDate {
-    use chrono::Datelike;
-    let mut next = date.succ_opt().expect("a next day");
-    while matches!(next.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
-        next = next.succ_opt().expect("a next day");
-    }
-    next
+    let Some(rates) = bank["exchangeRates"].as_array() else {
+        return false;
+    };
+    board.quotes().iter().all(|quote| {
+        rates.iter().any(|rate| {
+            rate["currency"]["symbol"] == quote.currency.as_str()
+                && same(&rate["cashBuying"], &quote.cash_buying)
+                && same(&rate["cashSelling"], &quote.cash_selling)
+                && quote
+                    .transactional
+                    .as_ref()
+                    .is_none_or(|(buying, selling)| {
+                        same(&rate["transactionalBuying"], buying)
+                            && same(&rate["transactionalSelling"], selling)
+                    })
+        })
+    })
 }

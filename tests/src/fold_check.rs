@@ -80,6 +80,19 @@ impl Stack {
         self.views_prefix_of(&self.active_generation().await?).await
     }
 
+    /// Runs `ratewire-projector replay` with `args` to its end (the whole
+    /// topic into a fresh schema, and, unless `--no-switch`, the switch to
+    /// it); fails with what it said unless it succeeded.
+    pub async fn replay(&self, args: &[&str]) -> Result<()> {
+        let mut all = vec!["replay"];
+        all.extend_from_slice(args);
+        let output = self.run("ratewire-projector", &all, &[]).await?;
+        if !output.status.success() {
+            bail!("replay failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        Ok(())
+    }
+
     /// Replays the whole topic into a fresh schema (without switching) and
     /// fails, naming the differences, unless every table and view of the
     /// active generation equals it. Call when the stream has been applied.
@@ -88,16 +101,7 @@ impl Stack {
             "fold_check_{}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
-        let output = self
-            .run(
-                "ratewire-projector",
-                &["replay", "--schema", &check, "--no-switch"],
-                &[],
-            )
-            .await?;
-        if !output.status.success() {
-            bail!("replay failed: {}", String::from_utf8_lossy(&output.stderr));
-        }
+        self.replay(&["--schema", &check, "--no-switch"]).await?;
         let live = self.active_generation().await?;
         let counts = self.compare_schemas(&live, &check).await?;
         self.compare_views(&live, &check).await?;

@@ -1,4 +1,4 @@
-//! A PostgreSQL cluster of a stack's own ([`crate::OWN_POSTGRES`]), run by
+//! A PostgreSQL cluster of a stack's own ([`crate::StackBuilder::own_postgres`]), run by
 //! `deploy/stack postgres-cluster`: the recovery tests replace it with an
 //! empty one, or restore it from a copy taken earlier (a cold backup:
 //! transaction ids go back with it, as after a real restore).
@@ -84,7 +84,7 @@ impl Stack {
     fn cluster(&self) -> Result<&Cluster> {
         self.own_postgres
             .as_ref()
-            .context("start the stack with OWN_POSTGRES")
+            .context("start the stack with its own Postgres")
     }
 
     /// Kills the three processes (as a crash would).

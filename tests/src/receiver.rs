@@ -148,3 +148,12 @@ async fn answer(
     }
     StatusCode::from_u16(status).unwrap_or(StatusCode::NO_CONTENT)
 }
+
+/// The `webhook-id` of the call a crossing of `alert` by the board `event`
+/// makes: derived from both, so a retry or a replay carries the same id.
+pub fn crossing_id(alert: &str, event: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{alert}:{event}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("msg_{}", &hex[..32])
+}

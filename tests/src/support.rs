@@ -48,6 +48,14 @@ pub fn ago(days: i64, hours: i64) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// An RFC 3339 time `minutes` minutes before now, to the millisecond: a
+/// board's as-of time, for sequences of boards within the hour.
+pub fn minutes_ago(minutes: i64) -> String {
+    use chrono::SubsecRound;
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(minutes)).trunc_subsecs(3);
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// Waits until at least `needed` seconds are left in the current minute, so
 /// that requests a test counts fall into one fixed rate-limit window.
 pub async fn room_in_this_minute(needed: u32) {

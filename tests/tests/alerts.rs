@@ -7,101 +7,29 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use chrono::{SubsecRound, Utc};
-use ratewire_e2e::receiver::{Received, Receiver};
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::receiver::{crossing_id, Received, Receiver};
+use ratewire_e2e::{eventually, minutes_ago, Board, Stack, VISIBLE_WITHIN};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// A board of USD only, as of `minutes` before now.
-fn usd(minutes: i64, buying: &str, selling: &str) -> String {
-    let as_of = (Utc::now() - chrono::Duration::minutes(minutes)).trunc_subsecs(3);
-    format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}]}}"#,
-        as_of.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-    )
+fn usd(minutes: i64, buying: &str, selling: &str) -> Board {
+    Board::at(minutes_ago(minutes)).rate("USD", buying, selling)
 }
 
-/// POSTs `body` to the public API with `key`.
-async fn post(stack: &Stack, path: &str, key: &str, body: Value) -> Result<(u16, Value)> {
-    let response = stack
-        .http()
-        .post(format!("{}{path}", stack.api_url))
-        .header("x-api-key", key)
-        .json(&body)
-        .send()
+/// What most tests here start from: a key, CBE (its id and publisher
+/// token), and the key's webhook to a receiver of the test's own (the
+/// receiver, the webhook's id and its secret).
+async fn watcher(
+    stack: &Stack,
+    name: &str,
+) -> Result<(String, i64, String, Receiver, String, String)> {
+    let key = stack.api_key(name).await?;
+    let (cbe, token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
         .await?;
-    let status = response.status().as_u16();
-    let text = response.text().await?;
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    stack.conforms_as("post", path, status, &body);
-    Ok((status, body))
-}
-
-async fn delete(stack: &Stack, path: &str, key: &str) -> Result<u16> {
-    let response = stack
-        .http()
-        .delete(format!("{}{path}", stack.api_url))
-        .header("x-api-key", key)
-        .send()
-        .await?;
-    Ok(response.status().as_u16())
-}
-
-/// A webhook to `url`: its id and secret.
-async fn webhook(stack: &Stack, key: &str, url: &str) -> Result<(String, String)> {
-    let (status, body) = post(stack, "/api/v1/webhooks", key, json!({"url": url})).await?;
-    ensure!(status == 201, "creating a webhook: {status} {body}");
-    let data = &body["data"];
-    Ok((
-        data["id"].as_str().context("id")?.to_owned(),
-        data["secret"].as_str().context("secret")?.to_owned(),
-    ))
-}
-
-async fn alert(stack: &Stack, key: &str, body: Value) -> Result<String> {
-    let (status, answer) = post(stack, "/api/v1/alerts", key, body).await?;
-    ensure!(status == 201, "creating an alert: {status} {answer}");
-    Ok(answer["data"]["id"].as_str().context("id")?.to_owned())
-}
-
-/// The key's alert `id` as listed.
-async fn listed_alert(stack: &Stack, key: &str, id: &str) -> Result<Value> {
-    let (status, body) = stack.get("/api/v1/alerts", Some(key)).await?;
-    ensure!(status == 200, "{status} {body}");
-    body["data"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["id"] == id).cloned())
-        .context("the alert is listed")
-}
-
-/// Waits until the alert has been evaluated on a board with `value`.
-async fn evaluated(stack: &Stack, key: &str, id: &str, value: f64) -> Result<Value> {
-    eventually(
-        &format!("alert evaluated at {value}"),
-        VISIBLE_WITHIN,
-        || async {
-            let alert = listed_alert(stack, key, id).await.ok()?;
-            (alert["lastValue"] == value && !alert["triggered"].is_null()).then_some(alert)
-        },
-    )
-    .await
-}
-
-/// Waits until the best USD cash buying rate served is `price`.
-async fn served(stack: &Stack, key: &str, price: f64) -> Result<()> {
-    eventually(
-        &format!("USD buying at {price} served"),
-        VISIBLE_WITHIN,
-        || async {
-            let (_, body) = stack
-                .get("/api/v1/rates/best-rates?currencyCode=USD", Some(key))
-                .await
-                .ok()?;
-            (body["data"]["cashBuying"]["price"] == price).then_some(())
-        },
-    )
-    .await
+    let receiver = Receiver::start().await?;
+    let (hook, secret) = stack.webhook(&key, &receiver.url()).await?;
+    Ok((key, cbe, token, receiver, hook, secret))
 }
 
 /// Checks the request's signature with the `standardwebhooks` crate.
@@ -111,16 +39,10 @@ fn verify(secret: &str, request: &Received) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("signature of {}: {e:?}", request.id()))
 }
 
-/// The webhook-id a crossing of `alert` by `event` has.
-fn crossing_id(alert: &str, event: &str) -> String {
-    let digest = Sha256::digest(format!("{alert}:{event}").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("msg_{}", &hex[..32])
-}
-
-/// Receives nothing more for a while.
-async fn quiet(receiver: &Receiver, expected: usize) -> Result<()> {
-    tokio::time::sleep(Duration::from_secs(2)).await;
+/// Once every call the fold decided is made, `receiver` has had
+/// `expected` requests: nothing more is on its way.
+async fn quiet(stack: &Stack, receiver: &Receiver, expected: usize) -> Result<()> {
+    stack.wait_calls_settled(VISIBLE_WITHIN).await?;
     let received = receiver.received();
     ensure!(
         received.len() == expected,
@@ -134,27 +56,21 @@ async fn quiet(receiver: &Receiver, expected: usize) -> Result<()> {
 #[tokio::test]
 async fn a_crossing_calls_the_webhook_once_signed_and_a_board_below_rearms_it() -> Result<()> {
     let stack = Stack::start().await?;
-    let key = stack.api_key("alerts").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
-        .await?;
-    let receiver = Receiver::start().await?;
-    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
+    let (key, cbe, token, receiver, hook, secret) = watcher(&stack, "alerts").await?;
     assert!(secret.starts_with("whsec_"));
 
-    let (_, first) = stack
-        .publish_board(cbe, &token, &usd(50, "155.00", "158.00"))
+    let first = stack
+        .push_and_wait(cbe, &token, &usd(50, "155.00", "158.00"))
         .await?;
-    served(&stack, &key, 155.0).await?;
     assert!(first["eventId"].is_string(), "{first}");
-    let id = alert(
-        &stack,
-        &key,
-        json!({"webhookId": hook, "currencyCode": "usd", "field": "cashBuying",
+    let id = stack
+        .alert(
+            &key,
+            json!({"webhookId": hook, "currencyCode": "usd", "field": "cashBuying",
                "condition": "above", "threshold": 160, "bankId": cbe}),
-    )
-    .await?;
-    let created = listed_alert(&stack, &key, &id).await?;
+        )
+        .await?;
+    let created = stack.listed_alert(&key, &id).await?;
     assert_eq!(created["currencyCode"], "USD");
     assert_eq!(created["threshold"], 160);
     assert_eq!(created["lastValue"], 155.0, "the value when it was made");
@@ -162,13 +78,13 @@ async fn a_crossing_calls_the_webhook_once_signed_and_a_board_below_rearms_it() 
 
     // Below: evaluated, nothing sent.
     stack
-        .publish_board(cbe, &token, &usd(40, "155.50", "158.00"))
+        .publish_board(cbe, &token, usd(40, "155.50", "158.00"))
         .await?;
-    let below = evaluated(&stack, &key, &id, 155.5).await?;
+    let below = stack.alert_evaluated(&key, &id, 155.5).await?;
     assert_eq!(below["triggered"], false);
     // Crossing: one call.
     let (_, crossing) = stack
-        .publish_board(cbe, &token, &usd(30, "160.25", "163.00"))
+        .publish_board(cbe, &token, usd(30, "160.25", "163.00"))
         .await?;
     let received = receiver.wait_for(1, VISIBLE_WITHIN).await?;
     let call = &received[0];
@@ -201,17 +117,17 @@ async fn a_crossing_calls_the_webhook_once_signed_and_a_board_below_rearms_it() 
     );
     // Still above: nothing. Below again: re-armed, nothing. Above: a second call.
     stack
-        .publish_board(cbe, &token, &usd(20, "161.00", "163.00"))
+        .publish_board(cbe, &token, usd(20, "161.00", "163.00"))
         .await?;
-    evaluated(&stack, &key, &id, 161.0).await?;
+    stack.alert_evaluated(&key, &id, 161.0).await?;
     stack
-        .publish_board(cbe, &token, &usd(10, "159.00", "163.00"))
+        .publish_board(cbe, &token, usd(10, "159.00", "163.00"))
         .await?;
-    let rearmed = evaluated(&stack, &key, &id, 159.0).await?;
+    let rearmed = stack.alert_evaluated(&key, &id, 159.0).await?;
     assert_eq!(rearmed["triggered"], false);
-    quiet(&receiver, 1).await?;
+    quiet(&stack, &receiver, 1).await?;
     let (_, again) = stack
-        .publish_board(cbe, &token, &usd(5, "162.00", "163.00"))
+        .publish_board(cbe, &token, usd(5, "162.00", "163.00"))
         .await?;
     let received = receiver.wait_for(2, VISIBLE_WITHIN).await?;
     verify(&secret, &received[1])?;
@@ -220,26 +136,25 @@ async fn a_crossing_calls_the_webhook_once_signed_and_a_board_below_rearms_it() 
         crossing_id(&id, again["eventId"].as_str().unwrap())
     );
     assert_eq!(received[1].json()["data"]["previous"], 159.0);
-    quiet(&receiver, 2).await?;
-    let listed = listed_alert(&stack, &key, &id).await?;
+    quiet(&stack, &receiver, 2).await?;
+    let listed = stack.listed_alert(&key, &id).await?;
     assert_eq!(listed["fired"], 2);
     assert_eq!(listed["triggered"], true);
 
     // A deleted alert calls no more.
     assert_eq!(
-        delete(&stack, &format!("/api/v1/alerts/{id}"), &key).await?,
+        stack.delete(&format!("/api/v1/alerts/{id}"), &key).await?,
         204
     );
     stack
-        .publish_board(cbe, &token, &usd(4, "150.00", "163.00"))
+        .publish_board(cbe, &token, usd(4, "150.00", "163.00"))
         .await?;
     stack
-        .publish_board(cbe, &token, &usd(3, "170.00", "173.00"))
+        .push_and_wait(cbe, &token, &usd(3, "170.00", "173.00"))
         .await?;
-    served(&stack, &key, 170.0).await?;
-    quiet(&receiver, 2).await?;
+    quiet(&stack, &receiver, 2).await?;
     assert_eq!(
-        delete(&stack, &format!("/api/v1/alerts/{id}"), &key).await?,
+        stack.delete(&format!("/api/v1/alerts/{id}"), &key).await?,
         404
     );
     Ok(())
@@ -254,12 +169,12 @@ async fn an_alert_on_the_best_rate_follows_whichever_bank_quotes_best() -> Resul
         .await?;
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
     let receiver = Receiver::start().await?;
-    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
+    let (hook, secret) = stack.webhook(&key, &receiver.url()).await?;
     stack
-        .publish_board(cbe, &cbe_token, &usd(50, "155", "159.00"))
+        .publish_board(cbe, &cbe_token, usd(50, "155", "159.00"))
         .await?;
     stack
-        .publish_board(awash, &awash_token, &usd(50, "154", "159.50"))
+        .publish_board(awash, &awash_token, usd(50, "154", "159.50"))
         .await?;
     eventually("both boards served", VISIBLE_WITHIN, || async {
         let (_, body) = stack
@@ -270,23 +185,20 @@ async fn an_alert_on_the_best_rate_follows_whichever_bank_quotes_best() -> Resul
     })
     .await?;
     // The lowest selling rate drops below 158.5.
-    let id = alert(
-        &stack,
-        &key,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashSelling",
+    let id = stack
+        .alert(
+            &key,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashSelling",
                "condition": "below", "threshold": 158.5}),
-    )
-    .await?;
-    assert_eq!(
-        listed_alert(&stack, &key, &id).await?["bankId"],
-        Value::Null
-    );
-    stack
-        .publish_board(awash, &awash_token, &usd(40, "154", "158.75"))
+        )
         .await?;
-    evaluated(&stack, &key, &id, 158.75).await?;
+    assert_eq!(stack.listed_alert(&key, &id).await?["bankId"], Value::Null);
+    stack
+        .publish_board(awash, &awash_token, usd(40, "154", "158.75"))
+        .await?;
+    stack.alert_evaluated(&key, &id, 158.75).await?;
     let (_, crossing) = stack
-        .publish_board(awash, &awash_token, &usd(30, "154", "158.25"))
+        .publish_board(awash, &awash_token, usd(30, "154", "158.25"))
         .await?;
     let received = receiver.wait_for(1, VISIBLE_WITHIN).await?;
     verify(&secret, &received[0])?;
@@ -299,15 +211,15 @@ async fn an_alert_on_the_best_rate_follows_whichever_bank_quotes_best() -> Resul
     assert_eq!(data["eventId"], crossing["eventId"]);
     // Awash leaves the best (deactivated): CBE's 159 is the best again, re-armed.
     stack.update_bank(awash, json!({"active": false})).await?;
-    let rearmed = evaluated(&stack, &key, &id, 159.0).await?;
+    let rearmed = stack.alert_evaluated(&key, &id, 159.0).await?;
     assert_eq!(rearmed["triggered"], false);
     // CBE then crosses.
     stack
-        .publish_board(cbe, &cbe_token, &usd(20, "155", "158"))
+        .publish_board(cbe, &cbe_token, usd(20, "155", "158"))
         .await?;
     let received = receiver.wait_for(2, VISIBLE_WITHIN).await?;
     assert_eq!(received[1].json()["data"]["bank"]["id"], cbe);
-    quiet(&receiver, 2).await?;
+    quiet(&stack, &receiver, 2).await?;
     Ok(())
 }
 
@@ -316,15 +228,9 @@ async fn a_failing_receiver_gets_the_same_message_again_and_its_owner_sees_why()
     let stack = Stack::start().await?;
     let key = stack.api_key("retries").await?;
     let receiver = Receiver::start().await?;
-    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
+    let (hook, secret) = stack.webhook(&key, &receiver.url()).await?;
     receiver.answer_next(&[500]);
-    let (status, test) = post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    let (status, test) = stack.test_call(&key, &hook).await?;
     assert_eq!(status, 202, "{test}");
     let received = receiver.wait_for(1, VISIBLE_WITHIN).await?;
     assert_eq!(received[0].json()["type"], "webhook.test");
@@ -358,7 +264,7 @@ async fn a_failing_receiver_gets_the_same_message_again_and_its_owner_sees_why()
     .await?;
     assert!(healthy["lastSuccessAt"].is_string());
     assert!(healthy.get("secret").is_none(), "never listed: {healthy}");
-    quiet(&receiver, 2).await?;
+    quiet(&stack, &receiver, 2).await?;
     Ok(())
 }
 
@@ -366,26 +272,20 @@ async fn a_failing_receiver_gets_the_same_message_again_and_its_owner_sees_why()
 async fn a_message_for_a_receiver_that_is_down_arrives_after_the_projector_restarts() -> Result<()>
 {
     let mut stack = Stack::start().await?;
-    let key = stack.api_key("restart").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
-        .await?;
-    let mut receiver = Receiver::start().await?;
-    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
+    let (key, cbe, token, mut receiver, hook, secret) = watcher(&stack, "restart").await?;
     stack
-        .publish_board(cbe, &token, &usd(20, "140", "158"))
+        .push_and_wait(cbe, &token, &usd(20, "140", "158"))
         .await?;
-    served(&stack, &key, 140.0).await?;
-    alert(
-        &stack,
-        &key,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    stack
+        .alert(
+            &key,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 150, "bankId": cbe}),
-    )
-    .await?;
+        )
+        .await?;
     receiver.down().await;
     stack
-        .publish_board(cbe, &token, &usd(10, "155", "158"))
+        .publish_board(cbe, &token, usd(10, "155", "158"))
         .await?;
     // Its first attempt found nobody.
     eventually("a failed attempt", VISIBLE_WITHIN, || async {
@@ -399,7 +299,7 @@ async fn a_message_for_a_receiver_that_is_down_arrives_after_the_projector_resta
     let received = receiver.wait_for(1, Duration::from_secs(30)).await?;
     verify(&secret, &received[0])?;
     assert_eq!(received[0].json()["data"]["current"], 155);
-    quiet(&receiver, 1).await?;
+    quiet(&stack, &receiver, 1).await?;
     Ok(())
 }
 
@@ -408,25 +308,19 @@ async fn a_rotated_secret_signs_beside_the_old_one() -> Result<()> {
     let stack = Stack::start().await?;
     let key = stack.api_key("rotation").await?;
     let receiver = Receiver::start().await?;
-    let (hook, old) = webhook(&stack, &key, &receiver.url()).await?;
-    let (status, rotated) = post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/rotate-secret"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    let (hook, old) = stack.webhook(&key, &receiver.url()).await?;
+    let (status, rotated) = stack
+        .post(
+            &format!("/api/v1/webhooks/{hook}/rotate-secret"),
+            &key,
+            json!(null),
+        )
+        .await?;
     assert_eq!(status, 200, "{rotated}");
     let new = rotated["data"]["secret"].as_str().unwrap().to_owned();
     assert_ne!(new, old);
     assert!(rotated["data"]["previousSecretUntil"].is_string());
-    post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    stack.test_call(&key, &hook).await?;
     let received = receiver.wait_for(1, VISIBLE_WITHIN).await?;
     assert_eq!(
         received[0].header("webhook-signature").split(' ').count(),
@@ -445,14 +339,14 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
     let owner = stack.api_key("owner").await?;
     let stranger = stack.api_key_on("stranger", "free").await?;
     let receiver = Receiver::start().await?;
-    let (hook, _) = webhook(&stack, &owner, &receiver.url()).await?;
-    let id = alert(
-        &stack,
-        &owner,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    let (hook, _) = stack.webhook(&owner, &receiver.url()).await?;
+    let id = stack
+        .alert(
+            &owner,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 160}),
-    )
-    .await?;
+        )
+        .await?;
     let (_, listed) = stack.get("/api/v1/webhooks", Some(&stranger)).await?;
     assert_eq!(listed["data"], json!([]));
     let (_, listed) = stack.get("/api/v1/alerts", Some(&stranger)).await?;
@@ -461,44 +355,48 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
         format!("/api/v1/webhooks/{hook}/test"),
         format!("/api/v1/webhooks/{hook}/rotate-secret"),
     ] {
-        let (status, body) = post(&stack, &path, &stranger, json!(null)).await?;
+        let (status, body) = stack.post(&path, &stranger, json!(null)).await?;
         assert_eq!(status, 404, "{path}: {body}");
         assert_eq!(body["message"], "Webhook not found");
     }
     assert_eq!(
-        delete(&stack, &format!("/api/v1/webhooks/{hook}"), &stranger).await?,
+        stack
+            .delete(&format!("/api/v1/webhooks/{hook}"), &stranger)
+            .await?,
         404
     );
     assert_eq!(
-        delete(&stack, &format!("/api/v1/alerts/{id}"), &stranger).await?,
+        stack
+            .delete(&format!("/api/v1/alerts/{id}"), &stranger)
+            .await?,
         404
     );
     assert_eq!(
-        delete(&stack, "/api/v1/alerts/not-a-uuid", &stranger).await?,
+        stack.delete("/api/v1/alerts/not-a-uuid", &stranger).await?,
         404
     );
-    let (status, body) = post(
-        &stack,
-        "/api/v1/alerts",
-        &stranger,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &stranger,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 160}),
-    )
-    .await?;
+        )
+        .await?;
     assert_eq!(status, 400);
     assert_eq!(
         body["errors"],
         json!({"webhookId": ["no webhook with this id"]})
     );
     // Bad input: every field named, nothing created.
-    let (status, body) = post(
-        &stack,
-        "/api/v1/alerts",
-        &owner,
-        json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &owner,
+            json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
                "condition": "over", "threshold": "a lot", "bankId": 999, "extra": 1}),
-    )
-    .await?;
+        )
+        .await?;
     assert_eq!(status, 400, "{body}");
     let fields: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
     assert_eq!(
@@ -506,25 +404,25 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
         ["extra", "threshold"],
         "fields of the wrong type first: {body}"
     );
-    let (status, body) = post(
-        &stack,
-        "/api/v1/alerts",
-        &owner,
-        json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &owner,
+            json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
                "condition": "over", "threshold": 1}),
-    )
-    .await?;
+        )
+        .await?;
     assert_eq!(status, 400);
     let fields: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
     assert_eq!(fields, ["condition", "currencyCode", "field"]);
-    let (status, body) = post(
-        &stack,
-        "/api/v1/alerts",
-        &owner,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &owner,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 1, "bankId": 999}),
-    )
-    .await?;
+        )
+        .await?;
     assert_eq!(
         (status, body["errors"].clone()),
         (400, json!({"bankId": ["no bank with this id"]}))
@@ -533,29 +431,31 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
     assert_eq!(listed["data"].as_array().unwrap().len(), 1);
 
     // A free key keeps 5 alerts.
-    let (own_hook, _) = webhook(&stack, &stranger, &receiver.url()).await?;
+    let (own_hook, _) = stack.webhook(&stranger, &receiver.url()).await?;
     for n in 0..5 {
-        alert(
-            &stack,
+        stack
+            .alert(
+                &stranger,
+                json!({"webhookId": own_hook, "currencyCode": "EUR", "field": "cashSelling",
+                   "condition": "below", "threshold": 170 + n}),
+            )
+            .await?;
+    }
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
             &stranger,
             json!({"webhookId": own_hook, "currencyCode": "EUR", "field": "cashSelling",
-                   "condition": "below", "threshold": 170 + n}),
+               "condition": "below", "threshold": 1}),
         )
         .await?;
-    }
-    let (status, body) = post(
-        &stack,
-        "/api/v1/alerts",
-        &stranger,
-        json!({"webhookId": own_hook, "currencyCode": "EUR", "field": "cashSelling",
-               "condition": "below", "threshold": 1}),
-    )
-    .await?;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "LIMIT_REACHED");
     // Deleting the webhook takes its alerts with it.
     assert_eq!(
-        delete(&stack, &format!("/api/v1/webhooks/{own_hook}"), &stranger).await?,
+        stack
+            .delete(&format!("/api/v1/webhooks/{own_hook}"), &stranger)
+            .await?,
         204
     );
     let (_, listed) = stack.get("/api/v1/alerts", Some(&stranger)).await?;
@@ -565,7 +465,10 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
 
 #[tokio::test]
 async fn webhooks_never_reach_internal_addresses() -> Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_WEBHOOK_ALLOW_PRIVATE", "false")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_WEBHOOK_ALLOW_PRIVATE", "false")
+        .start()
+        .await?;
     let key = stack.api_key("ssrf").await?;
     let receiver = Receiver::start().await?;
     let long = format!("https://example.com/{}", "a".repeat(2048));
@@ -584,7 +487,9 @@ async fn webhooks_never_reach_internal_addresses() -> Result<()> {
         ("https://user:pw@example.com/".to_owned(), "credentials"),
         (long, "2048"),
     ] {
-        let (status, body) = post(&stack, "/api/v1/webhooks", &key, json!({"url": url})).await?;
+        let (status, body) = stack
+            .post("/api/v1/webhooks", &key, json!({"url": url}))
+            .await?;
         assert_eq!(status, 400, "{url}: {body}");
         let error = body["errors"]["url"][0].as_str().unwrap_or_default();
         assert!(error.contains(says), "{url}: {error}");
@@ -597,13 +502,13 @@ async fn webhooks_never_reach_internal_addresses() -> Result<()> {
     let (hook, _) = {
         // Registered as a public address, then re-pointed: written here
         // as the row would read after registration.
-        let (status, body) = post(
-            &stack,
-            "/api/v1/webhooks",
-            &key,
-            json!({"url": "http://93.184.216.34:9/"}),
-        )
-        .await?;
+        let (status, body) = stack
+            .post(
+                "/api/v1/webhooks",
+                &key,
+                json!({"url": "http://93.184.216.34:9/"}),
+            )
+            .await?;
         assert_eq!(status, 201, "{body}");
         (body["data"]["id"].as_str().unwrap().to_owned(), ())
     };
@@ -613,13 +518,7 @@ async fn webhooks_never_reach_internal_addresses() -> Result<()> {
             receiver.port
         ))
         .await?;
-    post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    stack.test_call(&key, &hook).await?;
     let refused = eventually("the delivery refused", VISIBLE_WITHIN, || async {
         let (_, body) = stack.get("/api/v1/webhooks", Some(&key)).await.ok()?;
         let error = body["data"][0]["lastError"].as_str()?.to_owned();
@@ -643,23 +542,19 @@ async fn link_local_stays_refused_when_private_addresses_are_allowed() -> Result
         "http://[fe80::1]/",
         "http://100.100.100.200/",
     ] {
-        let (status, body) = post(&stack, "/api/v1/webhooks", &key, json!({"url": url})).await?;
+        let (status, body) = stack
+            .post("/api/v1/webhooks", &key, json!({"url": url}))
+            .await?;
         assert_eq!(status, 400, "{url}: {body}");
     }
     let receiver = Receiver::start().await?;
-    let (hook, _) = webhook(&stack, &key, &receiver.url()).await?;
+    let (hook, _) = stack.webhook(&key, &receiver.url()).await?;
     stack
         .sql(&format!(
             "UPDATE alerts.webhooks SET url = 'http://169.254.169.254/latest/meta-data/' WHERE id = '{hook}'"
         ))
         .await?;
-    post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    stack.test_call(&key, &hook).await?;
     let refused = eventually("the delivery refused", VISIBLE_WITHIN, || async {
         let (_, body) = stack.get("/api/v1/webhooks", Some(&key)).await.ok()?;
         body["data"][0]["lastError"].as_str().map(str::to_owned)
@@ -672,28 +567,22 @@ async fn link_local_stays_refused_when_private_addresses_are_allowed() -> Result
 #[tokio::test]
 async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> {
     let stack = Stack::start().await?;
-    let key = stack.api_key("watcher").await?;
+    let (key, cbe, token, receiver, hook, _) = watcher(&stack, "watcher").await?;
     let other = stack.api_key("other").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
-        .await?;
-    let receiver = Receiver::start().await?;
-    let (hook, _) = webhook(&stack, &key, &receiver.url()).await?;
     stack
-        .publish_board(cbe, &token, &usd(20, "140", "158"))
+        .push_and_wait(cbe, &token, &usd(20, "140", "158"))
         .await?;
-    served(&stack, &key, 140.0).await?;
-    let id = alert(
-        &stack,
-        &key,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    let id = stack
+        .alert(
+            &key,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 150, "bankId": cbe}),
-    )
-    .await?;
+        )
+        .await?;
     let mut mine = ratewire_e2e::sse::subscribe(&stack, &key, "events=alert", None).await;
     let mut theirs = ratewire_e2e::sse::subscribe(&stack, &other, "events=alert", None).await;
     stack
-        .publish_board(cbe, &token, &usd(10, "155", "158"))
+        .publish_board(cbe, &token, usd(10, "155", "158"))
         .await?;
     let (event, event_id, data) = ratewire_e2e::sse::next_event(&mut mine, VISIBLE_WITHIN).await?;
     assert_eq!(event, "alert");
@@ -725,14 +614,8 @@ async fn the_documented_python_and_javascript_verifiers_accept_a_real_call() -> 
     let stack = Stack::start().await?;
     let key = stack.api_key("verifiers").await?;
     let receiver = Receiver::start().await?;
-    let (hook, secret) = webhook(&stack, &key, &receiver.url()).await?;
-    post(
-        &stack,
-        &format!("/api/v1/webhooks/{hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    let (hook, secret) = stack.webhook(&key, &receiver.url()).await?;
+    stack.test_call(&key, &hook).await?;
     let call = receiver.wait_for(1, VISIBLE_WITHIN).await?.remove(0);
     let dir = stack.logs.join("verifiers");
     std::fs::create_dir_all(&dir)?;
@@ -794,28 +677,16 @@ async fn a_slow_receiver_never_delays_another_ones_calls() -> Result<()> {
     let slow = Receiver::start().await?;
     slow.delay(Some(Duration::from_secs(8)));
     let fast = Receiver::start().await?;
-    let (slow_hook, _) = webhook(&stack, &key, &slow.url()).await?;
-    let (fast_hook, _) = webhook(&stack, &key, &fast.url()).await?;
+    let (slow_hook, _) = stack.webhook(&key, &slow.url()).await?;
+    let (fast_hook, _) = stack.webhook(&key, &fast.url()).await?;
     for _ in 0..40 {
-        let (status, _) = post(
-            &stack,
-            &format!("/api/v1/webhooks/{slow_hook}/test"),
-            &key,
-            json!(null),
-        )
-        .await?;
+        let (status, _) = stack.test_call(&key, &slow_hook).await?;
         assert_eq!(status, 202);
     }
     // 16 calls at once to one endpoint at most, each held 8 s.
     slow.wait_for(16, VISIBLE_WITHIN).await?;
     let sent = std::time::Instant::now();
-    post(
-        &stack,
-        &format!("/api/v1/webhooks/{fast_hook}/test"),
-        &key,
-        json!(null),
-    )
-    .await?;
+    stack.test_call(&key, &fast_hook).await?;
     fast.wait_for(1, Duration::from_secs(5)).await?;
     let took = sent.elapsed();
     assert!(
@@ -833,22 +704,16 @@ async fn a_slow_receiver_never_delays_another_ones_calls() -> Result<()> {
 #[tokio::test]
 async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()> {
     let stack = Stack::start().await?;
-    let key = stack.api_key("corrections").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
-        .await?;
-    let receiver = Receiver::start().await?;
-    let (hook, _) = webhook(&stack, &key, &receiver.url()).await?;
+    let (key, cbe, token, receiver, hook, _) = watcher(&stack, "corrections").await?;
     let original = usd(30, "150", "160");
-    stack.publish_board(cbe, &token, &original).await?;
-    served(&stack, &key, 150.0).await?;
-    let id = alert(
-        &stack,
-        &key,
-        json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
+    stack.push_and_wait(cbe, &token, &original).await?;
+    let id = stack
+        .alert(
+            &key,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
                "condition": "above", "threshold": 155, "bankId": cbe}),
-    )
-    .await?;
+        )
+        .await?;
     // A wrong board crosses: one call.
     let wrong = usd(20, "159", "160");
     let (_, published) = stack.publish_board(cbe, &token, &wrong).await?;
@@ -865,13 +730,11 @@ async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()>
         .send()
         .await?;
     assert_eq!(retracted.status(), 202);
-    let rearmed = evaluated(&stack, &key, &id, 150.0).await?;
+    let rearmed = stack.alert_evaluated(&key, &id, 150.0).await?;
     assert_eq!(rearmed["triggered"], false);
     // A correction of the remaining board (its as-of again) that crosses: a call.
-    let as_of = original.split('"').nth(3).unwrap().to_owned();
-    let corrected = format!(
-        r#"{{"asOf":"{as_of}","rates":[{{"currency":"USD","cashBuying":156.5,"cashSelling":160}}]}}"#
-    );
+    let as_of = original.as_of_time().expect("an as-of time");
+    let corrected = Board::at(as_of).rate("USD", "156.5", 160);
     let (_, correction) = stack.publish_board(cbe, &token, &corrected).await?;
     let received = receiver.wait_for(2, VISIBLE_WITHIN).await?;
     let data = &received[1].json()["data"];
@@ -880,7 +743,7 @@ async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()>
         (json!(150), json!(156.5))
     );
     assert_eq!(data["eventId"], correction["eventId"]);
-    quiet(&receiver, 2).await?;
+    quiet(&stack, &receiver, 2).await?;
     let (_, history) = stack
         .get(&format!("/api/v1/rates?bankId={cbe}"), Some(&key))
         .await?;

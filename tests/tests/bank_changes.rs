@@ -4,20 +4,23 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack, OWN_BROKER};
+use ratewire_e2e::{eventually, Board, Stack};
 
 #[tokio::test]
 async fn a_bank_registered_while_the_broker_is_frozen_reaches_the_log_before_its_boards(
 ) -> anyhow::Result<()> {
-    let stack =
-        Stack::start_with(&[(OWN_BROKER, ""), ("RATEWIRE_PUBLISH_TIMEOUT_MS", "1000")]).await?;
+    let stack = Stack::builder()
+        .own_broker()
+        .env("RATEWIRE_PUBLISH_TIMEOUT_MS", "1000")
+        .start()
+        .await?;
     let key = stack.api_key("watcher").await?;
     stack.pause_broker(true)?;
     // Committed and answered although the broker cannot take its event yet.
     let bank = stack.register_bank("OUT", "Outbox Bank").await?;
     let token = stack.publisher_token(bank).await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
-    let (status, _) = stack.publish_board(bank, &token, board).await?;
+    let board = Board::now().rate("USD", "155.1", "158");
+    let (status, _) = stack.publish_board(bank, &token, &board).await?;
     assert_eq!(status, 503, "no board before its bank is on the log");
     assert_eq!(
         stack
@@ -37,7 +40,7 @@ async fn a_bank_registered_while_the_broker_is_frozen_reaches_the_log_before_its
         )
         .await?;
     eventually("the board accepted", Duration::from_secs(15), || async {
-        let (status, _) = stack.publish_board(bank, &token, board).await.ok()?;
+        let (status, _) = stack.publish_board(bank, &token, &board).await.ok()?;
         (status == 202).then_some(())
     })
     .await?;
@@ -58,17 +61,17 @@ async fn boards_outside_what_is_kept_exactly_are_refused_with_400() -> anyhow::R
     let (bank, token) = stack.bank_with_token("RUL", "Rules Bank").await?;
     for (board, field, message) in [
         (
-            r#"{"asOf":"0001-01-01T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#,
+            Board::at("0001-01-01T00:00:00Z").rate("USD", 1, 2),
             "asOf",
             "must not be before 1990-01-01T00:00:00Z",
         ),
         (
-            r#"{"rates":[{"currency":"USD","cashBuying":1.0000000000000000000000000001,"cashSelling":2}]}"#,
+            Board::now().rate("USD", "1.0000000000000000000000000001", "2"),
             "rates[0].cashBuying",
             "must have at most 28 significant digits (they are kept exactly, never rounded)",
         ),
         (
-            r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":99999999999}]}"#,
+            Board::now().rate("USD", "1", "99999999999"),
             "rates[0].cashSelling",
             "must be at most 1000000000",
         ),

@@ -1,6 +1,8 @@
-//! GET /api/v1/banks, as api-v1 §4.1 and decisions.md describe it.
+//! GET /api/v1/banks, as api-v1 §4.1 and decisions.md describe it: the
+//! reads in process (see `ratewire_e2e::World`), and the list through bank
+//! changes made at ingest's operator endpoint.
 
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, Board, Stack, World, VISIBLE_WITHIN};
 use serde_json::{json, Value};
 
 async fn banks_when(
@@ -19,29 +21,32 @@ async fn banks_when(
     .await
 }
 
+/// /banks`query`, required to be 200.
+async fn banks(world: &World, key: &str, query: &str) -> anyhow::Result<Value> {
+    let (status, body) = world
+        .get(&format!("/api/v1/banks{query}"), Some(key))
+        .await?;
+    anyhow::ensure!(status == 200, "{query}: {status} {body}");
+    Ok(body)
+}
+
 #[tokio::test]
 async fn banks_lists_active_banks_by_id_with_string_ids() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("banks").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+    let mut world = World::new().await?;
+    let key = world.api_key("banks").await?;
+    let cbe = world
+        .register_bank("CBE", "Commercial Bank of Ethiopia")
         .await?;
-    let awash = stack.register_bank("AWASH", "Awash Bank").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.10,"cashSelling":158.2}}]}}"#,
-        ago(0, 1)
-    );
-    assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
+    let awash = world.register_bank("AWASH", "Awash Bank").await?;
+    world
+        .publish(cbe, &Board::at(ago(0, 1)).rate("USD", "155.10", "158.2"))
+        .await?;
 
-    let body = banks_when(&stack, &key, "", |b| {
-        b["data"]
-            .as_array()
-            .is_some_and(|d| d.len() == 2 && !d[0]["lastRatesUpdatedAt"].is_null())
-    })
-    .await?;
+    let body = banks(&world, &key, "").await?;
     assert_eq!(body["message"], "Success");
     assert_eq!(body["status"], 200);
     let data = body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
     assert_eq!(
         data[0]["id"],
         json!(cbe.to_string()),
@@ -51,6 +56,7 @@ async fn banks_lists_active_banks_by_id_with_string_ids() -> anyhow::Result<()> 
     assert_eq!(data[0]["name"], "Commercial Bank of Ethiopia");
     assert_eq!(data[0]["code"], "CBE");
     assert_eq!(data[0]["imageUrl"], "https://img.test/CBE.png");
+    assert!(!data[0]["lastRatesUpdatedAt"].is_null());
     assert!(
         data[0].get("exchangeRates").is_none(),
         "no rates without withRecentEx"
@@ -64,23 +70,20 @@ async fn banks_lists_active_banks_by_id_with_string_ids() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn with_recent_ex_includes_the_current_board_without_differences() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("banks").await?;
-    let (cbe, token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+    let mut world = World::new().await?;
+    let key = world.api_key("banks").await?;
+    let cbe = world
+        .register_bank("CBE", "Commercial Bank of Ethiopia")
         .await?;
     for (hours, buying) in [(3, "150.5"), (1, "151.25")] {
-        let board = format!(
-            r#"{{"asOf":"{}","rates":[{{"currency":"EUR","cashBuying":{buying},"cashSelling":190,"transactionalBuying":151,"transactionalSelling":189}}]}}"#,
-            ago(0, hours)
-        );
-        assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
+        let board = Board::at(ago(0, hours))
+            .rate("EUR", buying, 190)
+            .transactional("EUR", 151, 189);
+        world.publish(cbe, &board).await?;
     }
-    let body = banks_when(&stack, &key, "?withRecentEx=true", |b| {
-        b["data"][0]["exchangeRates"][0]["cashBuying"] == 151.25
-    })
-    .await?;
+    let body = banks(&world, &key, "?withRecentEx=true").await?;
     let rate = &body["data"][0]["exchangeRates"][0];
+    assert_eq!(rate["cashBuying"], 151.25);
     assert_eq!(rate["currency"]["symbol"], "EUR");
     assert_eq!(rate["transactionalBuying"], 151);
     assert!(rate.get("difference").is_none(), "no difference on /banks");
@@ -138,9 +141,9 @@ async fn bank_updates_show_and_deactivated_banks_leave_the_list() -> anyhow::Res
 
 #[tokio::test]
 async fn banks_rejects_a_bad_flag_and_requires_a_key() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("banks").await?;
-    let (status, body) = stack
+    let world = World::new().await?;
+    let key = world.api_key("banks").await?;
+    let (status, body) = world
         .get("/api/v1/banks?withRecentEx=yes", Some(&key))
         .await?;
     assert_eq!(status, 400);
@@ -149,7 +152,7 @@ async fn banks_rejects_a_bad_flag_and_requires_a_key() -> anyhow::Result<()> {
         body["errors"]["withRecentEx"],
         json!(["withRecentEx must be true, false, 1 or 0"])
     );
-    let (status, body) = stack.get("/api/v1/banks", None).await?;
+    let (status, body) = world.get("/api/v1/banks", None).await?;
     assert_eq!(
         (status, body["message"].as_str()),
         (401, Some("API key is required"))

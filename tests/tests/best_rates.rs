@@ -1,58 +1,44 @@
-//! GET /api/v1/rates/best-rates, as api-v1 §4.4 and decisions.md describe it.
+//! GET /api/v1/rates/best-rates, as api-v1 §4.4 and decisions.md describe
+//! it (the API in process: see `ratewire_e2e::World`).
 
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, Board, World};
 use serde_json::{json, Value};
 
-async fn best_when(
-    stack: &Stack,
-    key: &str,
-    code: &str,
-    ready: impl Fn(&Value) -> bool,
-) -> anyhow::Result<Value> {
-    eventually("the expected best rates", VISIBLE_WITHIN, || async {
-        let (status, body) = stack
-            .get(
-                &format!("/api/v1/rates/best-rates?currencyCode={code}"),
-                Some(key),
-            )
-            .await
-            .ok()?;
-        (status == 200 && ready(&body)).then_some(body)
-    })
-    .await
+/// The best rates of `code`, required to be 200.
+async fn best(world: &World, key: &str, code: &str) -> anyhow::Result<Value> {
+    let (status, body) = world
+        .get(
+            &format!("/api/v1/rates/best-rates?currencyCode={code}"),
+            Some(key),
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "{code}: {status} {body}");
+    Ok(body)
 }
 
 #[tokio::test]
 async fn best_buying_is_highest_best_selling_lowest_with_difference_and_series(
 ) -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("best").await?;
-    let (cbe, cbe_token) = stack
-        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+    let mut world = World::new().await?;
+    let key = world.api_key("best").await?;
+    let cbe = world
+        .register_bank("CBE", "Commercial Bank of Ethiopia")
         .await?;
-    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    let awash = world.register_bank("AWASH", "Awash Bank").await?;
     // CBE buys USD best (155.10, up 0.25 from its previous board); Awash sells lowest.
     let cbe_boards = [(2, "154.85", "160"), (0, "155.10", "160.5")];
     for (days, buying, selling) in cbe_boards {
-        let board = format!(
-            r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}]}}"#,
-            ago(days, 1)
-        );
-        assert_eq!(stack.publish_board(cbe, &cbe_token, &board).await?.0, 202);
+        let board = Board::at(ago(days, 1)).rate("USD", buying, selling);
+        world.publish(cbe, &board).await?;
     }
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":154,"cashSelling":158.75,"transactionalBuying":154.5,"transactionalSelling":158}}]}}"#,
-        ago(0, 2)
-    );
-    assert_eq!(
-        stack.publish_board(awash, &awash_token, &board).await?.0,
-        202
-    );
+    let board = Board::at(ago(0, 2))
+        .rate("USD", 154, "158.75")
+        .transactional("USD", "154.5", 158);
+    world.publish(awash, &board).await?;
 
-    let body = best_when(&stack, &key, "usd", |b| {
-        b["data"]["cashBuying"]["price"] == 155.10 && b["data"]["cashSelling"]["price"] == 158.75
-    })
-    .await?;
+    let body = best(&world, &key, "usd").await?;
+    assert_eq!(body["data"]["cashBuying"]["price"], 155.10);
+    assert_eq!(body["data"]["cashSelling"]["price"], 158.75);
     assert_eq!(body["message"], "success");
     assert_eq!(body["status"], 200);
     let data = &body["data"];
@@ -80,7 +66,7 @@ async fn best_buying_is_highest_best_selling_lowest_with_difference_and_series(
     assert_eq!(data["transactionalBuying"]["bank"]["id"], awash);
     assert_eq!(data["transactionalSelling"]["price"], 158);
 
-    let (_, raw) = stack
+    let (_, raw) = world
         .get_raw("/api/v1/rates/best-rates?currencyCode=USD", Some(&key))
         .await?;
     assert!(raw.contains(r#""price":155.10"#), "published digits: {raw}");
@@ -90,52 +76,46 @@ async fn best_buying_is_highest_best_selling_lowest_with_difference_and_series(
 #[tokio::test]
 async fn fields_no_bank_quotes_are_null_and_deactivated_banks_do_not_compete() -> anyhow::Result<()>
 {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("best").await?;
-    let (cbe, cbe_token) = stack.bank_with_token("CBE", "CBE").await?;
-    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash").await?;
-    for (id, token, buying) in [(cbe, &cbe_token, 21), (awash, &awash_token, 20)] {
-        let board = format!(
-            r#"{{"asOf":"{}","rates":[{{"currency":"CNY","cashBuying":{buying},"cashSelling":22}}]}}"#,
-            ago(0, 1)
-        );
-        assert_eq!(stack.publish_board(id, token, &board).await?.0, 202);
+    let mut world = World::new().await?;
+    let key = world.api_key("best").await?;
+    let cbe = world.register_bank("CBE", "CBE").await?;
+    let awash = world.register_bank("AWASH", "Awash").await?;
+    for (id, buying) in [(cbe, 21), (awash, 20)] {
+        world
+            .publish(id, &Board::at(ago(0, 1)).rate("CNY", buying, 22))
+            .await?;
     }
-    let body = best_when(&stack, &key, "CNY", |b| {
-        b["data"]["cashBuying"]["bank"]["id"] == cbe
-    })
-    .await?;
+    let body = best(&world, &key, "CNY").await?;
+    assert_eq!(body["data"]["cashBuying"]["bank"]["id"], cbe);
     assert!(body["data"]["transactionalBuying"].is_null());
     assert!(body["data"]["transactionalSelling"].is_null());
 
-    stack.update_bank(cbe, json!({"active": false})).await?;
-    best_when(&stack, &key, "CNY", |b| {
-        b["data"]["cashBuying"]["bank"]["id"] == awash
-    })
-    .await?;
-    stack.update_bank(awash, json!({"active": false})).await?;
-    eventually("no active bank quotes CNY", VISIBLE_WITHIN, || async {
-        let (status, body) = stack
-            .get("/api/v1/rates/best-rates?currencyCode=CNY", Some(&key))
-            .await
-            .ok()?;
-        (status == 404 && body["message"] == "Currency not found").then_some(())
-    })
-    .await?;
+    world.update_bank(cbe, json!({"active": false})).await?;
+    let body = best(&world, &key, "CNY").await?;
+    assert_eq!(body["data"]["cashBuying"]["bank"]["id"], awash);
+    world.update_bank(awash, json!({"active": false})).await?;
+    // No active bank quotes CNY.
+    let (status, body) = world
+        .get("/api/v1/rates/best-rates?currencyCode=CNY", Some(&key))
+        .await?;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (404, Some("Currency not found"))
+    );
     Ok(())
 }
 
 #[tokio::test]
 async fn best_rates_validates_the_currency_code() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("best").await?;
+    let world = World::new().await?;
+    let key = world.api_key("best").await?;
     for query in [
         "",
         "?currencyCode=",
         "?currencyCode=US1",
         "?currencyCode=USDT",
     ] {
-        let (status, body) = stack
+        let (status, body) = world
             .get(&format!("/api/v1/rates/best-rates{query}"), Some(&key))
             .await?;
         assert_eq!(status, 400, "{query}: {body}");
@@ -143,7 +123,7 @@ async fn best_rates_validates_the_currency_code() -> anyhow::Result<()> {
         assert!(body["errors"]["currencyCode"].is_array(), "{body}");
     }
     for code in ["QQQ", "JPY"] {
-        let (status, body) = stack
+        let (status, body) = world
             .get(
                 &format!("/api/v1/rates/best-rates?currencyCode={code}"),
                 Some(&key),

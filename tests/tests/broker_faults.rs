@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use rand::Rng;
-use ratewire_e2e::{eventually, Stack, OWN_BROKER};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::Value;
 
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(120);
@@ -19,10 +19,29 @@ async fn ingest_readiness(stack: &Stack) -> Option<u16> {
     Some(response.status().as_u16())
 }
 
+/// Publishes ingest gave up on: failed, or not acknowledged in time.
+async fn unacknowledged(stack: &Stack) -> f64 {
+    stack
+        .metric(
+            "ratewire-ingest",
+            r#"ratewire_ingest_publish_total{result="failed"}"#,
+        )
+        .await
+        + stack
+            .metric(
+                "ratewire-ingest",
+                r#"ratewire_ingest_publish_total{result="timed_out"}"#,
+            )
+            .await
+}
+
 #[tokio::test]
 async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Result<()> {
-    let mut stack =
-        Stack::start_with(&[(OWN_BROKER, ""), ("RATEWIRE_PUBLISH_TIMEOUT_MS", "3000")]).await?;
+    let mut stack = Stack::builder()
+        .own_broker()
+        .env("RATEWIRE_PUBLISH_TIMEOUT_MS", "3000")
+        .start()
+        .await?;
     let mut banks = Vec::new();
     for i in 0..6 {
         banks.push(
@@ -36,20 +55,22 @@ async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Resu
     // answered 503 is retried with its Idempotency-Key until accepted.
     let stream = stack.spawn_stream(banks, 200, 4);
 
-    let pause = rand::thread_rng().gen_range(500..1500);
-    tokio::time::sleep(Duration::from_millis(pause)).await;
+    // Killed part-way through the burst, at a point picked at random.
+    let at = rand::thread_rng().gen_range(100..600);
+    stack.wait_published(at as f64, CAUGHT_UP_WITHIN).await?;
     stack.stop_broker()?;
 
     // While it is gone: a clear 503 with Retry-After, and not ready. (The
     // event may still reach the log once the broker is back, so the probe
     // is retried with its key afterwards, as a publisher would.)
     let (http, ingest) = (stack.http().clone(), stack.ingest_url.clone());
+    let probe_board = Board::now().rate("USD", 150, 152).body();
     let probe = || {
         http.post(format!("{ingest}/v1/banks/{probe_bank}/boards"))
             .bearer_auth(&probe_token)
             .header("content-type", "application/json")
             .header("idempotency-key", "probe")
-            .body(r#"{"rates":[{"currency":"USD","cashBuying":150,"cashSelling":152}]}"#)
+            .body(probe_board.clone())
             .send()
     };
     let response = probe().await?;
@@ -64,7 +85,14 @@ async fn the_broker_killed_mid_burst_loses_and_doubles_nothing() -> anyhow::Resu
     )
     .await?;
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Gone until every bank's push has been refused for it once more.
+    let refused = unacknowledged(&stack).await;
+    eventually(
+        "six more pushes refused",
+        Duration::from_secs(30),
+        || async { (unacknowledged(&stack).await >= refused + 6.0).then_some(()) },
+    )
+    .await?;
     stack.start_broker()?;
 
     let streamed = stream.await?? as i64;

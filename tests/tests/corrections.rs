@@ -6,15 +6,12 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use ratewire_e2e::{ago, eventually, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 use serde_json::Value;
 
-fn usd(buying: &str, selling: &str) -> String {
-    format!(r#"{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}"#)
-}
-
-fn pushed(as_of: &str, rates: &str) -> String {
-    format!(r#"{{"asOf":"{as_of}","rates":[{rates}]}}"#)
+/// A board of USD only, as of `as_of`.
+fn usd(as_of: &str, buying: &str, selling: &str) -> Board {
+    Board::at(as_of).rate("USD", buying, selling)
 }
 
 /// Retracts `board` of `bank` with `token`; the status and body.
@@ -88,10 +85,10 @@ async fn a_retracted_board_is_as_if_never_published_across_a_restart_and_a_repla
     let key = stack.api_key("corrections").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let (other, other_token) = stack.bank_with_token("AWASH", "Awash").await?;
-    let first = pushed(&ago(0, 3), &usd("155.0", "158"));
+    let first = usd(&ago(0, 3), "155.0", "158");
     assert_eq!(stack.publish_board(bank, &token, &first).await?.0, 202);
     let (status, typo) = stack
-        .publish_board(bank, &token, &pushed(&ago(0, 2), &usd("1550", "1580")))
+        .publish_board(bank, &token, usd(&ago(0, 2), "1550", "1580"))
         .await?;
     assert_eq!(status, 202);
     let typo = typo["eventId"].as_str().unwrap().to_owned();
@@ -130,7 +127,7 @@ async fn a_retracted_board_is_as_if_never_published_across_a_restart_and_a_repla
     // operator: on restart, the earlier board is still the one in force.
     stack.kill("ratewire-projector")?;
     let (status, second_typo) = stack
-        .publish_board(bank, &token, &pushed(&ago(0, 1), &usd("15.5", "15.8")))
+        .publish_board(bank, &token, usd(&ago(0, 1), "15.5", "15.8"))
         .await?;
     assert_eq!(status, 202);
     let operator = stack
@@ -166,7 +163,7 @@ async fn dead_letters_are_listed_shown_and_applied_after_all() -> anyhow::Result
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     assert_eq!(
         stack
-            .publish_board(bank, &token, &pushed(&ago(0, 2), &usd("155", "158")))
+            .publish_board(bank, &token, usd(&ago(0, 2), "155", "158"))
             .await?
             .0,
         202

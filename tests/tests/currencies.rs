@@ -1,6 +1,7 @@
-//! GET /api/v1/currencies, as api-v1 §4.2 and decisions.md describe it.
+//! GET /api/v1/currencies, as api-v1 §4.2 and decisions.md describe it (the
+//! API in process: see `ratewire_e2e::World`).
 
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, Board, World};
 use serde_json::{json, Value};
 
 fn symbols(body: &Value) -> Vec<String> {
@@ -14,34 +15,24 @@ fn symbols(body: &Value) -> Vec<String> {
 #[tokio::test]
 async fn currencies_are_ordered_by_how_many_active_banks_quote_them_then_code() -> anyhow::Result<()>
 {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("currencies").await?;
+    let mut world = World::new().await?;
+    let key = world.api_key("currencies").await?;
     let boards = [
-        (
-            "CBE",
-            r#"[{"currency":"USD","cashBuying":1,"cashSelling":2},{"currency":"EUR","cashBuying":1,"cashSelling":2}]"#,
-        ),
-        (
-            "AWASH",
-            r#"[{"currency":"USD","cashBuying":1,"cashSelling":2},{"currency":"GBP","cashBuying":1,"cashSelling":2}]"#,
-        ),
-        (
-            "DASHEN",
-            r#"[{"currency":"USD","cashBuying":1,"cashSelling":2},{"currency":"GBP","cashBuying":1,"cashSelling":2},{"currency":"AED","cashBuying":1,"cashSelling":2}]"#,
-        ),
+        ("CBE", vec!["USD", "EUR"]),
+        ("AWASH", vec!["USD", "GBP"]),
+        ("DASHEN", vec!["USD", "GBP", "AED"]),
     ];
     let mut ids = vec![];
-    for (code, rates) in boards {
-        let (id, token) = stack.bank_with_token(code, code).await?;
-        let board = format!(r#"{{"asOf":"{}","rates":{rates}}}"#, ago(0, 1));
-        assert_eq!(stack.publish_board(id, &token, &board).await?.0, 202);
+    for (code, currencies) in boards {
+        let id = world.register_bank(code, code).await?;
+        let board = currencies
+            .into_iter()
+            .fold(Board::at(ago(0, 1)), |board, c| board.rate(c, 1, 2));
+        world.publish(id, &board).await?;
         ids.push(id);
     }
-    let body = eventually("four currencies", VISIBLE_WITHIN, || async {
-        let (_, body) = stack.get("/api/v1/currencies", Some(&key)).await.ok()?;
-        (symbols(&body).len() == 4).then_some(body)
-    })
-    .await?;
+    let (_, body) = world.get("/api/v1/currencies", Some(&key)).await?;
+    assert_eq!(symbols(&body).len(), 4, "four currencies: {body}");
     assert_eq!(body["message"], "success");
     assert_eq!(body["status"], 200);
     assert_eq!(symbols(&body), ["USD", "GBP", "AED", "EUR"]);
@@ -53,27 +44,21 @@ async fn currencies_are_ordered_by_how_many_active_banks_quote_them_then_code() 
         .as_str()
         .is_some_and(|u| u.starts_with("https://")));
 
-    // A deactivated bank's quotes stop counting.
-    stack.update_bank(ids[2], json!({"active": false})).await?;
-    eventually(
-        "AED gone and GBP down to one bank",
-        VISIBLE_WITHIN,
-        || async {
-            let (_, body) = stack.get("/api/v1/currencies", Some(&key)).await.ok()?;
-            (symbols(&body) == ["USD", "EUR", "GBP"]).then_some(())
-        },
-    )
-    .await?;
+    // A deactivated bank's quotes stop counting: AED gone and GBP down to
+    // one bank.
+    world.update_bank(ids[2], json!({"active": false})).await?;
+    let (_, body) = world.get("/api/v1/currencies", Some(&key)).await?;
+    assert_eq!(symbols(&body), ["USD", "EUR", "GBP"]);
     Ok(())
 }
 
 #[tokio::test]
 async fn currencies_is_empty_before_any_board_and_needs_a_key() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("currencies").await?;
-    let (status, body) = stack.get("/api/v1/currencies", Some(&key)).await?;
+    let world = World::new().await?;
+    let key = world.api_key("currencies").await?;
+    let (status, body) = world.get("/api/v1/currencies", Some(&key)).await?;
     assert_eq!((status, &body["data"]), (200, &json!([])));
-    let (status, _) = stack
+    let (status, _) = world
         .get(
             "/api/v1/currencies",
             Some("rwk_00000000_00000000000000000000000000000000"),

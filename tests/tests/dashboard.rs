@@ -8,11 +8,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::page::ScreenshotParams;
 use chrono::Datelike;
-use ratewire_e2e::browser::{artifacts, enter_key, js, until, Chromium};
-use ratewire_e2e::{ago, eventually, Stack};
+use ratewire_e2e::browser::{artifacts, enter_key, fits_a_phone, js, until, Chromium};
+use ratewire_e2e::{ago, eventually, reference_day, Board, Stack};
 use serde_json::Value;
 
 /// What the issue promises a reader: a pushed board on the page within 2 s.
@@ -22,18 +21,18 @@ const PAYLOAD_BUDGET: usize = 150 * 1024;
 /// How long the page may take to show what it loads.
 const LOADED_WITHIN: Duration = Duration::from_secs(15);
 
-fn board(rates: &[(&str, f64, f64)], as_of: &str) -> String {
-    let rates: Vec<String> = rates
+/// A board of `rates` (currency, cash buying and selling), each with
+/// transactional rates half a birr inside its cash ones.
+fn board(rates: &[(&str, f64, f64)], as_of: &str) -> Board {
+    rates
         .iter()
-        .map(|(currency, buying, selling)| {
-            format!(
-                r#"{{"currency":"{currency}","cashBuying":{buying},"cashSelling":{selling},"transactionalBuying":{},"transactionalSelling":{}}}"#,
+        .fold(Board::at(as_of), |board, &(currency, buying, selling)| {
+            board.rate(currency, buying, selling).transactional(
+                currency,
                 buying + 0.5,
-                selling - 0.5
+                selling - 0.5,
             )
         })
-        .collect();
-    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
 }
 
 /// Two banks quoting USD and EUR, CBE with a board on each of the last six
@@ -50,7 +49,7 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
             .publish_board(
                 cbe,
                 &cbe_token,
-                &board(
+                board(
                     &[("USD", usd, usd + 4.0), ("EUR", 170.0, 176.0)],
                     &ago(day, 0),
                 ),
@@ -63,7 +62,7 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
         .publish_board(
             cbe,
             &cbe_token,
-            &board(&[("USD", 155.25, 159.0), ("EUR", 171.5, 177.0)], &ago(0, 1)),
+            board(&[("USD", 155.25, 159.0), ("EUR", 171.5, 177.0)], &ago(0, 1)),
         )
         .await?
         .0;
@@ -72,7 +71,7 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
         .publish_board(
             awash,
             &awash_token,
-            &board(
+            board(
                 &[("USD", 154.75, 158.5), ("EUR", 172.25, 176.5)],
                 &ago(0, 1),
             ),
@@ -238,7 +237,7 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
         .publish_board(
             cbe,
             &cbe_token,
-            &board(&[("USD", 161.5, 165.0), ("EUR", 171.5, 177.0)], &ago(0, 0)),
+            board(&[("USD", 161.5, 165.0), ("EUR", 171.5, 177.0)], &ago(0, 0)),
         )
         .await?;
     let accepted = Instant::now();
@@ -280,19 +279,7 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
     .await?;
     // 360 px wide: nothing wider than the screen but what scrolls inside
     // its own box (the tables).
-    page.execute(SetDeviceMetricsOverrideParams::new(360, 800, 2.0, true))
-        .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let width = js(&page, "document.documentElement.scrollWidth").await?;
-    let wide = js(
-        &page,
-        "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 361).slice(0, 5).map(e => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`)",
-    )
-    .await?;
-    assert!(
-        width.as_u64().unwrap_or(u64::MAX) <= 360,
-        "the page is {width} px wide at 360: {wide}"
-    );
+    fits_a_phone(&page, "body").await?;
     page.save_screenshot(
         ScreenshotParams::builder().full_page(true).build(),
         artifacts().join("dashboard-360.png"),
@@ -315,20 +302,14 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
 
 #[tokio::test]
 async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint() -> Result<()> {
-    let stack = Stack::start_with(&[
-        ("RATEWIRE_ANONYMOUS_ACCESS", "true"),
-        (
-            "RATEWIRE_PLANS",
-            "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1,tiny=2/1000/1",
-        ),
-    ])
+    let stack = Stack::builder().env("RATEWIRE_ANONYMOUS_ACCESS", "true").env("RATEWIRE_PLANS", "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1,tiny=2/1000/1",).start()
     .await?;
     let (bank, token) = stack
         .bank_with_token("CBE", "Commercial Bank of Ethiopia")
         .await?;
     assert_eq!(
         stack
-            .publish_board(bank, &token, &board(&[("USD", 155.25, 159.0)], &ago(0, 1)))
+            .publish_board(bank, &token, board(&[("USD", 155.25, 159.0)], &ago(0, 1)))
             .await?
             .0,
         202
@@ -500,25 +481,12 @@ async fn the_pages_are_small_strict_and_cached() -> Result<()> {
     Ok(())
 }
 
-/// The National Bank's published shape, one day of USD and EUR.
-fn reference_day(date: chrono::NaiveDate, usd: f64) -> String {
-    format!(
-        r#"{{"success":true,"message":"OK","status":200,"data":[
-          {{"id":"a","currency_id":"u","buying":"{usd:.4}","selling":"{:.4}","date":"{date}","weighted_average":"{usd:.4}","currency":{{"id":"u","name":"US DOLLAR","code":"USD"}}}},
-          {{"id":"b","currency_id":"e","buying":"170.1000","selling":"171.8010","date":"{date}","weighted_average":"170.9500","currency":{{"id":"e","name":"EURO","code":"EUR"}}}}]}}"#,
-        usd * 1.01
-    )
-}
-
 #[tokio::test]
 async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Result<()> {
     let (stack, cbe, _, awash) = seeded().await?;
     // A bank quoting cash only, with a board of five days ago: stale.
     let (dashen, dashen_token) = stack.bank_with_token("DASHEN", "Dashen Bank").await?;
-    let cash_only = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":153.5,"cashSelling":160.25}}]}}"#,
-        ago(5, 0)
-    );
+    let cash_only = Board::at(ago(5, 0)).rate("USD", "153.5", "160.25");
     assert_eq!(
         stack
             .publish_board(dashen, &dashen_token, &cash_only)

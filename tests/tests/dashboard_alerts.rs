@@ -7,17 +7,15 @@ use std::time::Duration;
 
 use anyhow::Result;
 use chromiumoxide::page::ScreenshotParams;
-use ratewire_e2e::browser::{artifacts, enter_key, js, until, Chromium};
+use ratewire_e2e::browser::{artifacts, enter_key, fits_a_phone, js, until, Chromium};
 use ratewire_e2e::receiver::Receiver;
-use ratewire_e2e::{ago, Stack};
+use ratewire_e2e::{ago, Board, Stack};
 use serde_json::{json, Value};
 
 const LOADED_WITHIN: Duration = Duration::from_secs(15);
 
-fn usd(buying: f64, selling: f64, as_of: &str) -> String {
-    format!(
-        r#"{{"asOf":"{as_of}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}]}}"#
-    )
+fn usd(buying: f64, selling: f64, as_of: &str) -> Board {
+    Board::at(as_of).rate("USD", buying, selling)
 }
 
 /// Runs `script` (statements) in the page.
@@ -33,7 +31,7 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
         .await?;
     assert_eq!(
         stack
-            .publish_board(cbe, &token, &usd(150.0, 158.0, &ago(0, 2)))
+            .publish_board(cbe, &token, usd(150.0, 158.0, &ago(0, 2)))
             .await?
             .0,
         202
@@ -137,7 +135,7 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
     .await?;
     assert_eq!(
         stack
-            .publish_board(cbe, &token, &usd(156.25, 158.0, &ago(0, 1)))
+            .publish_board(cbe, &token, usd(156.25, 158.0, &ago(0, 1)))
             .await?
             .0,
         202
@@ -179,23 +177,7 @@ async fn the_alerts_panel_makes_an_alert_shows_it_fire_and_deletes_it() -> Resul
     std::fs::write(artifacts().join("dashboard-alerts.png"), screenshot)?;
 
     // On a phone, the panel (its long URL in a choice) fits the screen.
-    page.execute(
-        chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams::new(
-            360, 800, 2.0, true,
-        ),
-    )
-    .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let width = js(&page, "document.documentElement.scrollWidth").await?;
-    let wide = js(
-        &page,
-        "[...document.querySelectorAll('#alerts-section *')].filter(e => e.getBoundingClientRect().right > 361 && !e.closest('.scroll')).slice(0, 5).map(e => `${e.tagName}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`)",
-    )
-    .await?;
-    assert!(
-        width.as_u64().unwrap_or(u64::MAX) <= 360,
-        "the page is {width} px wide at 360: {wide}"
-    );
+    fits_a_phone(&page, "#alerts-section").await?;
 
     // Deleted from the page: gone from the API.
     page.find_element(&format!("{row} button.delete"))

@@ -1,31 +1,28 @@
 //! Errors every endpoint shares (api-v1 §7): JSON bodies in the spec's
-//! format, for unknown paths and methods too, and no internals on a 500.
+//! format, for unknown paths and methods too, and no internals on a 500
+//! (the API in process: see `ratewire_e2e::World`).
 
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
-use reqwest::Method;
-use serde_json::{json, Value};
+use axum::http::Method;
+use ratewire_e2e::{ago, Board, World};
+use serde_json::json;
 
 #[tokio::test]
 async fn unknown_paths_are_404_and_wrong_methods_405_as_json() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("errors").await?;
-    let (status, body) = stack.get("/api/v1/nothing-here", Some(&key)).await?;
+    let world = World::new().await?;
+    let key = world.api_key("errors").await?;
+    let (status, body) = world.get("/api/v1/nothing-here", Some(&key)).await?;
     assert_eq!(
         (status, body),
         (404, json!({"status": 404, "message": "Not Found"}))
     );
 
     for method in [Method::POST, Method::PUT, Method::DELETE] {
-        let response = stack
-            .http()
-            .request(method.clone(), format!("{}/api/v1/rates", stack.api_url))
-            .header("x-api-key", &key)
-            .send()
+        let answer = world
+            .request(method.clone(), "/api/v1/rates", Some(&key))
             .await?;
-        assert_eq!(response.status(), 405, "{method}");
-        let body: Value = response.json().await?;
+        assert_eq!(answer.status, 405, "{method}");
         assert_eq!(
-            body,
+            answer.json(),
             json!({"status": 405, "message": "Method Not Allowed"})
         );
     }
@@ -34,25 +31,25 @@ async fn unknown_paths_are_404_and_wrong_methods_405_as_json() -> anyhow::Result
 
 #[tokio::test]
 async fn a_server_failure_is_500_with_the_cause_only_in_the_logs() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("errors").await?;
-    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":1,"cashSelling":2}}]}}"#,
-        ago(1, 0)
-    );
-    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+    let mut world = World::new().await?;
+    let key = world.api_key("errors").await?;
+    let bank = world.register_bank("CBE", "CBE").await?;
+    world
+        .publish(bank, &Board::at(ago(1, 0)).rate("USD", 1, 2))
+        .await?;
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let path = format!("/api/v1/history?bankId={bank}&date={today}");
-    eventually("the board in history", VISIBLE_WITHIN, || async {
-        (stack.get(&path, Some(&key)).await.ok()?.0 == 200).then_some(())
-    })
-    .await?;
+    assert_eq!(
+        world.get(&path, Some(&key)).await?.0,
+        200,
+        "the board in history"
+    );
 
-    stack
+    world
         .sql("ALTER TABLE readmodel.rates RENAME TO rates_gone")
         .await?;
-    let (status, body) = stack.get(&path, Some(&key)).await?;
+    let logged = world.log().len();
+    let (status, body) = world.get(&path, Some(&key)).await?;
     assert_eq!(
         (status, body),
         (
@@ -60,7 +57,9 @@ async fn a_server_failure_is_500_with_the_cause_only_in_the_logs() -> anyhow::Re
             json!({"status": 500, "message": "Internal Server Error"})
         )
     );
-    let log = std::fs::read_to_string(stack.logs.join("ratewire-api.log"))?;
-    assert!(log.contains("rates"), "the cause is logged");
+    assert!(
+        world.log()[logged..].contains("rates"),
+        "the cause is logged"
+    );
     Ok(())
 }

@@ -1,29 +1,27 @@
-//! GET /api/v1/history, as api-v1 §4.5 and decisions.md describe it.
+//! GET /api/v1/history, as api-v1 §4.5 and decisions.md describe it (the
+//! API in process: see `ratewire_e2e::World`).
 
-use ratewire_e2e::{at, day, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{at, day, Board, World};
 use serde_json::json;
 
 #[tokio::test]
 async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("history").await?;
-    let (cbe, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let mut world = World::new().await?;
+    let key = world.api_key("history").await?;
+    let cbe = world.register_bank("CBE", "CBE").await?;
     for (when, buying) in [
         (at(5, 10), "150.10"),
         (at(5, 15), "150.20"),
         (at(2, 9), "151"),
     ] {
-        let board = format!(
-            r#"{{"asOf":"{when}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":160,"transactionalBuying":150,"transactionalSelling":159.5}}]}}"#
-        );
-        assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
+        let board = Board::at(when)
+            .rate("USD", buying, 160)
+            .transactional("USD", 150, "159.5");
+        world.publish(cbe, &board).await?;
     }
     let query = |d: i64| format!("/api/v1/history?bankId={cbe}&date={}", day(d));
-    let body = eventually("all three boards folded", VISIBLE_WITHIN, || async {
-        let (status, body) = stack.get(&query(2), Some(&key)).await.ok()?;
-        (status == 200 && body["data"]["cashBuying"] == 151).then_some(body)
-    })
-    .await?;
+    let (status, body) = world.get(&query(2), Some(&key)).await?;
+    assert_eq!(status, 200);
     assert_eq!(body["message"], "success");
     assert_eq!(body["status"], 200);
     assert_eq!(body["date"], day(2));
@@ -32,7 +30,7 @@ async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::
 
     // The last record of day -5, and still in force on days -4 and -3.
     for d in [5, 4, 3] {
-        let (status, raw) = stack.get_raw(&query(d), Some(&key)).await?;
+        let (status, raw) = world.get_raw(&query(d), Some(&key)).await?;
         assert_eq!(status, 200);
         assert!(raw.contains(r#""cashBuying":150.20"#), "day -{d}: {raw}");
         assert!(
@@ -41,7 +39,7 @@ async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::
         );
         assert!(raw.contains(r#""transactionalSelling":159.5"#), "{raw}");
     }
-    let (status, body) = stack.get(&query(6), Some(&key)).await?;
+    let (status, body) = world.get(&query(6), Some(&key)).await?;
     assert_eq!(
         (status, body["message"].as_str()),
         (404, Some("No history found"))
@@ -51,39 +49,30 @@ async fn history_returns_the_record_in_force_at_the_end_of_the_day() -> anyhow::
 
 #[tokio::test]
 async fn history_names_what_it_cannot_find() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("history").await?;
-    let (cbe, cbe_token) = stack.bank_with_token("CBE", "CBE").await?;
-    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash").await?;
-    let usd = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":1,"cashSelling":2}}]}}"#,
-        at(1, 8)
-    );
-    let eur = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"EUR","cashBuying":1,"cashSelling":2}}]}}"#,
-        at(1, 8)
-    );
-    assert_eq!(stack.publish_board(cbe, &cbe_token, &usd).await?.0, 202);
-    assert_eq!(stack.publish_board(awash, &awash_token, &eur).await?.0, 202);
+    let mut world = World::new().await?;
+    let key = world.api_key("history").await?;
+    let cbe = world.register_bank("CBE", "CBE").await?;
+    let awash = world.register_bank("AWASH", "Awash").await?;
+    world
+        .publish(cbe, &Board::at(at(1, 8)).rate("USD", 1, 2))
+        .await?;
+    world
+        .publish(awash, &Board::at(at(1, 8)).rate("EUR", 1, 2))
+        .await?;
     let today = day(0);
-    eventually("both boards folded", VISIBLE_WITHIN, || async {
-        let (s1, _) = stack
-            .get(
-                &format!("/api/v1/history?bankId={cbe}&date={today}"),
-                Some(&key),
-            )
-            .await
-            .ok()?;
-        let (s2, _) = stack
-            .get(
-                &format!("/api/v1/history?bankId={awash}&date={today}&currencyCode=eur"),
-                Some(&key),
-            )
-            .await
-            .ok()?;
-        (s1 == 200 && s2 == 200).then_some(())
-    })
-    .await?;
+    let (s1, _) = world
+        .get(
+            &format!("/api/v1/history?bankId={cbe}&date={today}"),
+            Some(&key),
+        )
+        .await?;
+    let (s2, _) = world
+        .get(
+            &format!("/api/v1/history?bankId={awash}&date={today}&currencyCode=eur"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!((s1, s2), (200, 200), "both boards folded");
 
     let cases = [
         (format!("bankId=999&date={today}"), "Bank not found"),
@@ -101,7 +90,7 @@ async fn history_names_what_it_cannot_find() -> anyhow::Result<()> {
         ),
     ];
     for (query, message) in cases {
-        let (status, body) = stack
+        let (status, body) = world
             .get(&format!("/api/v1/history?{query}"), Some(&key))
             .await?;
         assert_eq!(
@@ -112,8 +101,8 @@ async fn history_names_what_it_cannot_find() -> anyhow::Result<()> {
     }
 
     // Deactivated banks keep their history.
-    stack.update_bank(cbe, json!({"active": false})).await?;
-    let (status, _) = stack
+    world.update_bank(cbe, json!({"active": false})).await?;
+    let (status, _) = world
         .get(
             &format!("/api/v1/history?bankId={cbe}&date={today}"),
             Some(&key),
@@ -125,15 +114,15 @@ async fn history_names_what_it_cannot_find() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn history_reports_every_bad_parameter() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let key = stack.api_key("history").await?;
-    let (status, body) = stack.get("/api/v1/history", Some(&key)).await?;
+    let world = World::new().await?;
+    let key = world.api_key("history").await?;
+    let (status, body) = world.get("/api/v1/history", Some(&key)).await?;
     assert_eq!(status, 400);
     assert_eq!(body["message"], "Validation errors occurred.");
     assert_eq!(body["errors"]["bankId"], json!(["bankId is required"]));
     assert_eq!(body["errors"]["date"], json!(["date is required"]));
 
-    let (status, body) = stack
+    let (status, body) = world
         .get(
             "/api/v1/history?bankId=0&date=2026-02-30&currencyCode=1",
             Some(&key),

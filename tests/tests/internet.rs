@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{sample, Stack, ADMIN_TOKEN};
+use ratewire_e2e::{eventually, sample, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 
 fn host_port(url: &str) -> &str {
     url.trim_start_matches("http://")
@@ -71,6 +71,9 @@ async fn operator_endpoints_and_metrics_answer_only_on_the_operator_listeners() 
     Ok(())
 }
 
+/// Connections open on the API's public listener.
+const PUBLIC_CONNECTIONS: &str = r#"ratewire_http_open_connections{listener="public"}"#;
+
 /// Opens a connection and sends `head_bytes` bytes of an unfinished
 /// request head, then nothing.
 fn slow_client(address: &str, head_bytes: usize) -> anyhow::Result<TcpStream> {
@@ -104,7 +107,10 @@ fn closed(stream: &mut TcpStream) -> bool {
 #[tokio::test]
 async fn slow_header_clients_are_cut_off_within_the_header_timeout_and_memory_stays_bounded(
 ) -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_HTTP_HEADER_TIMEOUT_SECS", "2")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_HTTP_HEADER_TIMEOUT_SECS", "2")
+        .start()
+        .await?;
     let before = stack.rss_kib("ratewire-api")?;
     let address = host_port(&stack.api_url).to_owned();
     let started = Instant::now();
@@ -113,17 +119,27 @@ async fn slow_header_clients_are_cut_off_within_the_header_timeout_and_memory_st
         // Just under the header cap: each one holds as much as it may.
         clients.push(slow_client(&address, 15_000)?);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let holding = stack.rss_kib("ratewire-api")?;
+    // The API's memory at its highest while it holds them, read until they
+    // are all cut off.
+    let holding = std::cell::Cell::new(before);
     let deadline = started + Duration::from_secs(2) + Duration::from_secs(3);
-    while clients.iter_mut().any(|c| !closed(c)) {
-        assert!(
-            Instant::now() < deadline,
-            "slow clients still open {:?} after they started",
-            started.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cut = eventually(
+        "slow clients cut off",
+        deadline.saturating_duration_since(Instant::now()),
+        || {
+            let rss = stack.rss_kib("ratewire-api").unwrap_or(0);
+            holding.set(holding.get().max(rss));
+            let all = clients.iter_mut().all(closed);
+            async move { all.then_some(()) }
+        },
+    )
+    .await;
+    assert!(
+        cut.is_ok(),
+        "slow clients still open {:?} after they started",
+        started.elapsed()
+    );
+    let holding = holding.get();
     assert!(
         holding < before + 64 * 1024,
         "200 slow clients grew the API from {before} KiB to {holding} KiB"
@@ -157,12 +173,17 @@ async fn a_request_head_reaching_the_cap_gets_431() -> anyhow::Result<()> {
 #[tokio::test]
 async fn past_the_connection_cap_new_clients_wait_and_operators_still_get_in() -> anyhow::Result<()>
 {
-    let stack = Stack::start_with(&[("RATEWIRE_HTTP_MAX_CONNECTIONS", "20")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_HTTP_MAX_CONNECTIONS", "20")
+        .start()
+        .await?;
     let address = host_port(&stack.api_url).to_owned();
     let hogs: Vec<TcpStream> = (0..20)
         .map(|_| slow_client(&address, 100))
         .collect::<Result<_, _>>()?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    stack
+        .wait_metric("ratewire-api", PUBLIC_CONNECTIONS, 20.0, VISIBLE_WITHIN)
+        .await?;
     // A new connection (not one the test's HTTP client keeps pooled): the
     // kernel queues it, the API does not take it.
     let mut waiting = TcpStream::connect(&address)?;
@@ -227,14 +248,14 @@ async fn ten_thousand_made_up_keys_cost_no_postgres_query() -> anyhow::Result<()
 
 #[tokio::test]
 async fn ipv6_address_rotation_and_forged_forwarded_for_stay_in_one_bucket() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[
-        ("RATEWIRE_TRUSTED_PROXIES", "127.0.0.1"),
-        (
+    let stack = Stack::builder()
+        .env("RATEWIRE_TRUSTED_PROXIES", "127.0.0.1")
+        .env(
             "RATEWIRE_PLANS",
             "free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=5/1000",
-        ),
-    ])
-    .await?;
+        )
+        .start()
+        .await?;
     ratewire_e2e::room_in_this_minute(20).await;
     let url = format!("{}/api/v1/currencies", stack.api_url);
     let status = |forwarded: String| {
@@ -263,14 +284,14 @@ async fn failed_publisher_and_operator_authentications_are_limited_per_client() 
 {
     let stack = Stack::start().await?;
     let (bank, token) = stack.bank_with_token("LIM", "Limit Bank").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     for _ in 0..10 {
         let (status, _) = stack
-            .publish_board(bank, &format!("rwp_{}", "x".repeat(41)), board)
+            .publish_board(bank, &format!("rwp_{}", "x".repeat(41)), &board)
             .await?;
         assert_eq!(status, 401);
     }
-    let (status, body) = stack.publish_board(bank, &token, board).await?;
+    let (status, body) = stack.publish_board(bank, &token, &board).await?;
     assert_eq!(
         (status, body["code"].as_str()),
         (429, Some("RATE_LIMIT_EXCEEDED")),

@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{free_port, Stack, SASL_SSL_BROKER};
+use ratewire_e2e::{free_port, Board, Stack};
 
 #[tokio::test]
 async fn ingest_and_the_projector_work_over_sasl_ssl_and_a_wrong_password_stops_them(
 ) -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[(SASL_SSL_BROKER, "")]).await?;
+    let stack = Stack::builder().sasl_ssl_broker().start().await?;
     let key = stack.api_key("tls").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack
         .wait_served("the board, through the secured broker", bank, &key, "155.1")

@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, Stack, OWN_BROKER, POSTGRES_PROXY, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, Board, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
 
 #[tokio::test]
 async fn sigterm_stops_new_pushes_lets_in_flight_ones_finish_and_exits_cleanly(
 ) -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(OWN_BROKER, "")]).await?;
+    let mut stack = Stack::builder().own_broker().start().await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
 
     // A frozen broker holds each push in flight, waiting for its acknowledgement.
@@ -22,17 +22,23 @@ async fn sigterm_stops_new_pushes_lets_in_flight_ones_finish_and_exits_cleanly(
                 .post(format!("{}/v1/banks/{bank}/boards", stack.ingest_url))
                 .bearer_auth(&token)
                 .header("content-type", "application/json")
-                .body(format!(
-                    r#"{{"asOf":"{}","rates":[{{"currency":"{currency}","cashBuying":100,"cashSelling":101}}]}}"#,
-                    ago(0, hours_ago)
-                ));
+                .body(Board::at(ago(0, hours_ago)).rate(currency, 100, 101).body());
             tokio::spawn(async move {
                 let response = request.send().await?;
                 anyhow::Ok(response.status().as_u16())
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // In flight: each push recorded by ingest, its publish waiting for the
+    // broker's acknowledgement.
+    stack
+        .wait_count(
+            "three pushes in flight",
+            &format!("SELECT count(*) FROM ingest.published_boards WHERE bank_id = {bank}"),
+            3,
+            VISIBLE_WITHIN,
+        )
+        .await?;
     stack.signal("ratewire-ingest", "TERM")?;
 
     // No new connections once draining.
@@ -82,7 +88,7 @@ async fn sigterm_stops_new_pushes_lets_in_flight_ones_finish_and_exits_cleanly(
 #[tokio::test]
 async fn started_without_postgres_ingest_and_api_answer_503_at_once_and_recover(
 ) -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(POSTGRES_PROXY, "")]).await?;
+    let mut stack = Stack::builder().postgres_through_proxy().start().await?;
     let key = stack.api_key("outage").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     for name in ["ratewire-ingest", "ratewire-api"] {
@@ -111,14 +117,14 @@ async fn started_without_postgres_ingest_and_api_answer_503_at_once_and_recover(
         );
     }
 
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     let started = Instant::now();
     let response = stack
         .http()
         .post(format!("{}/v1/banks/{bank}/boards", stack.ingest_url))
         .bearer_auth(&token)
         .header("content-type", "application/json")
-        .body(board)
+        .body(board.body())
         .send()
         .await?;
     assert!(

@@ -100,7 +100,10 @@ async fn a_free_key_admits_exactly_60_of_1000_concurrent_requests() -> anyhow::R
     // Shared counting, with Redis answering: a budget no busy test machine
     // overruns. Counting while Redis is slow or gone has tests of its own
     // (redis_faults.rs), which can only promise "never more than 60".
-    let stack = Stack::start_with(&[("RATEWIRE_REDIS_BUDGET_MS", "2000")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_REDIS_BUDGET_MS", "2000")
+        .start()
+        .await?;
     let key = stack.api_key_on("burst", "free").await?;
     room_in_this_minute(20).await;
     let url = format!("{}/api/v1/currencies", stack.api_url);
@@ -179,7 +182,10 @@ async fn keyless_and_unknown_key_callers_are_counted_per_ip_before_their_401() -
 
 #[tokio::test]
 async fn forwarded_for_counts_only_behind_a_trusted_proxy() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_TRUSTED_PROXIES", "127.0.0.1")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_TRUSTED_PROXIES", "127.0.0.1")
+        .start()
+        .await?;
     room_in_this_minute(10).await;
     for _ in 0..10 {
         assert_eq!(
@@ -208,7 +214,10 @@ async fn forwarded_for_counts_only_behind_a_trusted_proxy() -> anyhow::Result<()
 #[tokio::test]
 async fn the_monthly_allowance_ends_with_quota_exceeded_until_next_month() -> anyhow::Result<()> {
     let plans = "tiny=100/3,free=60/10000,anonymous=10/1000";
-    let stack = Stack::start_with(&[("RATEWIRE_PLANS", plans)]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_PLANS", plans)
+        .start()
+        .await?;
     let key = stack.api_key_on("tiny", "tiny").await?;
     for _ in 0..3 {
         assert_eq!(
@@ -309,7 +318,10 @@ async fn a_revoked_key_stops_working_at_once() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn operators_can_open_read_access_to_keyless_callers() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_ANONYMOUS_ACCESS", "true")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_ANONYMOUS_ACCESS", "true")
+        .start()
+        .await?;
     let (status, headers, _) = call(&stack, "/api/v1/currencies", None, None).await?;
     assert_eq!(status, 200);
     assert_eq!(limit_headers(&headers).0, 10, "under the anonymous plan");
@@ -332,11 +344,11 @@ async fn operators_can_open_read_access_to_keyless_callers() -> anyhow::Result<(
 
 #[tokio::test]
 async fn the_monthly_count_survives_redis_losing_it() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[
-        ("RATEWIRE_PLANS", "tiny=100/5,anonymous=10/1000"),
-        ("RATEWIRE_USAGE_SYNC_SECS", "1"),
-    ])
-    .await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_PLANS", "tiny=100/5,anonymous=10/1000")
+        .env("RATEWIRE_USAGE_SYNC_SECS", "1")
+        .start()
+        .await?;
     let key = stack.api_key_on("tiny", "tiny").await?;
     for _ in 0..3 {
         assert_eq!(

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use ratewire_e2e::sse::{next_board, next_event, subscribe};
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, sample, Board, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
 
 /// A bank with a publisher token, once /rates lists it from Redis: its
@@ -28,11 +28,10 @@ async fn listed_bank(stack: &Stack, key: &str, code: &str) -> anyhow::Result<(i6
     Ok((bank, token))
 }
 
-fn board(currency: &str, buying: &str, selling: &str, hours_ago: i64) -> String {
-    format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"{currency}","cashBuying":{buying},"cashSelling":{selling},"transactionalBuying":{buying},"transactionalSelling":{selling}}}]}}"#,
-        ago(0, hours_ago)
-    )
+fn board(currency: &str, buying: &str, selling: &str, hours_ago: i64) -> Board {
+    Board::at(ago(0, hours_ago))
+        .rate(currency, buying, selling)
+        .transactional(currency, buying, selling)
 }
 
 #[tokio::test]
@@ -51,7 +50,7 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
 
     assert_eq!(
         stack
-            .publish_board(cbe, &token, &board("USD", "155.1", "158", 1))
+            .publish_board(cbe, &token, board("USD", "155.1", "158", 1))
             .await?
             .0,
         202
@@ -84,7 +83,7 @@ async fn a_pushed_board_reaches_a_subscriber_once_rest_shows_it() -> anyhow::Res
 
     assert_eq!(
         stack
-            .publish_board(awash, &awash_token, &board("EUR", "170", "175", 1))
+            .publish_board(awash, &awash_token, board("EUR", "170", "175", 1))
             .await?
             .0,
         202
@@ -120,7 +119,7 @@ async fn a_subscriber_resumes_after_the_api_restarts() -> anyhow::Result<()> {
     let mut source = subscribe(&stack, &key, "", None).await;
     assert_eq!(
         stack
-            .publish_board(bank, &token, &board("USD", "150", "152", 3))
+            .publish_board(bank, &token, board("USD", "150", "152", 3))
             .await?
             .0,
         202
@@ -213,31 +212,28 @@ async fn a_plan_holds_so_many_streams_and_keyless_browsers_use_the_query() -> an
 }
 
 /// A board of thirty currencies, `seconds` old: a large event.
-fn wide_board(buying: u32, seconds: i64) -> String {
+fn wide_board(buying: u32, seconds: i64) -> Board {
     let codes = [
         "USD", "EUR", "GBP", "CHF", "JPY", "CNY", "SAR", "AED", "KWD", "CAD", "AUD", "SEK", "NOK",
         "DKK", "INR", "ZAR", "KES", "DJF", "QAR", "BHD", "OMR", "TRY", "RUB", "BRL", "MXN", "SGD",
         "HKD", "NZD", "PLN", "CZK",
     ];
-    let rates: Vec<String> = codes
-        .iter()
-        .map(|c| {
-            format!(
-                r#"{{"currency":"{c}","cashBuying":{buying},"cashSelling":{},"transactionalBuying":{buying},"transactionalSelling":{}}}"#,
-                buying + 5,
-                buying + 5
-            )
-        })
-        .collect();
     let as_of = (chrono::Utc::now() - chrono::Duration::seconds(seconds)).to_rfc3339();
-    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
+    codes.iter().fold(Board::at(as_of), |board, c| {
+        board
+            .rate(c, buying, buying + 5)
+            .transactional(c, buying, buying + 5)
+    })
 }
 
 #[tokio::test]
 async fn a_subscriber_that_does_not_keep_up_is_dropped_with_a_last_event() -> anyhow::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let stack = Stack::start_with(&[("RATEWIRE_STREAM_BUFFER", "4")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_STREAM_BUFFER", "4")
+        .start()
+        .await?;
     let key = stack.api_key("slow").await?;
     let (bank, token) = listed_bank(&stack, &key, "CBE").await?;
     // A client with a tiny receive window that reads nothing for a while:
@@ -254,11 +250,29 @@ async fn a_subscriber_that_does_not_keep_up_is_dropped_with_a_last_event() -> an
             .as_bytes(),
         )
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Subscribed once the answer's head arrives (the API subscribes
+    // before it answers).
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(VISIBLE_WITHIN, connection.read(&mut byte)).await??;
+        anyhow::ensure!(read == 1, "the stream ended before its head");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let relayed = || async {
+        let metrics = stack.api_metrics().await.unwrap_or_default();
+        sample(&metrics, "ratewire_api_stream_changes_total")
+    };
+    let before = relayed().await;
     for i in 0..60 {
         assert_eq!(
             stack
-                .publish_board(bank, &token, &wide_board(100 + i, 600 - i as i64))
+                .publish_board(bank, &token, wide_board(100 + i, 600 - i as i64))
                 .await?
                 .0,
             202
@@ -272,7 +286,12 @@ async fn a_subscriber_that_does_not_keep_up_is_dropped_with_a_last_event() -> an
             VISIBLE_WITHIN,
         )
         .await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every board relayed to the subscribers: the slow one's buffer of
+    // four overflowed long before.
+    eventually("every board relayed", VISIBLE_WITHIN, || async {
+        (relayed().await >= before + 60.0).then_some(())
+    })
+    .await?;
     // Reading again: what was in flight, then the last event, then the end.
     let mut received = Vec::new();
     tokio::time::timeout(VISIBLE_WITHIN, connection.read_to_end(&mut received)).await??;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, Board, Stack, VISIBLE_WITHIN};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::Value;
@@ -59,25 +59,14 @@ async fn what_ingest_would_refuse_never_reaches_the_read_models() -> anyhow::Res
     let key = stack.api_key("contract").await?;
     let (a, token_a) = stack.bank_with_token("CBE", "CBE").await?;
     let (b, token_b) = stack.bank_with_token("AWASH", "Awash").await?;
-    let usd = |buying: &str, selling: &str| {
-        format!(r#"{{"currency":"USD","cashBuying":{buying},"cashSelling":{selling}}}"#)
-    };
     // One as-of for both: the banks are on different partitions, whose
     // order a replay need not repeat, and a currency's first quote is the
     // first board of the log that names it.
     let two_minutes_ago = ago(0, 2);
-    let pushed = format!(
-        r#"{{"asOf":"{}","rates":[{}]}}"#,
-        two_minutes_ago,
-        usd("155.1", "158")
-    );
-    assert_eq!(stack.publish_board(a, &token_a, &pushed).await?.0, 202);
-    let pushed = format!(
-        r#"{{"asOf":"{}","rates":[{}]}}"#,
-        two_minutes_ago,
-        usd("150", "152")
-    );
-    assert_eq!(stack.publish_board(b, &token_b, &pushed).await?.0, 202);
+    let pushed = Board::at(&two_minutes_ago).rate("USD", "155.1", "158");
+    assert_eq!(stack.publish_board(a, &token_a, pushed).await?.0, 202);
+    let pushed = Board::at(&two_minutes_ago).rate("USD", "150", "152");
+    assert_eq!(stack.publish_board(b, &token_b, pushed).await?.0, 202);
     stack.wait_served("bank b's board", b, &key, "150").await?;
 
     let now = Utc::now().to_rfc3339();
@@ -286,12 +275,8 @@ async fn what_ingest_would_refuse_never_reaches_the_read_models() -> anyhow::Res
     }
 
     // The bank is not pinned: a valid board after all of that is served.
-    let next = format!(
-        r#"{{"asOf":"{}","rates":[{}]}}"#,
-        ago(0, 0),
-        usd("160", "161")
-    );
-    assert_eq!(stack.publish_board(a, &token_a, &next).await?.0, 202);
+    let next = Board::at(ago(0, 0)).rate("USD", "160", "161");
+    assert_eq!(stack.publish_board(a, &token_a, next).await?.0, 202);
     stack
         .wait_served("bank a's next board", a, &key, "160")
         .await?;

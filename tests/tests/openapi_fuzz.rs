@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use ratewire_e2e::{ago, Stack, ADMIN_TOKEN};
+use ratewire_e2e::{ago, Board, Stack, ADMIN_TOKEN};
 
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
 response_schema_conformance,positive_data_acceptance";
@@ -237,20 +237,17 @@ fn config(accepted_too: &[&str]) -> String {
 async fn every_document_is_as_strict_as_its_server() -> anyhow::Result<()> {
     // Generous limits: the run is hundreds of requests from one address,
     // keyless and with made-up tokens among them.
-    let stack = Stack::start_with(&[
-        (
+    let stack = Stack::builder()
+        .env(
             "RATEWIRE_PLANS",
             "anonymous=100000/100000000,enterprise=100000/1000000000",
-        ),
-        ("RATEWIRE_AUTH_FAILURES_PER_MINUTE", "100000"),
-    ])
-    .await?;
+        )
+        .env("RATEWIRE_AUTH_FAILURES_PER_MINUTE", "100000")
+        .start()
+        .await?;
     let key = stack.api_key("fuzz").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
-        ago(0, 1)
-    );
+    let board = Board::at(ago(0, 1)).rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     stack.wait_served("a board", bank, &key, "155.1").await?;
     let webhook: serde_json::Value = stack

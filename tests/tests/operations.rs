@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::Value;
 use sqlx::Connection;
 
@@ -33,15 +33,17 @@ async fn metrics_of(stack: &Stack, base: &str) -> anyhow::Result<String> {
 
 #[tokio::test]
 async fn every_process_counts_its_requests_publishes_and_decisions() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[(
-        "RATEWIRE_PLANS",
-        "tiny=2/1000,enterprise=100000/1000000000,anonymous=10/1000",
-    )])
-    .await?;
+    let stack = Stack::builder()
+        .env(
+            "RATEWIRE_PLANS",
+            "tiny=2/1000,enterprise=100000/1000000000,anonymous=10/1000",
+        )
+        .start()
+        .await?;
     let key = stack.api_key("ops").await?;
     let tiny = stack.api_key_on("tiny", "tiny").await?;
     let (bank, token) = stack.bank_with_token("OPS", "Ops Bank").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack.wait_served("the board", bank, &key, "155.1").await?;
     assert_eq!(stack.get("/api/v1/nowhere", Some(&key)).await?.0, 404);
@@ -126,7 +128,10 @@ async fn every_process_counts_its_requests_publishes_and_decisions() -> anyhow::
 
 #[tokio::test]
 async fn the_projector_is_ready_only_while_caught_up() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_READY_LAG", "3")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_PROJECTOR_READY_LAG", "3")
+        .start()
+        .await?;
     let (bank, token) = stack.bank_with_token("LAG", "Lag Bank").await?;
     let readyz = format!("{}/readyz", stack.projector_url);
     let ready = |wanted: u16| {
@@ -150,10 +155,8 @@ async fn the_projector_is_ready_only_while_caught_up() -> anyhow::Result<()> {
         .execute(&mut blocker)
         .await?;
     for i in 0..6 {
-        let board = format!(
-            r#"{{"asOf":"2026-11-23T08:00:0{i}Z","rates":[{{"currency":"USD","cashBuying":15{i},"cashSelling":160}}]}}"#
-        );
-        assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+        let board = Board::at(format!("2026-11-23T08:00:0{i}Z")).rate("USD", format!("15{i}"), 160);
+        assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     }
     let behind = eventually("not ready while behind", Duration::from_secs(10), || {
         ready(503)
@@ -220,7 +223,7 @@ async fn every_process_stops_cleanly_on_sigterm_and_on_ctrl_c() -> anyhow::Resul
     let mut stack = Stack::start().await?;
     let key = stack.api_key("stop").await?;
     let (bank, token) = stack.bank_with_token("STOP", "Stop Bank").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack.wait_served("the board", bank, &key, "155.1").await?;
 

@@ -2,7 +2,7 @@
 //! actions from a shell, with the same effect as the operator endpoints
 //! (decisions.md "Operators").
 
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{eventually, Board, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
 
 /// Runs `ratewire-ingest args...`; the parsed standard output on success,
@@ -148,14 +148,14 @@ async fn tokens_made_in_the_shell_publish_until_revoked_there() -> anyhow::Resul
     let prefix = made["prefix"].as_str().expect("its prefix").to_owned();
     assert_eq!(made["bankId"], bank);
 
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
-    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    let board = Board::now().rate("USD", "155.1", "158");
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
 
     assert_eq!(
         ingest(&stack, &["tokens", "revoke", &prefix]).await?,
         Ok(format!("revoked {prefix}\n"))
     );
-    let (status, body) = stack.publish_board(bank, &token, board).await?;
+    let (status, body) = stack.publish_board(bank, &token, &board).await?;
     assert_eq!(
         (status, &body["message"]),
         (401, &Value::from("Invalid publisher token"))

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 use rand::Rng;
-use ratewire_e2e::{eventually, free_port, sample, Stack, POSTGRES_PROXY};
+use ratewire_e2e::{eventually, free_port, sample, Board, Stack};
 
 const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(90);
 
@@ -28,6 +28,23 @@ async fn banks(stack: &Stack, count: usize) -> anyhow::Result<Vec<(i64, String)>
     }
     Ok(banks)
 }
+
+/// Waits until a point part-way through a stream, picked at random in
+/// the `round`th stretch of 300 events ingest publishes: a fault there
+/// finds the fold busy, whatever the machine's speed.
+async fn part_way(stack: &Stack, round: u32) -> anyhow::Result<()> {
+    let at = 300 * round + rand::thread_rng().gen_range(100..400);
+    stack.wait_published(f64::from(at), CAUGHT_UP_WITHIN).await
+}
+
+/// Waits while a stopped projector's backlog grows by twenty events.
+async fn backlog(stack: &Stack) -> anyhow::Result<()> {
+    let now = stack.published().await;
+    stack.wait_published(now + 20.0, CAUGHT_UP_WITHIN).await
+}
+
+/// Pushes ingest refused because Postgres did not answer.
+const INGEST_POSTGRES_ERRORS: &str = "ratewire_ingest_postgres_errors_total";
 
 /// Reference days imported while the boards stream (a third corrected).
 const REFERENCE_DAYS: usize = 12;
@@ -78,11 +95,10 @@ async fn kill_9_mid_stream_neither_loses_nor_repeats_anything() -> anyhow::Resul
     // 1,500 boards of 6 currencies: 9,000 rate entries.
     let stream = stack.spawn_stream(banks, 250, 6);
     let reference = stack.spawn_reference_days(REFERENCE_DAYS);
-    for _ in 0..3 {
-        let pause = rand::thread_rng().gen_range(300..1200);
-        tokio::time::sleep(Duration::from_millis(pause)).await;
+    for round in 0..3 {
+        part_way(&stack, round).await?;
         stack.kill("ratewire-projector")?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        backlog(&stack).await?;
         stack.start_process("ratewire-projector")?;
     }
     settle_and_compare(&stack, 6, stream, 6, reference).await
@@ -90,7 +106,10 @@ async fn kill_9_mid_stream_neither_loses_nor_repeats_anything() -> anyhow::Resul
 
 #[tokio::test]
 async fn two_projectors_split_the_partitions_and_survive_one_being_killed() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_PARTITIONS", "0")]).await?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_PROJECTOR_PARTITIONS", "0")
+        .start()
+        .await?;
     let second = [
         ("RATEWIRE_PROJECTOR_PARTITIONS", "1,2".to_owned()),
         (
@@ -103,11 +122,10 @@ async fn two_projectors_split_the_partitions_and_survive_one_being_killed() -> a
     let banks = banks(&stack, 12).await?;
     let stream = stack.spawn_stream(banks, 100, 5);
     let reference = stack.spawn_reference_days(REFERENCE_DAYS);
-    for _ in 0..2 {
-        let pause = rand::thread_rng().gen_range(300..1000);
-        tokio::time::sleep(Duration::from_millis(pause)).await;
+    for round in 0..2 {
+        part_way(&stack, round).await?;
         stack.kill("projector-b")?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        backlog(&stack).await?;
         stack.start_projector_as("projector-b", &second)?;
     }
     settle_and_compare(&stack, 12, stream, 5, reference).await?;
@@ -122,13 +140,25 @@ async fn two_projectors_split_the_partitions_and_survive_one_being_killed() -> a
 
 #[tokio::test]
 async fn postgres_cut_mid_stream_pauses_the_fold_and_loses_nothing() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(POSTGRES_PROXY, "")]).await?;
+    let mut stack = Stack::builder().postgres_through_proxy().start().await?;
     let banks = banks(&stack, 4).await?;
     let stream = stack.spawn_stream(banks, 250, 6);
     let reference = stack.spawn_reference_days(REFERENCE_DAYS);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    part_way(&stack, 0).await?;
+    let refused = stack
+        .metric("ratewire-ingest", INGEST_POSTGRES_ERRORS)
+        .await;
     stack.postgres_down()?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Away until the publishers have been refused for it a few rounds
+    // (six banks, each retrying its push).
+    stack
+        .wait_metric(
+            "ratewire-ingest",
+            INGEST_POSTGRES_ERRORS,
+            refused + 30.0,
+            CAUGHT_UP_WITHIN,
+        )
+        .await?;
     stack.postgres_up().await?;
     settle_and_compare(&stack, 4, stream, 6, reference).await
 }
@@ -143,35 +173,30 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
     stack.wait_applied(3 + accepted, CAUGHT_UP_WITHIN).await?;
 
     // Readers keep getting answers during the whole replay.
+    let replaying = tokio_util::sync::CancellationToken::new();
     let poller = {
         let (http, url, key) = (stack.http().clone(), stack.api_url.clone(), key.clone());
+        let replaying = replaying.clone();
         tokio::spawn(async move {
             let mut statuses = Vec::new();
-            for _ in 0..200 {
+            // A reader's pace, not a wait: it reads until the replay ends.
+            let mut pace = tokio::time::interval(Duration::from_millis(15));
+            while !replaying.is_cancelled() {
+                pace.tick().await;
                 let response = http
                     .get(format!("{url}/api/v1/rates"))
                     .header("x-api-key", &key)
                     .send()
                     .await;
                 statuses.push(response.map(|r| r.status().as_u16()).unwrap_or(0));
-                tokio::time::sleep(Duration::from_millis(15)).await;
             }
             statuses
         })
     };
-    let replay = stack
-        .run(
-            "ratewire-projector",
-            &["replay", "--schema", "readmodel_v2"],
-            &[],
-        )
-        .await?;
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    stack.replay(&["--schema", "readmodel_v2"]).await?;
+    replaying.cancel();
     let statuses = poller.await?;
+    assert!(!statuses.is_empty());
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
 
     assert_eq!(stack.active_generation().await?, "readmodel_v2");
@@ -179,9 +204,20 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
     assert_eq!(rows["boards"], accepted);
     stack.compare_views("readmodel", "readmodel_v2").await?;
 
-    // The running projector followed the switch: a new board lands in the
-    // new generation only, and the API serves it from there.
-    let board = r#"{"rates":[{"currency":"ZAR","cashBuying":8.5,"cashSelling":8.9}]}"#;
+    // The running projector follows the switch (and says so): a new board
+    // lands in the new generation only, and the API serves it from there.
+    let log = stack.logs.join("ratewire-projector.log");
+    eventually(
+        "the projector following the switch",
+        CAUGHT_UP_WITHIN,
+        || async {
+            let text = std::fs::read_to_string(&log).ok()?;
+            text.contains("following the switch to another read-model generation")
+                .then_some(())
+        },
+    )
+    .await?;
+    let board = Board::now().rate("ZAR", "8.5", "8.9");
     assert_eq!(
         stack
             .publish_board(first_bank, &first_token, board)
@@ -210,12 +246,8 @@ fn day_of(today: NaiveDate, days: i64, i: i64) -> NaiveDate {
 
 /// Board `i`: at noon of its day, buying at 1000 + i, so its value names
 /// its day.
-fn daily_board(today: NaiveDate, days: i64, i: i64) -> String {
-    format!(
-        r#"{{"asOf":"{}T12:00:00Z","rates":[{{"currency":"USD","cashBuying":{},"cashSelling":5000}}]}}"#,
-        day_of(today, days, i),
-        1000 + i
-    )
+fn daily_board(today: NaiveDate, days: i64, i: i64) -> Board {
+    Board::at(format!("{}T12:00:00Z", day_of(today, days, i))).rate("USD", 1000 + i, 5000)
 }
 
 async fn push_days(
@@ -243,7 +275,10 @@ async fn while_a_killed_projector_catches_up_history_is_never_behind_rates() -> 
     const BEFORE_KILL: i64 = 30;
     // Small batches: the backlog is folded, and its views written, in
     // dozens of steps for the readers to look between.
-    let mut stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_BATCH_MAX", "4")]).await?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_PROJECTOR_BATCH_MAX", "4")
+        .start()
+        .await?;
     let key = stack.api_key("catch-up").await?;
     let banks = banks(&stack, 2).await?;
     let today = chrono::Utc::now().date_naive();
@@ -306,7 +341,10 @@ async fn a_backlog_is_folded_in_batches_bounded_by_their_bytes() -> anyhow::Resu
     const DAYS: i64 = 60;
     // At most about seven of these boards' messages (150-200 bytes each)
     // to a batch.
-    let mut stack = Stack::start_with(&[("RATEWIRE_PROJECTOR_BATCH_BYTES", "1024")]).await?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_PROJECTOR_BATCH_BYTES", "1024")
+        .start()
+        .await?;
     let key = stack.api_key("bytes").await?;
     let banks = banks(&stack, 2).await?;
     let today = chrono::Utc::now().date_naive();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 
@@ -35,7 +35,7 @@ async fn bad_messages_are_dead_lettered_counted_and_never_stop_the_partition() -
     }
 
     // The partition goes on: a board after them is served.
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack
         .wait_served("the board after the bad messages", bank, &key, "155.1")

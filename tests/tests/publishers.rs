@@ -1,27 +1,7 @@
 //! The publisher contract of ingest (decisions.md "Publishers").
 
-use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{eventually, Board, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
-
-async fn push(
-    stack: &Stack,
-    bank: i64,
-    token: &str,
-    key: Option<&str>,
-    body: &str,
-) -> anyhow::Result<(u16, Value)> {
-    let mut request = stack
-        .http()
-        .post(format!("{}/v1/banks/{bank}/boards", stack.ingest_url))
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .body(body.to_owned());
-    if let Some(key) = key {
-        request = request.header("idempotency-key", key);
-    }
-    let response = request.send().await?;
-    Ok((response.status().as_u16(), response.json().await?))
-}
 
 /// How many boards of `bank` the projector holds.
 async fn boards(stack: &Stack, bank: i64) -> Option<i64> {
@@ -38,9 +18,13 @@ async fn a_retried_push_with_the_same_idempotency_key_publishes_once() -> anyhow
     let stack = Stack::start().await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     // No asOf: were it published twice, the two receipt times would make two boards.
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
-    let (first_status, first) = push(&stack, bank, &token, Some("push-1"), board).await?;
-    let (second_status, second) = push(&stack, bank, &token, Some("push-1"), board).await?;
+    let board = Board::now().rate("USD", "155.1", 158);
+    let (first_status, first) = stack
+        .publish_keyed(bank, &token, Some("push-1"), &board)
+        .await?;
+    let (second_status, second) = stack
+        .publish_keyed(bank, &token, Some("push-1"), &board)
+        .await?;
     assert_eq!((first_status, second_status), (202, 202));
     assert_eq!(
         first["eventId"], second["eventId"],
@@ -49,8 +33,8 @@ async fn a_retried_push_with_the_same_idempotency_key_publishes_once() -> anyhow
 
     // A later board of the same bank lands on the same partition after
     // anything published before it: once it is folded, so is everything else.
-    let sentinel = r#"{"rates":[{"currency":"EUR","cashBuying":180,"cashSelling":184}]}"#;
-    assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
+    let sentinel = Board::now().rate("EUR", 180, 184);
+    assert_eq!(stack.publish_board(bank, &token, sentinel).await?.0, 202);
     stack
         .wait_count(
             "the sentinel folded",
@@ -73,10 +57,13 @@ async fn a_retried_push_with_the_same_idempotency_key_publishes_once() -> anyhow
 async fn the_same_key_with_another_body_is_422_and_publishes_nothing() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
-    assert_eq!(push(&stack, bank, &token, Some("k"), board).await?.0, 202);
-    let other = r#"{"rates":[{"currency":"USD","cashBuying":155.2,"cashSelling":158}]}"#;
-    let (status, body) = push(&stack, bank, &token, Some("k"), other).await?;
+    let board = Board::now().rate("USD", "155.1", 158);
+    assert_eq!(
+        stack.publish_keyed(bank, &token, Some("k"), board).await?.0,
+        202
+    );
+    let other = Board::now().rate("USD", "155.2", 158);
+    let (status, body) = stack.publish_keyed(bank, &token, Some("k"), other).await?;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["status"], 422);
     assert!(body["message"].as_str().unwrap().contains("different body"));
@@ -87,15 +74,22 @@ async fn the_same_key_with_another_body_is_422_and_publishes_nothing() -> anyhow
 async fn a_rejected_board_does_not_use_up_its_key() -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let bad = r#"{"rates":[{"currency":"USD","cashBuying":160,"cashSelling":158}]}"#;
-    let (status, body) = push(&stack, bank, &token, Some("fix-me"), bad).await?;
+    let bad = Board::now().rate("USD", 160, 158);
+    let (status, body) = stack
+        .publish_keyed(bank, &token, Some("fix-me"), bad)
+        .await?;
     assert_eq!(status, 400, "{body}");
-    let fixed = r#"{"rates":[{"currency":"USD","cashBuying":155,"cashSelling":158}]}"#;
+    let fixed = Board::now().rate("USD", 155, 158);
     assert_eq!(
-        push(&stack, bank, &token, Some("fix-me"), fixed).await?.0,
+        stack
+            .publish_keyed(bank, &token, Some("fix-me"), &fixed)
+            .await?
+            .0,
         202
     );
-    let (status, _) = push(&stack, bank, &token, Some(&"x".repeat(201)), fixed).await?;
+    let (status, _) = stack
+        .publish_keyed(bank, &token, Some(&"x".repeat(201)), &fixed)
+        .await?;
     assert_eq!(status, 400, "keys are at most 200 characters");
     Ok(())
 }
@@ -105,19 +99,19 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
 ) -> anyhow::Result<()> {
     use std::time::{Duration, Instant};
 
-    let stack = Stack::start_with(&[
-        (ratewire_e2e::OWN_BROKER, ""),
-        ("RATEWIRE_PUBLISH_TIMEOUT_MS", "2000"),
-    ])
-    .await?;
+    let stack = Stack::builder()
+        .own_broker()
+        .env("RATEWIRE_PUBLISH_TIMEOUT_MS", "2000")
+        .start()
+        .await?;
     let key = stack.api_key("outage").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let first = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
-    assert_eq!(push(&stack, bank, &token, None, first).await?.0, 202);
+    let first = Board::now().rate("USD", "155.1", 158);
+    assert_eq!(stack.publish_board(bank, &token, first).await?.0, 202);
 
     // A hung broker: connections stay open, nothing is answered.
     stack.pause_broker(true)?;
-    let board = r#"{"asOf":"2026-11-20T08:00:00Z","rates":[{"currency":"USD","cashBuying":156.5,"cashSelling":158}]}"#;
+    let board = Board::at("2026-11-20T08:00:00Z").rate("USD", "156.5", 158);
     let started = Instant::now();
     let response = stack
         .http()
@@ -125,7 +119,7 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
         .bearer_auth(&token)
         .header("content-type", "application/json")
         .header("idempotency-key", "during-outage")
-        .body(board)
+        .body(board.body())
         .send()
         .await?;
     let waited = started.elapsed();
@@ -150,14 +144,17 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
         "the push accepted again",
         Duration::from_secs(30),
         || async {
-            let (status, body) = push(&stack, bank, &token, Some("during-outage"), board)
+            let (status, body) = stack
+                .publish_keyed(bank, &token, Some("during-outage"), &board)
                 .await
                 .ok()?;
             (status == 202).then(|| body["eventId"].clone())
         },
     )
     .await?;
-    let (status, again) = push(&stack, bank, &token, Some("during-outage"), board).await?;
+    let (status, again) = stack
+        .publish_keyed(bank, &token, Some("during-outage"), &board)
+        .await?;
     assert_eq!(
         (status, &again["eventId"]),
         (202, &event_id),
@@ -188,7 +185,10 @@ async fn with_the_broker_unresponsive_pushes_get_503_quickly_and_succeed_when_it
 
 #[tokio::test]
 async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_INGEST_BODY_LIMIT", "4096")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_INGEST_BODY_LIMIT", "4096")
+        .start()
+        .await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let url = format!("{}/v1/banks/{bank}/boards", stack.ingest_url);
 
@@ -227,7 +227,7 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
         r#"{"rates":"USD"}"#,
         r#"{"rates":[{"currency":"USD","cashBuying":1"#,
     ] {
-        let (status, body) = push(&stack, bank, &token, None, malformed).await?;
+        let (status, body) = stack.publish_board(bank, &token, malformed).await?;
         assert_eq!(status, 400, "{malformed:?}: {body}");
         assert_eq!(body["message"], "Validation errors occurred.");
         assert!(body["errors"].is_object());
@@ -236,7 +236,7 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
     // A misspelt field is refused by name, never ignored (the board would
     // otherwise be stored at the current time, its transactional rate lost).
     let misspelt = r#"{"asof":"2026-11-19T00:00:00Z","rates":[{"currency":"USD","cashBuying":1,"cashSelling":2,"transactionalbuying":1}]}"#;
-    let (status, body) = push(&stack, bank, &token, None, misspelt).await?;
+    let (status, body) = stack.publish_board(bank, &token, misspelt).await?;
     assert_eq!(status, 400, "{body}");
     let named: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
     assert_eq!(named, ["asof", "rates[0].transactionalbuying"], "{body}");
@@ -270,7 +270,7 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
             let many = vec![pieces[rng.gen_range(0..pieces.len())]; rng.gen_range(400..8000)];
             body = format!(r#"{{"rates":[{}]}}"#, many.join(","));
         }
-        let (status, answer) = push(&stack, bank, &token, None, &body).await?;
+        let (status, answer) = stack.publish_board(bank, &token, &body).await?;
         assert!(
             [202, 400, 413].contains(&status),
             "{body:?} -> {status} {answer}"
@@ -278,8 +278,8 @@ async fn bad_bodies_are_refused_in_the_spec_format_and_publish_nothing() -> anyh
         accepted += usize::from(status == 202);
     }
     // Nothing refused reached the read model: only the accepted boards did.
-    let sentinel = r#"{"rates":[{"currency":"AED","cashBuying":42,"cashSelling":43}]}"#;
-    assert_eq!(push(&stack, bank, &token, None, sentinel).await?.0, 202);
+    let sentinel = Board::now().rate("AED", 42, 43);
+    assert_eq!(stack.publish_board(bank, &token, sentinel).await?.0, 202);
     stack
         .wait_count(
             "the sentinel folded",

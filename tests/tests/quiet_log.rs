@@ -6,11 +6,13 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, sample, Stack};
+use ratewire_e2e::{eventually, sample, Board, Stack, StackBuilder};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 
-const IDLE_AFTER_10_MS: (&str, &str) = ("RATEWIRE_PROJECTOR_IDLE_AFTER_MS", "10");
+fn idle_after_10_ms() -> StackBuilder {
+    Stack::builder().env("RATEWIRE_PROJECTOR_IDLE_AFTER_MS", "10")
+}
 
 /// The sample of `series` on the projector's /metrics (0 when absent).
 async fn metric(stack: &Stack, series: &str) -> f64 {
@@ -37,6 +39,9 @@ async fn settled(stack: &Stack, what: &str) -> anyhow::Result<(f64, f64)> {
         if metric(stack, "ratewire_projector_reads_paused").await != 1.0 {
             return None;
         }
+        // A window, not a wait for a result: nothing marks a notice or a
+        // lag report still on its way, so reads must stay paused through
+        // one for the counters to be the ones before the next push.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let still = metric(stack, "ratewire_projector_reads_paused").await == 1.0
             && (
@@ -50,19 +55,14 @@ async fn settled(stack: &Stack, what: &str) -> anyhow::Result<(f64, f64)> {
 
 #[tokio::test]
 async fn a_push_to_a_quiet_log_is_read_on_ingest_s_notice() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[IDLE_AFTER_10_MS]).await?;
+    let stack = idle_after_10_ms().start().await?;
     let key = stack.api_key("quiet").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = |rate: &str| {
-        format!(r#"{{"rates":[{{"currency":"USD","cashBuying":{rate},"cashSelling":158}}]}}"#)
-    };
+    let board = |rate: &str| Board::now().rate("USD", rate, 158);
 
     for (round, rate) in ["155.1", "155.2", "155.3"].into_iter().enumerate() {
         let (notices, _) = settled(&stack, "reads paused on the quiet log").await?;
-        assert_eq!(
-            stack.publish_board(bank, &token, &board(rate)).await?.0,
-            202
-        );
+        assert_eq!(stack.publish_board(bank, &token, board(rate)).await?.0, 202);
         stack
             .wait_served(&format!("board {round} after a pause"), bank, &key, rate)
             .await?;
@@ -77,7 +77,7 @@ async fn a_push_to_a_quiet_log_is_read_on_ingest_s_notice() -> anyhow::Result<()
 
 #[tokio::test]
 async fn events_without_a_notice_are_read_when_the_lag_report_shows_them() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[IDLE_AFTER_10_MS]).await?;
+    let stack = idle_after_10_ms().start().await?;
     let (bank, _token) = stack.bank_with_token("CBE", "CBE").await?;
     eventually("the bank registered", Duration::from_secs(10), || async {
         let banks = stack

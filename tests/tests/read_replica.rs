@@ -2,7 +2,7 @@
 //! replica, and from the primary while the replica does not answer.
 
 use chrono::{Duration, Utc};
-use ratewire_e2e::{at, day, eventually, Stack, POSTGRES_PROXY, READ_REPLICA, VISIBLE_WITHIN};
+use ratewire_e2e::{at, day, eventually, Board, Stack, VISIBLE_WITHIN};
 use serde_json::Value;
 
 /// Waits until the API's /readyz reports the replica `up` (or not) and the
@@ -22,13 +22,14 @@ async fn replica_reported(stack: &Stack, up: bool, status: &str) -> anyhow::Resu
 #[tokio::test]
 async fn history_and_series_read_the_replica_and_the_primary_while_it_is_away() -> anyhow::Result<()>
 {
-    let mut stack = Stack::start_with(&[(POSTGRES_PROXY, ""), (READ_REPLICA, "")]).await?;
+    let mut stack = Stack::builder()
+        .postgres_through_proxy()
+        .read_replica()
+        .start()
+        .await?;
     let key = stack.api_key("replica").await?;
     let (cbe, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":151,"cashSelling":160}}]}}"#,
-        at(2, 9)
-    );
+    let board = Board::at(at(2, 9)).rate("USD", "151", "160");
     assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
     let history = format!("/api/v1/history?bankId={cbe}&date={}", day(2));
     let from = (Utc::now() - Duration::days(3)).date_naive();

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, without_computed_time, Stack, OWN_POSTGRES};
+use ratewire_e2e::{ago, eventually, without_computed_time, Board, Stack};
 use serde_json::Value;
 
 /// Long enough for a replay of a few dozen events and a rebuild of the
@@ -68,19 +68,16 @@ async fn until_answers(
     Ok(started.elapsed())
 }
 
-fn board(usd: &str, hours: i64) -> String {
-    format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{usd},"cashSelling":160,"transactionalBuying":{usd},"transactionalSelling":159}},{{"currency":"EUR","cashBuying":180,"cashSelling":184.5}}]}}"#,
-        ago(0, hours)
-    )
+fn board(usd: &str, hours: i64) -> Board {
+    Board::at(ago(0, hours))
+        .rate("USD", usd, 160)
+        .transactional("USD", usd, 159)
+        .rate("EUR", 180, 184.5)
 }
 
 /// Pushes `board(usd, hours)` as `bank`'s publisher; the answer's status.
 async fn push(stack: &Stack, bank: i64, token: &str, usd: &str, hours: i64) -> anyhow::Result<u16> {
-    Ok(stack
-        .publish_board(bank, token, &board(usd, hours))
-        .await?
-        .0)
+    Ok(stack.publish_board(bank, token, board(usd, hours)).await?.0)
 }
 
 /// `bank`'s token from before is refused; a new one is taken, and a board
@@ -100,15 +97,9 @@ async fn takes_a_new_token(
         .await
 }
 
-/// Views over all banks are recomputed on the projector's one-second
-/// tick: this lets one pass after the last board is served.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-}
-
 #[tokio::test]
 async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(OWN_POSTGRES, "")]).await?;
+    let mut stack = Stack::builder().own_postgres().start().await?;
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
@@ -125,7 +116,7 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
     stack
         .wait_served("awash's board", awash, &key, "154.90")
         .await?;
-    settle().await;
+    stack.wait_aggregates_written().await?;
     let paths = paths(&[cbe, awash]);
     let before = answers(&stack, &key, &paths).await?;
 
@@ -167,7 +158,7 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
 
 #[tokio::test]
 async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(OWN_POSTGRES, "")]).await?;
+    let mut stack = Stack::builder().own_postgres().start().await?;
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
     for (usd, hours) in [("155.10", 6), ("155.20", 5)] {
@@ -197,7 +188,7 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
     stack
         .wait_served("awash's board", awash, &key, "154.90")
         .await?;
-    settle().await;
+    stack.wait_aggregates_written().await?;
     let paths = paths(&[cbe, awash]);
     let before = answers(&stack, &key, &paths).await?;
 
@@ -246,7 +237,10 @@ async fn postgres_restored_from_an_earlier_backup_catches_up_with_the_log() -> a
 #[tokio::test]
 async fn redis_emptied_while_the_projector_is_down_is_rebuilt_and_keeps_the_month(
 ) -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[("RATEWIRE_USAGE_SYNC_SECS", "1")]).await?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_USAGE_SYNC_SECS", "1")
+        .start()
+        .await?;
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
     assert_eq!(push(&stack, cbe, &token, "155.10", 1).await?, 202);
@@ -254,13 +248,23 @@ async fn redis_emptied_while_the_projector_is_down_is_rebuilt_and_keeps_the_mont
     for _ in 0..10 {
         stack.get("/api/v1/currencies", Some(&key)).await?;
     }
-    settle().await;
+    stack.wait_aggregates_written().await?;
     let paths = paths(&[cbe]);
     let before = answers(&stack, &key, &paths).await?;
     let (_, usage) = stack.get("/api/v1/usage", Some(&key)).await?;
-    let used = usage["data"]["month"]["used"].as_u64().unwrap();
+    let used = usage["data"]["month"]["used"].as_u64().unwrap() as i64;
     // Saved to Postgres within the sync period.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let subject = format!("key:{}", key.split('_').nth(1).expect("a prefix"));
+    eventually("the month's usage saved", RECOVERED_WITHIN, || async {
+        let saved = stack
+            .sql_number(&format!(
+                "SELECT max(used) FROM api.usage_months WHERE subject = '{subject}'"
+            ))
+            .await
+            .ok()??;
+        (saved >= used).then_some(())
+    })
+    .await?;
 
     stack.kill("ratewire-projector")?;
     stack.flush_redis().await?;
@@ -275,7 +279,7 @@ async fn redis_emptied_while_the_projector_is_down_is_rebuilt_and_keeps_the_mont
     // The month's count came back from Postgres: it counts on from there.
     let restored = eventually("the month's usage restored", RECOVERED_WITHIN, || async {
         let (_, usage) = stack.get("/api/v1/usage", Some(&key)).await.ok()?;
-        let now = usage["data"]["month"]["used"].as_u64()?;
+        let now = usage["data"]["month"]["used"].as_i64()?;
         (now >= used).then_some(now)
     })
     .await?;

@@ -6,15 +6,12 @@
 
 use ratewire_e2e::redis_cluster::RedisCluster;
 use ratewire_e2e::sse::{next_board, subscribe};
-use ratewire_e2e::{ago, eventually, room_in_this_minute, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, room_in_this_minute, Board, Stack, VISIBLE_WITHIN};
 
 const PLANS: &str = "free=60/10000/1,tiny=6/1000/1,anonymous=10/1000/1";
 
-fn board(buying: &str, hours_ago: i64) -> String {
-    format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":160}}]}}"#,
-        ago(0, hours_ago)
-    )
+fn board(buying: &str, hours_ago: i64) -> Board {
+    Board::at(ago(0, hours_ago)).rate("USD", buying, 160)
 }
 
 /// The API's count of views it served from Redis.
@@ -39,16 +36,16 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
     ));
     let cluster = RedisCluster::start(&dir).await?;
     let url = cluster.url();
-    let mut stack = Stack::start_with(&[
-        ("RATEWIRE_REDIS_URL", &url),
-        ("RATEWIRE_PLANS", PLANS),
-        ("RATEWIRE_USAGE_SYNC_SECS", "1"),
-    ])
-    .await?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_REDIS_URL", &url)
+        .env("RATEWIRE_PLANS", PLANS)
+        .env("RATEWIRE_USAGE_SYNC_SECS", "1")
+        .start()
+        .await?;
     let key = stack.api_key_on("cluster", "free").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     assert_eq!(
-        stack.publish_board(bank, &token, &board("151", 2)).await?.0,
+        stack.publish_board(bank, &token, board("151", 2)).await?.0,
         202
     );
     stack
@@ -72,7 +69,7 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
     // A board pushed now reaches a subscriber.
     let mut source = subscribe(&stack, &key, &format!("bankId={bank}&events=board"), None).await;
     assert_eq!(
-        stack.publish_board(bank, &token, &board("152", 1)).await?.0,
+        stack.publish_board(bank, &token, board("152", 1)).await?.0,
         202
     );
     let (_, data) = loop {
@@ -85,8 +82,10 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
     source.close();
 
     // One plan minute, counted across two API instances in the cluster.
-    let (second, _) = stack.start_api_as("api-2").await?;
+    // Made before the second instance starts, which then knows it from
+    // its first request.
     let tiny = stack.api_key_on("tiny", "tiny").await?;
+    let (second, _) = stack.start_api_as("api-2").await?;
     room_in_this_minute(10).await;
     let mut statuses = Vec::new();
     for round in 0..8 {

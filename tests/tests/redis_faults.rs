@@ -7,22 +7,21 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 use ratewire_e2e::{
-    ago, eventually, room_in_this_minute, Stack, ADMIN_TOKEN, OWN_REDIS, VISIBLE_WITHIN,
+    ago, eventually, room_in_this_minute, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN,
 };
 use serde_json::Value;
 
 /// A stack with its own Redis and one bank with a board, served.
 async fn serving(plans: &str, more: &[(&str, &str)]) -> anyhow::Result<(Stack, String)> {
-    let mut settings = vec![(OWN_REDIS, ""), ("RATEWIRE_PLANS", plans)];
-    settings.extend_from_slice(more);
-    let stack = Stack::start_with(&settings).await?;
+    let mut stack = Stack::builder().own_redis().env("RATEWIRE_PLANS", plans);
+    for (name, value) in more {
+        stack = stack.env(name, *value);
+    }
+    let stack = stack.start().await?;
     let poll = stack.api_key_on("poll", "big").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
-        ago(0, 1)
-    );
-    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+    let board = Board::at(ago(0, 1)).rate("USD", "155.1", 158);
+    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack.wait_served("the board", bank, &poll, "155.1").await?;
     Ok((stack, format!("/api/v1/rates?bankId={bank}")))
 }
@@ -265,30 +264,10 @@ async fn a_revocation_holds_within_a_second_when_redis_refuses_to_write() -> any
     Ok(())
 }
 
-/// The stored views, once they have stopped changing.
-async fn settled_views(stack: &Stack) -> anyhow::Result<std::collections::BTreeMap<String, Value>> {
-    let mut last = stack.stored_views().await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        let now = stack.stored_views().await?;
-        if now == last && !now.is_empty() {
-            return Ok(now);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "the views never settled");
-        last = now;
-    }
-}
-
 #[tokio::test]
 async fn two_projectors_racing_while_redis_is_flushed_end_with_the_views_of_a_fresh_rebuild(
 ) -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[(OWN_REDIS, "")]).await?;
-    let second = ratewire_e2e::free_port();
-    stack.start_projector_as(
-        "projector-b",
-        &[("RATEWIRE_PROJECTOR_LISTEN", format!("127.0.0.1:{second}"))],
-    )?;
+    let stack = Stack::builder().own_redis().projectors(2).start().await?;
     let mut banks = Vec::new();
     for i in 0..4 {
         banks.push(
@@ -298,43 +277,63 @@ async fn two_projectors_racing_while_redis_is_flushed_end_with_the_views_of_a_fr
         );
     }
     let stream = stack.spawn_stream(banks, 60, 6);
-    for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+    // Flushed four times while the boards stream, thirty events apart.
+    let start = stack.published().await;
+    for flush in 1..=4 {
+        stack
+            .wait_published(start + 30.0 * f64::from(flush), Duration::from_secs(60))
+            .await?;
         stack.redis_cli(&["FLUSHALL"])?;
     }
     assert_eq!(stream.await??, 240);
     stack.wait_applied(4 + 240, Duration::from_secs(60)).await?;
-    let raced = settled_views(&stack).await?;
 
-    let rebuilt = stack.run("ratewire-projector", &["rebuild"], &[]).await?;
+    // A fresh rebuild, written beside the stack's views (under a prefix of
+    // its own), is what the racing projectors must end with.
+    let beside = format!("{}rebuilt:", stack.redis_prefix);
+    let rebuilt = stack
+        .run(
+            "ratewire-projector",
+            &["rebuild"],
+            &[("RATEWIRE_REDIS_PREFIX", &beside)],
+        )
+        .await?;
     assert!(
         rebuilt.status.success(),
         "{}",
         String::from_utf8_lossy(&rebuilt.stderr)
     );
-    let fresh = stack.stored_views().await?;
-    assert_eq!(raced.len(), fresh.len(), "the same views");
-    for (key, value) in &fresh {
-        assert_eq!(raced.get(key), Some(value), "{key} after the race");
+    let fresh = stack.stored_views_under(&beside).await?;
+    assert!(!fresh.is_empty());
+    let ended = eventually(
+        "the raced views equal a rebuild's",
+        Duration::from_secs(30),
+        || async { (stack.stored_views().await.ok()? == fresh).then_some(()) },
+    )
+    .await;
+    if ended.is_err() {
+        let raced = stack.stored_views().await?;
+        assert_eq!(raced.len(), fresh.len(), "the same views");
+        for (key, value) in &fresh {
+            assert_eq!(raced.get(key), Some(value), "{key} after the race");
+        }
     }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_redis_restored_from_an_older_snapshot_gets_views_and_usage_back() -> anyhow::Result<()> {
-    let mut stack =
-        Stack::start_with(&[(OWN_REDIS, ""), ("RATEWIRE_USAGE_SYNC_SECS", "1")]).await?;
+    let mut stack = Stack::builder()
+        .own_redis()
+        .env("RATEWIRE_USAGE_SYNC_SECS", "1")
+        .start()
+        .await?;
     let key = stack.api_key("reader").await?;
     let (bank, token) = stack.bank_with_token("SNAP", "Snapshot Bank").await?;
-    let board = |price: u32, hours_ago: i64| {
-        format!(
-            r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{price},"cashSelling":{}}}]}}"#,
-            ago(0, hours_ago),
-            price + 1
-        )
-    };
+    let board =
+        |price: u32, hours_ago: i64| Board::at(ago(0, hours_ago)).rate("USD", price, price + 1);
     assert_eq!(
-        stack.publish_board(bank, &token, &board(100, 3)).await?.0,
+        stack.publish_board(bank, &token, board(100, 3)).await?.0,
         202
     );
     stack
@@ -344,7 +343,7 @@ async fn a_redis_restored_from_an_older_snapshot_gets_views_and_usage_back() -> 
     std::fs::copy(stack.logs.join("dump.rdb"), stack.logs.join("older.rdb"))?;
 
     assert_eq!(
-        stack.publish_board(bank, &token, &board(200, 2)).await?.0,
+        stack.publish_board(bank, &token, board(200, 2)).await?.0,
         202
     );
     stack

@@ -1,7 +1,7 @@
 //! Redis holds only derived views: when they vanish, every endpoint answers
 //! the same from Postgres, and the projector puts the views back.
 
-use ratewire_e2e::{ago, eventually, without_computed_time, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, without_computed_time, Board, Stack, VISIBLE_WITHIN};
 
 #[tokio::test]
 async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result<()> {
@@ -16,11 +16,11 @@ async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result
         (cbe, &cbe_token, 1, "155.35"),
         (awash, &awash_token, 2, "154.9"),
     ] {
-        let board = format!(
-            r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":{buying},"cashSelling":158.2,"transactionalBuying":155,"transactionalSelling":158}},{{"currency":"EUR","cashBuying":180,"cashSelling":184.5}}]}}"#,
-            ago(0, hours)
-        );
-        assert_eq!(stack.publish_board(id, token, &board).await?.0, 202);
+        let board = Board::at(ago(0, hours))
+            .rate("USD", buying, "158.2")
+            .transactional("USD", 155, 158)
+            .rate("EUR", 180, "184.5");
+        assert_eq!(stack.publish_board(id, token, board).await?.0, 202);
     }
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let paths = [
@@ -52,9 +52,9 @@ async fn every_endpoint_answers_the_same_without_redis_views() -> anyhow::Result
     })
     .await?;
 
-    // Views over all banks (/currencies, best rates) are recomputed on the
-    // projector's one-second tick: let one pass.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // Views over all banks (/currencies, best rates) are written after the
+    // banks' own: wait until they follow every board served.
+    stack.wait_aggregates_written().await?;
 
     let mut before = vec![];
     for path in &paths {

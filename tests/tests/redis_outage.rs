@@ -4,26 +4,23 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{ago, eventually, room_in_this_minute, Stack, OWN_REDIS, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, eventually, room_in_this_minute, Board, Stack, VISIBLE_WITHIN};
 
 #[tokio::test]
 async fn the_api_keeps_serving_and_limiting_while_redis_is_down() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[
-        (OWN_REDIS, ""),
-        (
+    let mut stack = Stack::builder()
+        .own_redis()
+        .env(
             "RATEWIRE_PLANS",
             "tiny=5/1000,anonymous=10/1000,big=100000/100000000",
-        ),
-    ])
-    .await?;
+        )
+        .start()
+        .await?;
     let key = stack.api_key_on("tiny", "tiny").await?;
     // Polling for the board must not spend the tiny key's minute.
     let poll = stack.api_key_on("poll", "big").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
-    let board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":155.1,"cashSelling":158}}]}}"#,
-        ago(0, 1)
-    );
+    let board = Board::at(ago(0, 1)).rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     let path = format!("/api/v1/rates?bankId={bank}");
     eventually("the board", VISIBLE_WITHIN, || async {

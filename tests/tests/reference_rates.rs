@@ -6,7 +6,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+use ratewire_e2e::{eventually, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::Value;
 
@@ -117,19 +117,18 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
         .await?;
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
     // CBE's board is of a Saturday in May: premiums use Friday's reference.
-    let cbe_board = r#"{"asOf":"2026-05-16T08:00:00Z","rates":[{"currency":"USD","cashBuying":155.5,"cashSelling":158.6,"transactionalBuying":155.0,"transactionalSelling":158.0}]}"#;
+    let cbe_board = Board::at("2026-05-16T08:00:00Z")
+        .rate("USD", "155.5", "158.6")
+        .transactional("USD", "155.0", "158.0");
     assert_eq!(
         stack.publish_board(cbe, &cbe_token, cbe_board).await?.0,
         202
     );
     // Awash quotes cash only, today.
-    let awash_board = format!(
-        r#"{{"asOf":"{}","rates":[{{"currency":"USD","cashBuying":156.1,"cashSelling":159.9}}]}}"#,
-        ratewire_e2e::ago(0, 1)
-    );
+    let awash_board = Board::at(ratewire_e2e::ago(0, 1)).rate("USD", "156.1", "159.9");
     assert_eq!(
         stack
-            .publish_board(awash, &awash_token, &awash_board)
+            .publish_board(awash, &awash_token, awash_board)
             .await?
             .0,
         202
@@ -323,18 +322,7 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
     // A replay into a new generation serves the same references, spreads
     // and premiums.
     let before = spreads_without_ages(&stack, &key).await?;
-    let replay = stack
-        .run(
-            "ratewire-projector",
-            &["replay", "--schema", "readmodel_v2"],
-            &[],
-        )
-        .await?;
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    stack.replay(&["--schema", "readmodel_v2"]).await?;
     assert_eq!(stack.active_generation().await?, "readmodel_v2");
     stack.compare_views("readmodel", "readmodel_v2").await?;
     let after = eventually("the replayed generation served", VISIBLE_WITHIN, || async {
@@ -483,7 +471,22 @@ async fn check_spreads(stack: &Stack, key: &str, cbe: i64, awash: i64) -> anyhow
         .await?;
     let etag = first.headers()["etag"].to_str()?.to_owned();
     assert!(etag.starts_with("W/\""), "{etag}");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Until the ages in the body have moved on.
+    let first = first.text().await?;
+    eventually("the ages moved on", VISIBLE_WITHIN, || async {
+        let now = stack
+            .http()
+            .get(&url)
+            .header("x-api-key", key)
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        (now != first).then_some(())
+    })
+    .await?;
     let again = stack
         .http()
         .get(&url)

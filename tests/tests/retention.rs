@@ -17,7 +17,10 @@ fn month(months_ago: u32) -> String {
 
 #[tokio::test]
 async fn each_policy_purges_what_it_no_longer_keeps_and_nothing_else() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_RETENTION_INTERVAL_SECS", "1")]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_RETENTION_INTERVAL_SECS", "1")
+        .start()
+        .await?;
     let (now, last, ancient) = (month(0), month(1), month(14));
     stack
         .sql(&format!(

@@ -3,11 +3,12 @@
 //! added and two stopped, every partition has exactly one owner again
 //! within its target, and the read model still equals a replay of the log.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
-use ratewire_e2e::{free_port, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -31,15 +32,19 @@ struct Projector {
 }
 
 impl Projector {
-    fn start(stack: &mut Stack, name: &str) -> anyhow::Result<Projector> {
-        let port = free_port();
-        stack.start_projector_as(
-            name,
-            &[("RATEWIRE_PROJECTOR_LISTEN", format!("127.0.0.1:{port}"))],
-        )?;
+    /// One of the projectors the stack started.
+    fn of(stack: &Stack, name: &str) -> anyhow::Result<Projector> {
         Ok(Projector {
             name: name.to_owned(),
-            url: format!("http://127.0.0.1:{port}"),
+            url: stack.projector_url_of(name)?,
+        })
+    }
+
+    /// Another projector, started now.
+    fn start(stack: &mut Stack, name: &str) -> anyhow::Result<Projector> {
+        Ok(Projector {
+            name: name.to_owned(),
+            url: stack.start_another_projector(name)?,
         })
     }
 }
@@ -74,7 +79,8 @@ async fn owners_of(
     within: Duration,
 ) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    loop {
+    let seen = RefCell::new(String::new());
+    let settled = eventually("the partitions settled", within, || async {
         let mut readers: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
         let mut shares = Vec::new();
         let mut members = BTreeMap::new();
@@ -87,6 +93,7 @@ async fn owners_of(
                 members.insert(projector.name.as_str(), member);
             }
         }
+        *seen.borrow_mut() = format!("readers {readers:?}, members {members:?}");
         let settled = members.len() == live.len()
             && (0..count).all(|p| readers.get(&p).is_some_and(|r| r.len() == 1))
             && readers.len() == count as usize
@@ -95,18 +102,26 @@ async fn owners_of(
                 .max()
                 .zip(shares.iter().min())
                 .is_some_and(|(h, l)| h - l <= 1);
-        if settled {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > within {
-            anyhow::bail!(
-                "partitions not settled within {within:?}; last seen: readers {readers:?}, \
-                 members {members:?}; logs in {}",
-                stack.logs.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        settled.then_some(())
+    })
+    .await;
+    if settled.is_err() {
+        anyhow::bail!(
+            "partitions not settled within {within:?}; last seen: {}; logs in {}",
+            seen.borrow(),
+            stack.logs.display()
+        );
     }
+    Ok(started.elapsed())
+}
+
+/// Waits until ingest has had the banks' registrations and `boards` boards
+/// of the stream acknowledged: a point part-way through it, whatever the
+/// machine's speed.
+async fn streamed(stack: &Stack, boards: u32) -> anyhow::Result<()> {
+    stack
+        .wait_published(f64::from(24 + boards), CAUGHT_UP_WITHIN)
+        .await
 }
 
 /// Waits until the offsets committed to the projectors' group equal every
@@ -119,8 +134,9 @@ async fn group_at_log_end(stack: &Stack, within: Duration) -> anyhow::Result<Dur
         .set("group.id", &stack.group)
         .create()?;
     let (topic, started) = (stack.topic.clone(), Instant::now());
-    loop {
-        let (ends, committed) = tokio::task::block_in_place(|| -> anyhow::Result<_> {
+    let seen = RefCell::new(String::new());
+    let read = || -> anyhow::Result<(BTreeMap<i32, i64>, BTreeMap<i32, i64>)> {
+        tokio::task::block_in_place(|| {
             let mut list = rdkafka::TopicPartitionList::new();
             let mut ends = BTreeMap::new();
             for p in 0..PARTITIONS {
@@ -139,26 +155,36 @@ async fn group_at_log_end(stack: &Stack, within: Duration) -> anyhow::Result<Dur
                 .filter_map(|e| e.offset().to_raw().map(|o| (e.partition(), o)))
                 .collect();
             Ok((ends, committed))
-        })?;
-        if committed == ends {
-            return Ok(started.elapsed());
+        })
+    };
+    let at_end = eventually("the group at the log's end", within, || {
+        let now = read();
+        if let Ok((ends, committed)) = &now {
+            *seen.borrow_mut() =
+                format!("the group committed {committed:?}, the log ends at {ends:?}");
         }
-        if started.elapsed() > within {
-            anyhow::bail!("the group committed {committed:?}, the log ends at {ends:?}");
+        async move {
+            let (ends, committed) = now.ok()?;
+            (committed == ends).then_some(())
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if at_end.is_err() {
+        anyhow::bail!("{}", seen.borrow());
     }
+    Ok(started.elapsed())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[("RATEWIRE_TOPIC_PARTITIONS", "6")]).await?;
-    let first = Projector {
-        name: "ratewire-projector".to_owned(),
-        url: stack.projector_url.clone(),
-    };
-    let b = Projector::start(&mut stack, "projector-b")?;
-    let c = Projector::start(&mut stack, "projector-c")?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_TOPIC_PARTITIONS", "6")
+        .projectors(3)
+        .start()
+        .await?;
+    let first = Projector::of(&stack, "ratewire-projector")?;
+    let b = Projector::of(&stack, "projector-b")?;
+    let c = Projector::of(&stack, "projector-c")?;
     let took = one_owner_each(&stack, &[&first, &b, &c], Duration::from_secs(30)).await?;
     eprintln!("three projectors settled in {took:?}");
 
@@ -173,18 +199,20 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     }
     let stop = CancellationToken::new();
     let stream = stack.spawn_paced_stream(banks, 200, 3, stop.clone());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Each change comes once another stretch of the stream is on the log:
+    // the members are busy folding when it comes.
+    streamed(&stack, 600).await?;
 
     stack.kill("projector-c")?;
     let took = one_owner_each(&stack, &[&first, &b], TAKEOVER_WITHIN).await?;
     eprintln!("a killed projector's partitions taken over in {took:?}");
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    streamed(&stack, 900).await?;
     let d = Projector::start(&mut stack, "projector-d")?;
     let took = one_owner_each(&stack, &[&first, &b, &d], JOINED_WITHIN).await?;
     eprintln!("a new projector given its share in {took:?}");
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    streamed(&stack, 1200).await?;
     for name in ["ratewire-projector", "projector-b"] {
         let status = stack.terminate(name, Duration::from_secs(15)).await?;
         ensure!(status.success(), "{name} stopped with {status}");
@@ -192,7 +220,7 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
     let took = one_owner_each(&stack, &[&d], HANDOVER_WITHIN).await?;
     eprintln!("two stopped projectors' partitions handed over in {took:?}");
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    streamed(&stack, 1500).await?;
     stop.cancel();
     let accepted = stream.await?? as i64;
     ensure!(accepted > 1_000, "only {accepted} boards were pushed");
@@ -229,17 +257,15 @@ async fn projectors_share_the_partitions_through_kill_join_and_stop() -> anyhow:
 #[tokio::test]
 async fn with_the_classic_protocol_the_members_share_the_partitions_too() -> anyhow::Result<()> {
     // For brokers without KIP-848: cooperative-sticky, run by the members.
-    let mut stack = Stack::start_with(&[
-        ("RATEWIRE_TOPIC_PARTITIONS", "6"),
-        ("RATEWIRE_KAFKA_GROUP_PROTOCOL", "classic"),
-        ("RATEWIRE_KAFKA_SESSION_TIMEOUT_MS", "6000"),
-    ])
-    .await?;
-    let first = Projector {
-        name: "ratewire-projector".to_owned(),
-        url: stack.projector_url.clone(),
-    };
-    let b = Projector::start(&mut stack, "projector-b")?;
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_TOPIC_PARTITIONS", "6")
+        .env("RATEWIRE_KAFKA_GROUP_PROTOCOL", "classic")
+        .env("RATEWIRE_KAFKA_SESSION_TIMEOUT_MS", "6000")
+        .projectors(2)
+        .start()
+        .await?;
+    let first = Projector::of(&stack, "ratewire-projector")?;
+    let b = Projector::of(&stack, "projector-b")?;
     let took = one_owner_each(&stack, &[&first, &b], Duration::from_secs(30)).await?;
     eprintln!("classic: two projectors settled in {took:?}");
 
@@ -251,7 +277,7 @@ async fn with_the_classic_protocol_the_members_share_the_partitions_too() -> any
     ensure!(status.success(), "projector-b stopped with {status}");
     let took = one_owner_each(&stack, &[&first], Duration::from_secs(10)).await?;
     eprintln!("classic: a stopped projector's partitions handed over in {took:?}");
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack
         .wait_served("the board, folded by the one left", bank, &key, "155.1")
@@ -261,11 +287,11 @@ async fn with_the_classic_protocol_the_members_share_the_partitions_too() -> any
 
 #[tokio::test]
 async fn a_projector_beyond_the_partition_count_is_ready_and_stands_by() -> anyhow::Result<()> {
-    let mut stack = Stack::start_with(&[("RATEWIRE_TOPIC_PARTITIONS", "2")]).await?;
-    let first = Projector {
-        name: "ratewire-projector".to_owned(),
-        url: stack.projector_url.clone(),
-    };
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_TOPIC_PARTITIONS", "2")
+        .start()
+        .await?;
+    let first = Projector::of(&stack, "ratewire-projector")?;
     let b = Projector::start(&mut stack, "projector-b")?;
     let spare = Projector::start(&mut stack, "projector-spare")?;
     owners_of(&stack, &[&first, &b, &spare], 2, Duration::from_secs(30)).await?;
@@ -273,30 +299,29 @@ async fn a_projector_beyond_the_partition_count_is_ready_and_stands_by() -> anyh
     // The member given nothing still reports ready (an orchestrator would
     // otherwise restart it forever), listing no partitions.
     let started = Instant::now();
-    let idle = loop {
-        let mut idle = Vec::new();
-        for projector in [&first, &b, &spare] {
-            let response = stack
-                .http()
-                .get(format!("{}/readyz", projector.url))
-                .send()
-                .await?;
-            let ready = response.status() == 200;
-            let body: Value = response.json().await?;
-            if ready && body["partitions"].as_array().is_some_and(|p| p.is_empty()) {
-                idle.push(projector.name.clone());
+    let idle = eventually(
+        "a member ready with no partitions",
+        Duration::from_secs(30),
+        || async {
+            let mut idle = Vec::new();
+            for projector in [&first, &b, &spare] {
+                let response = stack
+                    .http()
+                    .get(format!("{}/readyz", projector.url))
+                    .send()
+                    .await
+                    .ok()?;
+                let ready = response.status() == 200;
+                let body: Value = response.json().await.ok()?;
+                if ready && body["partitions"].as_array().is_some_and(|p| p.is_empty()) {
+                    idle.push(projector.name.clone());
+                }
             }
-        }
-        if idle.len() == 1 {
-            break idle.remove(0);
-        }
-        ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "no member was ready with no partitions; logs in {}",
-            stack.logs.display()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+            (idle.len() == 1).then(|| idle.remove(0))
+        },
+    )
+    .await
+    .with_context(|| format!("logs in {}", stack.logs.display()))?;
     eprintln!(
         "{idle} ready with no partitions after {:?}",
         started.elapsed()
@@ -316,7 +341,7 @@ async fn a_projector_beyond_the_partition_count_is_ready_and_stands_by() -> anyh
     eprintln!("the standby took over a killed owner's partition in {took:?}");
     let (bank, token) = stack.bank_with_token("SBY", "Standby").await?;
     let key = stack.api_key("standby").await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158}]}"#;
+    let board = Board::now().rate("USD", "155.1", "158");
     assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     stack
         .wait_served("a board after the takeover", bank, &key, "155.1")

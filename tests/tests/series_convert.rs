@@ -1,44 +1,46 @@
-//! Time series, conversion, conditional requests and cross-origin reads,
-//! each answer checked against the served OpenAPI document.
+//! Time series, conversion, conditional requests (the API in process: see
+//! `ratewire_e2e::World`) and cross-origin reads, each answer checked
+//! against the API's OpenAPI document.
 
 use chrono::{Duration, Utc};
-use ratewire_e2e::{ago, eventually, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{ago, Board, Stack, World};
 use serde_json::Value;
 
-fn board(rates: &[(&str, &str, &str)], as_of: &str) -> String {
-    let rates: Vec<String> = rates
-        .iter()
-        .map(|(c, b, s)| {
-            format!(r#"{{"currency":"{c}","cashBuying":{b},"cashSelling":{s},"transactionalBuying":{b},"transactionalSelling":{s}}}"#)
-        })
-        .collect();
-    format!(r#"{{"asOf":"{as_of}","rates":[{}]}}"#, rates.join(","))
+/// A board of `rates` (currency, buying, selling), each quoted the same for
+/// cash and transactions.
+fn board(rates: &[(&str, &str, &str)], as_of: &str) -> Board {
+    rates.iter().fold(Board::at(as_of), |board, &(c, b, s)| {
+        board.rate(c, b, s).transactional(c, b, s)
+    })
 }
 
 /// Two banks with USD over three days, and EUR at the first.
-async fn two_banks(stack: &Stack) -> anyhow::Result<(i64, i64, String)> {
-    let key = stack.api_key("series").await?;
-    let (a, token_a) = stack.bank_with_token("CBE", "CBE").await?;
-    let (b, token_b) = stack.bank_with_token("AWASH", "Awash").await?;
+async fn two_banks(world: &mut World) -> anyhow::Result<(i64, i64, String)> {
+    let key = world.api_key("series").await?;
+    let a = world.register_bank("CBE", "CBE").await?;
+    let b = world.register_bank("AWASH", "Awash").await?;
     for (days, usd) in [(2, "150.5"), (1, "151.00"), (0, "152")] {
         let as_of = ago(days, 1);
-        let body = board(&[("USD", usd, "160"), ("EUR", "170", "175")], &as_of);
-        assert_eq!(stack.publish_board(a, &token_a, &body).await?.0, 202);
+        world
+            .publish(
+                a,
+                &board(&[("USD", usd, "160"), ("EUR", "170", "175")], &as_of),
+            )
+            .await?;
     }
-    let body = board(&[("USD", "149", "158")], &ago(1, 2));
-    assert_eq!(stack.publish_board(b, &token_b, &body).await?.0, 202);
-    stack.wait_served("the last board", a, &key, "152").await?;
-    stack.wait_served("bank b", b, &key, "149").await?;
+    world
+        .publish(b, &board(&[("USD", "149", "158")], &ago(1, 2)))
+        .await?;
     Ok((a, b, key))
 }
 
 #[tokio::test]
 async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let (a, _, key) = two_banks(&stack).await?;
+    let mut world = World::new().await?;
+    let (a, _, key) = two_banks(&mut world).await?;
     let from = (Utc::now() - Duration::days(3)).date_naive();
 
-    let (status, raw) = stack
+    let (status, raw) = world
         .get(
             &format!("/api/v1/rates/series?bankId={a}&currencyCode=usd&interval=raw&from={from}"),
             Some(&key),
@@ -57,7 +59,7 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     // that is a day after the last board, so the test ends it at that board.
     let last_day = &raw["data"]["points"][2]["timestamp"].as_str().unwrap()[..10];
 
-    let (_, daily) = stack
+    let (_, daily) = world
         .get(
             &format!("/api/v1/rates/series?bankId={a}&from={from}&to={last_day}"),
             Some(&key),
@@ -67,7 +69,7 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     assert_eq!(points.len(), 3, "one a day from the first board: {daily}");
     assert_eq!(points.last().unwrap()["cashBuying"], 152);
 
-    let (status, text) = stack
+    let (status, text) = world
         .get_raw(
             &format!("/api/v1/rates/series?bankId={a}&interval=raw&from={from}&format=csv"),
             Some(&key),
@@ -85,23 +87,17 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
         "published digits: {}",
         lines[2]
     );
-    let by_accept = stack
-        .http()
-        .get(format!(
-            "{}/api/v1/rates/series?bankId={a}&from={from}",
-            stack.api_url
-        ))
-        .header("x-api-key", &key)
-        .header("accept", "text/csv")
-        .send()
+    let by_accept = world
+        .send(
+            axum::http::Request::get(format!("/api/v1/rates/series?bankId={a}&from={from}"))
+                .header("accept", "text/csv"),
+            Some(&key),
+        )
         .await?;
-    assert_eq!(
-        by_accept.headers()["content-type"],
-        "text/csv; charset=utf-8"
-    );
+    assert_eq!(by_accept.header("content-type"), "text/csv; charset=utf-8");
 
     // Without a bank: the best across banks, per day.
-    let (_, best) = stack
+    let (_, best) = world
         .get(
             &format!("/api/v1/rates/series?currencyCode=USD&field=cashSelling&from={from}"),
             Some(&key),
@@ -123,12 +119,12 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
         format!("bankId={a}&from=2026-11-20&to=2026-11-01"),
         format!("bankId={a}&interval=minute"),
     ] {
-        let (status, body) = stack
+        let (status, body) = world
             .get(&format!("/api/v1/rates/series?{bad}"), Some(&key))
             .await?;
         assert_eq!(status, 400, "{bad}: {body}");
     }
-    let (status, _) = stack
+    let (status, _) = world
         .get("/api/v1/rates/series?bankId=999", Some(&key))
         .await?;
     assert_eq!(status, 404);
@@ -137,23 +133,21 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
 
 /// Follows `next` from `first` to the end of the range: each page's
 /// points, checking that its `Link` header agrees.
-async fn pages(stack: &Stack, key: &str, first: String) -> anyhow::Result<Vec<Vec<Value>>> {
+async fn pages(world: &World, key: &str, first: String) -> anyhow::Result<Vec<Vec<Value>>> {
     let mut pages = Vec::new();
     let mut path = Some(first);
     while let Some(at) = path.take() {
         anyhow::ensure!(pages.len() < 100, "more than 100 pages");
-        let response = stack
-            .http()
-            .get(format!("{}{at}", stack.api_url))
-            .header("x-api-key", key)
-            .send()
+        let response = world
+            .send(axum::http::Request::get(at.as_str()), Some(key))
             .await?;
-        assert_eq!(response.status(), 200, "{at}");
+        assert_eq!(response.status, 200, "{at}");
         let link = response
-            .headers()
+            .headers
             .get("link")
             .map(|l| l.to_str().unwrap().to_owned());
-        let body: Value = response.json().await?;
+        let body = response.json();
+        world.conforms(&at, response.status, &body);
         let next = body["data"]["next"].as_str().map(str::to_owned);
         assert_eq!(
             link,
@@ -174,13 +168,16 @@ async fn pages(stack: &Stack, key: &str, first: String) -> anyhow::Result<Vec<Ve
 
 #[tokio::test]
 async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_SERIES_PAGE_POINTS", "2")]).await?;
-    let (a, _, key) = two_banks(&stack).await?;
+    let mut world = World::builder()
+        .arg("--series-page-points", "2")
+        .start()
+        .await?;
+    let (a, _, key) = two_banks(&mut world).await?;
 
     // Raw over 80 days: 31 days a page, and 2 points at most.
     let from = (Utc::now() - Duration::days(80)).date_naive();
     let raw = pages(
-        &stack,
+        &world,
         &key,
         format!("/api/v1/rates/series?bankId={a}&interval=raw&from={from}"),
     )
@@ -192,7 +189,7 @@ async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> 
 
     // Hourly over 80 days: every hour from the first board's once, in order.
     let hourly = pages(
-        &stack,
+        &world,
         &key,
         format!("/api/v1/rates/series?bankId={a}&interval=hour&from={from}"),
     )
@@ -211,7 +208,7 @@ async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> 
 
     // The best across banks per day over six years: two pages.
     let daily = pages(
-        &stack,
+        &world,
         &key,
         "/api/v1/rates/series?currencyCode=USD&from=2020-11-01".to_owned(),
     )
@@ -224,25 +221,25 @@ async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let (a, b, key) = two_banks(&stack).await?;
-    // Conversions read the list of every bank, composed a moment after
-    // each bank's board.
-    let sold = eventually("both banks in the list", VISIBLE_WITHIN, || async {
-        let (status, sold) = stack
-            .get("/api/v1/convert?from=USD&to=ETB&amount=100", Some(&key))
-            .await
-            .ok()?;
-        (status == 200 && sold["data"]["results"].as_array()?.len() == 2).then_some(sold)
-    })
-    .await?;
+    let mut world = World::new().await?;
+    let (a, b, key) = two_banks(&mut world).await?;
+    // Conversions read the list of every bank.
+    let (status, sold) = world
+        .get("/api/v1/convert?from=USD&to=ETB&amount=100", Some(&key))
+        .await?;
+    assert_eq!(status, 200);
+    assert_eq!(
+        sold["data"]["results"].as_array().map(Vec::len),
+        Some(2),
+        "both banks in the list"
+    );
     let results = sold["data"]["results"].as_array().unwrap();
     assert_eq!(results[0]["bank"]["id"], a, "152 beats 149");
     assert_eq!(results[0]["amount"], 15200);
     assert_eq!(results[0]["legs"][0]["side"], "buying");
     assert_eq!(results[1]["bank"]["id"], b);
 
-    let (_, bought) = stack
+    let (_, bought) = world
         .get("/api/v1/convert?from=ETB&to=USD&amount=15800", Some(&key))
         .await?;
     let results = bought["data"]["results"].as_array().unwrap();
@@ -250,14 +247,14 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
     assert_eq!(results[0]["amount"], 100);
     assert_eq!(results[0]["legs"][0]["side"], "selling");
 
-    let (_, cross) = stack
+    let (_, cross) = world
         .get("/api/v1/convert?from=USD&to=EUR&amount=175", Some(&key))
         .await?;
     let results = cross["data"]["results"].as_array().unwrap();
     assert_eq!(results.len(), 1, "only bank a quotes EUR");
     assert_eq!(results[0]["amount"], 152);
 
-    let (_, one) = stack
+    let (_, one) = world
         .get(
             &format!("/api/v1/convert?from=USD&to=ETB&amount=1&bankId={b}&transactional=true"),
             Some(&key),
@@ -266,7 +263,7 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
     assert_eq!(one["data"]["results"].as_array().unwrap().len(), 1);
 
     // A currency to itself: the amount at rate 1 at every bank, no legs.
-    let (got, same) = stack
+    let (got, same) = world
         .get("/api/v1/convert?from=USD&to=USD&amount=12.5", Some(&key))
         .await?;
     assert_eq!(got, 200, "{same}");
@@ -286,7 +283,7 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
         ("from=JPY&to=ETB&amount=1", 400),
         ("from=USD&to=ETB&amount=1&bankId=999", 404),
     ] {
-        let (got, body) = stack
+        let (got, body) = world
             .get(&format!("/api/v1/convert?{query}"), Some(&key))
             .await?;
         assert_eq!(got, status, "{query}: {body}");
@@ -296,8 +293,8 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_known_etag_is_answered_304_and_still_counted() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let (a, _, key) = two_banks(&stack).await?;
+    let mut world = World::new().await?;
+    let (a, _, key) = two_banks(&mut world).await?;
     let today = Utc::now().date_naive();
     for path in [
         format!("/api/v1/rates?bankId={a}"),
@@ -307,59 +304,45 @@ async fn a_known_etag_is_answered_304_and_still_counted() -> anyhow::Result<()> 
         format!("/api/v1/history?bankId={a}&date={today}"),
         format!("/api/v1/rates/series?bankId={a}"),
     ] {
-        let url = format!("{}{path}", stack.api_url);
-        let first = eventually("an etag", VISIBLE_WITHIN, || async {
-            let response = stack
-                .http()
-                .get(&url)
-                .header("x-api-key", &key)
-                .send()
-                .await
-                .ok()?;
-            response.headers().contains_key("etag").then_some(response)
-        })
-        .await?;
-        assert_eq!(first.headers()["cache-control"], "no-cache", "{path}");
-        let etag = first.headers()["etag"].to_str()?.to_owned();
+        let first = world
+            .send(axum::http::Request::get(path.as_str()), Some(&key))
+            .await?;
+        assert!(first.headers.contains_key("etag"), "an etag: {path}");
+        assert_eq!(first.header("cache-control"), "no-cache", "{path}");
+        let etag = first.header("etag").to_owned();
         assert!(
             etag.starts_with('"') && etag.ends_with('"'),
             "strong: {etag}"
         );
-        let remaining: u64 = first.headers()["x-ratelimit-remaining"].to_str()?.parse()?;
-        let again = stack
-            .http()
-            .get(&url)
-            .header("x-api-key", &key)
-            .header("if-none-match", &etag)
-            .send()
+        let remaining: u64 = first.header("x-ratelimit-remaining").parse()?;
+        let again = world
+            .send(
+                axum::http::Request::get(path.as_str()).header("if-none-match", &etag),
+                Some(&key),
+            )
             .await?;
-        assert_eq!(again.status(), 304, "{path}");
-        assert_eq!(again.headers()["etag"].to_str()?, etag);
-        let after: u64 = again.headers()["x-ratelimit-remaining"].to_str()?.parse()?;
+        assert_eq!(again.status, 304, "{path}");
+        assert_eq!(again.header("etag"), etag);
+        let after: u64 = again.header("x-ratelimit-remaining").parse()?;
         assert!(after < remaining, "a 304 is counted: {path}");
-        assert!(again.text().await?.is_empty());
+        assert!(again.body.is_empty());
     }
     // A new board, a new tag.
-    let url = format!("{}/api/v1/rates?bankId={a}", stack.api_url);
-    let before = stack
-        .http()
-        .get(&url)
-        .header("x-api-key", &key)
-        .send()
+    let path = format!("/api/v1/rates?bankId={a}");
+    let before = world
+        .send(axum::http::Request::get(path.as_str()), Some(&key))
         .await?;
-    let etag = before.headers()["etag"].to_str()?.to_owned();
-    let token = stack.publisher_token(a).await?;
-    let body = board(&[("USD", "153", "160")], &ago(0, 0));
-    assert_eq!(stack.publish_board(a, &token, &body).await?.0, 202);
-    stack.wait_served("the new board", a, &key, "153").await?;
-    let after = stack
-        .http()
-        .get(&url)
-        .header("x-api-key", &key)
-        .header("if-none-match", &etag)
-        .send()
+    let etag = before.header("etag").to_owned();
+    world
+        .publish(a, &board(&[("USD", "153", "160")], &ago(0, 0)))
         .await?;
-    assert_eq!(after.status(), 200);
+    let after = world
+        .send(
+            axum::http::Request::get(path.as_str()).header("if-none-match", &etag),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(after.status, 200);
     Ok(())
 }
 

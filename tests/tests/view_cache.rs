@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::{json, Value};
 
 /// Far longer than any wait below: a change seen within those waits was
@@ -40,10 +40,13 @@ fn mentions(body: &Value, needle: &str) -> bool {
 
 #[tokio::test]
 async fn every_kept_view_changes_when_the_projector_changes_it() -> anyhow::Result<()> {
-    let stack = Stack::start_with(&[("RATEWIRE_VIEW_CACHE_MS", KEPT_FOR)]).await?;
+    let stack = Stack::builder()
+        .env("RATEWIRE_VIEW_CACHE_MS", KEPT_FOR)
+        .start()
+        .await?;
     let key = stack.api_key_on("kept", "pro").await?;
     let (bank, token) = stack.bank_with_token("KPT", "Kept Bank").await?;
-    let first = r#"{"rates":[{"currency":"USD","cashBuying":101.25,"cashSelling":104}]}"#;
+    let first = Board::now().rate("USD", "101.25", 104);
     assert_eq!(stack.publish_board(bank, &token, first).await?.0, 202);
     stack
         .wait_served("the first board", bank, &key, "101.25")
@@ -70,7 +73,9 @@ async fn every_kept_view_changes_when_the_projector_changes_it() -> anyhow::Resu
         }
     }
 
-    let second = r#"{"rates":[{"currency":"USD","cashBuying":102.5,"cashSelling":104},{"currency":"EUR","cashBuying":120.75,"cashSelling":125}]}"#;
+    let second = Board::now()
+        .rate("USD", "102.5", 104)
+        .rate("EUR", "120.75", 125);
     assert_eq!(stack.publish_board(bank, &token, second).await?.0, 202);
     for path in &views[..4] {
         until(&stack, path, path, &key, |b| mentions(b, "102.5")).await?;
@@ -111,19 +116,13 @@ async fn a_list_is_sent_gzip_encoded_to_clients_that_take_it() -> anyhow::Result
     let stack = Stack::start().await?;
     let key = stack.api_key_on("gzip", "pro").await?;
     let (bank, token) = stack.bank_with_token("GZP", "Gzip Bank").await?;
-    let rates: Vec<String> = ["USD", "EUR", "GBP", "CHF", "JPY", "CNY", "AED", "SAR"]
+    let board = ["USD", "EUR", "GBP", "CHF", "JPY", "CNY", "AED", "SAR"]
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            format!(
-                r#"{{"currency":"{c}","cashBuying":{}.5,"cashSelling":{}.75}}"#,
-                10 + i,
-                11 + i
-            )
-        })
-        .collect();
-    let board = format!(r#"{{"rates":[{}]}}"#, rates.join(","));
-    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+        .fold(Board::now(), |board, (i, c)| {
+            board.rate(c, format!("{}.5", 10 + i), format!("{}.75", 11 + i))
+        });
+    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
     until(&stack, "the list", "/api/v1/rates", &key, |b| {
         mentions(b, "17.5")
     })

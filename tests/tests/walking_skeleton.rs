@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::Value;
 
 const VISIBLE_WITHIN: Duration = Duration::from_secs(10);
@@ -38,7 +38,9 @@ async fn a_board_pushed_over_http_is_served_by_the_api_in_the_spec_shape() -> an
         .publish_board(
             bank,
             &token,
-            r#"{"asOf":"2026-11-20T08:00:00Z","rates":[{"currency":"USD","cashBuying":155.10,"cashSelling":158.2,"transactionalBuying":155.0,"transactionalSelling":158.0}]}"#,
+            Board::at("2026-11-20T08:00:00Z")
+                .rate("USD", "155.10", "158.2")
+                .transactional("USD", "155.0", "158.0"),
         )
         .await?;
     assert_eq!(status, 202, "{accepted}");
@@ -85,14 +87,12 @@ async fn all_banks_are_listed_and_a_second_board_shows_the_difference() -> anyho
     let key = stack.api_key("e2e").await?;
     for (bank, buying) in [(cbe, "150.00"), (awash, "151.25")] {
         let token = stack.publisher_token(bank).await?;
-        let board = format!(
-            r#"{{"asOf":"2026-11-19T08:00:00Z","rates":[{{"currency":"EUR","cashBuying":{buying},"cashSelling":190}}]}}"#
-        );
+        let board = Board::at("2026-11-19T08:00:00Z").rate("EUR", buying, 190);
         assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     }
     let token = stack.publisher_token(cbe).await?;
-    let board = r#"{"asOf":"2026-11-20T08:00:00Z","rates":[{"currency":"EUR","cashBuying":150.25,"cashSelling":189.5}]}"#;
-    assert_eq!(stack.publish_board(cbe, &token, board).await?.0, 202);
+    let board = Board::at("2026-11-20T08:00:00Z").rate("EUR", "150.25", "189.5");
+    assert_eq!(stack.publish_board(cbe, &token, &board).await?.0, 202);
 
     let body = eventually(
         "both banks with CBE's second board",
@@ -163,8 +163,8 @@ async fn views_come_back_after_redis_loses_them() -> anyhow::Result<()> {
     let bank = stack.register_bank("DASHEN", "Dashen Bank").await?;
     let token = stack.publisher_token(bank).await?;
     let key = stack.api_key("e2e").await?;
-    let board = r#"{"rates":[{"currency":"GBP","cashBuying":200.5,"cashSelling":205.75}]}"#;
-    assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    let board = Board::now().rate("GBP", "200.5", "205.75");
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     let before = rates_for(&stack, &key, bank, "").await?;
 
     stack.flush_redis().await?;
@@ -198,16 +198,16 @@ async fn publishers_are_authenticated_and_bound_to_their_bank() -> anyhow::Resul
         .await?;
     let awash = stack.register_bank("AWASH", "Awash Bank").await?;
     let token = stack.publisher_token(cbe).await?;
-    let board = r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#;
+    let board = Board::now().rate("USD", 1, 2);
 
-    let (status, body) = stack.publish_board(awash, &token, board).await?;
+    let (status, body) = stack.publish_board(awash, &token, &board).await?;
     assert_eq!(
         (status, body["status"].as_i64()),
         (403, Some(403)),
         "{body}"
     );
     let (status, _) = stack
-        .publish_board(cbe, "rwp_wrong000_00000000000000000000000000000000", board)
+        .publish_board(cbe, "rwp_wrong000_00000000000000000000000000000000", &board)
         .await?;
     assert_eq!(status, 401);
     let (status, body) = stack.publish_board(cbe, &token, r#"{"rates":[]}"#).await?;

@@ -1,8 +1,8 @@
 //! What a query parameter's type says: how its value is read (with the
 //! problems [`Checker`] names), whether a request must give it, and how
 //! the OpenAPI document describes it. A request struct's field type is all
-//! a parameter needs besides its name and description (see
-//! [`super::request`]).
+//! a parameter needs besides its name and description (which the request
+//! structs, one level up, declare).
 
 use chrono::NaiveDate;
 use ratewire_proto::{BankId, CurrencyCode};
