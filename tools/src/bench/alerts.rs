@@ -196,11 +196,12 @@ then publishes one above them all: its 202 starts the clock. Medians of {rounds}
 |---|---|---|
 {rows}
 
-With alerts the fold judges each event on its own (a board may cross and a later one in the
-same batch cross back), in the board's transaction: the board's watches move (one row each)
-and the alerts it crosses are one index range, recorded as one row naming them; the
-{ALERTS} messages are made and sent by the deliverer, outside the fold. What the board pays
-is the difference between the first row and the next two.
+The fold judges a batch's events in order in memory (a board may cross and a later one in
+the same batch cross back), then writes the batch at once in its transaction: the watches
+the batch moved (one row each) and, per crossing, the alerts it crossed as one index range,
+recorded as one row naming them; the {ALERTS} messages are made and sent by the deliverer,
+outside the fold. What the board pays is the difference between the first row and the next
+two.
 
 Creating the {ALERTS} alerts through the API (32 at a time) took {creating} s. The outbox
 held {outbox} messages at the end, one per crossing; the receiver refused {refused} calls.
