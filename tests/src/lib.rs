@@ -29,19 +29,15 @@
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
 //! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
-//!   chromium for the dashboard's tests;
-//! - [`World`] (`world`): the API, the fold and the views in process, for
-//!   tests whose subject is what the API answers.
+//!   chromium for the dashboard's tests.
 //!
-//! The [`Stack`] depends on no ratewire crate: it drives the built binaries
-//! from outside, over HTTP, Kafka, Postgres and Redis, as operators and
-//! clients do. The [`World`] runs them in process, as libraries: the API's
-//! routers (`ratewire-api`), the projector's fold and view writer
-//! (`ratewire-projector`), ingest's board parser (`ratewire-ingest`), on the
-//! event contract (`ratewire-proto`) and the read model
-//! (`ratewire-readmodel`).
-//! The README's settings test (`tests/tests/readme_settings.rs`) links the
-//! three processes too, to read their clap definitions.
+//! Depends on no ratewire crate: it drives the built binaries from outside,
+//! over HTTP, Kafka, Postgres and Redis, as operators and clients do. Two
+//! test binaries link the processes as libraries (dev-dependencies), so the
+//! others stay small: `tests/tests/reads`, whose in-process world runs the
+//! API's routers, the projector's fold and views and ingest's board parser
+//! for tests whose subject is what the API answers, and
+//! `tests/tests/readme_settings.rs`, which reads their clap definitions.
 
 mod alerting;
 mod board;
@@ -58,16 +54,14 @@ pub mod sse;
 mod stack;
 mod streams;
 mod support;
-mod world;
 
 pub use board::{Board, Quote};
-pub use stack::{binary, Stack, StackBuilder};
+pub use stack::{binary, forget, Stack, StackBuilder};
 pub use streams::reference_day;
 pub use support::{
     ago, at, day, eventually, free_port, made_up_key, minutes_ago, room_in_this_minute, sample,
     without_computed_time, VISIBLE_WITHIN,
 };
-pub use world::{Answer, World, WorldBuilder};
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";
 /// The SCRAM user of a [`StackBuilder::sasl_ssl_broker`].
@@ -76,5 +70,7 @@ pub const SASL_USER: &str = "ratewire-e2e";
 pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
 /// The stacks' key sealing webhook secrets (32 bytes, base64).
 pub const WEBHOOK_SECRETS_KEY: &str = "cmF0ZXdpcmUtZTJlLXdlYmhvb2stc2VjcmV0cy1rZXk=";
-pub(crate) const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
-pub(crate) const REDIS: &str = "redis://127.0.0.1:6379/0";
+/// The machine's Postgres and Redis, which tests share (each in a
+/// database and a key prefix of its own).
+pub const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
+pub const REDIS: &str = "redis://127.0.0.1:6379/0";

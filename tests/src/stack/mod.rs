@@ -359,6 +359,16 @@ pub(crate) async fn drop_database(postgres: &str, database: &str) {
     }
 }
 
+/// Drops a test's database from the machine's Postgres and its keys from
+/// the machine's Redis, when what used them (an in-process world) drops.
+pub fn forget(database: &str, redis_prefix: &str) {
+    let (database, prefix) = (database.to_owned(), redis_prefix.to_owned());
+    clean_up(async move {
+        drop_database(crate::POSTGRES, &database).await;
+        let _ = flush_prefix(&prefix).await;
+    });
+}
+
 /// Runs `cleanup` to its end on a thread with a runtime of its own: a drop
 /// may run inside the test's runtime, which cannot be blocked on.
 pub(crate) fn clean_up(cleanup: impl std::future::Future<Output = ()> + Send + 'static) {

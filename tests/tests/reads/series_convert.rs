@@ -1,9 +1,11 @@
 //! Time series, conversion, conditional requests (the API in process: see
-//! `ratewire_e2e::World`) and cross-origin reads, each answer checked
+//! `crate::world::World`) and cross-origin reads, each answer checked
 //! against the API's OpenAPI document.
 
 use chrono::{Duration, Utc};
-use ratewire_e2e::{ago, Board, Stack, World};
+use ratewire_e2e::{ago, Board, Stack};
+
+use crate::world::World;
 use serde_json::Value;
 
 /// A board of `rates` (currency, buying, selling), each quoted the same for

@@ -9,7 +9,7 @@
 //! Events are what ingest would publish: banks registered and changed as
 //! its operator endpoints write them, boards as its parser reads a
 //! [`Board`]. What the path from a push to an answer does (ingest, the log,
-//! the projector's consumer) is the [`crate::Stack`]'s to test.
+//! the projector's consumer) is the `Stack`'s to test.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -32,9 +32,8 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
-use crate::contract::Contract;
-use crate::support::eventually;
-use crate::{Board, ADMIN_TOKEN, POSTGRES, REDIS};
+use ratewire_e2e::contract::Contract;
+use ratewire_e2e::{eventually, Board, ADMIN_TOKEN, POSTGRES, REDIS};
 
 /// The API's settings, read as its process reads them.
 #[derive(Parser)]
@@ -193,7 +192,7 @@ impl World {
     }
 
     /// Registers a bank as ingest's operator endpoint does (with the same
-    /// image and social link a [`crate::Stack`]'s banks get); its id.
+    /// image and social link a `Stack`'s banks get); its id.
     pub async fn register_bank(&mut self, code: &str, name: &str) -> Result<i64> {
         let id = self.next_bank;
         self.next_bank += 1;
@@ -523,11 +522,6 @@ impl std::io::Write for Captured {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let database = self.database.clone();
-        let prefix = self.redis_prefix.clone();
-        crate::stack::clean_up(async move {
-            crate::stack::drop_database(POSTGRES, &database).await;
-            let _ = crate::stack::flush_prefix(&prefix).await;
-        });
+        ratewire_e2e::forget(&self.database, &self.redis_prefix);
     }
 }
