@@ -281,7 +281,12 @@ async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()>
 #[tokio::test]
 async fn the_readme_alert_walkthrough_delivers_its_call_within_seconds() -> anyhow::Result<()> {
     let (stack, key) = demo_stack().await?;
-    let _feed = stack.command("ratewire-feed")?.arg("demo").spawn()?;
+    let log = |name: &str| std::fs::File::create(stack.logs.join(name));
+    let _feed = stack
+        .command("ratewire-feed")?
+        .arg("demo")
+        .stderr(log("feed.log")?)
+        .spawn()?;
 
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))?;
@@ -300,6 +305,7 @@ async fn the_readme_alert_walkthrough_delivers_its_call_within_seconds() -> anyh
         .args(["-c", &format!("set -euo pipefail\n{script}\nwait")])
         .env("KEY", &key)
         .stdout(std::process::Stdio::piped())
+        .stderr(log("walkthrough.log")?)
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
