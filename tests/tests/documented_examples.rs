@@ -5,13 +5,25 @@
 //! the answer shown after it has the served answer's shape:
 //! the same fields at every level, each of the same JSON type, the same
 //! `status` and `message`, and for CSV the same header. Values that depend
-//! on the run (rates, times) are free to differ.
+//! on the run (rates, times) are free to differ. The README's alert
+//! walkthrough, whose receiver runs until stopped, is run whole by a test
+//! of its own.
 
 use std::path::Path;
+
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ratewire_e2e::{eventually, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// "Within seconds": the demo feed publishes every 3 s, and a board is
+/// judged about 20 ms after its 202.
+const CALL_WITHIN: Duration = Duration::from_secs(10);
+
+/// How the README starts its webhook receiver.
+const RECEIVER: &str = "target/release/ratewire-feed receive";
 
 /// One documented block of commands and the answer shown right after it,
 /// if any.
@@ -72,10 +84,12 @@ fn examples(file: &'static str) -> anyhow::Result<Vec<Example>> {
     let blocks = blocks(&text);
     let mut examples = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
-        // The stream never ends: its own tests receive it.
+        // The stream never ends: its own tests receive it. The alert
+        // walkthrough's receiver neither: it has a test of its own below.
         if block.language != "sh"
             || !block.body.contains("http://127.0.0.1:8080/")
             || block.body.contains("curl -N")
+            || block.body.contains(RECEIVER)
         {
             continue;
         }
@@ -152,11 +166,7 @@ fn same_shape(documented: &Value, actual: &Value, at: &str) -> Result<(), String
 }
 
 async fn run(stack: &Stack, key: &str, dir: &Path, example: &Example) -> anyhow::Result<()> {
-    let script = format!("set -euo pipefail\n{}", example.commands)
-        .replace("http://127.0.0.1:8080", &stack.api_url)
-        .replace("http://127.0.0.1:8081", &stack.ingest_url)
-        .replace("http://127.0.0.1:9080", &stack.api_operator_url)
-        .replace("http://127.0.0.1:9081", &stack.ingest_operator_url);
+    let script = on_stack(&format!("set -euo pipefail\n{}", example.commands), stack);
     let output = tokio::process::Command::new("bash")
         .args(["-c", &script])
         .current_dir(dir)
@@ -206,10 +216,10 @@ async fn run(stack: &Stack, key: &str, dir: &Path, example: &Example) -> anyhow:
     Ok(())
 }
 
-#[tokio::test]
-async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()> {
+/// A stack as `deploy/stack up` leaves it: three rounds of the demo feed
+/// (what it has published within 10 s) served, and a demo key.
+async fn demo_stack() -> anyhow::Result<(Stack, String)> {
     let stack = Stack::start().await?;
-    // Three rounds, as `deploy/stack up` has published within 10 s.
     for _ in 0..3 {
         let output = stack.run("ratewire-feed", &["demo", "--once"], &[]).await?;
         assert!(
@@ -218,7 +228,6 @@ async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()>
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    // As `deploy/stack up` makes it.
     let key = stack.api_key_on("demo", "pro").await?;
     eventually("every demo bank served", VISIBLE_WITHIN, || async {
         let (_, banks) = stack.get("/api/v1/banks", Some(&key)).await.ok()?;
@@ -231,11 +240,27 @@ async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()>
         (served == 12).then_some(())
     })
     .await?;
+    Ok((stack, key))
+}
 
-    // Where the README's commands find the operator token.
+/// `commands` with the stack's addresses for the documented default ports.
+fn on_stack(commands: &str, stack: &Stack) -> String {
+    commands
+        .replace("http://127.0.0.1:8080", &stack.api_url)
+        .replace("http://127.0.0.1:8081", &stack.ingest_url)
+        .replace("http://127.0.0.1:9080", &stack.api_operator_url)
+        .replace("http://127.0.0.1:9081", &stack.ingest_operator_url)
+}
+
+#[tokio::test]
+async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()> {
+    let (stack, key) = demo_stack().await?;
+
+    // Where the README's commands find the operator token and the key.
     let dir = stack.logs.join("documented-examples");
     std::fs::create_dir_all(dir.join(".stack"))?;
     std::fs::write(dir.join(".stack/admin-token"), ADMIN_TOKEN)?;
+    std::fs::write(dir.join(".stack/demo-api-key"), &key)?;
 
     let mut all = examples("docs/api.md")?;
     all.extend(examples("README.md")?);
@@ -247,5 +272,121 @@ async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()>
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    Ok(())
+}
+
+/// The README's alert walkthrough, run as written while the demo feed
+/// publishes every 3 s: the receiver it starts prints a verified call of
+/// the alert within seconds.
+#[tokio::test]
+async fn the_readme_alert_walkthrough_delivers_its_call_within_seconds() -> anyhow::Result<()> {
+    let (stack, key) = demo_stack().await?;
+    let log = |name: &str| std::fs::File::create(stack.logs.join(name));
+    let _feed = stack
+        .command("ratewire-feed")?
+        .arg("demo")
+        .stderr(log("feed.log")?)
+        .spawn()?;
+
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))?;
+    let walkthrough = blocks(&readme)
+        .into_iter()
+        .find(|b| b.language == "sh" && b.body.contains(RECEIVER))
+        .context("the README starts a receiver")?;
+    let port = ratewire_e2e::free_port();
+    let feed = ratewire_e2e::binary("ratewire-feed")?;
+    let script = on_stack(&walkthrough.body, &stack)
+        .replace("127.0.0.1:9999", &format!("127.0.0.1:{port}"))
+        .replace("target/release/ratewire-feed", &feed.display().to_string());
+
+    let started = std::time::Instant::now();
+    let mut shell = tokio::process::Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{script}\nwait")])
+        .env("KEY", &key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(log("walkthrough.log")?)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let group = shell.id().context("the shell's pid")?;
+    let mut lines = BufReader::new(shell.stdout.take().context("stdout")?).lines();
+    let call = tokio::time::timeout(CALL_WITHIN, async {
+        while let Some(line) = lines.next_line().await? {
+            let printed: Value = serde_json::from_str(&line).unwrap_or_default();
+            if printed["type"] == "rate.threshold_crossed" {
+                return anyhow::Ok(printed);
+            }
+        }
+        bail!("the walkthrough ended without a call")
+    })
+    .await;
+    // The receiver runs in the background of the shell: stop them both.
+    std::process::Command::new("kill")
+        .args(["--", &format!("-{group}")])
+        .status()?;
+    let call = call.with_context(|| format!("no call within {CALL_WITHIN:?}"))??;
+    assert_eq!(call["verified"], true, "{call}");
+    assert!(
+        call["messageId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("msg_")),
+        "{call}"
+    );
+    assert_eq!(call["data"]["currencyCode"], "USD", "{call}");
+    println!(
+        "the call arrived {:?} after the walkthrough started",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// `deploy/stack up` on a fresh database: the demo publishes its banks'
+/// past year through the backfill before its first round, so a year's
+/// chart shows a market (a value on every day but Sundays, moving), with
+/// the National Bank's reference line beside it.
+#[tokio::test]
+async fn a_fresh_demo_stack_has_a_year_of_history() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let output = stack
+        .run(
+            "ratewire-feed",
+            &["demo", "--once", "--banks", "2", "--history-days", "365"],
+            &[],
+        )
+        .await?;
+    assert!(
+        output.status.success(),
+        "the demo feed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let key = stack.api_key_on("demo", "pro").await?;
+    let from = (chrono::Utc::now() - chrono::Duration::days(365)).date_naive();
+
+    let series = format!("/api/v1/rates/series?bankId=1&currencyCode=USD&from={from}");
+    let points = eventually(
+        "a year of daily boards served",
+        VISIBLE_WITHIN * 4,
+        || async {
+            let (_, body) = stack.get(&series, Some(&key)).await.ok()?;
+            let points = body["data"]["points"].as_array()?.clone();
+            let published: std::collections::BTreeSet<String> = points
+                .iter()
+                .filter_map(|p| p["updatedAt"].as_str().map(str::to_owned))
+                .collect();
+            // 365 days less 52 Sundays, and today's live board.
+            (published.len() > 310).then_some(points)
+        },
+    )
+    .await?;
+    let values: std::collections::BTreeSet<String> =
+        points.iter().map(|p| p["cashBuying"].to_string()).collect();
+    assert!(values.len() > 100, "a flat year: {values:?}");
+
+    let reference = format!("/api/v1/reference-rates/series?currencyCode=USD&from={from}");
+    let (status, body) = stack.get(&reference, Some(&key)).await?;
+    assert_eq!(status, 200, "{body}");
+    let days = body["data"]["points"].as_array().map_or(0, Vec::len);
+    assert!(days >= 255, "{days} reference days in a year");
     Ok(())
 }

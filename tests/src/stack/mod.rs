@@ -229,6 +229,19 @@ impl Stack {
         }
     }
 
+    /// A ratewire command-line binary with the stack's settings, run in
+    /// the stack's directory, for a test to start and stop as it needs
+    /// (it is killed when dropped).
+    pub fn command(&self, name: &str) -> Result<tokio::process::Command> {
+        let mut command = tokio::process::Command::new(binary(name)?);
+        command
+            .current_dir(&self.logs)
+            .envs(self.env.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        Ok(command)
+    }
+
     /// Runs a ratewire command-line binary (e.g. `ratewire-ingest banks
     /// list`) with the stack's settings plus `env`, to completion.
     pub async fn run(
@@ -237,12 +250,10 @@ impl Stack {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Result<std::process::Output> {
-        let output = tokio::process::Command::new(binary(name)?)
-            .current_dir(&self.logs)
+        let output = self
+            .command(name)?
             .args(args)
-            .envs(self.env.iter().map(|(n, v)| (n.as_str(), v.as_str())))
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
             .output()
             .await
             .with_context(|| format!("running {name}"))?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ratewire_service::{init_telemetry, shutdown_on_signal};
-use ratewire_tools::feed::backfill::{self, BackfillSettings, Format};
+use ratewire_tools::feed::backfill::{self, BackfillSettings, Format, Sending};
 use ratewire_tools::feed::client::IngestClient;
 use ratewire_tools::feed::load::{self, LoadSettings};
 use ratewire_tools::feed::reference::{self, PollSettings};
@@ -54,6 +54,11 @@ enum Command {
         /// Publish a single round and exit.
         #[arg(long)]
         once: bool,
+        /// Days of daily boards (and the National Bank's reference days)
+        /// published through the backfill for the banks this run registers,
+        /// before the first round; 0 publishes none.
+        #[arg(long, env = "RATEWIRE_FEED_HISTORY_DAYS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=3660))]
+        history_days: u32,
     },
     /// Publish past boards from a CSV or JSON file (format in
     /// docs/publishers.md), then print what was accepted and rejected.
@@ -188,6 +193,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             currencies,
             interval_ms,
             once,
+            history_days,
         } => {
             let settings = DemoSettings {
                 ingest_url: cli.ingest_url,
@@ -199,6 +205,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 currencies: currencies as usize,
                 interval: Duration::from_millis(interval_ms),
                 once,
+                history_days,
             };
             feed::run_demo(settings, shutdown).await?;
             Ok(ExitCode::SUCCESS)
@@ -284,10 +291,12 @@ async fn main() -> anyhow::Result<ExitCode> {
             let settings = BackfillSettings {
                 file,
                 format,
-                tokens: tokens.into_iter().collect::<HashMap<_, _>>(),
-                concurrency: concurrency as usize,
-                attempts,
-                dry_run,
+                sending: Sending {
+                    tokens: tokens.into_iter().collect::<HashMap<_, _>>(),
+                    concurrency: concurrency as usize,
+                    attempts,
+                    dry_run,
+                },
             };
             let client = IngestClient::new(
                 &cli.ingest_url,

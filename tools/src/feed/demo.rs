@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::client::{new_bank, IngestClient, Pushed};
+use super::history;
+use super::market::{self, Style};
 use super::reference::weekdays_until;
 
 /// Weekdays before today whose reference boards the demo imports, so a
@@ -23,19 +25,18 @@ use super::reference::weekdays_until;
 const REFERENCE_DAYS_BACK: u32 = 4;
 
 /// A plausible reference board for `date`, in the National Bank's
-/// published shape: its buying a little under the demo's mid, selling 1%
+/// published shape: its buying a little under the market's mid that day, selling 1%
 /// above buying, and the weighted average between (equal to buying for
 /// USD, as published). The same date always gives the same values, so
 /// importing it again changes nothing.
 pub fn reference_board(date: NaiveDate) -> String {
-    use chrono::Datelike;
-    let drift = f64::from(date.num_days_from_ce() % 11) / 10_000.0 - 0.0005;
     let mut data = Vec::new();
     let mids = DEMO_CURRENCIES.iter().copied().chain([("XDR", 213.40)]);
-    for (i, (code, mid)) in mids.enumerate() {
+    for (i, (code, base)) in mids.enumerate() {
+        let mid = market::mid(code, base, date);
         let digits = if mid < 10.0 { 6 } else { 4 };
         let value = |x: f64| Decimal::from_f64(x).unwrap_or_default().round_dp(digits);
-        let buying = mid * (0.995 + drift);
+        let buying = mid * 0.995;
         let selling = buying * 1.01;
         let average = if code == "USD" {
             buying
@@ -124,38 +125,27 @@ pub struct DemoSettings {
     pub interval: Duration,
     /// Publish one round and stop.
     pub once: bool,
+    /// Days of daily boards published for the banks this run registers,
+    /// before the first round (0: none).
+    pub history_days: u32,
 }
 
 /// One simulated bank: its quoting style and current mid rates.
 struct SimBank {
     id: i64,
     token: String,
-    cash_spread: f64,
-    transactional_spread: f64,
+    style: Style,
     mids: Vec<(String, f64)>,
 }
 
 impl SimBank {
-    /// Moves every mid a little (a bounded random walk) and quotes a board,
-    /// as JSON text: decimals go on the wire as bare numbers with their
-    /// exact digits, which `serde_json::Value` cannot hold.
+    /// Moves every mid a little (a random walk from today's market) and
+    /// quotes a board, as JSON text.
     fn next_board(&mut self, rng: &mut StdRng) -> String {
         let mut rates = Vec::with_capacity(self.mids.len());
         for (code, mid) in &mut self.mids {
             *mid *= 1.0 + rng.gen_range(-0.0015..0.0015);
-            let quote = |m: f64, spread: f64, side: f64| {
-                let digits = if m < 10.0 { 4 } else { 2 };
-                Decimal::from_f64(m * (1.0 + side * spread))
-                    .unwrap_or_default()
-                    .round_dp(digits)
-            };
-            rates.push(format!(
-                r#"{{"currency":"{code}","cashBuying":{},"cashSelling":{},"transactionalBuying":{},"transactionalSelling":{}}}"#,
-                quote(*mid, self.cash_spread, -1.0),
-                quote(*mid, self.cash_spread, 1.0),
-                quote(*mid, self.transactional_spread, -1.0),
-                quote(*mid, self.transactional_spread, 1.0),
-            ));
+            rates.push(self.style.entry(code, *mid));
         }
         format!(
             r#"{{"asOf":"{}","rates":[{}]}}"#,
@@ -174,7 +164,10 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
     let mut rng = StdRng::from_entropy();
     let existing = client.banks().await?;
 
+    let today = Utc::now().date_naive();
+    let currencies = &DEMO_CURRENCIES[..settings.currencies.min(DEMO_CURRENCIES.len())];
     let mut banks = Vec::new();
+    let mut registered = Vec::new();
     for (code, name) in DEMO_BANKS.iter().take(settings.banks) {
         let id = match existing.iter().find(|b| b["code"] == *code) {
             Some(bank) => bank["id"].as_i64().context("bank without id")?,
@@ -196,18 +189,43 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             .create_token(id)
             .await?
             .context("the demo bank vanished")?;
-        let offset = rng.gen_range(-0.005..0.005);
+        if !existing.iter().any(|b| b["code"] == *code) {
+            registered.push(history::Bank {
+                id,
+                code,
+                token: token.clone(),
+            });
+        }
+        let style = Style::of(code);
         banks.push(SimBank {
             id,
             token,
-            cash_spread: rng.gen_range(0.010..0.020),
-            transactional_spread: rng.gen_range(0.004..0.009),
-            mids: DEMO_CURRENCIES
+            style,
+            mids: currencies
                 .iter()
-                .take(settings.currencies)
-                .map(|(code, mid)| (code.to_string(), mid * (1.0 + offset)))
+                .map(|(code, base)| {
+                    let mid = market::mid(code, *base, today) * (1.0 + style.offset);
+                    (code.to_string(), mid)
+                })
                 .collect(),
         });
+    }
+    // The past of banks registered now; a bank known before has its own.
+    if settings.history_days > 0 && !registered.is_empty() {
+        info!(
+            banks = registered.len(),
+            days = settings.history_days,
+            "demo history publishing"
+        );
+        history::publish(
+            &client,
+            registered,
+            currencies,
+            today,
+            settings.history_days,
+            &shutdown,
+        )
+        .await;
     }
     info!(
         banks = banks.len(),
@@ -270,8 +288,7 @@ mod tests {
         let mut bank = SimBank {
             id: 1,
             token: String::new(),
-            cash_spread: 0.015,
-            transactional_spread: 0.005,
+            style: Style::of("CBE"),
             mids: DEMO_CURRENCIES
                 .iter()
                 .map(|(c, m)| (c.to_string(), *m))

@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Router;
 use ratewire_alerts::Secret;
+use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 /// How far a call's timestamp may be from now.
@@ -92,6 +93,28 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// The parts of a call's body that are printed, kept as sent.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Body {
+    #[serde(rename = "type")]
+    kind: Option<Box<RawValue>>,
+    data: Option<Box<RawValue>>,
+}
+
+/// One received call as printed: the message id (the `webhook-id` header,
+/// the same on every attempt of one message), whether it verified, and the
+/// body's type and data.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Printed<'a> {
+    message_id: Option<&'a str>,
+    verified: bool,
+    problem: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: Option<Box<RawValue>>,
+    data: Option<Box<RawValue>>,
+}
+
 async fn receive(
     State(state): State<Arc<Receiving>>,
     headers: HeaderMap,
@@ -99,16 +122,15 @@ async fn receive(
 ) -> StatusCode {
     let check = verified(&state.secrets, &headers, &body);
     if state.print {
-        let payload: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        let id = headers.get("webhook-id").and_then(|v| v.to_str().ok());
-        let line = serde_json::json!({
-            "verified": check.is_ok(),
-            "problem": check.as_ref().err(),
-            "webhookId": id,
-            "type": payload["type"],
-            "data": payload["data"],
-        });
-        println!("{line}");
+        let sent: Body = serde_json::from_slice(&body).unwrap_or_default();
+        let line = Printed {
+            message_id: headers.get("webhook-id").and_then(|v| v.to_str().ok()),
+            verified: check.is_ok(),
+            problem: check.as_ref().err().map(String::as_str),
+            kind: sent.kind,
+            data: sent.data,
+        };
+        println!("{}", serde_json::to_string(&line).unwrap_or_default());
     }
     match check {
         Ok(()) => {

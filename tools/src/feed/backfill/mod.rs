@@ -38,6 +38,12 @@ pub struct BackfillSettings {
     pub file: PathBuf,
     /// When `None`, taken from the file's extension.
     pub format: Option<Format>,
+    pub sending: Sending,
+}
+
+/// How boards are sent, wherever they were read from.
+#[derive(Debug, Clone, Default)]
+pub struct Sending {
     /// Publisher tokens given on the command line, by bank. Banks without
     /// one get a token made with the operator token, revoked at the end.
     pub tokens: HashMap<i64, String>,
@@ -45,7 +51,7 @@ pub struct BackfillSettings {
     pub concurrency: usize,
     /// Tries per board while ingest answers 503 or does not answer.
     pub attempts: u32,
-    /// Check the file and report, sending nothing.
+    /// Check the boards and report, sending nothing.
     pub dry_run: bool,
 }
 
@@ -175,8 +181,21 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Summary> {
     let contents = read_file(&settings.file, settings.format)?;
+    let source = settings.file.display().to_string();
+    publish(&source, contents, settings.sending, client, shutdown).await
+}
+
+/// Checks and (unless a dry run) publishes boards read from `source`
+/// (a file, or boards made by a program, as the demo's history).
+pub async fn publish(
+    source: &str,
+    contents: FileContents,
+    settings: Sending,
+    client: IngestClient,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Summary> {
     let mut summary = Summary {
-        file: settings.file.display().to_string(),
+        file: source.to_owned(),
         dry_run: settings.dry_run,
         unplaced: contents.unplaced,
         ..Summary::default()
@@ -272,7 +291,7 @@ impl Drop for Finish<'_> {
 async fn publish_bank(
     bank: i64,
     boards: Vec<FileBoard>,
-    settings: Arc<BackfillSettings>,
+    settings: Arc<Sending>,
     client: IngestClient,
     summary: Arc<Mutex<Summary>>,
     done: Arc<AtomicUsize>,
