@@ -342,7 +342,7 @@ async fn the_readme_alert_walkthrough_delivers_its_call_within_seconds() -> anyh
 }
 
 /// `deploy/stack up` on a fresh database: the demo publishes its banks'
-/// past year through the backfill before its first round, so a year's
+/// past year through the backfill beside its live rounds, so a year's
 /// chart shows a market (a value on every day but Sundays, moving), with
 /// the National Bank's reference line beside it.
 #[tokio::test]

@@ -56,7 +56,7 @@ enum Command {
         once: bool,
         /// Days of daily boards (and the National Bank's reference days)
         /// published through the backfill for the banks this run registers,
-        /// before the first round; 0 publishes none.
+        /// beside the live rounds; 0 publishes none.
         #[arg(long, env = "RATEWIRE_FEED_HISTORY_DAYS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=3660))]
         history_days: u32,
     },

@@ -126,7 +126,7 @@ pub struct DemoSettings {
     /// Publish one round and stop.
     pub once: bool,
     /// Days of daily boards published for the banks this run registers,
-    /// before the first round (0: none).
+    /// beside the live rounds (0: none).
     pub history_days: u32,
 }
 
@@ -210,23 +210,22 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
                 .collect(),
         });
     }
-    // The past of banks registered now; a bank known before has its own.
-    if settings.history_days > 0 && !registered.is_empty() {
+    // The past of banks registered now (a bank known before has its own),
+    // beside the live rounds: an older board never replaces a newer one, so
+    // the banks are served at once and their history fills in behind.
+    let past = (settings.history_days > 0 && !registered.is_empty()).then(|| {
         info!(
             banks = registered.len(),
             days = settings.history_days,
             "demo history publishing"
         );
-        history::publish(
-            &client,
-            registered,
-            currencies,
-            today,
-            settings.history_days,
-            &shutdown,
-        )
-        .await;
-    }
+        let (client, currencies, shutdown) =
+            (client.clone(), currencies.to_vec(), shutdown.clone());
+        let days = settings.history_days;
+        tokio::spawn(async move {
+            history::publish(&client, registered, &currencies, today, days, &shutdown).await
+        })
+    });
     info!(
         banks = banks.len(),
         interval_ms = settings.interval.as_millis() as u64,
@@ -259,6 +258,9 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
         if settings.once {
             break;
         }
+    }
+    if let Some(past) = past {
+        past.await?;
     }
     Ok(())
 }
