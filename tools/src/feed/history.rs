@@ -11,8 +11,7 @@ use tracing::{info, warn};
 
 use super::backfill::{self, FileBoard, FileContents, Sending};
 use super::client::IngestClient;
-use super::demo::reference_board;
-use super::market::{self, Style};
+use super::market::{self, reference_board, Style};
 use super::reference::weekdays_until;
 
 /// A bank whose past is published: its id, code and a publisher token.

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::client::{new_bank, IngestClient, Pushed};
-use super::demo::DEMO_CURRENCIES;
+use super::market::DEMO_CURRENCIES;
 use super::watch::{watch, Outstanding, Seen, Watched, WATCH_PATIENCE};
 
 /// Twelve more currencies beyond the demo's eighteen, for 30-currency boards.

@@ -1,5 +1,6 @@
-//! The demo's market: where each currency's mid rate stands on a day, and
-//! how each demo bank quotes around it. Everything here depends only on
+//! The demo's market: its currencies, where each one's mid rate stands on
+//! a day, the National Bank's reference board of that day, and how each
+//! demo bank quotes around the mid. Everything here depends only on
 //! the date, the currency and the bank's code, so the year of history the
 //! demo publishes, the National Bank's reference days and the live boards
 //! tell one story, and making any day's board again gives the same bytes.
@@ -77,9 +78,78 @@ impl Style {
     }
 }
 
+/// Currencies and a plausible mid rate in birr per unit.
+pub const DEMO_CURRENCIES: [(&str, f64); 18] = [
+    ("USD", 155.20),
+    ("EUR", 180.40),
+    ("GBP", 207.10),
+    ("SAR", 41.35),
+    ("AED", 42.25),
+    ("CNY", 21.80),
+    ("CHF", 193.60),
+    ("JPY", 1.03),
+    ("CAD", 111.20),
+    ("KES", 1.20),
+    ("AUD", 101.40),
+    ("SEK", 16.20),
+    ("DKK", 24.18),
+    ("NOK", 15.10),
+    ("INR", 1.77),
+    ("ZAR", 8.70),
+    ("KWD", 505.30),
+    ("DJF", 0.87),
+];
+
+/// A plausible reference board for `date`, in the National Bank's
+/// published shape: its buying a little under the market's mid that day, selling 1%
+/// above buying, and the weighted average between (equal to buying for
+/// USD, as published). The same date always gives the same values, so
+/// importing it again changes nothing.
+pub fn reference_board(date: NaiveDate) -> String {
+    let mut data = Vec::new();
+    let mids = DEMO_CURRENCIES.iter().copied().chain([("XDR", 213.40)]);
+    for (i, (code, base)) in mids.enumerate() {
+        let mid = self::mid(code, base, date);
+        let digits = if mid < 10.0 { 6 } else { 4 };
+        let value = |x: f64| Decimal::from_f64(x).unwrap_or_default().round_dp(digits);
+        let buying = mid * 0.995;
+        let selling = buying * 1.01;
+        let average = if code == "USD" {
+            buying
+        } else {
+            buying * 1.004
+        };
+        data.push(format!(
+            r#"{{"id":"demo-{date}-{i}","currency_id":"demo-{code}","buying":"{}","selling":"{}","date":"{date}","weighted_average":"{}","currency":{{"id":"demo-{code}","name":"{code}","code":"{code}"}}}}"#,
+            value(buying),
+            value(selling),
+            value(average),
+        ));
+    }
+    format!(
+        r#"{{"success":true,"message":"OK","status":200,"data":[{}]}}"#,
+        data.join(",")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demo_reference_day_is_valid_for_ingest_and_the_same_each_time() {
+        let date: NaiveDate = "2026-05-18".parse().unwrap();
+        let body = reference_board(date);
+        let board = ratewire_ingest::reference::parse(body.as_bytes(), chrono::Utc::now()).unwrap();
+        assert_eq!(board.rates().len(), DEMO_CURRENCIES.len() + 1);
+        assert_eq!(reference_board(date), body);
+        let usd = board
+            .rates()
+            .iter()
+            .find(|r| r.currency().as_str() == "USD")
+            .unwrap();
+        assert_eq!(usd.weighted_average(), usd.buying());
+    }
 
     #[test]
     fn a_day_of_the_market_is_the_same_on_every_run_and_stays_near_its_base() {

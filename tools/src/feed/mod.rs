@@ -15,4 +15,5 @@ pub mod receive;
 pub mod reference;
 pub mod watch;
 
-pub use demo::{run_demo, DemoSettings, DEMO_BANKS, DEMO_CURRENCIES};
+pub use demo::{run_demo, DemoSettings, DEMO_BANKS};
+pub use market::DEMO_CURRENCIES;
