@@ -113,7 +113,8 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
     let mut banks = Vec::new();
     let mut registered = Vec::new();
     for (code, name) in DEMO_BANKS.iter().take(settings.banks) {
-        let id = match existing.iter().find(|b| b["code"] == *code) {
+        let known = existing.iter().find(|b| b["code"] == *code);
+        let id = match known {
             Some(bank) => bank["id"].as_i64().context("bank without id")?,
             None => {
                 let lower = code.to_ascii_lowercase();
@@ -133,7 +134,7 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             .create_token(id)
             .await?
             .context("the demo bank vanished")?;
-        if !existing.iter().any(|b| b["code"] == *code) {
+        if known.is_none() {
             registered.push(history::Bank {
                 id,
                 code,

@@ -31,6 +31,7 @@ pub fn boards(
     today: NaiveDate,
     days: u32,
 ) -> Vec<FileBoard> {
+    let styles: Vec<Style> = banks.iter().map(|b| Style::of(b.code)).collect();
     let mut boards = Vec::new();
     for back in (1..=u64::from(days)).rev() {
         let Some(date) = today.checked_sub_days(chrono::Days::new(back)) else {
@@ -46,8 +47,7 @@ pub fn boards(
             continue;
         };
         let day = date.to_string();
-        for bank in banks {
-            let style = Style::of(bank.code);
+        for (bank, style) in banks.iter().zip(&styles) {
             let mut rng = StdRng::seed_from_u64(market::seed(&["day", bank.code, &day]));
             let rates: Vec<String> = currencies
                 .iter()
