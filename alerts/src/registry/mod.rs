@@ -2,9 +2,10 @@
 //! endpoints store through here): each belongs to an API key (by its
 //! prefix) and is never shown, changed or even named to another key (a
 //! stranger's id reads as not found). Bodies are checked here, naming
-//! every bad field.
+//! every bad field (`body`).
 
 pub mod alerts;
+mod body;
 pub mod webhooks;
 
 use sqlx::PgPool;

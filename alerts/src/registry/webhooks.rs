@@ -3,10 +3,11 @@
 
 use chrono::{DateTime, Duration, Utc};
 use ratewire_readmodel::views::millis;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use super::body::BodyFields;
 use super::{lock_owner, Registry};
 use crate::error::{Error, Result};
 use crate::message::{test_id, Body, WebhookTest, WEBHOOK_TEST};
@@ -19,13 +20,8 @@ pub const MAX_DESCRIPTION: usize = 500;
 /// How long the secret before a rotation still signs.
 const ROTATION_OVERLAP: Duration = Duration::hours(24);
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewWebhook {
-    pub url: String,
-    #[serde(default)]
-    pub description: Option<String>,
-}
+/// The fields `POST /api/v1/webhooks` takes.
+pub struct NewWebhook;
 
 impl ratewire_service::body::Fields for NewWebhook {
     const WHAT: &'static str = "a webhook";
@@ -146,20 +142,32 @@ impl Registry {
         ))
     }
 
-    pub async fn create_webhook(&self, owner: &str, new: NewWebhook) -> Result<CreatedWebhook> {
+    /// Registers a webhook of `owner`'s from `body` (JSON text), naming
+    /// every bad field at once.
+    pub async fn create_webhook(&self, owner: &str, body: &str) -> Result<CreatedWebhook> {
         let key = self.sealing_key()?;
-        let description = new.description.unwrap_or_default();
+        let mut body = BodyFields::read::<NewWebhook>(body)?;
+        let description = body
+            .get::<Option<String>>("description")
+            .flatten()
+            .unwrap_or_default();
         if description.chars().count() > MAX_DESCRIPTION {
-            return Err(Error::validation(
+            body.add(
                 "description",
                 format!("must be at most {MAX_DESCRIPTION} characters"),
-            ));
+            );
         }
-        let url = self
-            .policy
-            .check_url(new.url.trim())
-            .await
-            .map_err(|e| Error::validation("url", e))?;
+        let url = match body.get::<String>("url") {
+            Some(url) => match self.policy.check_url(url.trim()).await {
+                Ok(url) => Some(url),
+                Err(e) => {
+                    body.add("url", e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let url = body.finish(url)?;
         let id = Uuid::new_v4();
         let secret = Secret::generate();
         let mut tx = self.pool.begin().await?;

@@ -132,7 +132,8 @@ pub struct NewAlert {
     /// `below`: when it goes below.
     #[schema(pattern = "^(above|below)$")]
     pub condition: String,
-    /// Above 0 and below 1,000,000,000, at most 8 digits after the point.
+    /// Above 0 and below 1,000,000,000, at most 8 digits after the point;
+    /// kept with the digits written (150.50 stays 150.50).
     #[schema(exclusive_minimum = 0, maximum = 999_999_999)]
     pub threshold: f64,
     /// A bank's id; without it, the best rate across active banks (as
@@ -151,6 +152,7 @@ pub struct Alert {
     pub currency_code: String,
     pub field: String,
     pub condition: String,
+    /// With the digits it was given.
     pub threshold: f64,
     pub bank_id: Option<u64>,
     #[schema(format = DateTime)]
@@ -158,7 +160,8 @@ pub struct Alert {
     /// Whether the condition held at the last board evaluated (null: not
     /// known yet; the first board that finds it true fires).
     pub triggered: Option<bool>,
-    /// The watched rate at the last board evaluated (or when created).
+    /// The watched rate at the last board evaluated (or when created),
+    /// with the digits its bank published.
     pub last_value: Option<f64>,
     /// Crossings so far.
     pub fired: u64,

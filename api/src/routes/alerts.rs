@@ -4,8 +4,9 @@
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::owned::{answer, id_of, read_body, Owner};
 use crate::error::Result;
@@ -22,13 +23,13 @@ use crate::state::AppState;
 pub async fn create(
     Owner(owner): Owner,
     State(state): State<AppState>,
-    body: std::result::Result<Json<Value>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>)> {
-    let new = read_body(body)?;
+    body: std::result::Result<Json<Box<RawValue>>, JsonRejection>,
+) -> Result<Response> {
+    let body = read_body(body)?;
     let most = state.access.plans.alerts(&owner.plan);
     let alert = state
         .alerting
-        .create_alert(&owner.prefix, most, new)
+        .create_alert(&owner.prefix, most, body.get())
         .await?;
     Ok(answer(StatusCode::CREATED, "created", alert))
 }
@@ -38,10 +39,7 @@ pub async fn create(
         (status = 200, description = "The key's alerts, oldest first, with their state", body = crate::openapi::AlertsResponse),
         crate::openapi::CommonErrors,
     ))]
-pub async fn list(
-    Owner(owner): Owner,
-    State(state): State<AppState>,
-) -> Result<(StatusCode, Json<Value>)> {
+pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<Response> {
     let alerts = state.alerting.alerts(&owner.prefix).await?;
     Ok(answer(StatusCode::OK, "success", alerts))
 }

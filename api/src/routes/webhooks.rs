@@ -5,8 +5,9 @@
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::owned::{answer, id_of, read_body, Owner};
 use crate::error::Result;
@@ -23,10 +24,13 @@ use crate::state::AppState;
 pub async fn create(
     Owner(owner): Owner,
     State(state): State<AppState>,
-    body: std::result::Result<Json<Value>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>)> {
-    let new = read_body(body)?;
-    let created = state.alerting.create_webhook(&owner.prefix, new).await?;
+    body: std::result::Result<Json<Box<RawValue>>, JsonRejection>,
+) -> Result<Response> {
+    let body = read_body(body)?;
+    let created = state
+        .alerting
+        .create_webhook(&owner.prefix, body.get())
+        .await?;
     Ok(answer(StatusCode::CREATED, "created", created))
 }
 
@@ -35,10 +39,7 @@ pub async fn create(
         (status = 200, description = "The key's webhooks, oldest first, with their delivery health", body = crate::openapi::WebhooksResponse),
         crate::openapi::CommonErrors,
     ))]
-pub async fn list(
-    Owner(owner): Owner,
-    State(state): State<AppState>,
-) -> Result<(StatusCode, Json<Value>)> {
+pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<Response> {
     let webhooks = state.alerting.webhooks(&owner.prefix).await?;
     Ok(answer(StatusCode::OK, "success", webhooks))
 }
@@ -71,7 +72,7 @@ pub async fn test(
     Owner(owner): Owner,
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<Response> {
     let id = id_of(&id, "Webhook not found")?;
     let sent = state.alerting.test_webhook(&owner.prefix, id).await?;
     Ok(answer(StatusCode::ACCEPTED, "accepted", sent))
@@ -88,7 +89,7 @@ pub async fn rotate_secret(
     Owner(owner): Owner,
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<Response> {
     let id = id_of(&id, "Webhook not found")?;
     let rotated = state.alerting.rotate_secret(&owner.prefix, id).await?;
     Ok(answer(StatusCode::OK, "success", rotated))
