@@ -410,6 +410,10 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
         .await?;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "LIMIT_REACHED");
+    assert_eq!(
+        body["message"],
+        "Alert limit reached: this key has 5 and its plan keeps 5; delete one first"
+    );
     // Deleting the webhook takes its alerts with it.
     assert_eq!(
         stack
@@ -872,5 +876,55 @@ async fn a_bad_alert_or_webhook_names_every_bad_field_at_once() -> Result<()> {
     assert_eq!(named(&body), ["colour", "description", "url"], "{body}");
     let (_, listed) = stack.get("/api/v1/webhooks", Some(&key)).await?;
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_webhook_registered_without_a_description_has_none_not_an_empty_one() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("described").await?;
+    let receiver = Receiver::start().await?;
+    let (status, bare) = stack
+        .post("/api/v1/webhooks", &key, json!({"url": receiver.url()}))
+        .await?;
+    assert_eq!(status, 201, "{bare}");
+    assert_eq!(bare["data"]["description"], Value::Null, "{bare}");
+    let (status, described) = stack
+        .post(
+            "/api/v1/webhooks",
+            &key,
+            json!({"url": receiver.url(), "description": "my laptop"}),
+        )
+        .await?;
+    assert_eq!(status, 201, "{described}");
+    let (_, listed) = stack.get("/api/v1/webhooks", Some(&key)).await?;
+    let descriptions: Vec<&Value> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["description"])
+        .collect();
+    assert_eq!(descriptions, [&Value::Null, &json!("my laptop")]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_key_at_its_webhook_limit_gets_a_409_worded_like_every_other_answer() -> Result<()> {
+    let stack = Stack::builder()
+        .env("RATEWIRE_WEBHOOKS_PER_KEY", "1")
+        .start()
+        .await?;
+    let key = stack.api_key("limited").await?;
+    let receiver = Receiver::start().await?;
+    stack.webhook(&key, &receiver.url()).await?;
+    let (status, body) = stack
+        .post("/api/v1/webhooks", &key, json!({"url": receiver.url()}))
+        .await?;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 409, "code": "LIMIT_REACHED",
+               "message": "Webhook limit reached: this key has 1 and a key may register 1; delete one first"})
+    );
     Ok(())
 }

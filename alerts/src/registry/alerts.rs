@@ -248,7 +248,7 @@ impl Registry {
         let new = body.finish(read.checked())?;
         if held as u64 >= most {
             return Err(Error::LimitReached(format!(
-                "this key has {held} alerts, the most its plan allows ({most}); delete one first"
+                "Alert limit reached: this key has {held} and its plan keeps {most}; delete one first"
             )));
         }
         // Made wholly between two evaluations of its watch (the fold holds

@@ -35,7 +35,8 @@ impl ratewire_service::body::Fields for NewWebhook {
 pub struct CreatedWebhook {
     pub id: Uuid,
     pub url: String,
-    pub description: String,
+    /// `None` when none was given.
+    pub description: Option<String>,
     pub secret: String,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
@@ -58,7 +59,7 @@ pub enum Status {
 pub struct WebhookInfo {
     pub id: Uuid,
     pub url: String,
-    pub description: String,
+    pub description: Option<String>,
     pub status: Status,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
@@ -83,7 +84,7 @@ pub struct WebhookInfo {
 struct Row {
     id: Uuid,
     url: String,
-    description: String,
+    description: Option<String>,
     created_at: DateTime<Utc>,
     failing_since: Option<DateTime<Utc>>,
     disabled_at: Option<DateTime<Utc>>,
@@ -138,7 +139,7 @@ pub struct TestSent {
 impl Registry {
     fn sealing_key(&self) -> Result<&SealingKey> {
         self.key.as_ref().ok_or(Error::NotConfigured(
-            "webhooks are not configured on this server (RATEWIRE_WEBHOOK_SECRETS_KEY)",
+            "Webhooks are not configured on this server (RATEWIRE_WEBHOOK_SECRETS_KEY)",
         ))
     }
 
@@ -147,11 +148,11 @@ impl Registry {
     pub async fn create_webhook(&self, owner: &str, body: &str) -> Result<CreatedWebhook> {
         let key = self.sealing_key()?;
         let mut body = BodyFields::read::<NewWebhook>(body)?;
-        let description = body
-            .get::<Option<String>>("description")
-            .flatten()
-            .unwrap_or_default();
-        if description.chars().count() > MAX_DESCRIPTION {
+        let description = body.get::<Option<String>>("description").flatten();
+        if description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+        {
             body.add(
                 "description",
                 format!("must be at most {MAX_DESCRIPTION} characters"),
@@ -178,7 +179,8 @@ impl Registry {
             .await?;
         if held >= i64::from(self.webhooks_per_key) {
             return Err(Error::LimitReached(format!(
-                "this key has {held} webhooks, the most one key may register; delete one first"
+                "Webhook limit reached: this key has {held} and a key may register {}; delete one first",
+                self.webhooks_per_key
             )));
         }
         let created_at: DateTime<Utc> = sqlx::query_scalar(

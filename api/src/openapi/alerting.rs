@@ -10,6 +10,7 @@ pub struct NewWebhook {
     /// resolving to public addresses only.
     #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
+    /// For its owner's eyes; optional (null when not given).
     #[schema(max_length = 500)]
     pub description: Option<String>,
 }
@@ -20,7 +21,8 @@ pub struct CreatedWebhook {
     #[schema(format = Uuid)]
     pub id: String,
     pub url: String,
-    pub description: String,
+    /// Null when none was given.
+    pub description: Option<String>,
     /// The signing secret, `whsec_` + base64: shown this once.
     #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
     pub secret: String,
@@ -44,7 +46,8 @@ pub struct Webhook {
     #[schema(format = Uuid)]
     pub id: String,
     pub url: String,
-    pub description: String,
+    /// Null when none was given.
+    pub description: Option<String>,
     /// `active`; `failing`: deliveries fail and are retried; `disabled`:
     /// failing for 24 hours, nothing is sent (a test enables it again).
     #[schema(pattern = "^(active|failing|disabled)$")]
