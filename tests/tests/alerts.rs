@@ -905,6 +905,12 @@ async fn a_webhook_registered_without_a_description_has_none_not_an_empty_one() 
         .map(|w| &w["description"])
         .collect();
     assert_eq!(descriptions, [&Value::Null, &json!("my laptop")]);
+    let id = bare["data"]["id"].as_str().unwrap();
+    let (status, one) = stack
+        .get(&format!("/api/v1/webhooks/{id}"), Some(&key))
+        .await?;
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["data"]["description"], Value::Null);
     Ok(())
 }
 

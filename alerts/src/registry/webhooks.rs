@@ -1,5 +1,5 @@
-//! Webhook endpoints: registered, listed, removed, tested and given a new
-//! secret by their owner.
+//! Webhook endpoints: registered, listed (or read one at a time), removed,
+//! tested and given a new secret by their owner.
 
 use chrono::{DateTime, Duration, Utc};
 use ratewire_readmodel::views::millis;
@@ -79,6 +79,13 @@ pub struct WebhookInfo {
     pub pending: i64,
 }
 
+/// The webhooks as listed, with their pending messages.
+const LISTED: &str = "SELECT w.id, w.url, w.description, w.created_at, w.failing_since,
+           w.disabled_at, w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
+           (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
+              AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
+    FROM webhooks w";
+
 /// A webhook's row, as stored.
 #[derive(FromRow)]
 struct Row {
@@ -129,9 +136,10 @@ pub struct RotatedSecret {
     pub previous_secret_until: DateTime<Utc>,
 }
 
+/// A message queued for delivery now.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSent {
+pub struct Queued {
     /// The message's `webhook-id`.
     pub message_id: String,
 }
@@ -205,18 +213,26 @@ impl Registry {
     }
 
     pub async fn webhooks(&self, owner: &str) -> Result<Vec<WebhookInfo>> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT w.id, w.url, w.description, w.created_at, w.failing_since, w.disabled_at,
-                    w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
-                    (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
-                       AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
-             FROM webhooks w WHERE w.owner = $1 ORDER BY w.created_at, w.id",
-        )
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{LISTED} WHERE w.owner = $1 ORDER BY w.created_at, w.id"
+        ))
         .bind(owner)
         .fetch_all(&self.pool)
         .await?;
         let now = Utc::now();
         Ok(rows.into_iter().map(|row| row.listed(now)).collect())
+    }
+
+    /// One of `owner`'s webhooks, as listed.
+    pub async fn webhook(&self, owner: &str, id: Uuid) -> Result<WebhookInfo> {
+        let row: Option<Row> =
+            sqlx::query_as(&format!("{LISTED} WHERE w.owner = $1 AND w.id = $2"))
+                .bind(owner)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let row = row.ok_or(Error::NotFound(WEBHOOK_NOT_FOUND))?;
+        Ok(row.listed(Utc::now()))
     }
 
     /// Removes the webhook with its alerts and undelivered messages.
@@ -255,7 +271,7 @@ impl Registry {
 
     /// Queues a `webhook.test` message. A disabled webhook is enabled
     /// again for it: delivered, it is active; failed, it is disabled again.
-    pub async fn test_webhook(&self, owner: &str, id: Uuid) -> Result<TestSent> {
+    pub async fn test_webhook(&self, owner: &str, id: Uuid) -> Result<Queued> {
         self.sealing_key()?;
         let message_id = test_id();
         let body = Body {
@@ -285,14 +301,17 @@ impl Registry {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(TestSent { message_id })
+        Ok(Queued { message_id })
     }
 }
+
+/// What a webhook that is not the caller's answers.
+pub const WEBHOOK_NOT_FOUND: &str = "Webhook not found";
 
 fn found(yes: bool) -> Result<()> {
     if yes {
         Ok(())
     } else {
-        Err(Error::NotFound("Webhook not found"))
+        Err(Error::NotFound(WEBHOOK_NOT_FOUND))
     }
 }

@@ -83,6 +83,15 @@ pub struct WebhooksResponse {
 
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
+pub struct WebhookResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Webhook,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RotatedSecret {
     #[schema(format = Uuid)]
     pub id: String,
@@ -103,20 +112,68 @@ pub struct RotatedSecretResponse {
     pub data: RotatedSecret,
 }
 
+/// A message queued for an attempt now.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSent {
-    /// The test message's `webhook-id`.
+pub struct Queued {
+    /// The message's `webhook-id`.
     pub message_id: String,
 }
 
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSentResponse {
+pub struct QueuedResponse {
     /// "accepted"
     pub message: String,
     pub status: u16,
-    pub data: TestSent,
+    pub data: Queued,
+}
+
+/// One attempt at one of a webhook's messages.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryAttempt {
+    /// The message's `webhook-id` (the same on each of its attempts).
+    pub message_id: String,
+    /// The message's type.
+    #[schema(pattern = "^(rate\\.threshold_crossed|webhook\\.test)$")]
+    pub r#type: String,
+    /// Which attempt at the message it was: 1 for the first. One cut short
+    /// by a crash is not kept, leaving a gap.
+    #[schema(minimum = 1)]
+    pub attempt: u32,
+    /// When it was made.
+    #[schema(format = DateTime)]
+    pub attempted_at: String,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u32,
+    /// Whether the webhook took it (a 2xx within 10 seconds).
+    pub delivered: bool,
+    /// The answer's status; null when none came.
+    pub status: Option<u16>,
+    /// Why it failed (the status and the start of the answer, or why no
+    /// connection was made); null when delivered.
+    pub error: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Deliveries {
+    #[schema(format = Uuid)]
+    pub webhook_id: String,
+    /// Newest first.
+    pub attempts: Vec<DeliveryAttempt>,
+    /// The path of the page of older attempts; null on the last page.
+    pub next: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveriesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Deliveries,
 }
 
 /// An alert to create.

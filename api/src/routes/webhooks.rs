@@ -1,12 +1,14 @@
 //! `/api/v1/webhooks`: where a key's alerts are delivered. Registered,
-//! listed, removed, tested and given a new secret by the key that owns
-//! them; another key's webhook is not found.
+//! listed, read, removed, tested and given a new secret by the key that
+//! owns them; another key's webhook is not found. Their deliveries are
+//! shown and sent again in `deliveries`.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
+use ratewire_alerts::registry::webhooks::WEBHOOK_NOT_FOUND;
 use serde_json::value::RawValue;
 
 use super::owned::{answer, id_of, read_body, Owner};
@@ -44,6 +46,24 @@ pub async fn list(Owner(owner): Owner, State(state): State<AppState>) -> Result<
     Ok(answer(StatusCode::OK, "success", webhooks))
 }
 
+/// Read one webhook with its delivery health.
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}", tag = "alerts", operation_id = "get_webhook",
+    params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
+    responses(
+        (status = 200, description = "The webhook, as listed", body = crate::openapi::WebhookResponse),
+        (status = 404, description = "Webhook not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn one(
+    Owner(owner): Owner,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response> {
+    let id = id_of(&id, WEBHOOK_NOT_FOUND)?;
+    let webhook = state.alerting.webhook(&owner.prefix, id).await?;
+    Ok(answer(StatusCode::OK, "success", webhook))
+}
+
 #[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "alerts",
     params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
     responses(
@@ -56,7 +76,7 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    let id = id_of(&id, "Webhook not found")?;
+    let id = id_of(&id, WEBHOOK_NOT_FOUND)?;
     state.alerting.delete_webhook(&owner.prefix, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -64,7 +84,7 @@ pub async fn delete(
 #[utoipa::path(post, path = "/api/v1/webhooks/{id}/test", tag = "alerts",
     params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
     responses(
-        (status = 202, description = "A `webhook.test` message is queued (a disabled webhook is enabled again for it)", body = crate::openapi::TestSentResponse),
+        (status = 202, description = "A `webhook.test` message is queued (a disabled webhook is enabled again for it)", body = crate::openapi::QueuedResponse),
         (status = 404, description = "Webhook not found", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
@@ -73,7 +93,7 @@ pub async fn test(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response> {
-    let id = id_of(&id, "Webhook not found")?;
+    let id = id_of(&id, WEBHOOK_NOT_FOUND)?;
     let sent = state.alerting.test_webhook(&owner.prefix, id).await?;
     Ok(answer(StatusCode::ACCEPTED, "accepted", sent))
 }
@@ -90,7 +110,7 @@ pub async fn rotate_secret(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response> {
-    let id = id_of(&id, "Webhook not found")?;
+    let id = id_of(&id, WEBHOOK_NOT_FOUND)?;
     let rotated = state.alerting.rotate_secret(&owner.prefix, id).await?;
     Ok(answer(StatusCode::OK, "success", rotated))
 }
