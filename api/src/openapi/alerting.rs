@@ -302,3 +302,34 @@ pub struct AlertEvent {
     pub timestamp: String,
     pub data: Crossing,
 }
+
+#[cfg(test)]
+mod tests {
+    /// /docs lists each operation by its summary; clients generated from
+    /// the document name each by its id.
+    #[test]
+    fn every_operation_has_a_summary_and_an_id_of_its_own() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        let mut ids = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let summary = operation["summary"].as_str().unwrap_or_default();
+                assert!(!summary.trim().is_empty(), "{method} {path} has no summary");
+                let id = operation["operationId"].as_str().unwrap_or_default();
+                assert!(ids.insert(id.to_owned()), "{method} {path}: {id} twice");
+            }
+        }
+    }
+
+    #[test]
+    fn a_webhook_s_reading_deliveries_and_retry_are_described() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        for path in [
+            "/api/v1/webhooks/{id}",
+            "/api/v1/webhooks/{id}/deliveries",
+            "/api/v1/webhooks/{id}/messages/{messageId}/retry",
+        ] {
+            assert!(doc["paths"][path].is_object(), "{path} missing");
+        }
+    }
+}

@@ -15,7 +15,11 @@ use super::owned::{answer, id_of, read_body, Owner};
 use crate::error::Result;
 use crate::state::AppState;
 
-#[utoipa::path(post, path = "/api/v1/webhooks", tag = "alerts",
+/// Register a webhook.
+///
+/// Alerts call it, signed with the secret in this answer (shown only
+/// here).
+#[utoipa::path(post, path = "/api/v1/webhooks", tag = "alerts", operation_id = "create_webhook",
     request_body(content = crate::openapi::NewWebhook, content_type = "application/json"),
     responses(
         (status = 201, description = "Created; the signing secret is in this answer only", body = crate::openapi::CreatedWebhookResponse),
@@ -36,7 +40,8 @@ pub async fn create(
     Ok(answer(StatusCode::CREATED, "created", created))
 }
 
-#[utoipa::path(get, path = "/api/v1/webhooks", tag = "alerts",
+/// List the key's webhooks with their delivery health.
+#[utoipa::path(get, path = "/api/v1/webhooks", tag = "alerts", operation_id = "list_webhooks",
     responses(
         (status = 200, description = "The key's webhooks, oldest first, with their delivery health", body = crate::openapi::WebhooksResponse),
         crate::openapi::CommonErrors,
@@ -64,7 +69,8 @@ pub async fn one(
     Ok(answer(StatusCode::OK, "success", webhook))
 }
 
-#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "alerts",
+/// Delete a webhook with its alerts.
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "alerts", operation_id = "delete_webhook",
     params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
     responses(
         (status = 204, description = "Removed, with its alerts and undelivered messages"),
@@ -81,7 +87,11 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/webhooks/{id}/test", tag = "alerts",
+/// Send a test message to a webhook.
+///
+/// A `webhook.test` message is queued; a disabled webhook is enabled again
+/// for it.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/test", tag = "alerts", operation_id = "test_webhook",
     params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
     responses(
         (status = 202, description = "A `webhook.test` message is queued (a disabled webhook is enabled again for it)", body = crate::openapi::QueuedResponse),
@@ -98,7 +108,10 @@ pub async fn test(
     Ok(answer(StatusCode::ACCEPTED, "accepted", sent))
 }
 
-#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate-secret", tag = "alerts",
+/// Give a webhook a new signing secret.
+///
+/// The old one also signs for 24 hours.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate-secret", tag = "alerts", operation_id = "rotate_webhook_secret",
     params(("id" = String, Path, format = Uuid, description = "The webhook's id")),
     responses(
         (status = 200, description = "A new secret; the old one also signs for 24 hours", body = crate::openapi::RotatedSecretResponse),
