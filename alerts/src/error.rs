@@ -11,6 +11,10 @@ pub enum Error {
     /// No such webhook or alert of this owner (another's reads the same).
     #[error("{0}")]
     NotFound(&'static str),
+    /// The request does not fit what it names as it is now (a message
+    /// delivered already).
+    #[error("{0}")]
+    Conflict(&'static str),
     /// The owner holds as many of something as it may.
     #[error("{0}")]
     LimitReached(String),

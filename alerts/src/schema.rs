@@ -1,6 +1,6 @@
 //! The alerts' tables: a schema of their own (users' settings, not a
 //! read-model generation, so a replay keeps them), migrated by every
-//! process that uses them; see the migration for what each table holds.
+//! process that uses them; see the migrations for what each table holds.
 
 use sqlx::PgPool;
 

@@ -67,6 +67,9 @@ pub enum Error {
     /// The caller holds as many of something as it may.
     #[error("{0}")]
     LimitReached(String),
+    /// The request does not fit the state of what it names.
+    #[error("{0}")]
+    Conflict(&'static str),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -118,7 +121,7 @@ impl Error {
             }
             Error::StreamUnavailable | Error::KeyUnchecked => StatusCode::SERVICE_UNAVAILABLE,
             Error::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::LimitReached(_) => StatusCode::CONFLICT,
+            Error::LimitReached(_) | Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Postgres(e) if postgres_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Shared {

@@ -44,11 +44,24 @@ pub async fn subscribe(
     source
 }
 
-/// The next event that is not `skip`ped, within `wait`.
+/// The next event, within `wait`.
 pub async fn next_event(
     source: &mut EventSource,
     wait: Duration,
 ) -> anyhow::Result<(String, String, Value)> {
+    let (event, id, data) = next_event_text(source, wait).await?;
+    Ok((
+        event,
+        id,
+        serde_json::from_str(&data).unwrap_or(Value::Null),
+    ))
+}
+
+/// The next event within `wait`, its data as sent.
+pub async fn next_event_text(
+    source: &mut EventSource,
+    wait: Duration,
+) -> anyhow::Result<(String, String, String)> {
     let found = tokio::time::timeout(wait, async {
         while let Some(event) = source.next().await {
             match event {
@@ -59,8 +72,7 @@ pub async fn next_event(
                             panic!("{violation:#}");
                         }
                     }
-                    let data = serde_json::from_str(&m.data).unwrap_or(Value::Null);
-                    return Ok((m.event, m.id, data));
+                    return Ok((m.event, m.id, m.data));
                 }
                 Err(e) => return Err(anyhow::anyhow!("the stream failed: {e}")),
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use ratewire_e2e::receiver::{crossing_id, Received, Receiver};
-use ratewire_e2e::{eventually, minutes_ago, Board, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{eventually, minutes_ago, sse, Board, Stack, VISIBLE_WITHIN};
 use serde_json::{json, Value};
 
 /// A board of USD only, as of `minutes` before now.
@@ -388,47 +388,6 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
         body["errors"],
         json!({"webhookId": ["no webhook with this id"]})
     );
-    // Bad input: every field named, nothing created.
-    let (status, body) = stack
-        .post(
-            "/api/v1/alerts",
-            &owner,
-            json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
-               "condition": "over", "threshold": "a lot", "bankId": 999, "extra": 1}),
-        )
-        .await?;
-    assert_eq!(status, 400, "{body}");
-    let fields: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
-    assert_eq!(
-        fields,
-        ["extra", "threshold"],
-        "fields of the wrong type first: {body}"
-    );
-    let (status, body) = stack
-        .post(
-            "/api/v1/alerts",
-            &owner,
-            json!({"webhookId": hook, "currencyCode": "XYZ", "field": "mid",
-               "condition": "over", "threshold": 1}),
-        )
-        .await?;
-    assert_eq!(status, 400);
-    let fields: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
-    assert_eq!(fields, ["condition", "currencyCode", "field"]);
-    let (status, body) = stack
-        .post(
-            "/api/v1/alerts",
-            &owner,
-            json!({"webhookId": hook, "currencyCode": "USD", "field": "cashBuying",
-               "condition": "above", "threshold": 1, "bankId": 999}),
-        )
-        .await?;
-    assert_eq!(
-        (status, body["errors"].clone()),
-        (400, json!({"bankId": ["no bank with this id"]}))
-    );
-    let (_, listed) = stack.get("/api/v1/alerts", Some(&owner)).await?;
-    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
 
     // A free key keeps 5 alerts.
     let (own_hook, _) = stack.webhook(&stranger, &receiver.url()).await?;
@@ -451,6 +410,10 @@ async fn another_keys_webhooks_and_alerts_are_not_found_and_plans_bound_alerts()
         .await?;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "LIMIT_REACHED");
+    assert_eq!(
+        body["message"],
+        "Alert limit reached: this key has 5 and its plan keeps 5; delete one first"
+    );
     // Deleting the webhook takes its alerts with it.
     assert_eq!(
         stack
@@ -579,12 +542,12 @@ async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> 
                "condition": "above", "threshold": 150, "bankId": cbe}),
         )
         .await?;
-    let mut mine = ratewire_e2e::sse::subscribe(&stack, &key, "events=alert", None).await;
-    let mut theirs = ratewire_e2e::sse::subscribe(&stack, &other, "events=alert", None).await;
+    let mut mine = sse::subscribe(&stack, &key, "events=alert", None).await;
+    let mut theirs = sse::subscribe(&stack, &other, "events=alert", None).await;
     stack
         .publish_board(cbe, &token, usd(10, "155", "158"))
         .await?;
-    let (event, event_id, data) = ratewire_e2e::sse::next_event(&mut mine, VISIBLE_WITHIN).await?;
+    let (event, event_id, data) = sse::next_event(&mut mine, VISIBLE_WITHIN).await?;
     assert_eq!(event, "alert");
     assert_eq!(event_id, "", "live only: nothing to resume from");
     assert_eq!(data["type"], "rate.threshold_crossed");
@@ -593,7 +556,7 @@ async fn the_live_stream_carries_a_keys_alerts_to_that_key_only() -> Result<()> 
     let delivered = receiver.wait_for(1, VISIBLE_WITHIN).await?;
     assert_eq!(data["id"], delivered[0].id(), "the webhook's message");
     assert_eq!(data["data"], delivered[0].json()["data"]);
-    let nothing = ratewire_e2e::sse::next_event(&mut theirs, Duration::from_secs(2)).await;
+    let nothing = sse::next_event(&mut theirs, Duration::from_secs(2)).await;
     assert!(nothing.is_err(), "another key's stream: {nothing:?}");
     Ok(())
 }
@@ -750,6 +713,224 @@ async fn a_retraction_and_a_correction_are_judged_like_any_board() -> Result<()>
     assert_eq!(
         history["data"][0]["data"][0]["exchangeRates"][0]["cashBuying"], 156.5,
         "the correction replaced the board"
+    );
+    Ok(())
+}
+
+/// Whether `json` has no whitespace outside its strings.
+fn compact(json: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') | (false, _, '"') => in_string = !in_string,
+            (false, _, c) if c.is_whitespace() => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+#[tokio::test]
+async fn an_alert_keeps_every_digit_as_given_in_answers_calls_and_the_stream() -> Result<()> {
+    let stack = Stack::start().await?;
+    let (key, cbe, token, receiver, hook, secret) = watcher(&stack, "digits").await?;
+    stack
+        .push_and_wait(cbe, &token, &usd(20, "157.00", "160.00"))
+        .await?;
+    // Written as a client writes it: a JSON value would read 157.50 as 157.5.
+    let (status, created) = stack
+        .post_text(
+            "/api/v1/alerts",
+            &key,
+            &format!(
+                r#"{{"webhookId": "{hook}", "currencyCode": "USD", "field": "cashBuying",
+                    "condition": "above", "threshold": 157.50, "bankId": {cbe}}}"#
+            ),
+        )
+        .await?;
+    assert_eq!(status, 201, "{created}");
+    for digits in [r#""threshold":157.50"#, r#""lastValue":157.00"#] {
+        assert!(created.contains(digits), "{digits} in {created}");
+    }
+    let (_, listed) = stack.get_raw("/api/v1/alerts", Some(&key)).await?;
+    for digits in [r#""threshold":157.50"#, r#""lastValue":157.00"#] {
+        assert!(listed.contains(digits), "{digits} in {listed}");
+    }
+
+    let mut stream = sse::subscribe(&stack, &key, "events=alert", None).await;
+    stack
+        .publish_board(cbe, &token, usd(10, "158.10", "160.00"))
+        .await?;
+    let call = receiver.wait_for(1, VISIBLE_WITHIN).await?.remove(0);
+    verify(&secret, &call)?;
+    let body = String::from_utf8(call.body.to_vec())?;
+    for digits in [
+        r#""threshold":157.50"#,
+        r#""previous":157.00"#,
+        r#""current":158.10"#,
+    ] {
+        assert!(body.contains(digits), "{digits} in {body}");
+    }
+    assert!(compact(&body), "the call's body is compact JSON: {body}");
+    let (event, _, data) = sse::next_event_text(&mut stream, VISIBLE_WITHIN).await?;
+    assert_eq!(event, "alert");
+    assert_eq!(
+        data,
+        format!(r#"{{"id":"{}",{}"#, call.id(), &body[1..]),
+        "the stream's data is the call's body, its id first"
+    );
+    assert!(compact(&data), "{data}");
+    eventually("the alert evaluated at 158.10", VISIBLE_WITHIN, || async {
+        let (_, listed) = stack.get_raw("/api/v1/alerts", Some(&key)).await.ok()?;
+        listed.contains(r#""lastValue":158.10"#).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_alert_or_webhook_names_every_bad_field_at_once() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("fields").await?;
+    let stranger = stack.api_key("stranger").await?;
+    let receiver = Receiver::start().await?;
+    let (hook, _) = stack.webhook(&key, &receiver.url()).await?;
+    let (theirs, _) = stack.webhook(&stranger, &receiver.url()).await?;
+    let named = |body: &Value| -> Vec<String> {
+        body["errors"]
+            .as_object()
+            .map(|errors| errors.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+
+    // A field not listed and a bank that does not exist: both named.
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &key,
+            json!({"webhookId": hook, "currencyCode": "USD", "field": "mid",
+               "condition": "above", "threshold": 150, "bankId": 999}),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(named(&body), ["bankId", "field"], "{body}");
+    assert_eq!(body["errors"]["bankId"], json!(["no bank with this id"]));
+    // Wrong types, values out of their range, another key's webhook and a
+    // field the body should not have, together.
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &key,
+            json!({"webhookId": theirs, "currencyCode": "XYZ", "field": 7,
+               "condition": "over", "threshold": "a lot", "bankId": 999, "extra": 1}),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        named(&body),
+        [
+            "bankId",
+            "condition",
+            "currencyCode",
+            "extra",
+            "field",
+            "threshold",
+            "webhookId"
+        ],
+        "{body}"
+    );
+    // A missing field beside a bad one.
+    let (status, body) = stack
+        .post(
+            "/api/v1/alerts",
+            &key,
+            json!({"webhookId": hook, "field": "cashBuying", "condition": "above",
+               "threshold": 0}),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(named(&body), ["currencyCode", "threshold"], "{body}");
+    let (_, listed) = stack.get("/api/v1/alerts", Some(&key)).await?;
+    assert_eq!(listed["data"], json!([]), "nothing created");
+
+    // A webhook's address and its description, both bad.
+    let (status, body) = stack
+        .post(
+            "/api/v1/webhooks",
+            &key,
+            json!({"url": "ftp://example.com/", "description": "x".repeat(501)}),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(named(&body), ["description", "url"], "{body}");
+    let (status, body) = stack
+        .post(
+            "/api/v1/webhooks",
+            &key,
+            json!({"url": 5, "description": 7, "colour": "red"}),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(named(&body), ["colour", "description", "url"], "{body}");
+    let (_, listed) = stack.get("/api/v1/webhooks", Some(&key)).await?;
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_webhook_registered_without_a_description_has_none_not_an_empty_one() -> Result<()> {
+    let stack = Stack::start().await?;
+    let key = stack.api_key("described").await?;
+    let receiver = Receiver::start().await?;
+    let (status, bare) = stack
+        .post("/api/v1/webhooks", &key, json!({"url": receiver.url()}))
+        .await?;
+    assert_eq!(status, 201, "{bare}");
+    assert_eq!(bare["data"]["description"], Value::Null, "{bare}");
+    let (status, described) = stack
+        .post(
+            "/api/v1/webhooks",
+            &key,
+            json!({"url": receiver.url(), "description": "my laptop"}),
+        )
+        .await?;
+    assert_eq!(status, 201, "{described}");
+    let (_, listed) = stack.get("/api/v1/webhooks", Some(&key)).await?;
+    let descriptions: Vec<&Value> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["description"])
+        .collect();
+    assert_eq!(descriptions, [&Value::Null, &json!("my laptop")]);
+    let id = bare["data"]["id"].as_str().unwrap();
+    let (status, one) = stack
+        .get(&format!("/api/v1/webhooks/{id}"), Some(&key))
+        .await?;
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["data"]["description"], Value::Null);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_key_at_its_webhook_limit_gets_a_409_worded_like_every_other_answer() -> Result<()> {
+    let stack = Stack::builder()
+        .env("RATEWIRE_WEBHOOKS_PER_KEY", "1")
+        .start()
+        .await?;
+    let key = stack.api_key("limited").await?;
+    let receiver = Receiver::start().await?;
+    stack.webhook(&key, &receiver.url()).await?;
+    let (status, body) = stack
+        .post("/api/v1/webhooks", &key, json!({"url": receiver.url()}))
+        .await?;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 409, "code": "LIMIT_REACHED",
+               "message": "Webhook limit reached: this key has 1 and a key may register 1; delete one first"})
     );
     Ok(())
 }

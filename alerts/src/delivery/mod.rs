@@ -14,8 +14,8 @@
 //! holds one slot and never the others' turn. Messages that fail are tried
 //! again on [`schedule`]'s times; an endpoint failing for 24 hours is
 //! disabled and its pending messages given up (`record`), which its
-//! owner sees in the API. Crossings also go to the live stream
-//! (`stream`).
+//! owner sees in the API, with every attempt's time, duration and outcome.
+//! Crossings also go to the live stream (`stream`).
 
 pub mod client;
 mod expand;
@@ -31,7 +31,7 @@ use crate::schema::DELIVERIES_CHANNEL;
 use crate::settings::{AlertSettings, DeliverySettings};
 use crate::signing;
 use crate::SealingKey;
-use chrono::Utc;
+use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
@@ -47,6 +47,15 @@ const LEASE: &str = "60 seconds";
 /// Delivered and given-up messages are kept this long (for the owner's
 /// and the operators' questions), then purged.
 const KEEP_FINISHED: &str = "7 days";
+
+/// An attempt made: the message, when it started (to the millisecond, as
+/// its owner is shown it), how long it took and what it came to.
+pub(crate) struct Attempted {
+    message: Claimed,
+    started_at: DateTime<Utc>,
+    took: Duration,
+    outcome: Outcome,
+}
 
 /// A message claimed for an attempt.
 #[derive(Debug, sqlx::FromRow)]
@@ -131,7 +140,7 @@ impl Deliverer {
             Arc::clone(&new_messages),
             shutdown.clone(),
         ));
-        let mut attempts: JoinSet<(Claimed, Outcome)> = JoinSet::new();
+        let mut attempts: JoinSet<Attempted> = JoinSet::new();
         let mut listener: Option<PgListener> = None;
         // Due retries and ended leases are looked for every second; new
         // crossings and messages ring (a Postgres notice), and are looked
@@ -185,7 +194,7 @@ impl Deliverer {
                         done.push(more);
                     }
                     for attempt in done {
-                        self.leave(attempt.0.webhook_id);
+                        self.leave(attempt.message.webhook_id);
                         let _ = finished.send(attempt).await;
                     }
                 }
@@ -221,11 +230,13 @@ impl Deliverer {
     }
 
     /// Starts an attempt at `message`.
-    fn dispatch(&mut self, attempts: &mut JoinSet<(Claimed, Outcome)>, message: Claimed) {
+    fn dispatch(&mut self, attempts: &mut JoinSet<Attempted>, message: Claimed) {
         *self.in_flight.entry(message.webhook_id).or_default() += 1;
         let client = self.client.clone();
         let signed = self.sign(&message);
         attempts.spawn(async move {
+            let started_at = Utc::now().trunc_subsecs(3);
+            let clock = std::time::Instant::now();
             let outcome = match signed {
                 Ok((timestamp, signature)) => {
                     client
@@ -243,7 +254,12 @@ impl Deliverer {
                     error,
                 },
             };
-            (message, outcome)
+            Attempted {
+                message,
+                started_at,
+                took: clock.elapsed(),
+                outcome,
+            }
         });
     }
 

@@ -7,26 +7,18 @@ use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::views::{millis, numbers};
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use super::body::BodyFields;
 use super::{lock_owner, Registry};
-use crate::error::{Error, FieldErrors, Result};
+use crate::error::{Error, Result};
 use crate::judge::{self, Condition, Field, BEST};
 use crate::schema::EVALUATION_LOCK;
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NewAlert {
-    pub webhook_id: String,
-    pub currency_code: String,
-    pub field: String,
-    pub condition: String,
-    pub threshold: serde_json::Number,
-    #[serde(default)]
-    pub bank_id: Option<i64>,
-}
+/// The fields `POST /api/v1/alerts` takes.
+pub struct NewAlert;
 
 impl ratewire_service::body::Fields for NewAlert {
     const WHAT: &'static str = "an alert";
@@ -136,8 +128,8 @@ const LISTED: &str = "SELECT a.id, a.webhook_id, a.currency, a.field, a.conditio
     FROM alerts a
     LEFT JOIN watches w ON w.currency = a.currency AND w.field = a.field AND w.bank_id = a.watch_bank";
 
-/// A new alert, read and checked (its webhook's owner is checked with
-/// the insert).
+/// A new alert, read and checked (its webhook's owner and its bank are
+/// checked with the insert).
 struct Checked {
     webhook: Uuid,
     currency: CurrencyCode,
@@ -147,62 +139,75 @@ struct Checked {
     bank: Option<BankId>,
 }
 
-fn check(new: NewAlert) -> Result<Checked> {
-    let mut errors = FieldErrors::new();
-    let mut add =
-        |field: &str, message: String| errors.entry(field.to_owned()).or_default().push(message);
-    let webhook = Uuid::parse_str(new.webhook_id.trim());
-    if webhook.is_err() {
-        add("webhookId", "no webhook with this id".into());
-    }
-    let currency = CurrencyCode::parse(new.currency_code.trim());
-    if currency.is_err() {
-        add(
-            "currencyCode",
-            format!("{:?} is not an ISO 4217 currency code", new.currency_code),
-        );
-    }
-    let field = Field::from_key(&new.field);
-    if field.is_none() {
-        add(
-            "field",
-            "must be one of cashBuying, cashSelling, transactionalBuying, transactionalSelling"
-                .into(),
-        );
-    }
-    let condition = Condition::parse(&new.condition);
-    if condition.is_none() {
-        add("condition", "must be above or below".into());
-    }
-    let threshold = threshold(&new.threshold);
-    if let Err(message) = &threshold {
-        add("threshold", message.clone());
-    }
-    let bank = new.bank_id.map(BankId::new).transpose();
-    if bank.is_err() {
-        add("bankId", "must be a positive bank id".into());
-    }
-    match (webhook, currency, field, condition, threshold, bank) {
-        (Ok(webhook), Ok(currency), Some(field), Some(condition), Ok(threshold), Ok(bank))
-            if errors.is_empty() =>
-        {
-            Ok(Checked {
-                webhook,
-                currency,
-                field,
-                condition,
-                threshold,
-                bank,
+/// A new alert's fields as read from its body: each `None` where it is
+/// missing or bad (named in the body's problems).
+struct Read {
+    webhook: Option<Uuid>,
+    currency: Option<CurrencyCode>,
+    field: Option<Field>,
+    condition: Option<Condition>,
+    threshold: Option<Decimal>,
+    bank: Option<Option<BankId>>,
+}
+
+impl Read {
+    /// Every field of `body`, each bad one named there.
+    fn of(body: &mut BodyFields) -> Self {
+        let webhook = body.string("webhookId", |id| {
+            Uuid::parse_str(id.trim()).map_err(|_| "no webhook with this id".to_owned())
+        });
+        let currency = body.string("currencyCode", |code| {
+            CurrencyCode::parse(code.trim())
+                .map_err(|_| format!("{code:?} is not an ISO 4217 currency code"))
+        });
+        let field = body.string("field", |key| {
+            Field::from_key(key).ok_or_else(|| {
+                "must be one of cashBuying, cashSelling, transactionalBuying, transactionalSelling"
+                    .to_owned()
             })
+        });
+        let condition = body.string("condition", |name| {
+            Condition::parse(name).ok_or_else(|| "must be above or below".to_owned())
+        });
+        let threshold = body.number("threshold", threshold);
+        let bank = match body.get::<Option<i64>>("bankId") {
+            _ if body.refused("bankId") => None,
+            None | Some(None) => Some(None),
+            Some(Some(id)) => match BankId::new(id) {
+                Ok(bank) => Some(Some(bank)),
+                Err(_) => {
+                    body.add("bankId", "must be a positive bank id");
+                    None
+                }
+            },
+        };
+        Self {
+            webhook,
+            currency,
+            field,
+            condition,
+            threshold,
+            bank,
         }
-        _ => Err(Error::Validation(errors)),
+    }
+
+    /// The alert, when every field was read.
+    fn checked(self) -> Option<Checked> {
+        Some(Checked {
+            webhook: self.webhook?,
+            currency: self.currency?,
+            field: self.field?,
+            condition: self.condition?,
+            threshold: self.threshold?,
+            bank: self.bank?,
+        })
     }
 }
 
-fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String> {
-    let text = number.to_string();
-    let value = Decimal::from_str(&text)
-        .or_else(|_| Decimal::from_scientific(&text))
+/// A threshold as written (`text`, a JSON number), its digits kept.
+fn threshold(text: &str) -> std::result::Result<Decimal, String> {
+    let value = Decimal::from_str(text)
+        .or_else(|_| Decimal::from_scientific(text))
         .map_err(|_| "must be a decimal number".to_string())?;
     if value <= Decimal::ZERO || value > Decimal::from(THRESHOLD_MAX) {
         return Err(format!("must be above 0 and at most {THRESHOLD_MAX}"));
@@ -212,13 +217,16 @@ fn threshold(number: &serde_json::Number) -> std::result::Result<Decimal, String
             "must have at most {THRESHOLD_SCALE} digits after the point"
         ));
     }
-    Ok(value.normalize())
+    Ok(value)
 }
 
 impl Registry {
-    /// Creates an alert of `owner`, who may keep `most` of them.
-    pub async fn create_alert(&self, owner: &str, most: u64, new: NewAlert) -> Result<AlertInfo> {
-        let new = check(new)?;
+    /// Creates an alert of `owner`, who may keep `most` of them, from
+    /// `body` (JSON text). Every bad field is named at once, those the
+    /// database judges (the webhook, the bank) with the others.
+    pub async fn create_alert(&self, owner: &str, most: u64, body: &str) -> Result<AlertInfo> {
+        let mut body = BodyFields::read::<NewAlert>(body)?;
+        let read = Read::of(&mut body);
         let mut tx = self.pool.begin().await?;
         lock_owner(&mut tx, owner).await?;
         let (hook, known_bank, held): (bool, bool, i64) = sqlx::query_as(
@@ -226,24 +234,21 @@ impl Registry {
                     $3::bigint IS NULL OR EXISTS (SELECT 1 FROM quote_banks WHERE bank_id = $3),
                     (SELECT count(*) FROM alerts WHERE owner = $2)",
         )
-        .bind(new.webhook)
+        .bind(read.webhook)
         .bind(owner)
-        .bind(new.bank.map(BankId::get))
+        .bind(read.bank.flatten().map(BankId::get))
         .fetch_one(&mut *tx)
         .await?;
-        let mut errors = FieldErrors::new();
-        if !hook {
-            errors.insert("webhookId".into(), vec!["no webhook with this id".into()]);
+        if read.webhook.is_some() && !hook {
+            body.add("webhookId", "no webhook with this id");
         }
         if !known_bank {
-            errors.insert("bankId".into(), vec!["no bank with this id".into()]);
+            body.add("bankId", "no bank with this id");
         }
-        if !errors.is_empty() {
-            return Err(Error::Validation(errors));
-        }
+        let new = body.finish(read.checked())?;
         if held as u64 >= most {
             return Err(Error::LimitReached(format!(
-                "this key has {held} alerts, the most its plan allows ({most}); delete one first"
+                "Alert limit reached: this key has {held} and its plan keeps {most}; delete one first"
             )));
         }
         // Made wholly between two evaluations of its watch (the fold holds
@@ -380,23 +385,27 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn new(value: serde_json::Value) -> NewAlert {
-        serde_json::from_value(value).unwrap()
+    /// The problems `body` has, by field, with what was read.
+    fn problems(body: &str) -> (Vec<String>, Read) {
+        let mut fields = BodyFields::read::<NewAlert>(body).unwrap();
+        let read = Read::of(&mut fields);
+        let named = match fields.finish(Some(())) {
+            Ok(()) => Vec::new(),
+            Err(Error::Validation(problems)) => problems.into_keys().collect(),
+            Err(e) => panic!("{e}"),
+        };
+        (named, read)
     }
 
     #[test]
-    fn every_bad_field_is_named() {
-        let Err(Error::Validation(errors)) = check(new(json!({
-            "webhookId": "nope", "currencyCode": "XYZ", "field": "cash",
-            "condition": "over", "threshold": -1, "bankId": 0
-        }))) else {
-            panic!("refused");
-        };
-        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+    fn every_bad_field_is_named_whatever_its_fault() {
+        let (named, _) = problems(
+            r#"{"webhookId": "nope", "currencyCode": "XYZ", "field": "cash",
+                "condition": "over", "threshold": -1, "bankId": 0}"#,
+        );
         assert_eq!(
-            fields,
+            named,
             [
                 "bankId",
                 "condition",
@@ -406,22 +415,34 @@ mod tests {
                 "webhookId"
             ]
         );
+        // Wrong types, a missing field and an unknown one, with bad values.
+        let (named, read) = problems(
+            r#"{"webhookId": 7, "field": "mid", "condition": "above",
+                "threshold": "a lot", "bankId": 3, "extra": 1}"#,
+        );
+        assert_eq!(
+            named,
+            ["currencyCode", "extra", "field", "threshold", "webhookId"]
+        );
+        assert_eq!(
+            read.bank,
+            Some(BankId::new(3).ok()),
+            "read, for the database to judge"
+        );
     }
 
     #[test]
     fn thresholds_keep_their_digits() {
-        let read = |n: serde_json::Value| threshold(&serde_json::from_value(n).unwrap());
-        assert_eq!(read(json!(160)).unwrap().to_string(), "160");
-        assert_eq!(read(json!(155.1)).unwrap().to_string(), "155.1");
-        assert_eq!(read(json!(0.00012345)).unwrap().to_string(), "0.00012345");
-        assert!(read(json!(0.000000001)).is_err());
-        assert!(read(json!(0)).is_err());
-        assert!(read(json!(1e12)).is_err());
-        // JSON numbers are read as binary floats, which may round up by a
-        // unit in the last place: the bound is inclusive, the document's
-        // a unit below it.
-        let near: serde_json::Value = serde_json::from_str("999999999.9999999").unwrap();
-        assert!(read(near).is_ok());
-        assert!(read(json!(1_000_000_001)).is_err());
+        let read = |text: &str| threshold(text).map(|t| t.to_string());
+        assert_eq!(read("160").unwrap(), "160");
+        assert_eq!(read("150.50").unwrap(), "150.50");
+        assert_eq!(read("155.10").unwrap(), "155.10");
+        assert_eq!(read("0.00012345").unwrap(), "0.00012345");
+        assert_eq!(read("1.5e2").unwrap(), "150");
+        assert_eq!(read("999999999.99999999").unwrap(), "999999999.99999999");
+        assert!(read("0.000000001").is_err());
+        assert!(read("0").is_err());
+        assert!(read("1e12").is_err());
+        assert!(read("1000000001").is_err());
     }
 }

@@ -2,9 +2,12 @@
 //! endpoints store through here): each belongs to an API key (by its
 //! prefix) and is never shown, changed or even named to another key (a
 //! stranger's id reads as not found). Bodies are checked here, naming
-//! every bad field.
+//! every bad field (`body`); a webhook's deliveries are shown and sent
+//! again here ([`deliveries`]).
 
 pub mod alerts;
+mod body;
+pub mod deliveries;
 pub mod webhooks;
 
 use sqlx::PgPool;

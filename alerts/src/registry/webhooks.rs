@@ -1,12 +1,13 @@
-//! Webhook endpoints: registered, listed, removed, tested and given a new
-//! secret by their owner.
+//! Webhook endpoints: registered, listed (or read one at a time), removed,
+//! tested and given a new secret by their owner.
 
 use chrono::{DateTime, Duration, Utc};
 use ratewire_readmodel::views::millis;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use super::body::BodyFields;
 use super::{lock_owner, Registry};
 use crate::error::{Error, Result};
 use crate::message::{test_id, Body, WebhookTest, WEBHOOK_TEST};
@@ -19,13 +20,8 @@ pub const MAX_DESCRIPTION: usize = 500;
 /// How long the secret before a rotation still signs.
 const ROTATION_OVERLAP: Duration = Duration::hours(24);
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewWebhook {
-    pub url: String,
-    #[serde(default)]
-    pub description: Option<String>,
-}
+/// The fields `POST /api/v1/webhooks` takes.
+pub struct NewWebhook;
 
 impl ratewire_service::body::Fields for NewWebhook {
     const WHAT: &'static str = "a webhook";
@@ -39,7 +35,8 @@ impl ratewire_service::body::Fields for NewWebhook {
 pub struct CreatedWebhook {
     pub id: Uuid,
     pub url: String,
-    pub description: String,
+    /// `None` when none was given.
+    pub description: Option<String>,
     pub secret: String,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
@@ -62,7 +59,7 @@ pub enum Status {
 pub struct WebhookInfo {
     pub id: Uuid,
     pub url: String,
-    pub description: String,
+    pub description: Option<String>,
     pub status: Status,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
@@ -82,12 +79,19 @@ pub struct WebhookInfo {
     pub pending: i64,
 }
 
+/// The webhooks as listed, with their pending messages.
+const LISTED: &str = "SELECT w.id, w.url, w.description, w.created_at, w.failing_since,
+           w.disabled_at, w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
+           (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
+              AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
+    FROM webhooks w";
+
 /// A webhook's row, as stored.
 #[derive(FromRow)]
 struct Row {
     id: Uuid,
     url: String,
-    description: String,
+    description: Option<String>,
     created_at: DateTime<Utc>,
     failing_since: Option<DateTime<Utc>>,
     disabled_at: Option<DateTime<Utc>>,
@@ -132,9 +136,10 @@ pub struct RotatedSecret {
     pub previous_secret_until: DateTime<Utc>,
 }
 
+/// A message queued for delivery now.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSent {
+pub struct Queued {
     /// The message's `webhook-id`.
     pub message_id: String,
 }
@@ -142,24 +147,36 @@ pub struct TestSent {
 impl Registry {
     fn sealing_key(&self) -> Result<&SealingKey> {
         self.key.as_ref().ok_or(Error::NotConfigured(
-            "webhooks are not configured on this server (RATEWIRE_WEBHOOK_SECRETS_KEY)",
+            "Webhooks are not configured on this server (RATEWIRE_WEBHOOK_SECRETS_KEY)",
         ))
     }
 
-    pub async fn create_webhook(&self, owner: &str, new: NewWebhook) -> Result<CreatedWebhook> {
+    /// Registers a webhook of `owner`'s from `body` (JSON text), naming
+    /// every bad field at once.
+    pub async fn create_webhook(&self, owner: &str, body: &str) -> Result<CreatedWebhook> {
         let key = self.sealing_key()?;
-        let description = new.description.unwrap_or_default();
-        if description.chars().count() > MAX_DESCRIPTION {
-            return Err(Error::validation(
+        let mut body = BodyFields::read::<NewWebhook>(body)?;
+        let description = body.get::<Option<String>>("description").flatten();
+        if description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+        {
+            body.add(
                 "description",
                 format!("must be at most {MAX_DESCRIPTION} characters"),
-            ));
+            );
         }
-        let url = self
-            .policy
-            .check_url(new.url.trim())
-            .await
-            .map_err(|e| Error::validation("url", e))?;
+        let url = match body.get::<String>("url") {
+            Some(url) => match self.policy.check_url(url.trim()).await {
+                Ok(url) => Some(url),
+                Err(e) => {
+                    body.add("url", e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let url = body.finish(url)?;
         let id = Uuid::new_v4();
         let secret = Secret::generate();
         let mut tx = self.pool.begin().await?;
@@ -170,7 +187,8 @@ impl Registry {
             .await?;
         if held >= i64::from(self.webhooks_per_key) {
             return Err(Error::LimitReached(format!(
-                "this key has {held} webhooks, the most one key may register; delete one first"
+                "Webhook limit reached: this key has {held} and a key may register {}; delete one first",
+                self.webhooks_per_key
             )));
         }
         let created_at: DateTime<Utc> = sqlx::query_scalar(
@@ -195,18 +213,26 @@ impl Registry {
     }
 
     pub async fn webhooks(&self, owner: &str) -> Result<Vec<WebhookInfo>> {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT w.id, w.url, w.description, w.created_at, w.failing_since, w.disabled_at,
-                    w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
-                    (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
-                       AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
-             FROM webhooks w WHERE w.owner = $1 ORDER BY w.created_at, w.id",
-        )
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{LISTED} WHERE w.owner = $1 ORDER BY w.created_at, w.id"
+        ))
         .bind(owner)
         .fetch_all(&self.pool)
         .await?;
         let now = Utc::now();
         Ok(rows.into_iter().map(|row| row.listed(now)).collect())
+    }
+
+    /// One of `owner`'s webhooks, as listed.
+    pub async fn webhook(&self, owner: &str, id: Uuid) -> Result<WebhookInfo> {
+        let row: Option<Row> =
+            sqlx::query_as(&format!("{LISTED} WHERE w.owner = $1 AND w.id = $2"))
+                .bind(owner)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let row = row.ok_or(Error::NotFound(WEBHOOK_NOT_FOUND))?;
+        Ok(row.listed(Utc::now()))
     }
 
     /// Removes the webhook with its alerts and undelivered messages.
@@ -245,7 +271,7 @@ impl Registry {
 
     /// Queues a `webhook.test` message. A disabled webhook is enabled
     /// again for it: delivered, it is active; failed, it is disabled again.
-    pub async fn test_webhook(&self, owner: &str, id: Uuid) -> Result<TestSent> {
+    pub async fn test_webhook(&self, owner: &str, id: Uuid) -> Result<Queued> {
         self.sealing_key()?;
         let message_id = test_id();
         let body = Body {
@@ -275,14 +301,17 @@ impl Registry {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(TestSent { message_id })
+        Ok(Queued { message_id })
     }
 }
+
+/// What a webhook that is not the caller's answers.
+pub const WEBHOOK_NOT_FOUND: &str = "Webhook not found";
 
 fn found(yes: bool) -> Result<()> {
     if yes {
         Ok(())
     } else {
-        Err(Error::NotFound("Webhook not found"))
+        Err(Error::NotFound(WEBHOOK_NOT_FOUND))
     }
 }

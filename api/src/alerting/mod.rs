@@ -12,6 +12,7 @@ impl From<ratewire_alerts::Error> for Error {
         match e {
             Alerts::Validation(errors) => Error::Validation(errors),
             Alerts::NotFound(what) => Error::NotFound(what),
+            Alerts::Conflict(what) => Error::Conflict(what),
             Alerts::LimitReached(message) => Error::LimitReached(message),
             Alerts::NotConfigured(what) => Error::NotConfigured(what),
             Alerts::Postgres(e) => Error::Postgres(e),

@@ -10,6 +10,7 @@ pub struct NewWebhook {
     /// resolving to public addresses only.
     #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
+    /// For its owner's eyes; optional (null when not given).
     #[schema(max_length = 500)]
     pub description: Option<String>,
 }
@@ -20,7 +21,8 @@ pub struct CreatedWebhook {
     #[schema(format = Uuid)]
     pub id: String,
     pub url: String,
-    pub description: String,
+    /// Null when none was given.
+    pub description: Option<String>,
     /// The signing secret, `whsec_` + base64: shown this once.
     #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
     pub secret: String,
@@ -44,7 +46,8 @@ pub struct Webhook {
     #[schema(format = Uuid)]
     pub id: String,
     pub url: String,
-    pub description: String,
+    /// Null when none was given.
+    pub description: Option<String>,
     /// `active`; `failing`: deliveries fail and are retried; `disabled`:
     /// failing for 24 hours, nothing is sent (a test enables it again).
     #[schema(pattern = "^(active|failing|disabled)$")]
@@ -80,6 +83,15 @@ pub struct WebhooksResponse {
 
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
+pub struct WebhookResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Webhook,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RotatedSecret {
     #[schema(format = Uuid)]
     pub id: String,
@@ -100,20 +112,68 @@ pub struct RotatedSecretResponse {
     pub data: RotatedSecret,
 }
 
+/// A message queued for an attempt now.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSent {
-    /// The test message's `webhook-id`.
+pub struct Queued {
+    /// The message's `webhook-id`.
     pub message_id: String,
 }
 
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TestSentResponse {
+pub struct QueuedResponse {
     /// "accepted"
     pub message: String,
     pub status: u16,
-    pub data: TestSent,
+    pub data: Queued,
+}
+
+/// One attempt at one of a webhook's messages.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryAttempt {
+    /// The message's `webhook-id` (the same on each of its attempts).
+    pub message_id: String,
+    /// The message's type.
+    #[schema(pattern = "^(rate\\.threshold_crossed|webhook\\.test)$")]
+    pub r#type: String,
+    /// Which attempt at the message it was: 1 for the first. One cut short
+    /// by a crash is not kept, leaving a gap.
+    #[schema(minimum = 1)]
+    pub attempt: u32,
+    /// When it was made.
+    #[schema(format = DateTime)]
+    pub attempted_at: String,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u32,
+    /// Whether the webhook took it (a 2xx within 10 seconds).
+    pub delivered: bool,
+    /// The answer's status; null when none came.
+    pub status: Option<u16>,
+    /// Why it failed (the status and the start of the answer, or why no
+    /// connection was made); null when delivered.
+    pub error: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Deliveries {
+    #[schema(format = Uuid)]
+    pub webhook_id: String,
+    /// Newest first.
+    pub attempts: Vec<DeliveryAttempt>,
+    /// The path of the page of older attempts; null on the last page.
+    pub next: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveriesResponse {
+    /// "success"
+    pub message: String,
+    pub status: u16,
+    pub data: Deliveries,
 }
 
 /// An alert to create.
@@ -132,7 +192,8 @@ pub struct NewAlert {
     /// `below`: when it goes below.
     #[schema(pattern = "^(above|below)$")]
     pub condition: String,
-    /// Above 0 and below 1,000,000,000, at most 8 digits after the point.
+    /// Above 0 and below 1,000,000,000, at most 8 digits after the point;
+    /// kept with the digits written (150.50 stays 150.50).
     #[schema(exclusive_minimum = 0, maximum = 999_999_999)]
     pub threshold: f64,
     /// A bank's id; without it, the best rate across active banks (as
@@ -151,6 +212,7 @@ pub struct Alert {
     pub currency_code: String,
     pub field: String,
     pub condition: String,
+    /// With the digits it was given.
     pub threshold: f64,
     pub bank_id: Option<u64>,
     #[schema(format = DateTime)]
@@ -158,7 +220,8 @@ pub struct Alert {
     /// Whether the condition held at the last board evaluated (null: not
     /// known yet; the first board that finds it true fires).
     pub triggered: Option<bool>,
-    /// The watched rate at the last board evaluated (or when created).
+    /// The watched rate at the last board evaluated (or when created),
+    /// with the digits its bank published.
     pub last_value: Option<f64>,
     /// Crossings so far.
     pub fired: u64,
@@ -238,4 +301,35 @@ pub struct AlertEvent {
     #[schema(format = DateTime)]
     pub timestamp: String,
     pub data: Crossing,
+}
+
+#[cfg(test)]
+mod tests {
+    /// /docs lists each operation by its summary; clients generated from
+    /// the document name each by its id.
+    #[test]
+    fn every_operation_has_a_summary_and_an_id_of_its_own() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        let mut ids = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let summary = operation["summary"].as_str().unwrap_or_default();
+                assert!(!summary.trim().is_empty(), "{method} {path} has no summary");
+                let id = operation["operationId"].as_str().unwrap_or_default();
+                assert!(ids.insert(id.to_owned()), "{method} {path}: {id} twice");
+            }
+        }
+    }
+
+    #[test]
+    fn a_webhook_s_reading_deliveries_and_retry_are_described() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        for path in [
+            "/api/v1/webhooks/{id}",
+            "/api/v1/webhooks/{id}/deliveries",
+            "/api/v1/webhooks/{id}/messages/{messageId}/retry",
+        ] {
+            assert!(doc["paths"][path].is_object(), "{path} missing");
+        }
+    }
 }

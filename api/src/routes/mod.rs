@@ -10,6 +10,7 @@ pub mod banks;
 pub mod best_rates;
 pub mod convert;
 pub mod currencies;
+pub mod deliveries;
 pub mod health;
 pub mod history;
 pub mod me;
@@ -62,9 +63,11 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(webhooks::create, webhooks::list))
-                .routes(routes!(webhooks::delete))
+                .routes(routes!(webhooks::one, webhooks::delete))
                 .routes(routes!(webhooks::test))
                 .routes(routes!(webhooks::rotate_secret))
+                .routes(routes!(deliveries::deliveries))
+                .routes(routes!(deliveries::retry))
                 .routes(routes!(alerts::create, alerts::list))
                 .routes(routes!(alerts::delete))
                 // The only bodies the public listener reads: small ones.

@@ -1,13 +1,16 @@
 //! What the routes of things a key owns (webhooks, alerts) share: the
-//! owner, ids in paths, and JSON bodies.
+//! owner, ids in paths, and JSON bodies, read and written as text so that
+//! numbers keep their digits (a `serde_json::Value` would make a threshold
+//! of 150.50 150.5).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use ratewire_readmodel::views::Envelope;
+use serde_json::value::RawValue;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -15,6 +18,7 @@ use crate::access::auth::ApiKey;
 use crate::access::keys::Caller;
 use crate::access::Access;
 use crate::error::{Error, Result};
+use crate::views::body::json_body;
 
 /// A caller with a key of its own: anonymous callers own nothing.
 pub struct Owner(pub Caller);
@@ -35,14 +39,18 @@ where
     }
 }
 
-/// An answer in api-v1's envelope: `{message, status, data}`.
-pub fn answer(
-    status: StatusCode,
-    message: &str,
-    data: impl serde::Serialize,
-) -> (StatusCode, Json<Value>) {
-    let body = serde_json::json!({"message": message, "status": status.as_u16(), "data": data});
-    (status, Json(body))
+/// An answer in api-v1's envelope: `{message, status, data}`, `data`
+/// written by its own serializer (numbers with their digits).
+pub fn answer(status: StatusCode, message: &'static str, data: impl serde::Serialize) -> Response {
+    let envelope = Envelope {
+        message,
+        status: status.as_u16(),
+        data,
+    };
+    let mut response =
+        json_body(serde_json::to_string(&envelope).expect("an owner's answer serializes"));
+    *response.status_mut() = status;
+    response
 }
 
 /// An id in a path; one that is not a UUID names nothing.
@@ -50,14 +58,15 @@ pub fn id_of(raw: &str, missing: &'static str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| Error::NotFound(missing))
 }
 
-/// A JSON body as the operator endpoints read theirs: 415 for another
-/// content type, then every problem under its field.
-pub fn read_body<T: DeserializeOwned + ratewire_service::body::Fields>(
-    body: std::result::Result<Json<Value>, JsonRejection>,
-) -> Result<T> {
+/// A JSON body as sent: 415 for another content type, 400 for text that
+/// is not JSON; its fields are read (every problem under its field) where
+/// it is stored (`ratewire_alerts::registry`).
+pub fn read_body(
+    body: std::result::Result<Json<Box<RawValue>>, JsonRejection>,
+) -> Result<Box<RawValue>> {
     let Json(value) = body.map_err(|e| match e.status() {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
         _ => Error::validation("body", e.body_text()),
     })?;
-    ratewire_service::body::read(value).map_err(Error::Validation)
+    Ok(value)
 }
