@@ -172,3 +172,43 @@ async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     let (status, body) = ingest.push(id, &token, good).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
 }
+
+#[tokio::test]
+async fn a_reference_day_names_every_problem_under_its_path() {
+    let ingest = Ingest::new().await;
+    let day = chrono::Utc::now().date_naive() - chrono::Days::new(1);
+    let entry = |code: &str, buying: &str, selling: &str| {
+        json!({"id": "01kr", "currency_id": "01hc", "buying": buying, "selling": selling,
+               "date": day.to_string(), "weighted_average": buying,
+               "currency": {"id": "01hc", "name": code, "code": code}})
+    };
+    // Selling below buying, a currency twice, fields the published shape
+    // does not have, and a day before 1990.
+    let mut first = entry("USD", "157.2", "150");
+    first["mid"] = json!("2");
+    first["date"] = json!("1989-12-29");
+    let mut second = entry("usd", "157.2", "158.8");
+    second["currency"]["symbol"] = json!("$");
+    let body = json!({"success": true, "message": "OK", "status": 200, "page": 1,
+                      "data": [first, second]});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/reference-rates", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        error_fields(&body),
+        [
+            "data[0].date",
+            "data[0].mid",
+            "data[0].selling",
+            "data[1].currency.code",
+            "data[1].currency.symbol",
+            "page"
+        ],
+        "{body}"
+    );
+    assert_eq!(
+        body["errors"]["data[1].currency.code"],
+        json!(["USD appears more than once"])
+    );
+}
