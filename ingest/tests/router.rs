@@ -173,6 +173,22 @@ async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
 }
 
+/// Registers a bank (its registration waits in the outbox while the
+/// broker is away) and makes it a publisher token: its id and token.
+async fn bank_with_token(ingest: &Ingest, code: &str) -> (i64, String) {
+    let body = json!({"code": code, "name": code, "imageUrl": "https://example.com/b.png"});
+    let (status, bank) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{bank}");
+    let id = bank["id"].as_i64().unwrap();
+    let (status, token) = ingest
+        .operator("POST", &format!("/v1/admin/banks/{id}/tokens"), None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{token}");
+    (id, token["token"].as_str().unwrap().to_owned())
+}
+
 #[tokio::test]
 async fn a_reference_day_names_every_problem_under_its_path() {
     let ingest = Ingest::new().await;
@@ -210,5 +226,35 @@ async fn a_reference_day_names_every_problem_under_its_path() {
     assert_eq!(
         body["errors"]["data[1].currency.code"],
         json!(["USD appears more than once"])
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_naming_the_limit() {
+    let ingest = Ingest::new().await;
+    let name = "x".repeat(300 * 1024);
+    let body = json!({"code": "BIG", "name": name, "imageUrl": "https://example.com/b.png"});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 413, "message": "Request body is too large: at most 262144 bytes"})
+    );
+}
+
+#[tokio::test]
+async fn a_code_taken_is_409_with_a_message_like_every_other() {
+    let ingest = Ingest::new().await;
+    bank_with_token(&ingest, "CBE").await;
+    let body = json!({"code": "CBE", "name": "Again", "imageUrl": "https://example.com/b.png"});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 409, "message": "A bank with code CBE already exists"})
     );
 }
