@@ -78,10 +78,21 @@ impl Ingest {
     }
 
     async fn push(&self, bank: i64, token: &str, board: &str) -> (StatusCode, Value) {
-        let mut request = Request::post(format!("/v1/banks/{bank}/boards"))
+        let request = Request::post(format!("/v1/banks/{bank}/boards"));
+        self.publisher(request, token, board).await
+    }
+
+    /// A publisher's request with `token` and the JSON `body`.
+    async fn publisher(
+        &self,
+        request: axum::http::request::Builder,
+        token: &str,
+        body: &str,
+    ) -> (StatusCode, Value) {
+        let mut request = request
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
             .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(board.to_owned()))
+            .body(Body::from(body.to_owned()))
             .unwrap();
         // As the listener gives every connection.
         let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
@@ -187,6 +198,51 @@ async fn bank_with_token(ingest: &Ingest, code: &str) -> (i64, String) {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{token}");
     (id, token["token"].as_str().unwrap().to_owned())
+}
+
+/// A publisher's retraction of `board` of `bank`, with `body`.
+async fn retract(
+    ingest: &Ingest,
+    bank: i64,
+    token: &str,
+    board: &str,
+    body: &str,
+) -> (StatusCode, Value) {
+    let request = Request::delete(format!("/v1/banks/{bank}/boards/{board}"));
+    ingest.publisher(request, token, body).await
+}
+
+#[tokio::test]
+async fn a_retraction_names_a_field_it_does_not_have_and_another_banks_token_may_not_retract() {
+    let ingest = Ingest::new().await;
+    let (cbe, cbe_token) = bank_with_token(&ingest, "CBE").await;
+    let (awash, _) = bank_with_token(&ingest, "AWASH").await;
+    let board = uuid::Uuid::new_v4().to_string();
+
+    let (status, body) = retract(&ingest, awash, &cbe_token, &board, "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["message"],
+        format!("This token may only retract boards for bank {cbe}")
+    );
+
+    let (status, body) = retract(
+        &ingest,
+        cbe,
+        &cbe_token,
+        &board,
+        r#"{"reason": "a typo", "note": "x"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_fields(&body), ["note"], "{body}");
+    assert_eq!(
+        body["errors"]["note"][0],
+        "is not a field of a retraction (reason)"
+    );
+    let (status, body) = retract(&ingest, cbe, &cbe_token, &board, r#"{"reason": 5}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_fields(&body), ["reason"], "{body}");
 }
 
 #[tokio::test]

@@ -99,7 +99,7 @@ pub async fn publish_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish").await?;
     if !is_json(&headers) {
         return Err(Error::UnsupportedMediaType);
     }
@@ -139,12 +139,14 @@ pub async fn publish_board(
 }
 
 /// The publisher and the bank a request is about: the token's bank, which
-/// must be the path's and active.
+/// must be the path's and active. `action` ("publish", "retract") is what
+/// a token of another bank is told it may do only for its own.
 async fn publisher_of(
     state: &AppState,
     peer: IpAddr,
     headers: &HeaderMap,
     bank_id: &str,
+    action: &str,
 ) -> Result<BankId> {
     let bank_id: BankId = bank_id
         .parse()
@@ -152,7 +154,7 @@ async fn publisher_of(
     let (token_bank, active) = authenticate(state, peer, headers).await?;
     if token_bank != bank_id {
         return Err(Error::Forbidden(format!(
-            "This token may only publish boards for bank {token_bank}"
+            "This token may only {action} boards for bank {token_bank}"
         )));
     }
     if !active {
@@ -190,7 +192,7 @@ pub async fn retract_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract").await?;
     let board = parse_event_id(&event_id)?;
     let reason = read_reason(&state, &headers, body).await?;
     let retraction = retraction::retract(
@@ -221,6 +223,11 @@ pub(super) async fn read_reason(
     struct Retraction {
         reason: Option<String>,
     }
+    impl ratewire_service::body::Fields for Retraction {
+        const WHAT: &'static str = "a retraction";
+        const FIELDS: &'static [&'static str] = &["reason"];
+        const REQUIRED: &'static [&'static str] = &[];
+    }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
@@ -228,10 +235,14 @@ pub(super) async fn read_reason(
     if !is_json(headers) {
         return Err(Error::UnsupportedMediaType);
     }
-    // `null` is no body at all.
-    let retraction: Option<Retraction> = serde_json::from_slice(&body)
+    let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Error::validation("body", format!("must be {{\"reason\": \"...\"}}: {e}")))?;
-    Ok(retraction.and_then(|r| r.reason))
+    // `null` is no body at all.
+    if value.is_null() {
+        return Ok(None);
+    }
+    let retraction: Retraction = ratewire_service::body::read(value).map_err(Error::Validation)?;
+    Ok(retraction.reason)
 }
 
 pub(super) fn is_json(headers: &HeaderMap) -> bool {
