@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::idempotency::{self, Claim};
 use crate::outbox;
 use crate::retraction;
-use sha2::{Digest, Sha256};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -77,7 +76,7 @@ async fn authenticate(
     params(
         ("bankId" = i64, Path, minimum = 1, description = "The token's bank"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,200}$",
-            description = "A retried push with the same key and body publishes nothing new and gets the first answer; the same key with another body is 422 (keys are kept 24 hours)"),
+            description = "A retried push with the same key and board publishes nothing new and gets the first answer; the same key with another board is 422 (keys are kept 24 hours). Boards are compared as parsed: whitespace, the order of fields and entries, a currency's case and the offset of `asOf` do not matter; other values or digits (155.1 for 155.10) do"),
     ),
     request_body(content = crate::openapi::Board, content_type = "application/json"),
     responses(
@@ -87,7 +86,7 @@ async fn authenticate(
         (status = 403, description = "The token is another bank's, or the bank is deactivated", body = crate::openapi::ErrorBody),
         (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with another body", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with another board", body = crate::openapi::ErrorBody),
         (status = 429, description = "Too many failed authentications from this client; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
         (status = 503, description = "The broker or Postgres is unavailable; nothing was published; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
     ))]
@@ -105,9 +104,10 @@ pub async fn publish_board(
     }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
 
-    let board =
-        board::parse_since(&body, Utc::now(), state.as_of_horizon).map_err(Error::Validation)?;
-    let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));
+    let push =
+        board::parse_push(&body, Utc::now(), state.as_of_horizon).map_err(Error::Validation)?;
+    let fingerprint = push.fingerprint();
+    let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(push.board));
 
     // Only a valid board claims its key: a rejected push can be corrected
     // and sent again under the same key.
@@ -118,8 +118,9 @@ pub async fn publish_board(
                 .to_str()
                 .map_err(|_| Error::validation("Idempotency-Key", "must be visible ASCII"))?;
             idempotency::check_key(key)?;
-            let body_hash = hex::encode(Sha256::digest(&body));
-            match idempotency::claim(&state.pool, bank_id, key, &body_hash, envelope.event_id)
+            // The board as parsed, not the bytes: the same board written
+            // with other whitespace or order is the same push.
+            match idempotency::claim(&state.pool, bank_id, key, &fingerprint, envelope.event_id)
                 .await?
             {
                 Claim::Replay(event_id) => return Ok(accepted(event_id)),
