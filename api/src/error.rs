@@ -39,6 +39,9 @@ pub enum Error {
     StreamUnavailable,
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
+    /// A request body over the limit, this many bytes.
+    #[error("Request body is too large: at most {0} bytes")]
+    PayloadTooLarge(usize),
     /// A key neither known valid nor known invalid, and not checked now
     /// (see `keys::Lookup::NotChecked`): never answered as invalid.
     #[error("Service Unavailable")]
@@ -113,6 +116,7 @@ impl Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::RateLimited | Error::QuotaExceeded | Error::TooManyStreams => {
                 StatusCode::TOO_MANY_REQUESTS
             }

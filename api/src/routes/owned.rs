@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::access::auth::ApiKey;
 use crate::access::keys::Caller;
 use crate::access::Access;
+use crate::config::BODY_LIMIT;
 use crate::error::{Error, Result};
 
 /// A caller with a key of its own: anonymous callers own nothing.
@@ -50,13 +51,15 @@ pub fn id_of(raw: &str, missing: &'static str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| Error::NotFound(missing))
 }
 
-/// A JSON body as the operator endpoints read theirs: 415 for another
-/// content type, then every problem under its field.
+/// A JSON body as ingest's operator endpoints read theirs: 415 for another
+/// content type, 413 over [`BODY_LIMIT`] (the listeners' limit), then
+/// every problem under its field.
 pub fn read_body<T: DeserializeOwned + ratewire_service::body::Fields>(
     body: std::result::Result<Json<Value>, JsonRejection>,
 ) -> Result<T> {
     let Json(value) = body.map_err(|e| match e.status() {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
+        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge(BODY_LIMIT),
         _ => Error::validation("body", e.body_text()),
     })?;
     ratewire_service::body::read(value).map_err(Error::Validation)
