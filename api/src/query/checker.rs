@@ -68,6 +68,12 @@ impl<'a> Checker<'a> {
             .push(message);
     }
 
+    /// Notes that parameter `name` breaks a rule between parameters (see
+    /// `query!`'s `rules`).
+    pub fn refuse(&mut self, name: &str, message: impl Into<String>) {
+        self.fail(name, message.into());
+    }
+
     /// `true`/`false`/`1`/`0`; absent is `false`.
     pub fn flag(&mut self, name: &str) -> bool {
         match self.params.get(name) {

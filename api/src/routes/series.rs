@@ -13,7 +13,7 @@ use ratewire_readmodel::views::{
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, start_of_day, Choice, CurrencyArg, Query, When};
+use crate::query::{query, start_of_day, Checker, Choice, CurrencyArg, Query, When};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
@@ -87,10 +87,28 @@ query! {
         pub to as "to": Option<When>,
         /// raw: every published board (needs bankId); hour or day: the value in force at the end of each hour (UTC) or day (service time zone); default day. Any range is answered: an answer spans 31 days at most for raw and hour, five years for day, and 10,000 raw points; `next` links to the rest
         pub interval as "interval": Option<Interval>,
-        /// For the best across banks: which rate; default cashBuying
+        /// For the best across banks (without bankId): which rate; default cashBuying. With bankId it is refused (a bank's points carry every rate)
         pub field as "field": Option<Field>,
         /// json or csv; default by Accept (text/csv), else json
         pub format as "format": Option<Format>,
+    }
+    rules = series_rules;
+}
+
+/// What one parameter means depends on another: `raw` is a bank's, and
+/// `field` chooses among banks, so neither goes with the other's case.
+fn series_rules(query: &SeriesQuery, check: &mut Checker<'_>) {
+    if query.interval == Some(Interval::Raw) && query.bank_id.is_none() {
+        check.refuse(
+            "interval",
+            "interval=raw needs a bankId (the best across banks is given per hour or day)",
+        );
+    }
+    if query.field.is_some() && query.bank_id.is_some() {
+        check.refuse(
+            "field",
+            "field chooses the rate of the best across banks, without bankId; a bank's points carry every rate",
+        );
     }
 }
 
@@ -162,12 +180,6 @@ impl SeriesRequest {
             .map_or(to - Duration::days(30), |from| from.start(tz));
         if from >= to {
             return Err(Error::validation("from", "from must be before to"));
-        }
-        if interval == Interval::Raw && query.bank_id.is_none() {
-            return Err(Error::validation(
-                "interval",
-                "interval=raw needs a bankId (the best across banks is given per hour or day)",
-            ));
         }
         let csv = match query.format {
             Some(format) => format == Format::Csv,
@@ -492,6 +504,19 @@ mod tests {
         assert!(parse("bankId=1&interval=day&from=2021-01-01&to=2026-01-01").is_ok());
         assert!(parse("interval=raw").is_err());
         assert!(parse("from=2026-11-23&to=2026-11-01").is_err());
+        let Err(Error::Validation(errors)) = parse("bankId=1&field=cashSelling&currencyCode=US1")
+        else {
+            panic!("field with a bank")
+        };
+        assert_eq!(
+            errors.keys().collect::<Vec<_>>(),
+            ["currencyCode"],
+            "a rule between parameters waits for each to be read"
+        );
+        let Err(Error::Validation(errors)) = parse("bankId=1&field=cashSelling") else {
+            panic!("field with a bank")
+        };
+        assert!(errors["field"][0].contains("without bankId"), "{errors:?}");
         let csv = parse("format=csv").unwrap();
         assert!(csv.csv);
         let mut headers = HeaderMap::new();

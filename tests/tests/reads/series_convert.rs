@@ -133,6 +133,41 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     Ok(())
 }
 
+#[tokio::test]
+async fn a_bank_series_refuses_field_with_a_400_that_says_why() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let (a, _, key) = two_banks(&mut world).await?;
+    let (status, body) = world
+        .get(
+            &format!("/api/v1/rates/series?bankId={a}&field=cashSelling"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["errors"],
+        serde_json::json!({"field": [
+            "field chooses the rate of the best across banks, without bankId; a bank's points carry every rate"
+        ]})
+    );
+    // Every bad parameter in one answer, this rule's too.
+    let (status, body) = world
+        .get(
+            "/api/v1/rates/series?field=cashSelling&interval=raw&format=xml",
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    let named: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
+    assert_eq!(named, ["format"], "the rules wait for every parameter read");
+    let (status, body) = world
+        .get("/api/v1/rates/series?interval=raw", Some(&key))
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["errors"]["interval"].is_array(), "{body}");
+    Ok(())
+}
+
 /// Follows `next` from `first` to the end of the range: each page's
 /// points, checking that its `Link` header agrees.
 async fn pages(world: &World, key: &str, first: String) -> anyhow::Result<Vec<Vec<Value>>> {
