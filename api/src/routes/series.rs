@@ -4,11 +4,12 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{
-    bank_series_csv, bank_series_json, best_series_csv, best_series_json, Field, SeriesOf,
+    bank_series_csv, bank_series_json, best_series_csv, best_series_json, timestamp, Field,
+    SeriesOf,
 };
 
 use crate::access::auth::Authorized;
@@ -24,6 +25,8 @@ pub const PAGE_DAYS_DAILY: i64 = 5 * 366;
 /// How far past now a board may be dated (publishers' clock skew): no page
 /// starts later than this.
 const LATEST_BOARD: Duration = Duration::minutes(5);
+/// The most publish times of one bank and currency in one millisecond.
+const MICROS_PER_MILLI: usize = 1_000;
 
 /// What one point of a series stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +139,21 @@ fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(at.timestamp().div_euclid(3600) * 3600, 0).unwrap_or(at)
 }
 
+/// `at` without its fraction of a millisecond.
+fn floor_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+}
+
+/// The first whole millisecond at or after `at`.
+fn ceil_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = floor_millis(at);
+    if floor == at {
+        at
+    } else {
+        floor + Duration::milliseconds(1)
+    }
+}
+
 /// What a series request asks for.
 struct SeriesRequest {
     bank: Option<BankId>,
@@ -178,6 +196,9 @@ impl SeriesRequest {
         let from = query
             .from
             .map_or(to - Duration::days(30), |from| from.start(tz));
+        // Times are the API's, to the millisecond: what the answer and its
+        // links say is the range, whatever finer time a client gave.
+        let (from, to) = (floor_millis(from), ceil_millis(to));
         if from >= to {
             return Err(Error::validation("from", "from must be before to"));
         }
@@ -214,10 +235,7 @@ impl SeriesRequest {
             query.push(format!("format={}", format.name()));
         }
         for (name, at) in [("from", from), ("to", self.to)] {
-            query.push(format!(
-                "{name}={}",
-                at.to_rfc3339_opts(SecondsFormat::Micros, true)
-            ));
+            query.push(format!("{name}={}", timestamp(at)));
         }
         format!("/api/v1/rates/series?{}", query.join("&"))
     }
@@ -361,7 +379,8 @@ enum Points {
 }
 
 /// A bank's points up to `page_end`, and where they end: at `page_end`,
-/// or, for `raw`, just after the last point when `most` points came first.
+/// or, for `raw` with more than `most` points to come, where the
+/// millisecond of the first one left out begins.
 #[allow(clippy::too_many_arguments)]
 async fn bank_points(
     pool: &sqlx::PgPool,
@@ -378,10 +397,27 @@ async fn bank_points(
             store::records_between(pool, bank, currency, request.from, page_end, most + 1).await?;
         let mut end = page_end;
         if records.len() > most {
-            records.truncate(most);
-            // Publish times are unique per bank and currency and stored
-            // to the microsecond: the next page starts right after.
-            end = records[most - 1].as_of + Duration::microseconds(1);
+            // Publish times are stored to the microsecond, and links say
+            // milliseconds: the page ends where the millisecond of the
+            // first point left out begins, and that millisecond's points
+            // all go to the next page, so none is on two pages or on none.
+            end = floor_millis(records[most].as_of);
+            if end <= request.from {
+                // Every point of the page is in its first millisecond:
+                // that millisecond is the page, however many it holds (at
+                // most a thousand, publish times being unique).
+                end += Duration::milliseconds(1);
+                records = store::records_between(
+                    pool,
+                    bank,
+                    currency,
+                    request.from,
+                    end,
+                    most + MICROS_PER_MILLI,
+                )
+                .await?;
+            }
+            records.retain(|r| r.as_of < end);
         }
         return Ok((records.into_iter().map(|r| (r.as_of, r)).collect(), end));
     }
@@ -491,7 +527,7 @@ mod tests {
         assert_eq!(
             request.next_link(eur, at("2026-02-01T00:00:00Z")),
             "/api/v1/rates/series?currencyCode=EUR&interval=hour&field=cashBuying&format=csv\
-             &from=2026-02-01T00:00:00.000000Z&to=2026-11-23T11:00:00.000000Z"
+             &from=2026-02-01T00:00:00.000Z&to=2026-11-23T11:00:00.000Z"
         );
     }
 
