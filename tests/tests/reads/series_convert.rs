@@ -358,13 +358,42 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
         ("from=USD&to=ETB&amount=-5", 400),
         ("from=USD&to=ETB&amount=1e30", 400),
         ("from=QQQ&to=ETB&amount=1", 400),
-        ("from=JPY&to=ETB&amount=1", 400),
         ("from=USD&to=ETB&amount=1&bankId=999", 404),
     ] {
         let (got, body) = world
             .get(&format!("/api/v1/convert?{query}"), Some(&key))
             .await?;
         assert_eq!(got, status, "{query}: {body}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn converting_what_no_bank_quotes_is_404_not_found() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let (_, b, key) = two_banks(&mut world).await?;
+    for (query, message) in [
+        (
+            "from=JPY&to=ETB&amount=1".to_owned(),
+            "Currency not found: JPY has no rates from any active bank".to_owned(),
+        ),
+        (
+            format!("from=ETB&to=EUR&amount=1&bankId={b}"),
+            format!("Currency not found: EUR has no rates from bank {b}"),
+        ),
+        (
+            "from=JPY&to=EUR&amount=1&transactional=true".to_owned(),
+            "Currency not found: JPY has no transactional rates from any active bank".to_owned(),
+        ),
+    ] {
+        let (status, body) = world
+            .get(&format!("/api/v1/convert?{query}"), Some(&key))
+            .await?;
+        assert_eq!(
+            (status, &body),
+            (404, &serde_json::json!({"status": 404, "message": message})),
+            "{query}"
+        );
     }
     Ok(())
 }
