@@ -350,6 +350,18 @@ pub fn day_has_come(
     Ok(())
 }
 
+/// A range of days, both included, runs forward: a 400 naming `from`
+/// otherwise.
+pub fn days_in_order(from: NaiveDate, to: NaiveDate) -> Result<(), Error> {
+    if from > to {
+        return Err(Error::validation(
+            "from",
+            format!("from must not be after to ({to})"),
+        ));
+    }
+    Ok(())
+}
+
 /// The first instant of `date` in `tz` (an hour later inside a gap).
 pub fn start_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> chrono::DateTime<chrono::Utc> {
     use chrono::TimeZone;
@@ -493,6 +505,8 @@ mod tests {
             errors["date"],
             ["date must not be after today (2026-11-23 in UTC)"]
         );
+        assert!(days_in_order(day("2026-11-23"), day("2026-11-23")).is_ok());
+        assert!(days_in_order(day("2026-11-24"), day("2026-11-23")).is_err());
     }
 
     #[test]
