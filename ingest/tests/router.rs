@@ -154,20 +154,7 @@ async fn operators_need_the_token_and_a_valid_body() {
 async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     let ingest = Ingest::new().await;
     // The broker is away: the registration waits in the outbox.
-    let (status, bank) = ingest
-        .operator(
-            "POST",
-            "/v1/admin/banks",
-            Some(r#"{"code":"RTB","name":"Router Test Bank","imageUrl":"https://example.com/rtb.png"}"#),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{bank}");
-    let id = bank["id"].as_i64().unwrap();
-    let (status, token) = ingest
-        .operator("POST", &format!("/v1/admin/banks/{id}/tokens"), None)
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{token}");
-    let token = token["token"].as_str().unwrap().to_owned();
+    let (id, token) = bank_with_token(&ingest, "RTB").await;
 
     let (status, _) = ingest.push(id, "rwp_made0up0_x", "{}").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
