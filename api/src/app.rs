@@ -59,6 +59,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
+        ratewire_service::metrics::register(crate::hot_metrics::DOCUMENTED);
         let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let pool = db::pool(&config.common.database_url, &config.schema)?;
         let redis = RedisGuard::new(

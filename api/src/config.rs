@@ -10,6 +10,11 @@ use ratewire_alerts::AlertSettings;
 use ratewire_readmodel::ReadModelSettings;
 use ratewire_service::settings::{parse_schema, Common, RetentionSchedule, Serving};
 
+/// The largest request body either listener reads, in bytes: the few
+/// bodies the API takes (a webhook, an alert, a key) are small, and a
+/// larger one is 413.
+pub const BODY_LIMIT: usize = 16 * 1024;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct Config {
     /// Address of the public listener (the read API and probes).

@@ -23,6 +23,9 @@ pub enum Error {
     InvalidKey,
     #[error("{0}")]
     NotFound(&'static str),
+    /// A 404 of the same family that says why (`Currency not found: ...`).
+    #[error("{0}")]
+    NotFoundBecause(String),
     #[error("Method Not Allowed")]
     MethodNotAllowed,
     /// The per-minute window is spent (the gate adds Retry-After).
@@ -39,6 +42,9 @@ pub enum Error {
     StreamUnavailable,
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
+    /// A request body over the limit, this many bytes.
+    #[error("Request body is too large: at most {0} bytes")]
+    PayloadTooLarge(usize),
     /// A key neither known valid nor known invalid, and not checked now
     /// (see `keys::Lookup::NotChecked`): never answered as invalid.
     #[error("Service Unavailable")]
@@ -100,6 +106,7 @@ impl Error {
     pub fn duplicate(&self, what: &'static str) -> Error {
         match self {
             Error::NotFound(message) => Error::NotFound(message),
+            Error::NotFoundBecause(message) => Error::NotFoundBecause(message.clone()),
             Error::Starting(message) => Error::Starting(message),
             other => Error::Shared {
                 what,
@@ -113,9 +120,10 @@ impl Error {
         match self {
             Error::Validation(_) => StatusCode::BAD_REQUEST,
             Error::MissingKey | Error::InvalidKey => StatusCode::UNAUTHORIZED,
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::NotFound(_) | Error::NotFoundBecause(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::RateLimited | Error::QuotaExceeded | Error::TooManyStreams => {
                 StatusCode::TOO_MANY_REQUESTS
             }

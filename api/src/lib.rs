@@ -4,7 +4,8 @@
 //! the layering test in `tests/` holds them to it):
 //! - [`error`] (every failure mapped to the spec's envelope in one place),
 //!   [`redis_guard`] (Redis on the request path, within a budget, behind a
-//!   breaker), [`hot_metrics`] (the request path's counters),
+//!   breaker), [`hot_metrics`] (the metrics it documents, and the request
+//!   path's counters),
 //!   [`conditional`] (`ETag` and `If-None-Match`), [`spreads`] (a bank's
 //!   spread and premium, and a quote's age), [`db`] (the API's own
 //!   schema), [`query`] (each route's query parameters declared once: the

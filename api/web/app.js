@@ -352,7 +352,8 @@ async function convert(event) {
   try {
     body = await get(`/api/v1/convert?${query}`);
   } catch (e) {
-    if (e instanceof ApiError && e.status === 400) {
+    // A bad amount (400), or what no bank quotes (404): said, not retried.
+    if (e instanceof ApiError && (e.status === 400 || e.status === 404)) {
       table.hidden = true;
       notice(`Converter: ${e.message}.`);
       return;

@@ -27,6 +27,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
+        ratewire_service::metrics::register(crate::metrics::DOCUMENTED);
         let listeners = Listeners::bind(config.listen, config.operator_listen).await?;
         let state = state(&config)?;
         Ok(Self {

@@ -13,6 +13,7 @@ use ratewire_proto::rules::earliest_as_of;
 use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry, Violation};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
 
 use crate::error::FieldErrors;
 
@@ -94,6 +95,42 @@ pub fn parse_since(
     now: DateTime<Utc>,
     horizon: DateTime<Utc>,
 ) -> Result<BoardPublished, FieldErrors> {
+    parse_push(body, now, horizon).map(|push| push.board)
+}
+
+/// A push's board, and what its publisher said of it.
+#[derive(Debug, Clone)]
+pub struct Push {
+    pub board: BoardPublished,
+    /// Whether the body gave the as-of time (else it is the receipt time).
+    pub as_of_given: bool,
+}
+
+impl Push {
+    /// What the publisher sent, whatever way it was written: the same for
+    /// two bodies that say the same board (other whitespace, field or
+    /// entry order, a currency's case, `asOf` in another offset, `null` for
+    /// an absent `asOf`), another for other values or digits (`155.10` is
+    /// not `155.1`). A retry under one `Idempotency-Key` is compared by it.
+    pub fn fingerprint(&self) -> String {
+        let mut rates: Vec<&RateEntry> = self.board.rates().iter().collect();
+        rates.sort_by_key(|rate| rate.currency());
+        let as_of = self.as_of_given.then(|| {
+            self.board
+                .as_of()
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        });
+        let said = serde_json::json!({"asOf": as_of, "rates": rates});
+        hex::encode(Sha256::digest(said.to_string()))
+    }
+}
+
+/// [`parse_since`], telling also whether the body gave its as-of time.
+pub fn parse_push(
+    body: &[u8],
+    now: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+) -> Result<Push, FieldErrors> {
     let now = now.trunc_subsecs(6);
     let mut problems = Problems(FieldErrors::new());
     // serde would also read a struct from an array; a board is an object.
@@ -118,7 +155,9 @@ pub fn parse_since(
         problems.add(name, "is not a field of a board (asOf, rates)");
     }
 
-    let as_of = match raw.as_of.filter(|v| v.get() != "null") {
+    let given_as_of = raw.as_of.filter(|v| v.get() != "null");
+    let as_of_given = given_as_of.is_some();
+    let as_of = match given_as_of {
         None => Some(now),
         Some(value) => match serde_json::from_str::<String>(value.get())
             .ok()
@@ -190,12 +229,14 @@ pub fn parse_since(
     };
     // Every rule was checked above, part by part; the contract's type
     // checks them again as a whole.
-    BoardPublished::new(as_of, rates).map_err(|violations| {
-        for v in violations {
-            problems.broken(v);
-        }
-        problems.0
-    })
+    BoardPublished::new(as_of, rates)
+        .map(|board| Push { board, as_of_given })
+        .map_err(|violations| {
+            for v in violations {
+                problems.broken(v);
+            }
+            problems.0
+        })
 }
 
 /// One entry as read: its currency when readable (for the duplicates
@@ -402,6 +443,44 @@ mod tests {
             r#"{"asOf":"yesterday","rates":[{"currency":"USD","cashBuying":1,"cashSelling":1}]}"#
         )
         .contains_key("asOf"));
+    }
+
+    #[test]
+    fn a_push_written_otherwise_has_the_same_fingerprint_and_other_values_another() {
+        let fingerprint = |body: &str| {
+            parse_push(body.as_bytes(), now(), default_horizon())
+                .unwrap()
+                .fingerprint()
+        };
+        let first = fingerprint(
+            r#"{"asOf":"2026-11-23T07:59:00Z","rates":[{"currency":"USD","cashBuying":155.10,"cashSelling":158.2},{"currency":"EUR","cashBuying":1,"cashSelling":2}]}"#,
+        );
+        let same = fingerprint(
+            r#"{ "rates" : [ {"cashSelling": 2, "cashBuying": 1, "currency": "eur"},
+                            {"currency": "USD", "cashSelling": 158.2, "cashBuying": 155.10} ],
+                 "asOf" : "2026-11-23T10:59:00+03:00" }"#,
+        );
+        assert_eq!(same, first);
+        let other_digits = fingerprint(
+            r#"{"asOf":"2026-11-23T07:59:00Z","rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158.2},{"currency":"EUR","cashBuying":1,"cashSelling":2}]}"#,
+        );
+        assert_ne!(other_digits, first, "155.1 is not the 155.10 published");
+        // Without `asOf`, a board is the receipt time's: a retry later is
+        // still the same push.
+        let unstamped = r#"{"rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#;
+        let later = parse_push(
+            unstamped.as_bytes(),
+            now() + chrono::Duration::seconds(30),
+            default_horizon(),
+        )
+        .unwrap();
+        assert_eq!(later.fingerprint(), fingerprint(unstamped));
+        assert_eq!(
+            fingerprint(
+                r#"{"asOf":null,"rates":[{"currency":"USD","cashBuying":1,"cashSelling":2}]}"#
+            ),
+            fingerprint(unstamped)
+        );
     }
 
     #[test]

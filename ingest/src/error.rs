@@ -29,9 +29,9 @@ pub enum Error {
     /// many seconds.
     #[error("Too many failed authentications")]
     TooManyFailures(u64),
-    /// The body is over `RATEWIRE_INGEST_BODY_LIMIT`.
-    #[error("Request body is too large")]
-    PayloadTooLarge,
+    /// The body is over `RATEWIRE_INGEST_BODY_LIMIT` (this many bytes).
+    #[error("Request body is too large: at most {0} bytes")]
+    PayloadTooLarge(usize),
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
     /// The broker did not acknowledge in time, or a dependency is down.
@@ -72,7 +72,7 @@ impl Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::TooManyFailures(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unavailable { .. } | Error::LogConflict { .. } => {

@@ -1,11 +1,14 @@
 //! `Idempotency-Key` for board pushes.
 //!
-//! The first push with a key records the body's hash and the event id it
-//! will publish, before publishing. A retry with the same key and body reuses
-//! that event id: answered from the record once the broker acknowledged it,
-//! published again (same id, applied once by the projector) if the first
-//! attempt never got its acknowledgement. The same key with another body is
-//! refused with 422. Records are kept for `RETENTION` and then purged.
+//! The first push with a key records its board's fingerprint (the board
+//! as parsed: `board::Push::fingerprint`, so the same board written with
+//! other whitespace, field order or entry order is the same push) and the
+//! event id it will publish, before publishing. A retry with the same key
+//! and board reuses that event id: answered from the record once the
+//! broker acknowledged it, published again (same id, applied once by the
+//! projector) if the first attempt never got its acknowledgement. The same
+//! key with another board is refused with 422. Records are kept for
+//! `RETENTION` and then purged.
 
 use chrono::Duration;
 use ratewire_proto::BankId;
@@ -38,7 +41,8 @@ pub fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Claims `key` for a body with `body_hash`, proposing `event_id`.
+/// Claims `key` for a board with `body_hash` (its fingerprint), proposing
+/// `event_id`.
 pub async fn claim(
     pool: &PgPool,
     bank: BankId,
@@ -72,7 +76,7 @@ pub async fn claim(
     .await?;
     if stored_hash != body_hash {
         return Err(Error::Unprocessable(
-            "Idempotency-Key was already used with a different body".into(),
+            "Idempotency-Key was already used with a different board".into(),
         ));
     }
     Ok(if accepted {

@@ -23,7 +23,8 @@
 //! - [`cli`] runs the same bank and token operations from a shell.
 //! - [`app`] builds the process from its [`config`] and runs it until
 //!   shutdown; [`db`] is the pool in ingest's own schema; [`error`] is the
-//!   one error type and its mapping to responses.
+//!   one error type and its mapping to responses; [`metrics`] lists what
+//!   it reports.
 //!
 //! The client side (the demo simulator, backfill and load) is the tools
 //! crate's `ratewire-feed`.
@@ -43,6 +44,7 @@ pub mod db;
 pub mod error;
 pub mod idempotency;
 pub mod log_registry;
+pub mod metrics;
 pub mod openapi;
 pub mod outbox;
 pub mod publisher;

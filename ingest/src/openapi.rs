@@ -98,10 +98,12 @@ pub struct ReferenceImported {
 
 /// The National Bank's published `filter-exchange-rates` response, as it
 /// is: numbers are decimal strings; names and ids are ignored (currencies
-/// are keyed on `currency.code`). Rules beyond the schema: every entry is
-/// for the same day, not after today in Addis Ababa; each currency once;
-/// `selling` not below `buying`.
+/// are keyed on `currency.code`); a field the published shape does not
+/// have is refused. Rules beyond the schema: every entry is for the same
+/// day, not after today in Addis Ababa; each currency once; `selling` not
+/// below `buying`.
 #[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PublishedReference {
     /// Must not be false.
     pub success: Option<bool>,
@@ -114,6 +116,7 @@ pub struct PublishedReference {
 }
 
 #[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PublishedReferenceRate {
     pub id: Option<String>,
     pub currency_id: Option<String>,
@@ -132,6 +135,7 @@ pub struct PublishedReferenceRate {
 }
 
 #[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PublishedCurrency {
     pub id: Option<String>,
     pub name: Option<String>,

@@ -3,9 +3,11 @@
 //! rule of a reference board, and put on the log once per change.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_proto::board::check_entries;
 use ratewire_proto::reference::{check_day_received, EntryNames, ReferenceParts, NATIONAL_BANK};
-use ratewire_proto::{Envelope, ReferenceBoardPublished, ReferenceEntry};
-use serde_json::Value;
+use ratewire_proto::rules::earliest_as_of;
+use ratewire_proto::{CurrencyCode, Envelope, ReferenceBoardPublished, ReferenceEntry};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -21,10 +23,47 @@ const PUBLISHED_NAMES: EntryNames = EntryNames {
     weighted_average: "weighted_average",
 };
 
+/// The fields of the published response, of one of its entries and of an
+/// entry's currency. Any other is refused under its own name: a misspelt
+/// or unexpected field would otherwise be dropped without a word.
+const RESPONSE_FIELDS: [&str; 4] = ["success", "message", "status", "data"];
+const ENTRY_FIELDS: [&str; 7] = [
+    "id",
+    "currency_id",
+    "buying",
+    "selling",
+    "date",
+    "weighted_average",
+    "currency",
+];
+const CURRENCY_FIELDS: [&str; 3] = ["id", "name", "code"];
+
+/// The names of `object` that are not `known`.
+fn unknown<'a>(
+    object: &'a Map<String, Value>,
+    known: &'static [&'static str],
+) -> impl Iterator<Item = &'a String> {
+    object
+        .keys()
+        .filter(move |name| !known.contains(&name.as_str()))
+}
+
+/// Where the published response has what a reference board's rule names
+/// (`rates[1].currency` is `data[1].currency.code`; the day is every
+/// entry's `date`).
+fn published_field(field: String) -> String {
+    match field.strip_prefix("rates") {
+        Some(rest) => format!("data{}", rest.replace(".currency", ".currency.code")),
+        None if field == "date" => "data[0].date".into(),
+        None => field,
+    }
+}
+
 /// Reads a published response (`{"success", "message", "status", "data":
 /// [...]}`) into one day's board, or every problem with it, each under its
-/// field (`data[2].buying`). Names are ignored (they are misspelt at the
-/// source; ours come from ISO 4217), and so are the source's ids.
+/// path (`data[2].buying`, `data[0].currency.mid`). Names are ignored
+/// (they are misspelt at the source; ours come from ISO 4217), and so are
+/// the source's ids.
 pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished, FieldErrors> {
     let mut errors = FieldErrors::new();
     let mut add = |field: String, message: String| errors.entry(field).or_default().push(message);
@@ -39,6 +78,15 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
         add("body".into(), "must be the published JSON object".into());
         return Err(errors);
     };
+    for name in unknown(object, &RESPONSE_FIELDS) {
+        add(
+            name.clone(),
+            format!(
+                "is not a field of the published response ({})",
+                RESPONSE_FIELDS.join(", ")
+            ),
+        );
+    }
     match object.get("success") {
         None | Some(Value::Null) | Some(Value::Bool(true)) => {}
         Some(Value::Bool(false)) => add(
@@ -62,14 +110,35 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
             "has no rates (the source publishes none on weekends and holidays)".into(),
         );
     }
+    let horizon = earliest_as_of().date_naive();
     let mut day: Option<NaiveDate> = None;
     let mut entries: Vec<ReferenceEntry> = Vec::with_capacity(data.len());
+    // Each entry's currency when it reads as one, for the rule that each
+    // is there once, which holds whatever else is wrong with the entries.
+    let mut currencies: Vec<Option<CurrencyCode>> = Vec::with_capacity(data.len());
     for (i, item) in data.iter().enumerate() {
         let at = |field: &str| format!("data[{i}].{field}");
-        let text = |field: &str| item.get(field).and_then(Value::as_str);
+        let Some(entry) = item.as_object() else {
+            add(
+                format!("data[{i}]"),
+                "must be an object: one currency's rates".into(),
+            );
+            currencies.push(None);
+            continue;
+        };
+        for name in unknown(entry, &ENTRY_FIELDS) {
+            add(
+                at(name),
+                format!(
+                    "is not a field of a published rate ({})",
+                    ENTRY_FIELDS.join(", ")
+                ),
+            );
+        }
+        let text = |field: &str| entry.get(field).and_then(Value::as_str);
         let mut wrong_type = Vec::new();
         for field in ["buying", "selling", "weighted_average", "date"] {
-            if item
+            if entry
                 .get(field)
                 .is_some_and(|v| !v.is_string() && !v.is_null())
             {
@@ -82,10 +151,36 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
                 "must be a string (decimals are published as strings, kept exactly)".into(),
             );
         }
+        let currency = match entry.get("currency") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(currency)) => {
+                for name in unknown(currency, &CURRENCY_FIELDS) {
+                    add(
+                        at(&format!("currency.{name}")),
+                        format!(
+                            "is not a field of a published currency ({})",
+                            CURRENCY_FIELDS.join(", ")
+                        ),
+                    );
+                }
+                Some(currency)
+            }
+            Some(_) => {
+                add(
+                    at("currency"),
+                    "must be an object with the currency's code".into(),
+                );
+                wrong_type.push("currency.code");
+                None
+            }
+        };
         match text("date").map(|d| d.parse::<NaiveDate>()) {
             None if !wrong_type.contains(&"date") => add(at("date"), "is required".into()),
             None => {}
             Some(Err(_)) => add(at("date"), "must be a date (YYYY-MM-DD)".into()),
+            Some(Ok(date)) if date < horizon => {
+                add(at("date"), format!("must not be before {horizon}"));
+            }
             Some(Ok(date)) => match day {
                 None => {
                     day = Some(date);
@@ -103,14 +198,12 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
             },
         }
         let parts = ReferenceParts {
-            currency: item
-                .get("currency")
-                .and_then(|c| c.get("code"))
-                .and_then(Value::as_str),
+            currency: currency.and_then(|c| c.get("code")).and_then(Value::as_str),
             buying: text("buying"),
             selling: text("selling"),
             weighted_average: text("weighted_average"),
         };
+        currencies.push(parts.currency.and_then(|c| CurrencyCode::parse(c).ok()));
         match parts.check(&PUBLISHED_NAMES) {
             Ok(entry) => entries.push(entry),
             Err(problems) => {
@@ -124,20 +217,26 @@ pub fn parse(body: &[u8], now: DateTime<Utc>) -> Result<ReferenceBoardPublished,
             }
         }
     }
+    if !data.is_empty() {
+        for problem in check_entries(currencies.into_iter()) {
+            add(published_field(problem.field), problem.message);
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
     let date = day.expect("a non-empty list of dated entries has a day");
+    // Every rule was checked above, entry by entry; the contract's type
+    // checks them again as a whole.
     ReferenceBoardPublished::new(NATIONAL_BANK, date, entries)
         .map(ReferenceBoardPublished::canonical)
         .map_err(|problems| {
             let mut errors = FieldErrors::new();
             for problem in problems {
-                let field = match problem.field.strip_prefix("rates") {
-                    Some(rest) => format!("data{}", rest.replace(".currency", ".currency.code")),
-                    None => problem.field,
-                };
-                errors.entry(field).or_default().push(problem.message);
+                errors
+                    .entry(published_field(problem.field))
+                    .or_default()
+                    .push(problem.message);
             }
             errors
         })
@@ -318,9 +417,43 @@ mod tests {
     }
 
     #[test]
-    fn a_currency_twice_is_refused() {
-        let twice = DAY.replace("\"DKK\"", "\"USD\"");
-        let errors = parse(twice.as_bytes(), now()).unwrap_err();
-        assert!(errors.contains_key("data[1].currency.code"), "{errors:?}");
+    fn a_field_the_published_shape_lacks_is_refused_under_its_path() {
+        let body = DAY
+            .replace(r#""message":"OK","#, r#""message":"OK","page":1,"#)
+            .replace(
+                r#""weighted_average":"157.227","#,
+                r#""weighted_average":"157.227","mid":"2","#,
+            )
+            .replace(
+                r#""name":"DANISH KNRONER","#,
+                r#""name":"DANISH KNRONER","symbol":"kr","#,
+            );
+        let errors = parse(body.as_bytes(), now()).unwrap_err();
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(fields, ["data[0].mid", "data[1].currency.symbol", "page"]);
+        assert!(errors["data[0].mid"][0].starts_with("is not a field of a published rate"));
+    }
+
+    #[test]
+    fn selling_below_buying_and_a_currency_twice_are_both_named() {
+        let body = DAY
+            .replace(r#""selling":"158.7993""#, r#""selling":"150""#)
+            .replace(r#""code":"DKK""#, r#""code":"usd""#);
+        let errors = parse(body.as_bytes(), now()).unwrap_err();
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(fields, ["data[0].selling", "data[1].currency.code"]);
+        assert_eq!(
+            errors["data[1].currency.code"],
+            ["USD appears more than once"]
+        );
+    }
+
+    #[test]
+    fn a_day_before_the_horizon_is_named_under_its_entry() {
+        let old = DAY.replace("2026-05-18", "1989-12-29");
+        let errors = parse(old.as_bytes(), now()).unwrap_err();
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(fields, ["data[0].date", "data[1].date"]);
+        assert_eq!(errors["data[0].date"], ["must not be before 1990-01-01"]);
     }
 }

@@ -78,10 +78,21 @@ impl Ingest {
     }
 
     async fn push(&self, bank: i64, token: &str, board: &str) -> (StatusCode, Value) {
-        let mut request = Request::post(format!("/v1/banks/{bank}/boards"))
+        let request = Request::post(format!("/v1/banks/{bank}/boards"));
+        self.publisher(request, token, board).await
+    }
+
+    /// A publisher's request with `token` and the JSON `body`.
+    async fn publisher(
+        &self,
+        request: axum::http::request::Builder,
+        token: &str,
+        body: &str,
+    ) -> (StatusCode, Value) {
+        let mut request = request
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
             .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(board.to_owned()))
+            .body(Body::from(body.to_owned()))
             .unwrap();
         // As the listener gives every connection.
         let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
@@ -143,20 +154,7 @@ async fn operators_need_the_token_and_a_valid_body() {
 async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     let ingest = Ingest::new().await;
     // The broker is away: the registration waits in the outbox.
-    let (status, bank) = ingest
-        .operator(
-            "POST",
-            "/v1/admin/banks",
-            Some(r#"{"code":"RTB","name":"Router Test Bank","imageUrl":"https://example.com/rtb.png"}"#),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{bank}");
-    let id = bank["id"].as_i64().unwrap();
-    let (status, token) = ingest
-        .operator("POST", &format!("/v1/admin/banks/{id}/tokens"), None)
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{token}");
-    let token = token["token"].as_str().unwrap().to_owned();
+    let (id, token) = bank_with_token(&ingest, "RTB").await;
 
     let (status, _) = ingest.push(id, "rwp_made0up0_x", "{}").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -171,4 +169,135 @@ async fn a_board_is_checked_in_full_and_never_accepted_without_the_broker() {
     let good = r#"{"rates":[{"currency":"USD","cashBuying":155.1,"cashSelling":158.2}]}"#;
     let (status, body) = ingest.push(id, &token, good).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+}
+
+/// Registers a bank (its registration waits in the outbox while the
+/// broker is away) and makes it a publisher token: its id and token.
+async fn bank_with_token(ingest: &Ingest, code: &str) -> (i64, String) {
+    let body = json!({"code": code, "name": code, "imageUrl": "https://example.com/b.png"});
+    let (status, bank) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{bank}");
+    let id = bank["id"].as_i64().unwrap();
+    let (status, token) = ingest
+        .operator("POST", &format!("/v1/admin/banks/{id}/tokens"), None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{token}");
+    (id, token["token"].as_str().unwrap().to_owned())
+}
+
+/// A publisher's retraction of `board` of `bank`, with `body`.
+async fn retract(
+    ingest: &Ingest,
+    bank: i64,
+    token: &str,
+    board: &str,
+    body: &str,
+) -> (StatusCode, Value) {
+    let request = Request::delete(format!("/v1/banks/{bank}/boards/{board}"));
+    ingest.publisher(request, token, body).await
+}
+
+#[tokio::test]
+async fn a_retraction_names_a_field_it_does_not_have_and_another_banks_token_may_not_retract() {
+    let ingest = Ingest::new().await;
+    let (cbe, cbe_token) = bank_with_token(&ingest, "CBE").await;
+    let (awash, _) = bank_with_token(&ingest, "AWASH").await;
+    let board = uuid::Uuid::new_v4().to_string();
+
+    let (status, body) = retract(&ingest, awash, &cbe_token, &board, "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["message"],
+        format!("This token may only retract boards for bank {cbe}")
+    );
+
+    let (status, body) = retract(
+        &ingest,
+        cbe,
+        &cbe_token,
+        &board,
+        r#"{"reason": "a typo", "note": "x"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_fields(&body), ["note"], "{body}");
+    assert_eq!(
+        body["errors"]["note"][0],
+        "is not a field of a retraction (reason)"
+    );
+    let (status, body) = retract(&ingest, cbe, &cbe_token, &board, r#"{"reason": 5}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_fields(&body), ["reason"], "{body}");
+}
+
+#[tokio::test]
+async fn a_reference_day_names_every_problem_under_its_path() {
+    let ingest = Ingest::new().await;
+    let day = chrono::Utc::now().date_naive() - chrono::Days::new(1);
+    let entry = |code: &str, buying: &str, selling: &str| {
+        json!({"id": "01kr", "currency_id": "01hc", "buying": buying, "selling": selling,
+               "date": day.to_string(), "weighted_average": buying,
+               "currency": {"id": "01hc", "name": code, "code": code}})
+    };
+    // Selling below buying, a currency twice, fields the published shape
+    // does not have, and a day before 1990.
+    let mut first = entry("USD", "157.2", "150");
+    first["mid"] = json!("2");
+    first["date"] = json!("1989-12-29");
+    let mut second = entry("usd", "157.2", "158.8");
+    second["currency"]["symbol"] = json!("$");
+    let body = json!({"success": true, "message": "OK", "status": 200, "page": 1,
+                      "data": [first, second]});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/reference-rates", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        error_fields(&body),
+        [
+            "data[0].date",
+            "data[0].mid",
+            "data[0].selling",
+            "data[1].currency.code",
+            "data[1].currency.symbol",
+            "page"
+        ],
+        "{body}"
+    );
+    assert_eq!(
+        body["errors"]["data[1].currency.code"],
+        json!(["USD appears more than once"])
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_naming_the_limit() {
+    let ingest = Ingest::new().await;
+    let name = "x".repeat(300 * 1024);
+    let body = json!({"code": "BIG", "name": name, "imageUrl": "https://example.com/b.png"});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 413, "message": "Request body is too large: at most 262144 bytes"})
+    );
+}
+
+#[tokio::test]
+async fn a_code_taken_is_409_with_a_message_like_every_other() {
+    let ingest = Ingest::new().await;
+    bank_with_token(&ingest, "CBE").await;
+    let body = json!({"code": "CBE", "name": "Again", "imageUrl": "https://example.com/b.png"});
+    let (status, body) = ingest
+        .operator("POST", "/v1/admin/banks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": 409, "message": "A bank with code CBE already exists"})
+    );
 }

@@ -33,6 +33,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self> {
         // Installed before anything is counted.
         ratewire_service::metrics::recorder();
+        ratewire_service::metrics::register(crate::metrics::DOCUMENTED);
         let listener = Listener::bind(config.listen).await?;
         let health = HealthState {
             // For health checks and the control tables; folding uses a pool

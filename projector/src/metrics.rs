@@ -32,11 +32,66 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use metrics::{counter, gauge, histogram};
+use ratewire_service::metrics::Documented;
 
 use crate::consumer::LogQueries;
 use tracing::{debug, info};
 
 use crate::fold::BatchOutcome;
+
+/// Every metric the projector reports besides the requests every process
+/// counts (docs/operations.md, "Metrics"), registered at start so each
+/// reads 0 until its first event, with the values of its labels.
+/// `consumer_lag{partition}` is left out: its series are the partitions
+/// this instance owns, each reported once assigned.
+pub const DOCUMENTED: &[Documented] = &[
+    Documented::counter("ratewire_projector_events_applied_total"),
+    Documented::counter("ratewire_projector_events_skipped_total"),
+    Documented::counter("ratewire_projector_events_ignored_total"),
+    Documented::counter("ratewire_projector_dead_letters_total")
+        .by(&[("rule", &DEAD_LETTER_RULES)]),
+    Documented::gauge("ratewire_projector_dead_letters_unresolved"),
+    Documented::histogram("ratewire_projector_batch_seconds"),
+    Documented::gauge("ratewire_projector_newest_event_age_seconds"),
+    Documented::histogram("ratewire_projector_visible_delay_seconds"),
+    Documented::histogram("ratewire_projector_aggregates_delay_seconds"),
+    Documented::histogram("ratewire_projector_aggregates_stage_seconds")
+        .by(&[("stage", &["catch_up", "resync", "render", "write", "check"])]),
+    Documented::gauge("ratewire_projector_reads_paused"),
+    Documented::counter("ratewire_projector_reads_resumed_total")
+        .by(&[("cause", &["notice", "lag", "assignment"])]),
+    Documented::counter("ratewire_projector_partition_changes_total")
+        .by(&[("change", &["assigned", "revoked", "lost"])]),
+    Documented::gauge("ratewire_projector_partitions_owned"),
+    Documented::counter("ratewire_projector_alerts_fired_total"),
+    Documented::counter("ratewire_webhook_messages_total"),
+    Documented::counter("ratewire_webhook_deliveries_total")
+        .by(&[("outcome", &["delivered", "failed"])]),
+    Documented::counter("ratewire_projector_postgres_errors_total"),
+    Documented::counter("ratewire_projector_redis_errors_total"),
+];
+
+/// Every rule a dead letter is filed under: the contract's
+/// (`ratewire_proto::Rule`) and the read model's (`fold::core`, `fold`).
+const DEAD_LETTER_RULES: [&str; 17] = [
+    "envelope",
+    "payload",
+    "version",
+    "key",
+    "rate",
+    "selling-below-buying",
+    "transactional-pair",
+    "currency",
+    "duplicate-currency",
+    "board-size",
+    "as-of",
+    "occurred-at",
+    "retraction",
+    crate::fold::core::UNKNOWN_BANK,
+    crate::fold::core::BANK_REGISTERED,
+    crate::fold::DATA,
+    crate::fold::UNSUPPORTED_VERSION,
+];
 
 pub fn batch_applied(outcome: &BatchOutcome, took: Duration) {
     counter!("ratewire_projector_events_applied_total").increment(outcome.applied as u64);
@@ -202,6 +257,13 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rule_of_the_contract_is_a_dead_letter_rule() {
+        for rule in ratewire_proto::Rule::ALL {
+            assert!(DEAD_LETTER_RULES.contains(&rule.code()), "{rule}");
+        }
+    }
 
     #[test]
     fn caught_up_once_every_position_reaches_the_last_reported_high_watermark() {

@@ -15,6 +15,21 @@ use std::time::Duration;
 use axum::http::Method;
 use metrics::{counter, histogram, Counter, Histogram};
 
+use crate::metrics::Documented;
+
+/// The series every process has from its start: those of the scrape of
+/// `/metrics` (each process serves it), which counts itself only once it
+/// has answered.
+pub const DOCUMENTED: &[Documented] = &[
+    Documented::counter("ratewire_http_requests_total").by(&[
+        ("route", &["/metrics"]),
+        ("method", &["GET"]),
+        ("status", &["200"]),
+    ]),
+    Documented::histogram("ratewire_http_request_duration_seconds")
+        .by(&[("route", &["/metrics"]), ("method", &["GET"])]),
+];
+
 /// Counts one request of `method` to `route` answered `status` after
 /// `latency`.
 pub fn record(route: &str, method: &Method, status: u16, latency: Duration) {

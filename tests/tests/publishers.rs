@@ -66,7 +66,46 @@ async fn the_same_key_with_another_body_is_422_and_publishes_nothing() -> anyhow
     let (status, body) = stack.publish_keyed(bank, &token, Some("k"), other).await?;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["status"], 422);
-    assert!(body["message"].as_str().unwrap().contains("different body"));
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .contains("different board"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retry_of_the_same_board_written_otherwise_gets_the_first_answer() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
+    let first = r#"{"asOf":"2026-11-20T08:00:00Z","rates":[{"currency":"USD","cashBuying":155.10,"cashSelling":158},{"currency":"EUR","cashBuying":180,"cashSelling":184}]}"#;
+    // The same board: other whitespace, field and entry order, the
+    // currency's case, the time in another offset.
+    let reformatted = r#"{
+        "rates": [
+            {"cashSelling": 184, "cashBuying": 180, "currency": "eur"},
+            {"currency": "USD", "cashBuying": 155.10, "cashSelling": 158}
+        ],
+        "asOf": "2026-11-20T11:00:00+03:00"
+    }"#;
+    let (status, answer) = stack
+        .publish_keyed(bank, &token, Some("same-board"), first)
+        .await?;
+    assert_eq!(status, 202, "{answer}");
+    let (status, again) = stack
+        .publish_keyed(bank, &token, Some("same-board"), reformatted)
+        .await?;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(again["eventId"], answer["eventId"]);
+    // Other digits are another board: 155.1 is not the 155.10 published.
+    let (status, body) = stack
+        .publish_keyed(
+            bank,
+            &token,
+            Some("same-board"),
+            first.replace("155.10", "155.1"),
+        )
+        .await?;
+    assert_eq!(status, 422, "{body}");
     Ok(())
 }
 

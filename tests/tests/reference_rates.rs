@@ -301,6 +301,50 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
     assert!(body["errors"]["currencyCode"].is_array() && body["errors"]["date"].is_array());
     let (status, _) = served("/api/v1/reference-rates?currencyCode=QQQ".into()).await?;
     assert_eq!(status, 404);
+
+    // A series of days: by default the 30 days to `to` (today without it),
+    // as a rates series; a `from` after `to` is a 400.
+    let dates = |body: &Value| -> Vec<String> {
+        body["data"]["points"]
+            .as_array()
+            .map(|points| {
+                points
+                    .iter()
+                    .map(|p| p["date"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (status, body) =
+        served("/api/v1/reference-rates/series?currencyCode=USD&to=2026-05-18".into()).await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(dates(&body), [THURSDAY, FRIDAY, MONDAY]);
+    // 30 days, both ends included: from 2026-05-18, then from 2026-05-19.
+    let (status, body) =
+        served("/api/v1/reference-rates/series?currencyCode=USD&to=2026-06-16".into()).await?;
+    assert_eq!(
+        (status, dates(&body)),
+        (200, vec![MONDAY.to_owned()]),
+        "{body}"
+    );
+    let (status, body) =
+        served("/api/v1/reference-rates/series?currencyCode=USD&to=2026-06-17".into()).await?;
+    assert_eq!((status, dates(&body).len()), (200, 0), "{body}");
+    let (status, body) = served("/api/v1/reference-rates/series?currencyCode=USD".into()).await?;
+    assert_eq!(
+        (status, dates(&body).len()),
+        (200, 0),
+        "none in the last 30 days: {body}"
+    );
+    let (status, body) = served(
+        "/api/v1/reference-rates/series?currencyCode=USD&from=2026-05-18&to=2026-05-14".into(),
+    )
+    .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["errors"],
+        serde_json::json!({"from": ["from must not be after to (2026-05-14)"]})
+    );
     let (status, _) = served("/api/v1/reference-rates?currencyCode=JPY".into()).await?;
     assert_eq!(status, 404, "a currency the day in force does not have");
 

@@ -67,6 +67,7 @@ pub fn operator_document(doc: utoipa::openapi::OpenApi, plans: &Plans) -> String
             required.push("plan".into());
         }
     }
+    body_limit(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
 }
 
@@ -113,6 +114,7 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
         doc["paths"][short] = item;
     }
     conditional_reads(&mut doc);
+    body_limit(&mut doc);
     limit_headers(&mut doc);
     stream_events(&mut doc);
     serde_json::to_string_pretty(&doc).expect("JSON values serialize")
@@ -164,6 +166,23 @@ fn stream_events(doc: &mut serde_json::Value) {
     let content = &mut doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"]["content"];
     if let Some(media) = content.get_mut("text/event-stream") {
         media["schema"] = schema;
+    }
+}
+
+/// Every operation that takes a body answers 413 past the listeners'
+/// limit (`crate::config::BODY_LIMIT`), declared once here.
+fn body_limit(doc: &mut serde_json::Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    let operations = paths.values_mut().filter_map(|item| item.as_object_mut());
+    for operation in operations.flat_map(|item| item.values_mut()) {
+        if operation.get("requestBody").is_some() {
+            operation["responses"]["413"] = serde_json::json!({
+                "description": format!("Request body is too large: at most {} bytes", crate::config::BODY_LIMIT),
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            });
+        }
     }
 }
 

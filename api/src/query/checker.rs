@@ -68,6 +68,12 @@ impl<'a> Checker<'a> {
             .push(message);
     }
 
+    /// Notes that parameter `name` breaks a rule between parameters (see
+    /// `query!`'s `rules`).
+    pub fn refuse(&mut self, name: &str, message: impl Into<String>) {
+        self.fail(name, message.into());
+    }
+
     /// `true`/`false`/`1`/`0`; absent is `false`.
     pub fn flag(&mut self, name: &str) -> bool {
         match self.params.get(name) {
@@ -325,6 +331,37 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// A day that has not come yet in `tz` at `now` has no record: a 400
+/// naming `name` (a record would otherwise be labelled with a day it is
+/// not of).
+pub fn day_has_come(
+    name: &str,
+    date: NaiveDate,
+    tz: chrono_tz::Tz,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let today = now.with_timezone(&tz).date_naive();
+    if date > today {
+        return Err(Error::validation(
+            name,
+            format!("{name} must not be after today ({today} in {tz})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A range of days, both included, runs forward: a 400 naming `from`
+/// otherwise.
+pub fn days_in_order(from: NaiveDate, to: NaiveDate) -> Result<(), Error> {
+    if from > to {
+        return Err(Error::validation(
+            "from",
+            format!("from must not be after to ({to})"),
+        ));
+    }
+    Ok(())
+}
+
 /// The first instant of `date` in `tz` (an hour later inside a gap).
 pub fn start_of_day(date: NaiveDate, tz: chrono_tz::Tz) -> chrono::DateTime<chrono::Utc> {
     use chrono::TimeZone;
@@ -449,6 +486,27 @@ mod tests {
             panic!("c is malformed")
         };
         assert_eq!(errors.keys().collect::<Vec<_>>(), ["c"]);
+    }
+
+    #[test]
+    fn a_day_to_come_in_the_service_zone_is_refused() {
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-23T22:00:00Z".parse().unwrap();
+        let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        // 22:00 UTC is already the 24th in Addis Ababa.
+        let addis = chrono_tz::Africa::Addis_Ababa;
+        assert!(day_has_come("date", day("2026-11-24"), addis, now).is_ok());
+        assert!(day_has_come("date", day("2026-11-24"), chrono_tz::UTC, now).is_err());
+        let Err(Error::Validation(errors)) =
+            day_has_come("date", day("2030-01-01"), chrono_tz::UTC, now)
+        else {
+            panic!("a day to come")
+        };
+        assert_eq!(
+            errors["date"],
+            ["date must not be after today (2026-11-23 in UTC)"]
+        );
+        assert!(days_in_order(day("2026-11-23"), day("2026-11-23")).is_ok());
+        assert!(days_in_order(day("2026-11-24"), day("2026-11-23")).is_err());
     }
 
     #[test]

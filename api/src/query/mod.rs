@@ -11,7 +11,7 @@ pub mod checker;
 pub mod params;
 pub mod request;
 
-pub use checker::{start_of_day, Checker, CurrencyArg, Params, When};
+pub use checker::{day_has_come, days_in_order, start_of_day, Checker, CurrencyArg, Params, When};
 pub use params::{Choice, QueryParam};
 pub(crate) use request::query;
 pub use request::{parameter, FromQuery, Query};

@@ -50,7 +50,9 @@ pub fn parameter<T: QueryParam>(name: &str, doc: &[&str]) -> Parameter {
 /// handler's `params(...)`) and its parsing ([`FromQuery`]). Each field is
 /// `field as "name": Type`, its doc comment the parameter's description;
 /// the type's [`QueryParam`] says how it is read, whether it is required
-/// and its schema.
+/// and its schema. A rule between parameters follows the struct as
+/// `rules = function;`: called with the parameters read (when each was),
+/// it notes what breaks it in the same 400 (`Checker::refuse`).
 macro_rules! query {
     (
         $(#[$meta:meta])*
@@ -60,6 +62,7 @@ macro_rules! query {
                 $field_vis:vis $field:ident as $param:literal: $ty:ty
             ),* $(,)?
         }
+        $(rules = $rules:path;)?
     ) => {
         $(#[$meta])*
         $vis struct $name {
@@ -77,7 +80,9 @@ macro_rules! query {
         impl $crate::query::FromQuery for $name {
             fn read(check: &mut $crate::query::Checker<'_>) -> Option<Self> {
                 $( let $field = <$ty as $crate::query::QueryParam>::read(check, $param); )*
-                Some(Self { $( $field: $field?, )* })
+                let read = Self { $( $field: $field?, )* };
+                $( $rules(&read, check); )?
+                Some(read)
             }
         }
     };

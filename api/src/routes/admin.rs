@@ -25,13 +25,7 @@ pub async fn create(
     State(state): State<AppState>,
     body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreatedKey>)> {
-    // As ingest's operator endpoints answer: 415 for another content type,
-    // then every problem under its field.
-    let Json(value) = body.map_err(|e| match e.status() {
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
-        _ => Error::validation("body", e.body_text()),
-    })?;
-    let new: NewKey = ratewire_service::body::read(value).map_err(Error::Validation)?;
+    let new: NewKey = super::owned::read_fields(body)?;
     let created = key_records::create(&state.pool, &state.access.plans, new).await?;
     state.access.key_store.created(&created);
     Ok((StatusCode::CREATED, Json(created)))

@@ -54,7 +54,7 @@ query! {
     /// `GET /api/v1/convert`: an amount of one currency in another.
     #[derive(Debug, Clone, Copy)]
     pub struct ConvertQuery {
-        /// The currency given, an ISO 4217 code (ETB: birr); one no bank quotes: 400
+        /// The currency given, an ISO 4217 code (ETB: birr); one no bank (or not that bank) quotes: 404
         pub from as "from": CurrencyCode,
         /// The currency wanted; `from` itself gives every bank at rate 1 with no legs
         pub to as "to": CurrencyCode,
@@ -240,7 +240,7 @@ struct Envelope<'a> {
     params(ConvertQuery),
     responses(
         (status = 200, description = "success", body = crate::openapi::ConvertResponse),
-        (status = 404, description = "Bank not found", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Bank not found (`bankId` is no active bank); `Currency not found: ...` (no bank, or not that one, quotes `from` or `to`); `No rates found: ...` (no single bank quotes both)", body = crate::openapi::ErrorBody),
         crate::openapi::CommonErrors,
     ))]
 pub async fn convert(
@@ -310,8 +310,9 @@ pub async fn convert(
     }))
 }
 
-/// Why nothing could be converted: the currency no bank (or not that
-/// bank) quotes, as a 400 naming the parameter.
+/// Why nothing could be converted, as a 404 of the spec's family: the
+/// currency no bank (or not that bank) quotes, or the pair no one bank
+/// quotes. The request was well formed; what it names is not there.
 fn unquoted(
     banks: &[BankView],
     from: CurrencyCode,
@@ -331,17 +332,12 @@ fn unquoted(
                 .any(|b| leg(b, code, side, transactional).is_some())
     };
     // The first currency no bank quotes; else it is the pair.
-    let (name, code) = if quoted(from, Side::Buying) {
-        ("to", to)
+    let code = if quoted(from, Side::Buying) { to } else { from };
+    Error::NotFoundBecause(if quoted(from, Side::Buying) && quoted(to, Side::Selling) {
+        format!("No rates found: no single bank quotes both {from} and {to} ({kind}rates)")
     } else {
-        ("from", from)
-    };
-    let message = if quoted(from, Side::Buying) && quoted(to, Side::Selling) {
-        format!("no single bank quotes both {from} and {to} ({kind}rates)")
-    } else {
-        format!("{code} has no {kind}rates from {by}")
-    };
-    Error::validation(name, message)
+        format!("Currency not found: {code} has no {kind}rates from {by}")
+    })
 }
 
 #[cfg(test)]

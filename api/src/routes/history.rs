@@ -9,7 +9,7 @@ use ratewire_readmodel::views::history_response;
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, CurrencyArg, Query};
+use crate::query::{day_has_come, query, CurrencyArg, Query};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
@@ -39,7 +39,7 @@ query! {
     pub struct HistoryQuery {
         /// The bank (a positive integer; one never registered: 404)
         pub bank_id as "bankId": BankId,
-        /// A calendar day, YYYY-MM-DD (RFC 3339 full-date), in the service time zone
+        /// A calendar day, YYYY-MM-DD (RFC 3339 full-date), in the service time zone; not after today there
         pub date as "date": NaiveDate,
         /// ISO 4217 code, three letters in any case; default USD
         pub currency as "currencyCode": Option<CurrencyArg>,
@@ -65,6 +65,8 @@ pub async fn history(
         currency,
     } = query;
     let code = CurrencyArg::or_usd(currency);
+    // A day to come has no record yet (the one in force now is not its).
+    day_has_come("date", date, state.timezone, Utc::now())?;
 
     // History stays readable after a bank is deactivated.
     let read = state.views.read.current();

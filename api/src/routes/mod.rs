@@ -36,6 +36,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::access::gate::Gate;
+use crate::config::BODY_LIMIT;
 use crate::cors::Cors;
 use crate::error::{Error, STILL_STARTING};
 use crate::state::AppState;
@@ -71,7 +72,7 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
                 .routes(routes!(alerts::create, alerts::list))
                 .routes(routes!(alerts::delete))
                 // The only bodies the public listener reads: small ones.
-                .layer(DefaultBodyLimit::max(16 * 1024)),
+                .layer(DefaultBodyLimit::max(BODY_LIMIT)),
         )
 }
 
@@ -150,7 +151,8 @@ pub fn operator(state: AppState) -> Router {
         )
         .route("/metrics", get(render_metrics))
         .fallback(|| async { Error::NotFound("Not Found") })
-        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed });
+        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT));
     state
         .readiness
         .guard(routes, still_starting)

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use crate::access::auth::ApiKey;
 use crate::access::keys::Caller;
 use crate::access::Access;
+use crate::config::BODY_LIMIT;
 use crate::error::{Error, Result};
 use crate::views::body::json_body;
 
@@ -58,15 +59,30 @@ pub fn id_of(raw: &str, missing: &'static str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| Error::NotFound(missing))
 }
 
-/// A JSON body as sent: 415 for another content type, 400 for text that
-/// is not JSON; its fields are read (every problem under its field) where
-/// it is stored (`ratewire_alerts::registry`).
+/// What a body's extractor refused: 415 for another content type, 413 over
+/// [`BODY_LIMIT`] (the listeners' limit), 400 for text that is not JSON.
+fn refused(e: JsonRejection) -> Error {
+    match e.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
+        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge(BODY_LIMIT),
+        _ => Error::validation("body", e.body_text()),
+    }
+}
+
+/// A JSON body as sent; its fields are read (every problem under its
+/// field) where it is stored (`ratewire_alerts::registry`).
 pub fn read_body(
     body: std::result::Result<Json<Box<RawValue>>, JsonRejection>,
 ) -> Result<Box<RawValue>> {
-    let Json(value) = body.map_err(|e| match e.status() {
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
-        _ => Error::validation("body", e.body_text()),
-    })?;
+    let Json(value) = body.map_err(refused)?;
     Ok(value)
+}
+
+/// A JSON body as ingest's operator endpoints read theirs: every problem
+/// under its field.
+pub fn read_fields<T: serde::de::DeserializeOwned + ratewire_service::body::Fields>(
+    body: std::result::Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<T> {
+    let Json(value) = body.map_err(refused)?;
+    ratewire_service::body::read(value).map_err(Error::Validation)
 }

@@ -3,14 +3,14 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use chrono::NaiveDate;
+use chrono::{Days, NaiveDate};
 use ratewire_proto::NATIONAL_BANK;
 use ratewire_readmodel::store::in_force;
 use ratewire_readmodel::views::ReferencePoint;
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, CurrencyArg, Query};
+use crate::query::{days_in_order, query, CurrencyArg, Query};
 use crate::state::AppState;
 use crate::views::answer::with_etag;
 use crate::views::body::json_body;
@@ -36,13 +36,17 @@ query! {
     pub struct ReferenceSeriesQuery {
         /// ISO 4217 code, three letters in any case
         pub currency as "currencyCode": CurrencyArg,
-        /// The first day, YYYY-MM-DD
-        pub from as "from": NaiveDate,
-        /// The last day, YYYY-MM-DD (today in Addis Ababa by default);
-        /// before `from`, no points
+        /// The first day, YYYY-MM-DD; default the 30 days that end with
+        /// `to` (as a rates series); not after `to`
+        pub from as "from": Option<NaiveDate>,
+        /// The last day, YYYY-MM-DD; default today in Addis Ababa
         pub to as "to": Option<NaiveDate>,
     }
 }
+
+/// How many days a reference series spans when `from` is not given, `to`
+/// included: as many as a rates series.
+const DEFAULT_DAYS: u64 = 30;
 
 /// The reference rates of one currency, or of every currency, on the
 /// latest day published or on the day in force at the end of `date` (the
@@ -91,7 +95,7 @@ pub async fn reference_rates(
 }
 
 /// One currency's reference rates on every day published in a range (a
-/// chart's reference line).
+/// chart's reference line): by default the 30 days to today.
 #[utoipa::path(get, path = requests::REFERENCE_SERIES, tag = "reference rates",
     params(ReferenceSeriesQuery),
     responses(
@@ -108,6 +112,11 @@ pub async fn reference_series(
     // Unbounded ranges stay small: one point per weekday published (about
     // 260 a year, 80 bytes each).
     let to = to.unwrap_or_else(|| ratewire_proto::reference::reference_day(chrono::Utc::now()));
+    let from = from.unwrap_or_else(|| {
+        to.checked_sub_days(Days::new(DEFAULT_DAYS - 1))
+            .unwrap_or(NaiveDate::MIN)
+    });
+    days_in_order(from, to)?;
     let CurrencyArg::Known(code) = currency else {
         return Err(Error::NotFound("Currency not found"));
     };

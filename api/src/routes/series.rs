@@ -4,16 +4,17 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{
-    bank_series_csv, bank_series_json, best_series_csv, best_series_json, Field, SeriesOf,
+    bank_series_csv, bank_series_json, best_series_csv, best_series_json, timestamp, Field,
+    SeriesOf,
 };
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, start_of_day, Choice, CurrencyArg, Query, When};
+use crate::query::{query, start_of_day, Checker, Choice, CurrencyArg, Query, When};
 use crate::state::AppState;
 use crate::views::body::json_body;
 
@@ -24,6 +25,8 @@ pub const PAGE_DAYS_DAILY: i64 = 5 * 366;
 /// How far past now a board may be dated (publishers' clock skew): no page
 /// starts later than this.
 const LATEST_BOARD: Duration = Duration::minutes(5);
+/// The most publish times of one bank and currency in one millisecond.
+const MICROS_PER_MILLI: usize = 1_000;
 
 /// What one point of a series stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,10 +90,28 @@ query! {
         pub to as "to": Option<When>,
         /// raw: every published board (needs bankId); hour or day: the value in force at the end of each hour (UTC) or day (service time zone); default day. Any range is answered: an answer spans 31 days at most for raw and hour, five years for day, and 10,000 raw points; `next` links to the rest
         pub interval as "interval": Option<Interval>,
-        /// For the best across banks: which rate; default cashBuying
+        /// For the best across banks (without bankId): which rate; default cashBuying. With bankId it is refused (a bank's points carry every rate)
         pub field as "field": Option<Field>,
         /// json or csv; default by Accept (text/csv), else json
         pub format as "format": Option<Format>,
+    }
+    rules = series_rules;
+}
+
+/// What one parameter means depends on another: `raw` is a bank's, and
+/// `field` chooses among banks, so neither goes with the other's case.
+fn series_rules(query: &SeriesQuery, check: &mut Checker<'_>) {
+    if query.interval == Some(Interval::Raw) && query.bank_id.is_none() {
+        check.refuse(
+            "interval",
+            "interval=raw needs a bankId (the best across banks is given per hour or day)",
+        );
+    }
+    if query.field.is_some() && query.bank_id.is_some() {
+        check.refuse(
+            "field",
+            "field chooses the rate of the best across banks, without bankId; a bank's points carry every rate",
+        );
     }
 }
 
@@ -116,6 +137,21 @@ impl Interval {
 
 fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(at.timestamp().div_euclid(3600) * 3600, 0).unwrap_or(at)
+}
+
+/// `at` without its fraction of a millisecond.
+fn floor_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+}
+
+/// The first whole millisecond at or after `at`.
+fn ceil_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = floor_millis(at);
+    if floor == at {
+        at
+    } else {
+        floor + Duration::milliseconds(1)
+    }
 }
 
 /// What a series request asks for.
@@ -160,14 +196,11 @@ impl SeriesRequest {
         let from = query
             .from
             .map_or(to - Duration::days(30), |from| from.start(tz));
+        // Times are the API's, to the millisecond: what the answer and its
+        // links say is the range, whatever finer time a client gave.
+        let (from, to) = (floor_millis(from), ceil_millis(to));
         if from >= to {
             return Err(Error::validation("from", "from must be before to"));
-        }
-        if interval == Interval::Raw && query.bank_id.is_none() {
-            return Err(Error::validation(
-                "interval",
-                "interval=raw needs a bankId (the best across banks is given per hour or day)",
-            ));
         }
         let csv = match query.format {
             Some(format) => format == Format::Csv,
@@ -202,10 +235,7 @@ impl SeriesRequest {
             query.push(format!("format={}", format.name()));
         }
         for (name, at) in [("from", from), ("to", self.to)] {
-            query.push(format!(
-                "{name}={}",
-                at.to_rfc3339_opts(SecondsFormat::Micros, true)
-            ));
+            query.push(format!("{name}={}", timestamp(at)));
         }
         format!("/api/v1/rates/series?{}", query.join("&"))
     }
@@ -349,7 +379,8 @@ enum Points {
 }
 
 /// A bank's points up to `page_end`, and where they end: at `page_end`,
-/// or, for `raw`, just after the last point when `most` points came first.
+/// or, for `raw` with more than `most` points to come, where the
+/// millisecond of the first one left out begins.
 #[allow(clippy::too_many_arguments)]
 async fn bank_points(
     pool: &sqlx::PgPool,
@@ -366,10 +397,27 @@ async fn bank_points(
             store::records_between(pool, bank, currency, request.from, page_end, most + 1).await?;
         let mut end = page_end;
         if records.len() > most {
-            records.truncate(most);
-            // Publish times are unique per bank and currency and stored
-            // to the microsecond: the next page starts right after.
-            end = records[most - 1].as_of + Duration::microseconds(1);
+            // Publish times are stored to the microsecond, and links say
+            // milliseconds: the page ends where the millisecond of the
+            // first point left out begins, and that millisecond's points
+            // all go to the next page, so none is on two pages or on none.
+            end = floor_millis(records[most].as_of);
+            if end <= request.from {
+                // Every point of the page is in its first millisecond:
+                // that millisecond is the page, however many it holds (at
+                // most a thousand, publish times being unique).
+                end += Duration::milliseconds(1);
+                records = store::records_between(
+                    pool,
+                    bank,
+                    currency,
+                    request.from,
+                    end,
+                    most + MICROS_PER_MILLI,
+                )
+                .await?;
+            }
+            records.retain(|r| r.as_of < end);
         }
         return Ok((records.into_iter().map(|r| (r.as_of, r)).collect(), end));
     }
@@ -479,7 +527,7 @@ mod tests {
         assert_eq!(
             request.next_link(eur, at("2026-02-01T00:00:00Z")),
             "/api/v1/rates/series?currencyCode=EUR&interval=hour&field=cashBuying&format=csv\
-             &from=2026-02-01T00:00:00.000000Z&to=2026-11-23T11:00:00.000000Z"
+             &from=2026-02-01T00:00:00.000Z&to=2026-11-23T11:00:00.000Z"
         );
     }
 
@@ -492,6 +540,19 @@ mod tests {
         assert!(parse("bankId=1&interval=day&from=2021-01-01&to=2026-01-01").is_ok());
         assert!(parse("interval=raw").is_err());
         assert!(parse("from=2026-11-23&to=2026-11-01").is_err());
+        let Err(Error::Validation(errors)) = parse("bankId=1&field=cashSelling&currencyCode=US1")
+        else {
+            panic!("field with a bank")
+        };
+        assert_eq!(
+            errors.keys().collect::<Vec<_>>(),
+            ["currencyCode"],
+            "a rule between parameters waits for each to be read"
+        );
+        let Err(Error::Validation(errors)) = parse("bankId=1&field=cashSelling") else {
+            panic!("field with a bank")
+        };
+        assert!(errors["field"][0].contains("without bankId"), "{errors:?}");
         let csv = parse("format=csv").unwrap();
         assert!(csv.csv);
         let mut headers = HeaderMap::new();

@@ -190,7 +190,7 @@ pub async fn revoke_token(
     responses(
         (status = 202, description = "The day is on the log (a new day, or a correction)", body = crate::openapi::ReferenceImported),
         (status = 200, description = "The day was already published with these values; nothing was published", body = crate::openapi::ReferenceImported),
-        (status = 400, description = "Not the published shape, or a broken rule: every problem under its field (`data[2].buying`); nothing was published", body = crate::openapi::ValidationErrorBody),
+        (status = 400, description = "Not the published shape (a field it does not have included), or a broken rule: every problem at once, each under its path (`data[2].buying`, `data[0].mid`); nothing was published", body = crate::openapi::ValidationErrorBody),
         (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
         crate::openapi::OperatorErrors,

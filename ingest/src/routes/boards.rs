@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::idempotency::{self, Claim};
 use crate::outbox;
 use crate::retraction;
-use sha2::{Digest, Sha256};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -77,7 +76,7 @@ async fn authenticate(
     params(
         ("bankId" = i64, Path, minimum = 1, description = "The token's bank"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,200}$",
-            description = "A retried push with the same key and body publishes nothing new and gets the first answer; the same key with another body is 422 (keys are kept 24 hours)"),
+            description = "A retried push with the same key and board publishes nothing new and gets the first answer; the same key with another board is 422 (keys are kept 24 hours). Boards are compared as parsed: whitespace, the order of fields and entries, a currency's case and the offset of `asOf` do not matter; other values or digits (155.1 for 155.10) do"),
     ),
     request_body(content = crate::openapi::Board, content_type = "application/json"),
     responses(
@@ -87,7 +86,7 @@ async fn authenticate(
         (status = 403, description = "The token is another bank's, or the bank is deactivated", body = crate::openapi::ErrorBody),
         (status = 413, description = "Body over the size limit", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with another body", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with another board", body = crate::openapi::ErrorBody),
         (status = 429, description = "Too many failed authentications from this client; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
         (status = 503, description = "The broker or Postgres is unavailable; nothing was published; retry after Retry-After seconds", body = crate::openapi::ErrorBody),
     ))]
@@ -99,15 +98,16 @@ pub async fn publish_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish").await?;
     if !is_json(&headers) {
         return Err(Error::UnsupportedMediaType);
     }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
 
-    let board =
-        board::parse_since(&body, Utc::now(), state.as_of_horizon).map_err(Error::Validation)?;
-    let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(board));
+    let push =
+        board::parse_push(&body, Utc::now(), state.as_of_horizon).map_err(Error::Validation)?;
+    let fingerprint = push.fingerprint();
+    let mut envelope = Envelope::new(bank_id, Utc::now(), Event::BoardPublished(push.board));
 
     // Only a valid board claims its key: a rejected push can be corrected
     // and sent again under the same key.
@@ -118,8 +118,9 @@ pub async fn publish_board(
                 .to_str()
                 .map_err(|_| Error::validation("Idempotency-Key", "must be visible ASCII"))?;
             idempotency::check_key(key)?;
-            let body_hash = hex::encode(Sha256::digest(&body));
-            match idempotency::claim(&state.pool, bank_id, key, &body_hash, envelope.event_id)
+            // The board as parsed, not the bytes: the same board written
+            // with other whitespace or order is the same push.
+            match idempotency::claim(&state.pool, bank_id, key, &fingerprint, envelope.event_id)
                 .await?
             {
                 Claim::Replay(event_id) => return Ok(accepted(event_id)),
@@ -139,12 +140,14 @@ pub async fn publish_board(
 }
 
 /// The publisher and the bank a request is about: the token's bank, which
-/// must be the path's and active.
+/// must be the path's and active. `action` ("publish", "retract") is what
+/// a token of another bank is told it may do only for its own.
 async fn publisher_of(
     state: &AppState,
     peer: IpAddr,
     headers: &HeaderMap,
     bank_id: &str,
+    action: &str,
 ) -> Result<BankId> {
     let bank_id: BankId = bank_id
         .parse()
@@ -152,7 +155,7 @@ async fn publisher_of(
     let (token_bank, active) = authenticate(state, peer, headers).await?;
     if token_bank != bank_id {
         return Err(Error::Forbidden(format!(
-            "This token may only publish boards for bank {token_bank}"
+            "This token may only {action} boards for bank {token_bank}"
         )));
     }
     if !active {
@@ -190,7 +193,7 @@ pub async fn retract_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id).await?;
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract").await?;
     let board = parse_event_id(&event_id)?;
     let reason = read_reason(&state, &headers, body).await?;
     let retraction = retraction::retract(
@@ -221,6 +224,11 @@ pub(super) async fn read_reason(
     struct Retraction {
         reason: Option<String>,
     }
+    impl ratewire_service::body::Fields for Retraction {
+        const WHAT: &'static str = "a retraction";
+        const FIELDS: &'static [&'static str] = &["reason"];
+        const REQUIRED: &'static [&'static str] = &[];
+    }
     let body = super::body::read_limited(body, state.body_limit as usize).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
@@ -228,10 +236,14 @@ pub(super) async fn read_reason(
     if !is_json(headers) {
         return Err(Error::UnsupportedMediaType);
     }
-    // `null` is no body at all.
-    let retraction: Option<Retraction> = serde_json::from_slice(&body)
+    let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Error::validation("body", format!("must be {{\"reason\": \"...\"}}: {e}")))?;
-    Ok(retraction.and_then(|r| r.reason))
+    // `null` is no body at all.
+    if value.is_null() {
+        return Ok(None);
+    }
+    let retraction: Retraction = ratewire_service::body::read(value).map_err(Error::Validation)?;
+    Ok(retraction.reason)
 }
 
 pub(super) fn is_json(headers: &HeaderMap) -> bool {

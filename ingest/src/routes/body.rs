@@ -26,7 +26,7 @@ pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Error> {
             chunk.map_err(|e| Error::validation("body", format!("could not be read: {e}")))?;
         if read.len() + chunk.len() > limit {
             drain(stream, limit.saturating_mul(DRAIN_FACTOR)).await;
-            return Err(Error::PayloadTooLarge);
+            return Err(Error::PayloadTooLarge(limit));
         }
         read.extend_from_slice(&chunk);
     }

@@ -7,7 +7,6 @@ pub mod body;
 pub mod docs;
 pub mod health;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -107,34 +106,31 @@ fn still_starting() -> Response {
     .into_response()
 }
 
-/// A JSON body of type `T`: 415 for another content type, 413 past the
-/// limit, and 400 naming every problem under its field
+/// A JSON body of type `T`: 415 for another content type, 413 past
+/// `RATEWIRE_INGEST_BODY_LIMIT` (read as a board's body is: see [`body`]),
+/// and 400 naming every problem under its field
 /// ([`ratewire_service::body`]).
 pub struct AppJson<T>(pub T);
 
-impl<T, S> FromRequest<S> for AppJson<T>
+impl<T> FromRequest<AppState> for AppJson<T>
 where
     T: serde::de::DeserializeOwned + ratewire_service::body::Fields,
-    S: Send + Sync,
 {
     type Rejection = Error;
 
-    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Error> {
-        let axum::Json(value) =
-            axum::Json::<serde_json::Value>::from_request(request, state).await?;
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &AppState,
+    ) -> Result<Self, Error> {
+        if !boards::is_json(request.headers()) {
+            return Err(Error::UnsupportedMediaType);
+        }
+        let body = body::read_limited(request.into_body(), state.body_limit as usize).await?;
+        let value: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| Error::validation("body", format!("is not JSON: {e}")))?;
         ratewire_service::body::read(value)
             .map(AppJson)
             .map_err(Error::Validation)
-    }
-}
-
-impl From<JsonRejection> for Error {
-    fn from(rejection: JsonRejection) -> Self {
-        match rejection.status() {
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType,
-            StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge,
-            _ => Error::validation("body", rejection.body_text()),
-        }
     }
 }
 

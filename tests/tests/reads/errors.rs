@@ -65,3 +65,28 @@ async fn a_server_failure_is_500_with_the_cause_only_in_the_logs() -> anyhow::Re
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_body_over_16_kb_is_413_naming_the_limit() -> anyhow::Result<()> {
+    let world = World::new().await?;
+    let key = world.api_key("errors").await?;
+    let description = "x".repeat(20 * 1024);
+    for path in ["/api/v1/webhooks", "/api/v1/alerts"] {
+        let body = json!({"url": "https://example.com/hook", "description": description});
+        let answer = world.post_json(path, body.to_string(), Some(&key)).await?;
+        assert_eq!(answer.status, 413, "{path}: {}", answer.text());
+        assert_eq!(
+            answer.json(),
+            json!({"status": 413, "message": "Request body is too large: at most 16384 bytes"}),
+            "{path}"
+        );
+    }
+    // The document says so, where a body is taken.
+    let document = world
+        .send(axum::http::Request::get("/api/v1/openapi.json"), None)
+        .await?
+        .json();
+    let too_large = &document["paths"]["/api/v1/webhooks"]["post"]["responses"]["413"];
+    assert!(too_large.is_object(), "{too_large}");
+    Ok(())
+}

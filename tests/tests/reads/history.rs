@@ -138,3 +138,38 @@ async fn history_reports_every_bad_parameter() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn history_for_a_date_after_today_is_400_naming_date() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let key = world.api_key("history").await?;
+    let cbe = world.register_bank("CBE", "CBE").await?;
+    world
+        .publish(cbe, &Board::at(at(1, 8)).rate("USD", 1, 2))
+        .await?;
+    // Today (the service zone is UTC here) is answered with its record.
+    let (status, body) = world
+        .get(
+            &format!("/api/v1/history?bankId={cbe}&date={}", day(0)),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!((status, &body["date"]), (200, &json!(day(0))), "{body}");
+    // A day to come has no record: never today's labelled with it.
+    for date in [day(-1), "2030-01-01".to_owned()] {
+        let (status, body) = world
+            .get(
+                &format!("/api/v1/history?bankId={cbe}&date={date}"),
+                Some(&key),
+            )
+            .await?;
+        assert_eq!(status, 400, "{date}: {body}");
+        assert_eq!(body["message"], "Validation errors occurred.");
+        assert_eq!(
+            body["errors"],
+            json!({"date": [format!("date must not be after today ({} in UTC)", day(0))]}),
+            "{date}"
+        );
+    }
+    Ok(())
+}

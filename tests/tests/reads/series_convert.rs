@@ -133,6 +133,48 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     Ok(())
 }
 
+#[tokio::test]
+async fn a_bank_series_refuses_field_with_a_400_that_says_why() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let (a, _, key) = two_banks(&mut world).await?;
+    let (status, body) = world
+        .get(
+            &format!("/api/v1/rates/series?bankId={a}&field=cashSelling"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["errors"],
+        serde_json::json!({"field": [
+            "field chooses the rate of the best across banks, without bankId; a bank's points carry every rate"
+        ]})
+    );
+    // Every bad parameter in one answer, this rule's too.
+    let (status, body) = world
+        .get(
+            "/api/v1/rates/series?field=cashSelling&interval=raw&format=xml",
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    let named: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
+    assert_eq!(named, ["format"], "the rules wait for every parameter read");
+    let (status, body) = world
+        .get("/api/v1/rates/series?interval=raw", Some(&key))
+        .await?;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["errors"]["interval"].is_array(), "{body}");
+    Ok(())
+}
+
+/// The day `days` days ago, YYYY-MM-DD.
+fn day_before(days: i64) -> String {
+    (Utc::now() - Duration::days(days))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
 /// Follows `next` from `first` to the end of the range: each page's
 /// points, checking that its `Link` header agrees.
 async fn pages(world: &World, key: &str, first: String) -> anyhow::Result<Vec<Vec<Value>>> {
@@ -157,10 +199,14 @@ async fn pages(world: &World, key: &str, first: String) -> anyhow::Result<Vec<Ve
             "{body}"
         );
         if let Some(next) = &next {
-            // A page that is not the last ends where the next begins.
+            // A page that is not the last ends where the next begins, and
+            // its times are the API's, to the millisecond.
             let to = body["data"]["to"].as_str().unwrap().to_owned();
             let from = next.split("&from=").nth(1).unwrap();
-            assert_eq!(to[..19], from[..19], "{body}");
+            assert_eq!(to, from.split('&').next().unwrap(), "{body}");
+            for time in next.split(['=', '&']).filter(|p| p.ends_with('Z')) {
+                assert_eq!(time.len(), "2026-11-23T08:00:00.000Z".len(), "{next}");
+            }
         }
         pages.push(body["data"]["points"].as_array().unwrap().clone());
         path = next;
@@ -207,6 +253,36 @@ async fn a_range_of_any_length_is_answered_page_by_page() -> anyhow::Result<()> 
         stamps.windows(2).all(|w| w[1] - w[0] == Duration::hours(1)),
         "hours in a row across pages"
     );
+
+    // Boards within one millisecond (published to the microsecond): each
+    // once, though a page holds two points at most and links say
+    // milliseconds.
+    let c = world.register_bank("DASHEN", "Dashen").await?;
+    let second = (Utc::now() - Duration::days(1))
+        .format("%Y-%m-%dT%H:%M:%S")
+        .to_string();
+    for (micros, buying) in [
+        ("000100", "1"),
+        ("000200", "2"),
+        ("000300", "3"),
+        ("500000", "4"),
+    ] {
+        let as_of = format!("{second}.{micros}Z");
+        world
+            .publish(c, &board(&[("USD", buying, "9")], &as_of))
+            .await?;
+    }
+    let fine = pages(
+        &world,
+        &key,
+        format!(
+            "/api/v1/rates/series?bankId={c}&interval=raw&from={}",
+            day_before(2)
+        ),
+    )
+    .await?;
+    let values: Vec<&Value> = fine.iter().flatten().map(|p| &p["cashBuying"]).collect();
+    assert_eq!(values, [1, 2, 3, 4], "each board once, in order: {fine:?}");
 
     // The best across banks per day over six years: two pages.
     let daily = pages(
@@ -282,13 +358,42 @@ async fn an_amount_converted_at_every_bank_best_first() -> anyhow::Result<()> {
         ("from=USD&to=ETB&amount=-5", 400),
         ("from=USD&to=ETB&amount=1e30", 400),
         ("from=QQQ&to=ETB&amount=1", 400),
-        ("from=JPY&to=ETB&amount=1", 400),
         ("from=USD&to=ETB&amount=1&bankId=999", 404),
     ] {
         let (got, body) = world
             .get(&format!("/api/v1/convert?{query}"), Some(&key))
             .await?;
         assert_eq!(got, status, "{query}: {body}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn converting_what_no_bank_quotes_is_404_not_found() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let (_, b, key) = two_banks(&mut world).await?;
+    for (query, message) in [
+        (
+            "from=JPY&to=ETB&amount=1".to_owned(),
+            "Currency not found: JPY has no rates from any active bank".to_owned(),
+        ),
+        (
+            format!("from=ETB&to=EUR&amount=1&bankId={b}"),
+            format!("Currency not found: EUR has no rates from bank {b}"),
+        ),
+        (
+            "from=JPY&to=EUR&amount=1&transactional=true".to_owned(),
+            "Currency not found: JPY has no transactional rates from any active bank".to_owned(),
+        ),
+    ] {
+        let (status, body) = world
+            .get(&format!("/api/v1/convert?{query}"), Some(&key))
+            .await?;
+        assert_eq!(
+            (status, &body),
+            (404, &serde_json::json!({"status": 404, "message": message})),
+            "{query}"
+        );
     }
     Ok(())
 }

@@ -304,6 +304,16 @@ impl World {
         call(&self.public, request.body(Body::empty())?).await
     }
 
+    /// A POST of `body` as JSON to the public router with `key`.
+    pub async fn post_json(&self, path: &str, body: String, key: Option<&str>) -> Result<Answer> {
+        let request = Request::post(path).header("content-type", "application/json");
+        let request = match key {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        };
+        call(&self.public, request.body(Body::from(body))?).await
+    }
+
     /// A request of any `method` to the public router with `key`.
     pub async fn request(&self, method: Method, path: &str, key: Option<&str>) -> Result<Answer> {
         self.send(Request::builder().method(method).uri(path), key)
