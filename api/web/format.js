@@ -31,10 +31,11 @@ const recent = new Intl.DateTimeFormat(undefined, {
 const day = new Intl.DateTimeFormat(undefined, { timeZone, year: 'numeric', month: 'short', day: 'numeric' });
 const shortDay = new Intl.DateTimeFormat(undefined, { timeZone, month: 'short', day: 'numeric' });
 
+// Four decimals always, as the API gives percentages, so a column lines up.
 const signedPercent = new Intl.NumberFormat(undefined, {
-  minimumFractionDigits: 2, maximumFractionDigits: 4, signDisplay: 'exceptZero',
+  minimumFractionDigits: 4, maximumFractionDigits: 4, signDisplay: 'exceptZero',
 });
-const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 4, maximumFractionDigits: 4 });
 
 export const formatRate = (v) => (v == null ? '–' : rate.format(v));
 // A premium is signed (above or below the reference); a spread is not.
