@@ -87,10 +87,16 @@ function askForKey(reason) {
   $('#key').focus();
 }
 
+// What the live badge says in each state; `key`: nothing is read until the
+// reader gives a key.
+const LIVE = {
+  live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', key: 'enter an API key',
+};
+
 function setLive(stateName, error) {
   const live = $('#live');
-  live.dataset.state = stateName;
-  live.textContent = { live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline' }[stateName];
+  live.dataset.state = error?.status === 401 ? 'key' : stateName;
+  live.textContent = LIVE[live.dataset.state];
   if (error?.status === 401) {
     askForKey(error.explain());
   } else if (error && error.status !== 0) {
@@ -106,8 +112,7 @@ function failed(error, retry) {
   if (!(error instanceof ApiError)) throw error;
   if (error.status === 401) {
     state.stream?.stop();
-    setLive('offline');
-    askForKey(error.explain());
+    setLive('key', error);
     return;
   }
   notice(error.explain());
@@ -433,6 +438,7 @@ async function loadCurrency() {
 async function start() {
   $('#zone').textContent = zoneLabel();
   if (!key.get() && !anonymousAccess) {
+    setLive('key');
     askForKey('This service needs an API key.');
     return;
   }
@@ -508,6 +514,7 @@ function wire() {
     key.set($('#key').value);
     $('#key-form').hidden = true;
     notice('');
+    setLive('connecting');
     start();
   });
   $('#forget-key').addEventListener('click', () => {
@@ -515,7 +522,7 @@ function wire() {
     $('#key').value = '';
     $('#alerts-section').hidden = true;
     state.stream?.stop();
-    setLive('offline');
+    setLive(anonymousAccess ? 'offline' : 'key');
     if (anonymousAccess) {
       $('#key-form').hidden = true;
       start();
