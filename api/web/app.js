@@ -6,7 +6,7 @@
 import { alertFired, alertsFor, loadAlerts, wireAlerts } from './alerts.js';
 import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
-import { $, h } from './dom.js';
+import { $, h, labelCells } from './dom.js';
 import {
   anonymousAccess, arrow, formatAmount, formatAxis, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
@@ -193,6 +193,7 @@ function renderTable() {
     body.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, `No bank quotes ${state.currency} now.`)));
   }
   $('#banks tbody').replaceChildren(...body);
+  labelCells($('#banks'));
   for (const th of document.querySelectorAll('#banks th[data-key]')) {
     if (th.dataset.key === state.sort.key) th.setAttribute('aria-sort', state.sort.dir === 'asc' ? 'ascending' : 'descending');
     else th.removeAttribute('aria-sort');
@@ -210,6 +211,7 @@ function renderSpreads() {
   document.querySelector(`input[name="view"][value="${state.tableView}"]`).checked = true;
   $('#reference-note').textContent = referenceNote(state.spreads, state.currency);
   $('#spreads tbody').replaceChildren(...spreadRows(state.spreads, state.spreadSort, state.currency));
+  labelCells($('#spreads'));
   for (const th of document.querySelectorAll('#spreads th[data-key]')) {
     if (th.dataset.key === state.spreadSort.key) th.setAttribute('aria-sort', state.spreadSort.dir === 'asc' ? 'ascending' : 'descending');
     else th.removeAttribute('aria-sort');
@@ -375,6 +377,7 @@ async function convert(event) {
     h('td', {}, r.legs.map((l) => `${l.currency} ${l.side} ${formatRate(l.rate)}`).join(', '))));
   if (lines.length === 0) lines.push(h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No bank quotes this pair now.')));
   table.querySelector('tbody').replaceChildren(...lines);
+  labelCells(table);
   table.hidden = false;
 }
 
