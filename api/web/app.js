@@ -8,7 +8,7 @@ import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
 import { $, h, labelCells } from './dom.js';
 import {
-  anonymousAccess, arrow, formatAmount, formatAxis, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
+  anonymousAccess, arrow, formatAmount, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
 } from './format.js';
 import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
@@ -27,6 +27,11 @@ const HIGHER_IS_BETTER = { cashBuying: true, cashSelling: false, transactionalBu
 const CHART_REFRESH_MS = 15000;
 // A live board reads the spreads again after this long (boards come in bursts).
 const SPREADS_REFRESH_MS = 2000;
+// The chart reads the National Bank's days from this long before its range,
+// to know the day in force when the range starts (weekends and holidays
+// publish nothing).
+const REFERENCE_LEAD_DAYS = 14;
+const DAY_MS = 86400000;
 
 const params = new URLSearchParams(location.search);
 const state = {
@@ -270,7 +275,7 @@ async function loadChart() {
   const query = new URLSearchParams({
     currencyCode: state.currency,
     interval: 'day',
-    from: isoDay(new Date(Date.now() - days * 86400000)),
+    from: isoDay(new Date(Date.now() - days * DAY_MS)),
   });
   const bankId = state.chartBank === 'best' ? null : state.chartBank;
   if (bankId) query.set('bankId', bankId);
@@ -278,8 +283,9 @@ async function loadChart() {
   let body;
   let reference = null;
   try {
+    const referenceFrom = isoDay(new Date(Date.now() - (days + REFERENCE_LEAD_DAYS) * DAY_MS));
     const wanted = state.chartReference
-      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: query.get('from') })}`)
+      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: referenceFrom })}`)
         .catch((e) => {
           if (e instanceof ApiError && e.status === 404) return { data: { points: [] } };
           throw e;
@@ -291,10 +297,11 @@ async function loadChart() {
     return;
   }
   if (generation !== state.generation) return;
-  // The weighted average premiums are measured against, from the start of
-  // its day in Addis Ababa.
+  // The weighted average premiums are measured against, in force from the
+  // start of its day in Addis Ababa.
   const referencePoints = (reference?.data.points ?? [])
     .map((p) => ({ t: new Date(`${p.date}T00:00:00+03:00`), v: p.weightedAverage }));
+  const from = body.data.from ? new Date(body.data.from) : null;
   const points = body.data.points
     .map((p) => ({ t: new Date(p.timestamp), v: bankId ? p[state.chartField] : p.value }))
     .filter((p) => p.v != null);
@@ -302,11 +309,15 @@ async function loadChart() {
   state.chart = {
     points,
     options: {
-      formatValue: formatAxis,
       formatTime: state.range === '1y' ? formatDay : formatShortDay,
       empty: `No ${LABELS[state.chartField].toLowerCase()} rates of ${state.currency} in this range.`,
       reference: referencePoints,
-      labels: { line: LABELS[state.chartField], reference: 'National Bank weighted average' },
+      labels: {
+        line: bankId ? `${LABELS[state.chartField]} at ${name}` : `Best ${LABELS[state.chartField].toLowerCase()}`,
+        reference: 'National Bank weighted average',
+      },
+      legend: $('#chart-legend'),
+      from,
     },
   };
   redrawChart();
@@ -324,8 +335,9 @@ async function loadChart() {
     : `${LABELS[state.chartField]} of ${state.currency} at ${name}: no rates in this range.`;
 }
 
+// Drawn up to now, which moves on between redraws.
 function redrawChart() {
-  if (state.chart) drawChart($('#chart'), state.chart.points, state.chart.options);
+  if (state.chart) drawChart($('#chart'), state.chart.points, { ...state.chart.options, to: new Date() });
 }
 
 function refreshChartSoon() {

@@ -15,7 +15,6 @@ export const timeZone = (() => {
 export const anonymousAccess = meta('ratewire-anonymous') === 'true';
 
 const rate = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 });
-const axis = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
 const amount = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 const change = new Intl.NumberFormat(undefined, {
   minimumFractionDigits: 2, maximumFractionDigits: 4, signDisplay: 'exceptZero',
@@ -40,7 +39,6 @@ const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 4, max
 export const formatRate = (v) => (v == null ? '–' : rate.format(v));
 // A premium is signed (above or below the reference); a spread is not.
 export const formatPercent = (v, signed = false) => (v == null ? '–' : `${(signed ? signedPercent : percent).format(v)} %`);
-export const formatAxis = (v) => axis.format(v);
 export const formatAmount = (v) => amount.format(v);
 export const formatChange = (v) => change.format(Number(v));
 export const formatTime = (iso) => (iso ? when.format(new Date(iso)) : '–');
