@@ -106,6 +106,26 @@ impl Chromium {
         Ok(page)
     }
 
+    /// A page at `path` of the stack's API (`/?currency=USD`, say) that
+    /// holds `key` as the pages keep it (localStorage), as if the reader
+    /// had given it before.
+    pub async fn open_with_key(&self, stack: &Stack, key: &str, path: &str) -> Result<Page> {
+        // The reference: a page of the same origin that needs no key (a
+        // bare file would make the browser ask for a favicon and log its
+        // 404).
+        let page = self.open(&format!("{}/docs", stack.api_url)).await?;
+        js(
+            &page,
+            &format!(
+                "localStorage.setItem('ratewire.apiKey', {}); location.assign({}); true",
+                Value::from(key),
+                Value::from(path)
+            ),
+        )
+        .await?;
+        Ok(page)
+    }
+
     pub fn errors(&self) -> Vec<String> {
         self.errors.lock().unwrap().clone()
     }

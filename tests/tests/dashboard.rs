@@ -366,8 +366,9 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
     fits_every_width(&page, "dashboard-rates").await?;
 
     // Another tab with a refused key is told so.
-    let refused = chromium.open(&format!("{}/", stack.api_url)).await?;
-    js(&refused, "localStorage.setItem('ratewire.apiKey', 'rwk_notakey_00000000000000000000000000000000'); location.reload(); true").await?;
+    let refused = chromium
+        .open_with_key(&stack, "rwk_notakey_00000000000000000000000000000000", "/")
+        .await?;
     until(
         &refused,
         "the 401 message",
@@ -381,8 +382,16 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
 
 #[tokio::test]
 async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint() -> Result<()> {
-    let stack = Stack::builder().env("RATEWIRE_ANONYMOUS_ACCESS", "true").env("RATEWIRE_PLANS", "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1,tiny=2/1000/1",).start()
-    .await?;
+    // The anonymous minute holds the dashboard's reads and refreshes and the
+    // reference's "Try it" while both pages are measured at two widths.
+    let stack = Stack::builder()
+        .env("RATEWIRE_ANONYMOUS_ACCESS", "true")
+        .env(
+            "RATEWIRE_PLANS",
+            "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=60/10000/1,tiny=2/1000/1",
+        )
+        .start()
+        .await?;
     let (bank, token) = stack
         .bank_with_token("CBE", "Commercial Bank of Ethiopia")
         .await?;
@@ -463,12 +472,7 @@ async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint
 
     // A key over its plan's minute is told when to come back.
     let tiny = stack.api_key_on("tiny", "tiny").await?;
-    let limited = chromium.open(&format!("{}/docs", stack.api_url)).await?;
-    js(
-        &limited,
-        &format!("localStorage.setItem('ratewire.apiKey', '{tiny}'); location.href = '/'; true"),
-    )
-    .await?;
+    let limited = chromium.open_with_key(&stack, &tiny, "/").await?;
     until(
         &limited,
         "the 429 message",
@@ -624,8 +628,9 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
     .await?;
 
     let chromium = Chromium::launch(&stack).await?;
-    let page = chromium.open(&format!("{}/", stack.api_url)).await?;
-    js(&page, &format!("localStorage.setItem('ratewire.apiKey', '{key}'); location.assign('/?currency=USD&view=reference&reference=1'); true")).await?;
+    let page = chromium
+        .open_with_key(&stack, &key, "/?currency=USD&view=reference&reference=1")
+        .await?;
     until(
         &page,
         "the National Bank view filled",
@@ -853,8 +858,13 @@ async fn a_year_of_daily_boards_and_reference_days_reads_as_a_chart() -> Result<
     .await?;
 
     let chromium = Chromium::launch(&stack).await?;
-    let page = chromium.open(&format!("{}/", stack.api_url)).await?;
-    js(&page, &format!("localStorage.setItem('ratewire.apiKey', '{key}'); location.assign('/?currency=USD&bank={cbe}&range=1y&reference=1'); true")).await?;
+    let page = chromium
+        .open_with_key(
+            &stack,
+            &key,
+            &format!("/?currency=USD&bank={cbe}&range=1y&reference=1"),
+        )
+        .await?;
     until(
         &page,
         "the year drawn with its reference line",
