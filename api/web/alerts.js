@@ -4,7 +4,7 @@
 // once, to verify signatures with).
 
 import { ApiError, get, send } from './api.js';
-import { $, h } from './dom.js';
+import { $, h, labelCells } from './dom.js';
 import { formatRate, formatRecent } from './format.js';
 
 const LABELS = {
@@ -60,6 +60,7 @@ function render() {
     rows.push(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No alerts yet.')));
   }
   $('#alerts tbody').replaceChildren(...rows);
+  labelCells($('#alerts'));
   for (const button of document.querySelectorAll('#alerts button.delete')) {
     button.addEventListener('click', () => remove(button.closest('tr').dataset.alert));
   }

@@ -6,9 +6,9 @@
 import { alertFired, alertsFor, loadAlerts, wireAlerts } from './alerts.js';
 import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
-import { $, h } from './dom.js';
+import { $, h, labelCells } from './dom.js';
 import {
-  anonymousAccess, arrow, formatAmount, formatAxis, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
+  anonymousAccess, arrow, formatAmount, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
 } from './format.js';
 import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
@@ -27,6 +27,11 @@ const HIGHER_IS_BETTER = { cashBuying: true, cashSelling: false, transactionalBu
 const CHART_REFRESH_MS = 15000;
 // A live board reads the spreads again after this long (boards come in bursts).
 const SPREADS_REFRESH_MS = 2000;
+// The chart reads the National Bank's days from this long before its range,
+// to know the day in force when the range starts (weekends and holidays
+// publish nothing).
+const REFERENCE_LEAD_DAYS = 14;
+const DAY_MS = 86400000;
 
 const params = new URLSearchParams(location.search);
 const state = {
@@ -87,10 +92,16 @@ function askForKey(reason) {
   $('#key').focus();
 }
 
+// What the live badge says in each state; `key`: nothing is read until the
+// reader gives a key.
+const LIVE = {
+  live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', key: 'enter an API key',
+};
+
 function setLive(stateName, error) {
   const live = $('#live');
-  live.dataset.state = stateName;
-  live.textContent = { live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline' }[stateName];
+  live.dataset.state = error?.status === 401 ? 'key' : stateName;
+  live.textContent = LIVE[live.dataset.state];
   if (error?.status === 401) {
     askForKey(error.explain());
   } else if (error && error.status !== 0) {
@@ -106,8 +117,7 @@ function failed(error, retry) {
   if (!(error instanceof ApiError)) throw error;
   if (error.status === 401) {
     state.stream?.stop();
-    setLive('offline');
-    askForKey(error.explain());
+    setLive('key', error);
     return;
   }
   notice(error.explain());
@@ -188,6 +198,7 @@ function renderTable() {
     body.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, `No bank quotes ${state.currency} now.`)));
   }
   $('#banks tbody').replaceChildren(...body);
+  labelCells($('#banks'));
   for (const th of document.querySelectorAll('#banks th[data-key]')) {
     if (th.dataset.key === state.sort.key) th.setAttribute('aria-sort', state.sort.dir === 'asc' ? 'ascending' : 'descending');
     else th.removeAttribute('aria-sort');
@@ -205,6 +216,7 @@ function renderSpreads() {
   document.querySelector(`input[name="view"][value="${state.tableView}"]`).checked = true;
   $('#reference-note').textContent = referenceNote(state.spreads, state.currency);
   $('#spreads tbody').replaceChildren(...spreadRows(state.spreads, state.spreadSort, state.currency));
+  labelCells($('#spreads'));
   for (const th of document.querySelectorAll('#spreads th[data-key]')) {
     if (th.dataset.key === state.spreadSort.key) th.setAttribute('aria-sort', state.spreadSort.dir === 'asc' ? 'ascending' : 'descending');
     else th.removeAttribute('aria-sort');
@@ -263,7 +275,7 @@ async function loadChart() {
   const query = new URLSearchParams({
     currencyCode: state.currency,
     interval: 'day',
-    from: isoDay(new Date(Date.now() - days * 86400000)),
+    from: isoDay(new Date(Date.now() - days * DAY_MS)),
   });
   const bankId = state.chartBank === 'best' ? null : state.chartBank;
   if (bankId) query.set('bankId', bankId);
@@ -271,8 +283,9 @@ async function loadChart() {
   let body;
   let reference = null;
   try {
+    const referenceFrom = isoDay(new Date(Date.now() - (days + REFERENCE_LEAD_DAYS) * DAY_MS));
     const wanted = state.chartReference
-      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: query.get('from') })}`)
+      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: referenceFrom })}`)
         .catch((e) => {
           if (e instanceof ApiError && e.status === 404) return { data: { points: [] } };
           throw e;
@@ -284,10 +297,11 @@ async function loadChart() {
     return;
   }
   if (generation !== state.generation) return;
-  // The weighted average premiums are measured against, from the start of
-  // its day in Addis Ababa.
+  // The weighted average premiums are measured against, in force from the
+  // start of its day in Addis Ababa.
   const referencePoints = (reference?.data.points ?? [])
     .map((p) => ({ t: new Date(`${p.date}T00:00:00+03:00`), v: p.weightedAverage }));
+  const from = body.data.from ? new Date(body.data.from) : null;
   const points = body.data.points
     .map((p) => ({ t: new Date(p.timestamp), v: bankId ? p[state.chartField] : p.value }))
     .filter((p) => p.v != null);
@@ -295,11 +309,15 @@ async function loadChart() {
   state.chart = {
     points,
     options: {
-      formatValue: formatAxis,
       formatTime: state.range === '1y' ? formatDay : formatShortDay,
       empty: `No ${LABELS[state.chartField].toLowerCase()} rates of ${state.currency} in this range.`,
       reference: referencePoints,
-      labels: { line: LABELS[state.chartField], reference: 'National Bank weighted average' },
+      labels: {
+        line: bankId ? `${LABELS[state.chartField]} at ${name}` : `Best ${LABELS[state.chartField].toLowerCase()}`,
+        reference: 'National Bank weighted average',
+      },
+      legend: $('#chart-legend'),
+      from,
     },
   };
   redrawChart();
@@ -317,8 +335,9 @@ async function loadChart() {
     : `${LABELS[state.chartField]} of ${state.currency} at ${name}: no rates in this range.`;
 }
 
+// Drawn up to now, which moves on between redraws.
 function redrawChart() {
-  if (state.chart) drawChart($('#chart'), state.chart.points, state.chart.options);
+  if (state.chart) drawChart($('#chart'), state.chart.points, { ...state.chart.options, to: new Date() });
 }
 
 function refreshChartSoon() {
@@ -371,6 +390,7 @@ async function convert(event) {
     h('td', {}, r.legs.map((l) => `${l.currency} ${l.side} ${formatRate(l.rate)}`).join(', '))));
   if (lines.length === 0) lines.push(h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No bank quotes this pair now.')));
   table.querySelector('tbody').replaceChildren(...lines);
+  labelCells(table);
   table.hidden = false;
 }
 
@@ -434,6 +454,7 @@ async function loadCurrency() {
 async function start() {
   $('#zone').textContent = zoneLabel();
   if (!key.get() && !anonymousAccess) {
+    setLive('key');
     askForKey('This service needs an API key.');
     return;
   }
@@ -509,6 +530,7 @@ function wire() {
     key.set($('#key').value);
     $('#key-form').hidden = true;
     notice('');
+    setLive('connecting');
     start();
   });
   $('#forget-key').addEventListener('click', () => {
@@ -516,7 +538,7 @@ function wire() {
     $('#key').value = '';
     $('#alerts-section').hidden = true;
     state.stream?.stop();
-    setLive('offline');
+    setLive(anonymousAccess ? 'offline' : 'key');
     if (anonymousAccess) {
       $('#key-form').hidden = true;
       start();

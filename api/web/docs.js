@@ -3,22 +3,12 @@
 // the reader's key.
 
 import { key } from './api.js';
-
-const $ = (selector) => document.querySelector(selector);
-
-function h(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attributes)) {
-    if (v == null || v === false) continue;
-    if (k === 'class') node.className = v;
-    else node.setAttribute(k, v === true ? '' : v);
-  }
-  node.append(...children.filter((c) => c != null));
-  return node;
-}
+import { $, h, labelCells } from './dom.js';
 
 // How long "Try it" listens to the live stream before it hangs up.
 const STREAM_LISTEN_MS = 5000;
+// A parameter's allowed values listed in full up to this many.
+const LISTED_VALUES = 12;
 // Answer headers worth showing.
 const SHOWN_HEADERS = ['content-type', 'etag', 'cache-control', 'retry-after',
   'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
@@ -34,7 +24,13 @@ function typeOf(schema = {}) {
   if (schema.$ref) return schema.$ref.split('/').pop();
   const type = Array.isArray(schema.type) ? schema.type.filter((t) => t !== 'null').join(' | ') : schema.type;
   const parts = [type || 'any'];
-  if (schema.enum) parts.push(`one of ${schema.enum.join(', ')}`);
+  if (schema.enum) {
+    // A long list (every ISO 4217 code) is named by its first values; the
+    // document has them all.
+    parts.push(schema.enum.length > LISTED_VALUES
+      ? `one of ${schema.enum.length} values (${schema.enum.slice(0, LISTED_VALUES).join(', ')}, …)`
+      : `one of ${schema.enum.join(', ')}`);
+  }
   if (schema.pattern) parts.push(`pattern ${schema.pattern}`);
   if (schema.minimum != null) parts.push(`≥ ${schema.minimum}`);
   if (schema.maximum != null) parts.push(`≤ ${schema.maximum}`);
@@ -44,14 +40,16 @@ function typeOf(schema = {}) {
 
 function parameterTable(parameters) {
   if (!parameters.length) return h('p', { class: 'muted' }, 'No parameters.');
-  return h('div', { class: 'scroll' }, h('table', {},
+  const table = h('table', { class: 'stack' },
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'In'),
       h('th', { scope: 'col' }, 'Type'), h('th', { scope: 'col' }, 'Description'))),
     h('tbody', {}, ...parameters.map((p) => h('tr', {},
       h('th', { scope: 'row' }, h('code', {}, p.name), p.required ? ' (required)' : ''),
       h('td', {}, p.in),
       h('td', {}, typeOf(p.schema)),
-      h('td', { class: 'wrap' }, ...prose(p.description)))))));
+      h('td', { class: 'wrap' }, ...prose(p.description))))));
+  labelCells(table);
+  return h('div', { class: 'scroll' }, table);
 }
 
 function responseList(responses = {}) {
@@ -144,7 +142,9 @@ async function start() {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
       const id = slug(method, path);
       const parameters = [...(item.parameters ?? []), ...(op.parameters ?? [])];
-      toc.push(h('li', {}, h('a', { href: `#${id}` }, h('code', {}, `${method.toUpperCase()} ${path}`)),
+      // The method and the path may go to two lines; the path stays whole.
+      toc.push(h('li', {},
+        h('a', { href: `#${id}` }, h('code', {}, method.toUpperCase()), ' ', h('code', { class: 'path' }, path)),
         ...(op.summary ? [' ', ...prose(op.summary)] : [])));
       sections.push(h('section', { id, class: 'card operation', 'data-path': path },
         h('h2', {}, h('code', {}, `${method.toUpperCase()} ${path}`)),

@@ -15,3 +15,16 @@ export function h(tag, attributes = {}, ...children) {
   node.append(...children.filter((c) => c != null && c !== false));
   return node;
 }
+
+// Names each body cell of `table` by its column's heading (`data-label`),
+// for the narrow layout that shows each row as a card (style.css, `.stack`).
+// A heading only screen readers get names nothing.
+export function labelCells(table) {
+  const names = [...table.tHead.rows[0].cells]
+    .map((th) => (th.querySelector('.visually-hidden') ? '' : th.textContent.trim()));
+  for (const row of table.tBodies[0].rows) {
+    [...row.cells].forEach((cell, i) => {
+      if (names[i] && cell.colSpan === 1) cell.dataset.label = names[i];
+    });
+  }
+}

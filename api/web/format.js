@@ -15,7 +15,6 @@ export const timeZone = (() => {
 export const anonymousAccess = meta('ratewire-anonymous') === 'true';
 
 const rate = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 });
-const axis = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
 const amount = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 const change = new Intl.NumberFormat(undefined, {
   minimumFractionDigits: 2, maximumFractionDigits: 4, signDisplay: 'exceptZero',
@@ -31,15 +30,15 @@ const recent = new Intl.DateTimeFormat(undefined, {
 const day = new Intl.DateTimeFormat(undefined, { timeZone, year: 'numeric', month: 'short', day: 'numeric' });
 const shortDay = new Intl.DateTimeFormat(undefined, { timeZone, month: 'short', day: 'numeric' });
 
+// Four decimals always, as the API gives percentages, so a column lines up.
 const signedPercent = new Intl.NumberFormat(undefined, {
-  minimumFractionDigits: 2, maximumFractionDigits: 4, signDisplay: 'exceptZero',
+  minimumFractionDigits: 4, maximumFractionDigits: 4, signDisplay: 'exceptZero',
 });
-const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+const percent = new Intl.NumberFormat(undefined, { minimumFractionDigits: 4, maximumFractionDigits: 4 });
 
 export const formatRate = (v) => (v == null ? '–' : rate.format(v));
 // A premium is signed (above or below the reference); a spread is not.
 export const formatPercent = (v, signed = false) => (v == null ? '–' : `${(signed ? signedPercent : percent).format(v)} %`);
-export const formatAxis = (v) => axis.format(v);
 export const formatAmount = (v) => amount.format(v);
 export const formatChange = (v) => change.format(Number(v));
 export const formatTime = (iso) => (iso ? when.format(new Date(iso)) : '–');

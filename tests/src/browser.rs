@@ -12,6 +12,7 @@ use chromiumoxide::cdp::js_protocol::runtime::{
     ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown,
 };
 use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -105,6 +106,26 @@ impl Chromium {
         Ok(page)
     }
 
+    /// A page at `path` of the stack's API (`/?currency=USD`, say) that
+    /// holds `key` as the pages keep it (localStorage), as if the reader
+    /// had given it before.
+    pub async fn open_with_key(&self, stack: &Stack, key: &str, path: &str) -> Result<Page> {
+        // The reference: a page of the same origin that needs no key (a
+        // bare file would make the browser ask for a favicon and log its
+        // 404).
+        let page = self.open(&format!("{}/docs", stack.api_url)).await?;
+        js(
+            &page,
+            &format!(
+                "localStorage.setItem('ratewire.apiKey', {}); location.assign({}); true",
+                Value::from(key),
+                Value::from(path)
+            ),
+        )
+        .await?;
+        Ok(page)
+    }
+
     pub fn errors(&self) -> Vec<String> {
         self.errors.lock().unwrap().clone()
     }
@@ -136,33 +157,118 @@ pub async fn until(page: &Page, what: &str, expression: &str, within: Duration) 
     .await
 }
 
-/// Shows the page as a phone 360 px wide would, once the page has taken
-/// the new width; fails naming up to five of the elements `within` (a CSS
-/// selector, those inside a `.scroll` box aside) that reach past the screen
-/// unless the page is at most 360 px wide.
-pub async fn fits_a_phone(page: &Page, within: &str) -> Result<()> {
+/// The widths every page must fit: a phone's and a laptop's.
+pub const WIDTHS: [u32; 2] = [360, 1280];
+
+/// A function of the screen's width: what does not fit it, as a list of
+/// sentences (at most a dozen). The page wider than the screen; an element
+/// reaching past its edge; a box that hides part of its content sideways
+/// (a table in a box that scrolls, a code block); a table cell or caption
+/// whose content is wider than it; a chart's label cut by the chart's
+/// frame. Form fields, which scroll their own text, and what only screen
+/// readers get (a box of 1 px) are left out.
+const MISFITS: &str = r#"((width) => {
+  const screen = Math.min(document.documentElement.clientWidth, width);
+  const name = (e) => {
+    const classes = typeof e.className === 'string' ? e.className.trim().split(/\s+/).filter(Boolean) : [];
+    const text = (e.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 40);
+    return `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${classes.map((c) => `.${c}`).join('')}${text ? ` "${text}"` : ''}`;
+  };
+  const misfits = [];
+  const page = document.documentElement.scrollWidth;
+  if (page > screen) misfits.push(`the page is ${page} px wide on a screen of ${screen}`);
+  for (const e of document.body.querySelectorAll('*')) {
+    const box = e.getBoundingClientRect();
+    if (e.getClientRects().length === 0 || box.width <= 1 || getComputedStyle(e).visibility === 'hidden') continue;
+    const left = box.left + scrollX;
+    const right = box.right + scrollX;
+    if (left < -0.5 || right > screen + 0.5) {
+      misfits.push(`${name(e)} spans ${Math.round(left)} to ${Math.round(right)} px`);
+    }
+    if (e instanceof SVGElement && e.ownerSVGElement) {
+      const frame = e.ownerSVGElement.getBoundingClientRect();
+      if (box.left < frame.left - 0.5 || box.right > frame.right + 0.5
+        || box.top < frame.top - 0.5 || box.bottom > frame.bottom + 0.5) {
+        misfits.push(`${name(e)} is cut by its chart's frame`);
+      }
+      continue;
+    }
+    if (/^(INPUT|SELECT|TEXTAREA)$/.test(e.tagName)) continue;
+    const cell = /^(TD|TH|CAPTION)$/.test(e.tagName);
+    const clips = getComputedStyle(e).overflowX !== 'visible';
+    if ((cell || clips) && e.scrollWidth > e.clientWidth + 1) {
+      misfits.push(`${name(e)} holds ${e.scrollWidth} px of content in ${e.clientWidth}`);
+    }
+  }
+  return misfits.slice(0, 12);
+})"#;
+
+/// Shows the page `width` px wide (at 360 as a phone: its viewport tag
+/// honoured, twice the pixels), once the page has taken the width and
+/// redrawn its charts (a chart notes the width it was drawn at in
+/// `data-width`).
+pub async fn show_at(page: &Page, width: u32) -> Result<()> {
     use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
-    page.execute(SetDeviceMetricsOverrideParams::new(360, 800, 2.0, true))
-        .await?;
+    let phone = width < 600;
+    page.execute(SetDeviceMetricsOverrideParams::new(
+        i64::from(width),
+        if phone { 800 } else { 900 },
+        if phone { 2.0 } else { 1.0 },
+        phone,
+    ))
+    .await?;
     until(
         page,
-        "the page 360 px wide",
-        "window.innerWidth === 360",
+        &format!("the page {width} px wide, its charts redrawn"),
+        &format!(
+            "(matchMedia('(width: {width}px)').matches || document.documentElement.clientWidth === {width}) && [...document.querySelectorAll('svg[data-width]')].every(s => s.dataset.width === String(s.clientWidth))"
+        ),
         Duration::from_secs(5),
     )
-    .await?;
-    let width = js(page, "document.documentElement.scrollWidth").await?;
-    let wide = js(
-        page,
-        &format!(
-            "[...document.querySelectorAll('{within} *')].filter(e => e.getBoundingClientRect().right > 361 && !e.closest('.scroll')).slice(0, 5).map(e => `${{e.tagName}}#${{e.id}}.${{e.className}} ${{Math.round(e.getBoundingClientRect().right)}}`)"
-        ),
-    )
-    .await?;
+    .await
+}
+
+/// Shows the page `width` px wide ([`show_at`]), saves it whole as
+/// `{view}-{width}.png` among the artifacts, and fails naming what does
+/// not fit (see [`MISFITS`]).
+pub async fn fits(page: &Page, view: &str, width: u32) -> Result<()> {
+    use chromiumoxide::cdp::browser_protocol::page::Viewport as Clip;
+    show_at(page, width).await?;
+    let misfits: Vec<String> =
+        serde_json::from_value(js(page, &format!("({MISFITS})({width})")).await?)?;
+    let height = js(page, "document.documentElement.scrollHeight")
+        .await?
+        .as_f64()
+        .unwrap_or(900.0);
+    let shot = page
+        .screenshot(
+            ScreenshotParams::builder()
+                .capture_beyond_viewport(true)
+                .clip(Clip {
+                    x: 0.0,
+                    y: 0.0,
+                    width: f64::from(width),
+                    height,
+                    scale: 1.0,
+                })
+                .build(),
+        )
+        .await?;
+    std::fs::write(artifacts().join(format!("{view}-{width}.png")), shot)?;
     anyhow::ensure!(
-        width.as_u64().unwrap_or(u64::MAX) <= 360,
-        "the page is {width} px wide at 360: {wide}"
+        misfits.is_empty(),
+        "{view} does not fit a screen {width} px wide:\n{}",
+        misfits.join("\n")
     );
+    Ok(())
+}
+
+/// [`fits`] at each of [`WIDTHS`], the laptop's last (so the page stays at
+/// the width it was opened with).
+pub async fn fits_every_width(page: &Page, view: &str) -> Result<()> {
+    for width in WIDTHS {
+        fits(page, view, width).await?;
+    }
     Ok(())
 }
 

@@ -2,15 +2,19 @@
 //! chromium, headless, driven over the DevTools protocol): the page loads
 //! with no console errors, shows what the API says, follows a pushed board
 //! live, draws the series, converts like the convert endpoint, tells a
-//! refused key, and `/docs` lists every endpoint. Screenshots (desktop and
-//! 360 px) go to `target/test-artifacts/`.
+//! refused key, and `/docs` lists every endpoint. Every view fits a phone's
+//! screen and a laptop's, with no cell or caption cut. Screenshots of each
+//! view at each width go to `target/test-artifacts/`.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use chromiumoxide::page::ScreenshotParams;
 use chrono::Datelike;
-use ratewire_e2e::browser::{artifacts, enter_key, fits_a_phone, js, until, Chromium};
+use futures_util::StreamExt;
+use ratewire_e2e::browser::{
+    artifacts, enter_key, fits, fits_every_width, js, until, Chromium, WIDTHS,
+};
 use ratewire_e2e::{ago, eventually, reference_day, Board, Stack};
 use serde_json::Value;
 
@@ -20,6 +24,34 @@ const LIVE_WITHIN: Duration = Duration::from_secs(2);
 const PAYLOAD_BUDGET: usize = 150 * 1024;
 /// How long the page may take to show what it loads.
 const LOADED_WITHIN: Duration = Duration::from_secs(15);
+
+/// The entries of `/docs`' endpoint list that are split across its columns,
+/// or whose path is (its text from the first `/` to the next space).
+const SPLIT_PATHS: &str = r"[...document.querySelectorAll('#toc li')].filter((li) => {
+  if (li.getClientRects().length !== 1) return true;
+  const walker = document.createTreeWalker(li, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const start = node.data.indexOf('/');
+    if (start < 0) continue;
+    const path = document.createRange();
+    path.setStart(node, start);
+    path.setEnd(node, start + node.data.slice(start).search(/\s|$/));
+    return path.getClientRects().length !== 1;
+  }
+  return true;
+}).map((li) => li.textContent)";
+
+/// Whether the chart's legend is shown, names the National Bank's line, and
+/// overlaps none of the lines drawn.
+const LEGEND_CLEAR: &str = r"(() => {
+  const legend = document.querySelector('.chart .legend');
+  if (!legend || legend.getClientRects().length === 0 || !legend.textContent.includes('National Bank')) return false;
+  const box = legend.getBoundingClientRect();
+  return [...document.querySelectorAll('#chart path')].every((path) => {
+    const line = path.getBoundingClientRect();
+    return box.bottom <= line.top || box.top >= line.bottom || box.right <= line.left || box.left >= line.right;
+  });
+})()";
 
 /// A board of `rates` (currency, cash buying and selling), each with
 /// transactional rates half a birr inside its cash ones.
@@ -35,8 +67,42 @@ fn board(rates: &[(&str, f64, f64)], as_of: &str) -> Board {
         })
 }
 
-/// Two banks quoting USD and EUR, CBE with a board on each of the last six
-/// days (for the chart).
+/// The weekdays among the last `days` days (today included), oldest first,
+/// each with how many days back it is: the days the National Bank
+/// publishes.
+fn weekdays_back(days: i64) -> Vec<(i64, chrono::NaiveDate)> {
+    let today = chrono::Utc::now().date_naive();
+    (0..days)
+        .rev()
+        .map(|back| (back, today - chrono::Duration::days(back)))
+        .filter(|(_, date)| !matches!(date.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun))
+        .collect()
+}
+
+/// Imports the National Bank's reference for `date` (`usd` for the dollar).
+async fn import_reference(stack: &Stack, date: chrono::NaiveDate, usd: f64) -> Result<()> {
+    let response = stack
+        .http()
+        .post(format!(
+            "{}/v1/admin/reference-rates",
+            stack.ingest_operator_url
+        ))
+        .bearer_auth(ratewire_e2e::ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(reference_day(date, usd))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status() == 202,
+        "the reference of {date}: {}",
+        response.status()
+    );
+    Ok(())
+}
+
+/// Two banks quoting USD, EUR and AED (the longest currency name the
+/// header's choice must hold on a phone), CBE with a board on each of the
+/// last six days (for the chart).
 async fn seeded() -> Result<(Stack, i64, String, i64)> {
     let stack = Stack::start().await?;
     let (cbe, cbe_token) = stack
@@ -62,7 +128,14 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
         .publish_board(
             cbe,
             &cbe_token,
-            board(&[("USD", 155.25, 159.0), ("EUR", 171.5, 177.0)], &ago(0, 1)),
+            board(
+                &[
+                    ("USD", 155.25, 159.0),
+                    ("EUR", 171.5, 177.0),
+                    ("AED", 42.0, 43.5),
+                ],
+                &ago(0, 1),
+            ),
         )
         .await?
         .0;
@@ -72,7 +145,11 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
             awash,
             &awash_token,
             board(
-                &[("USD", 154.75, 158.5), ("EUR", 172.25, 176.5)],
+                &[
+                    ("USD", 154.75, 158.5),
+                    ("EUR", 172.25, 176.5),
+                    ("AED", 42.1, 43.4),
+                ],
                 &ago(0, 1),
             ),
         )
@@ -98,7 +175,15 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
         .open(&format!("{}/?currency=USD", stack.api_url))
         .await?;
 
-    // No key yet: the page asks for one, once.
+    // No key yet: the page asks for one, once, and its live badge says what
+    // it waits for rather than "connecting".
+    until(
+        &page,
+        "the live badge asking for a key",
+        "(() => { const live = document.querySelector('#live'); return live.dataset.state !== 'connecting' && live.textContent.includes('API key'); })()",
+        LOADED_WITHIN,
+    )
+    .await?;
     enter_key(&page, &key, LOADED_WITHIN).await?;
     until(
         &page,
@@ -277,18 +362,13 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
         artifacts().join("dashboard-desktop.png"),
     )
     .await?;
-    // 360 px wide: nothing wider than the screen but what scrolls inside
-    // its own box (the tables).
-    fits_a_phone(&page, "body").await?;
-    page.save_screenshot(
-        ScreenshotParams::builder().full_page(true).build(),
-        artifacts().join("dashboard-360.png"),
-    )
-    .await?;
+    // The rates, the chart and a conversion on a phone and a laptop.
+    fits_every_width(&page, "dashboard-rates").await?;
 
     // Another tab with a refused key is told so.
-    let refused = chromium.open(&format!("{}/", stack.api_url)).await?;
-    js(&refused, "localStorage.setItem('ratewire.apiKey', 'rwk_notakey_00000000000000000000000000000000'); location.reload(); true").await?;
+    let refused = chromium
+        .open_with_key(&stack, "rwk_notakey_00000000000000000000000000000000", "/")
+        .await?;
     until(
         &refused,
         "the 401 message",
@@ -302,8 +382,16 @@ async fn the_dashboard_shows_the_api_and_follows_it_live() -> Result<()> {
 
 #[tokio::test]
 async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint() -> Result<()> {
-    let stack = Stack::builder().env("RATEWIRE_ANONYMOUS_ACCESS", "true").env("RATEWIRE_PLANS", "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=10/1000/1,tiny=2/1000/1",).start()
-    .await?;
+    // The anonymous minute holds the dashboard's reads and refreshes and the
+    // reference's "Try it" while both pages are measured at two widths.
+    let stack = Stack::builder()
+        .env("RATEWIRE_ANONYMOUS_ACCESS", "true")
+        .env(
+            "RATEWIRE_PLANS",
+            "free=60/10000/1,pro=1000/1000000/10,enterprise=100000/1000000000/1000,anonymous=60/10000/1,tiny=2/1000/1",
+        )
+        .start()
+        .await?;
     let (bank, token) = stack
         .bank_with_token("CBE", "Commercial Bank of Ethiopia")
         .await?;
@@ -372,22 +460,19 @@ async fn without_keys_the_page_needs_none_and_the_reference_lists_every_endpoint
     )
     .await?;
 
-    docs.save_screenshot(
-        ScreenshotParams::builder().build(),
-        artifacts().join("docs-desktop.png"),
-    )
-    .await?;
+    // On a phone and a laptop, an answer open: nothing wider than the
+    // screen, and no path split across the endpoint list's columns or lines.
+    for width in WIDTHS {
+        fits(&docs, "docs", width).await?;
+        let split = js(&docs, SPLIT_PATHS).await?;
+        assert_eq!(split, Value::Array(vec![]), "paths split at {width} px");
+    }
     let errors = chromium.errors();
     assert!(errors.is_empty(), "the pages reported errors: {errors:#?}");
 
     // A key over its plan's minute is told when to come back.
     let tiny = stack.api_key_on("tiny", "tiny").await?;
-    let limited = chromium.open(&format!("{}/docs", stack.api_url)).await?;
-    js(
-        &limited,
-        &format!("localStorage.setItem('ratewire.apiKey', '{tiny}'); location.href = '/'; true"),
-    )
-    .await?;
+    let limited = chromium.open_with_key(&stack, &tiny, "/").await?;
     until(
         &limited,
         "the 429 message",
@@ -434,24 +519,41 @@ async fn the_pages_are_small_strict_and_cached() -> Result<()> {
         "the page loads nothing from elsewhere"
     );
 
-    // Everything the dashboard loads, as a browser gets it.
+    // Everything the dashboard loads, as a browser gets it: the files the
+    // page names and the modules each module imports.
     let mut total = index.bytes().await?.len();
     let mut files = vec![("/".to_owned(), total)];
-    for asset in [
-        "style.css",
-        "app.js",
-        "api.js",
-        "chart.js",
-        "format.js",
-        "stream.js",
-    ] {
+    let mut wanted: Vec<String> = html
+        .split("/assets/")
+        .skip(1)
+        .filter_map(|reference| reference.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    while let Some(asset) = wanted.pop() {
+        if files.iter().any(|(file, _)| *file == asset) {
+            continue;
+        }
+        let text = get(&format!("/assets/{asset}"), false)
+            .await?
+            .text()
+            .await?;
+        wanted.extend(
+            text.lines()
+                .filter_map(|line| line.split("from './").nth(1))
+                .filter_map(|module| module.split('\'').next())
+                .map(str::to_owned),
+        );
         let response = get(&format!("/assets/{asset}"), true).await?;
         assert_eq!(response.status(), 200, "{asset}");
         assert!(response.headers().contains_key("etag"), "{asset}");
         let size = response.bytes().await?.len();
-        files.push((asset.to_owned(), size));
+        files.push((asset, size));
         total += size;
     }
+    assert!(
+        files.len() >= 10,
+        "the page and its styles and modules: {files:?}"
+    );
     std::fs::write(
         artifacts().join("dashboard-payload.txt"),
         format!("{files:?}\ntotal {total} bytes gzipped (budget {PAYLOAD_BUDGET})\n"),
@@ -484,9 +586,10 @@ async fn the_pages_are_small_strict_and_cached() -> Result<()> {
 #[tokio::test]
 async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Result<()> {
     let (stack, cbe, _, awash) = seeded().await?;
-    // A bank quoting cash only, with a board of five days ago: stale.
+    // A bank quoting cash only, with a board of five days ago: stale. Its
+    // spread is 2.5 % exactly, which must still show four decimals.
     let (dashen, dashen_token) = stack.bank_with_token("DASHEN", "Dashen Bank").await?;
-    let cash_only = Board::at(ago(5, 0)).rate("USD", "153.5", "160.25");
+    let cash_only = Board::at(ago(5, 0)).rate("USD", "158", "162");
     assert_eq!(
         stack
             .publish_board(dashen, &dashen_token, &cash_only)
@@ -495,31 +598,15 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         202
     );
     // A reference for each of the last ten days (weekdays only, as
-    // published).
-    let today = chrono::Utc::now().date_naive();
-    let mut last = String::new();
-    for back in (0..10).rev() {
-        let date = today - chrono::Duration::days(back);
-        if matches!(date.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
-            continue;
-        }
-        last = date.to_string();
-        let response = stack
-            .http()
-            .post(format!(
-                "{}/v1/admin/reference-rates",
-                stack.ingest_operator_url
-            ))
-            .bearer_auth(ratewire_e2e::ADMIN_TOKEN)
-            .header("content-type", "application/json")
-            .body(reference_day(date, 150.0 + back as f64 / 2.0))
-            .send()
-            .await?;
-        assert_eq!(response.status().as_u16(), 202);
+    // published), each day's different.
+    let days = weekdays_back(10);
+    for &(back, date) in &days {
+        import_reference(&stack, date, 150.0 + back as f64 / 2.0).await?;
     }
+    let last = days.last().context("a weekday")?.1.to_string();
     let key = stack.api_key("reference-view").await?;
     stack
-        .wait_served("Dashen's board", dashen, &key, "160.25")
+        .wait_served("Dashen's board", dashen, &key, "162")
         .await?;
     let spreads = eventually("the premiums computed", Duration::from_secs(30), || async {
         let (_, body) = stack
@@ -541,8 +628,9 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
     .await?;
 
     let chromium = Chromium::launch(&stack).await?;
-    let page = chromium.open(&format!("{}/", stack.api_url)).await?;
-    js(&page, &format!("localStorage.setItem('ratewire.apiKey', '{key}'); location.assign('/?currency=USD&view=reference&reference=1'); true")).await?;
+    let page = chromium
+        .open_with_key(&stack, &key, "/?currency=USD&view=reference&reference=1")
+        .await?;
     until(
         &page,
         "the National Bank view filled",
@@ -571,6 +659,17 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         }
         assert_eq!(row[2], expected["stale"], "bank {} stale", row[0]);
     }
+    // Percentages line up: four decimals each, as the API has them.
+    let ragged = js(
+        &page,
+        r"[...document.querySelectorAll('#spreads td[data-field$=Percent]')].filter(c => c.dataset.value !== '' && !/^[+-]?\d+\.\d{4} %$/.test(c.textContent)).map(c => c.textContent)",
+    )
+    .await?;
+    assert_eq!(
+        ragged,
+        Value::Array(vec![]),
+        "percentages without four decimals"
+    );
     let stale: Vec<i64> = rows
         .iter()
         .filter(|r| r["stale"] == true)
@@ -600,21 +699,33 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         .filter_map(Value::as_f64)
         .collect();
     assert!(order.windows(2).all(|w| w[0] >= w[1]), "{order:?}");
-    page.save_screenshot(
-        ScreenshotParams::builder().build(),
-        artifacts().join("dashboard-national-bank.png"),
-    )
-    .await?;
-
-    // The chart draws the reference line beside the bank's rate.
-    js(&page, &format!("(() => {{ const s = document.querySelector('#chart-bank'); s.value = '{cbe}'; s.dispatchEvent(new Event('change')); return s.value === '{cbe}'; }})()")).await?;
+    // The chart draws the National Bank's line over every day it was
+    // published, beside a bank that has quoted only today: a step for each
+    // new day's rate, and the legend clear of both lines.
+    js(&page, &format!("(() => {{ const s = document.querySelector('#chart-bank'); s.value = '{awash}'; s.dispatchEvent(new Event('change')); return s.value === '{awash}'; }})()")).await?;
     until(
         &page,
         "the reference line drawn",
-        "Number(document.querySelector('#chart').dataset.referencePoints) > 0 && !!document.querySelector('#chart path.reference') && !!document.querySelector('#chart path.line')",
+        &format!("document.querySelector('#chart').dataset.points === '1' && document.querySelector('#chart').dataset.referencePoints === '{}' && !!document.querySelector('#chart path.reference') && !!document.querySelector('#chart path.line')", days.len()),
         LOADED_WITHIN,
     )
     .await?;
+    let steps = js(
+        &page,
+        "(document.querySelector('#chart path.reference').getAttribute('d').match(/V/g) || []).length",
+    )
+    .await?;
+    assert_eq!(
+        steps,
+        days.len() - 1,
+        "a step for each reference day after the first"
+    );
+    assert_eq!(
+        js(&page, LEGEND_CLEAR).await?,
+        true,
+        "the legend, clear of the lines"
+    );
+    fits_every_width(&page, "dashboard-national-bank").await?;
 
     // Back to the rates: the cash-only bank shows no stray text in the
     // transactional columns, and its stale board is marked there too.
@@ -652,6 +763,133 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         assert_eq!(marked, false);
     }
 
+    let errors = chromium.errors();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    chromium.close().await;
+    Ok(())
+}
+
+/// Whether no two of the chart's labels overlap.
+const LABELS_APART: &str = r"(() => {
+  const boxes = [...document.querySelectorAll('#chart text')].map((t) => t.getBoundingClientRect());
+  return boxes.every((a, i) => boxes.slice(i + 1)
+    .every((b) => a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top));
+})()";
+
+#[tokio::test]
+async fn a_year_of_daily_boards_and_reference_days_reads_as_a_chart() -> Result<()> {
+    let stack = Stack::start().await?;
+    let (cbe, cbe_token) = stack
+        .bank_with_token("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    // CBE's board of each day for a year, the dollar wandering between
+    // about 140 and 170, and the National Bank's reference of each weekday
+    // a little below it: what a fresh stack's demo history looks like.
+    let dollar = |back: i64| {
+        let back = back as f64;
+        155.0 + 12.0 * (back / 40.0).sin() + 3.0 * (back / 7.0).cos()
+    };
+    let boards: Vec<Result<(u16, Value)>> = futures_util::stream::iter((0..=365).rev())
+        .map(|back| {
+            let usd = dollar(back);
+            let board = Board::at(ago(back, 0)).rate(
+                "USD",
+                format!("{usd:.2}"),
+                format!("{:.2}", usd + 4.0),
+            );
+            let token = &cbe_token;
+            let stack = &stack;
+            async move { stack.publish_board(cbe, token, board).await }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for published in boards {
+        assert_eq!(published?.0, 202);
+    }
+    let days = weekdays_back(366);
+    let imports: Vec<Result<()>> = futures_util::stream::iter(days.iter().copied())
+        .map(|(back, date)| import_reference(&stack, date, dollar(back) - 1.5))
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    imports.into_iter().collect::<Result<Vec<()>>>()?;
+    assert_eq!(
+        stack
+            .publish_board(
+                awash,
+                &awash_token,
+                board(&[("USD", 154.75, 158.5)], &ago(0, 1))
+            )
+            .await?
+            .0,
+        202
+    );
+
+    let key = stack.api_key("year").await?;
+    stack
+        .wait_served("Awash's board", awash, &key, "154.75")
+        .await?;
+    let from = (chrono::Utc::now() - chrono::Duration::days(365))
+        .format("%Y-%m-%d")
+        .to_string();
+    let points = eventually("a year folded", Duration::from_secs(60), || async {
+        let (_, series) = stack
+            .get(
+                &format!(
+                    "/api/v1/rates/series?bankId={cbe}&currencyCode=USD&interval=day&from={from}"
+                ),
+                Some(&key),
+            )
+            .await
+            .ok()?;
+        let (_, reference) = stack
+            .get(
+                &format!("/api/v1/reference-rates/series?currencyCode=USD&from={from}"),
+                Some(&key),
+            )
+            .await
+            .ok()?;
+        let points = series["data"]["points"].as_array()?.len();
+        let reference = reference["data"]["points"].as_array()?.len();
+        (points == 366 && reference == days.len()).then_some(points)
+    })
+    .await?;
+
+    let chromium = Chromium::launch(&stack).await?;
+    let page = chromium
+        .open_with_key(
+            &stack,
+            &key,
+            &format!("/?currency=USD&bank={cbe}&range=1y&reference=1"),
+        )
+        .await?;
+    until(
+        &page,
+        "the year drawn with its reference line",
+        &format!(
+            "document.querySelector('#chart').dataset.points === '{points}' && document.querySelector('#chart').dataset.referencePoints === '{}'",
+            days.len()
+        ),
+        LOADED_WITHIN,
+    )
+    .await?;
+    // Readable on a phone and a laptop: the labels apart, the legend clear
+    // of the lines, nothing cut.
+    for width in WIDTHS {
+        fits(&page, "dashboard-year", width).await?;
+        assert_eq!(
+            js(&page, LABELS_APART).await?,
+            true,
+            "the chart's labels apart at {width} px"
+        );
+        assert_eq!(
+            js(&page, LEGEND_CLEAR).await?,
+            true,
+            "the legend clear of the lines at {width} px"
+        );
+    }
     let errors = chromium.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
     chromium.close().await;
