@@ -11,7 +11,7 @@ pub type FieldErrors = BTreeMap<String, Vec<String>>;
 
 /// Why a request is refused while the process prepares Postgres
 /// ([`Error::Starting`]).
-pub const STILL_STARTING: &str = "still starting: waiting for Postgres";
+pub const STILL_STARTING: &str = "Still starting: waiting for Postgres";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -38,7 +38,7 @@ pub enum Error {
     #[error("Too many concurrent streams")]
     TooManyStreams,
     /// The live stream cannot start while Redis cannot be read.
-    #[error("the live stream needs Redis")]
+    #[error("The live stream needs Redis")]
     StreamUnavailable,
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,

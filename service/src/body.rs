@@ -89,7 +89,7 @@ fn top_level(path: &str) -> Option<String> {
 
 /// serde's message without its position in the text (the body was parsed
 /// already; the field says where).
-fn short(message: &str) -> String {
+pub fn short(message: &str) -> String {
     message
         .split(" at line ")
         .next()

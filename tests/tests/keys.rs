@@ -72,7 +72,14 @@ async fn a_flood_of_made_up_keys_locks_no_valid_key_out() -> anyhow::Result<()> 
         "1,000 made-up keys: {} Postgres transactions on the database meanwhile (every process's)",
         after - before
     );
-    assert!(after - before <= 100, "{} transactions", after - before);
+    // The count includes every process's background work over the flood's
+    // window, which stretches on a loaded machine (114 to 202 were seen
+    // there); a query per made-up key would be 1,000 or more.
+    assert!(
+        after - before < 500,
+        "{} transactions: made-up keys reach Postgres",
+        after - before
+    );
 
     // From the same address, a key created now is served under its plan.
     let key = stack.api_key_on("after-the-flood", "free").await?;

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use ratewire_service::body::Fields;
+use ratewire_service::body::{short, Fields};
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -118,15 +118,6 @@ impl<T: Fields> Fields for Shape<T> {
     const WHAT: &'static str = T::WHAT;
     const FIELDS: &'static [&'static str] = T::FIELDS;
     const REQUIRED: &'static [&'static str] = T::REQUIRED;
-}
-
-/// serde's message without its place in the text (the field says where).
-fn short(message: &str) -> String {
-    message
-        .split(" at line ")
-        .next()
-        .unwrap_or(message)
-        .to_owned()
 }
 
 #[cfg(test)]

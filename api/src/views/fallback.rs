@@ -169,7 +169,7 @@ mod tests {
         assert!(matches!(kept, Err(Error::NotFound(_))), "kept");
         let failed = fallbacks
             .get("other", || async {
-                Err(Error::Starting("still starting: waiting for Postgres"))
+                Err(Error::Starting(crate::error::STILL_STARTING))
             })
             .await;
         assert!(failed.is_err());

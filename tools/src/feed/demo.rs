@@ -13,32 +13,14 @@ use ratewire_proto::reference::reference_day;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::backfill;
 use super::client::{new_bank, IngestClient, Pushed};
 use super::history;
-use super::market::{self, reference_board, Style, DEMO_CURRENCIES};
-use super::reference::weekdays_until;
+use super::market::{self, Style, DEMO_CURRENCIES};
 
 /// Weekdays before today whose reference boards the demo imports, so a
 /// fresh stack has a weekend to carry over.
 const REFERENCE_DAYS_BACK: u32 = 4;
-
-/// Imports the reference boards of today (a weekday) and the weekdays
-/// before it; true when every one was.
-async fn import_reference_days(client: &IngestClient, today: NaiveDate) -> bool {
-    let mut all = true;
-    for day in weekdays_until(today, REFERENCE_DAYS_BACK) {
-        let imported = client
-            .import_reference(reference_board(day).into_bytes())
-            .await;
-        if imported.imported() {
-            info!(%day, result = imported.describe(), "demo reference day");
-        } else {
-            warn!(%day, result = imported.describe(), "demo reference day not imported");
-            all = false;
-        }
-    }
-    all
-}
 
 /// Ethiopian banks the demo registers, in order: (code, name).
 pub const DEMO_BANKS: [(&str, &str); 15] = [
@@ -91,11 +73,7 @@ impl SimBank {
             *mid *= 1.0 + rng.gen_range(-0.0015..0.0015);
             rates.push(self.style.entry(code, *mid));
         }
-        format!(
-            r#"{{"asOf":"{}","rates":[{}]}}"#,
-            Utc::now().to_rfc3339(),
-            rates.join(",")
-        )
+        backfill::board_body(&Utc::now(), &format!("[{}]", rates.join(",")))
     }
 }
 
@@ -185,7 +163,9 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             _ = tick.tick() => {}
         }
         let today = reference_day(Utc::now());
-        if referenced != Some(today) && import_reference_days(&client, today).await {
+        if referenced != Some(today)
+            && history::import_reference_days(&client, today, REFERENCE_DAYS_BACK, &shutdown).await
+        {
             referenced = Some(today);
         }
         let (mut accepted, mut failed) = (0, 0);

@@ -7,7 +7,7 @@ use chrono::{Datelike, NaiveDate, TimeZone, Utc, Weekday};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::backfill::{self, FileBoard, FileContents, Sending};
 use super::client::IngestClient;
@@ -60,11 +60,7 @@ pub fn boards(
             boards.push(FileBoard {
                 bank_id: bank.id,
                 as_of,
-                body: format!(
-                    r#"{{"asOf":"{}","rates":[{}]}}"#,
-                    as_of.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    rates.join(",")
-                ),
+                body: backfill::board_body(&as_of, &format!("[{}]", rates.join(","))),
                 origin: format!("demo history {day}"),
                 entry_origins: None,
                 entries: currencies.len(),
@@ -72,6 +68,32 @@ pub fn boards(
         }
     }
     boards
+}
+
+/// Imports the National Bank's reference boards of `today` and the
+/// `weekdays` weekdays before it; true when every one was.
+pub async fn import_reference_days(
+    client: &IngestClient,
+    today: NaiveDate,
+    weekdays: u32,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut refused = 0;
+    for day in weekdays_until(today, weekdays) {
+        if shutdown.is_cancelled() {
+            return false;
+        }
+        let imported = client
+            .import_reference(reference_board(day).into_bytes())
+            .await;
+        if imported.imported() {
+            debug!(%day, result = imported.describe(), "reference day");
+        } else {
+            warn!(%day, result = imported.describe(), "reference day not imported");
+            refused += 1;
+        }
+    }
+    refused == 0
 }
 
 /// Imports the reference days of the span and publishes the banks' boards;
@@ -84,22 +106,7 @@ pub async fn publish(
     days: u32,
     shutdown: &CancellationToken,
 ) {
-    let mut refused = 0;
-    for day in weekdays_until(today, days * 5 / 7) {
-        if shutdown.is_cancelled() {
-            return;
-        }
-        if !client
-            .import_reference(reference_board(day).into_bytes())
-            .await
-            .imported()
-        {
-            refused += 1;
-        }
-    }
-    if refused > 0 {
-        warn!(refused, "demo history: reference days not imported");
-    }
+    import_reference_days(client, today, days * 5 / 7, shutdown).await;
 
     let contents = FileContents {
         boards: boards(&banks, currencies, today, days),

@@ -116,7 +116,8 @@ fn json_number_or_string(cell: &str) -> String {
     }
 }
 
-fn board_body(as_of: &DateTime<Utc>, rates: &str) -> String {
+/// A board's body as ingest takes it: `rates` is the JSON array's text.
+pub fn board_body(as_of: &DateTime<Utc>, rates: &str) -> String {
     format!(
         r#"{{"asOf":"{}","rates":{rates}}}"#,
         as_of.to_rfc3339_opts(SecondsFormat::AutoSi, true)

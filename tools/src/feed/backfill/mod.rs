@@ -17,7 +17,7 @@
 
 mod file;
 
-pub use file::{read_csv, read_file, read_json, FileBoard, FileContents, Format};
+pub use file::{board_body, read_csv, read_file, read_json, FileBoard, FileContents, Format};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
