@@ -230,7 +230,7 @@ pub async fn show_at(page: &Page, width: u32) -> Result<()> {
 
 /// Shows the page `width` px wide ([`show_at`]), saves it whole as
 /// `{view}-{width}.png` among the artifacts, and fails naming what does
-/// not fit (see [`MISFITS`]).
+/// not fit (see `MISFITS`).
 pub async fn fits(page: &Page, view: &str, width: u32) -> Result<()> {
     use chromiumoxide::cdp::browser_protocol::page::Viewport as Clip;
     show_at(page, width).await?;
