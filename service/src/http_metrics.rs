@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::http::Method;
 use metrics::{counter, histogram, Counter, Histogram};
 
-use crate::metrics::Documented;
+use crate::documented_metrics::Documented;
 
 /// The series every process has from its start: those of the scrape of
 /// `/metrics` (each process serves it), which counts itself only once it

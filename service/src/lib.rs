@@ -9,7 +9,7 @@
 //! - [`settings`]: parsing the command line and environment (exit 2 naming
 //!   the variable), and the settings every process has.
 //! - [`telemetry`]: log set-up.
-//! - [`metrics`] and [`http_metrics`]: the Prometheus recorder, `/metrics`,
+//! - [`metrics`], [`http_metrics`] and [`documented_metrics`]: the Prometheus recorder, `/metrics`,
 //!   and the request counter and histogram of every HTTP listener.
 //! - [`serve`](mod@serve): binding a listener and serving a router on it until
 //!   shutdown; the one place where listener-wide behaviour belongs.
@@ -42,6 +42,7 @@ pub mod allocator;
 pub mod body;
 pub mod clients;
 pub mod compatibility;
+pub mod documented_metrics;
 pub mod error;
 pub mod http_metrics;
 pub mod kafka;
