@@ -9,8 +9,9 @@
 
 use chrono::{DateTime, SubsecRound, Utc};
 use ratewire_proto::board::{check_as_of, check_entries, check_received, EntryParts};
-use ratewire_proto::rules::earliest_as_of;
-use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry, Violation};
+use ratewire_proto::rules::{check_reason, earliest_as_of};
+use ratewire_proto::source::SourceParts;
+use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry, Source, Violation};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -29,6 +30,10 @@ struct RawBoard<'a> {
     as_of: Option<&'a RawValue>,
     #[serde(borrow, default)]
     rates: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reason: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -47,8 +52,8 @@ struct RawEntry<'a> {
 
 struct Problems(FieldErrors);
 
-/// The fields of a board, and of one of its rate entries.
-const BOARD_FIELDS: [&str; 2] = ["asOf", "rates"];
+/// The fields of a board, of one of its rate entries, and of its source.
+const BOARD_FIELDS: [&str; 4] = ["asOf", "rates", "source", "reason"];
 const ENTRY_FIELDS: [&str; 5] = [
     "currency",
     "cashBuying",
@@ -56,6 +61,7 @@ const ENTRY_FIELDS: [&str; 5] = [
     "transactionalBuying",
     "transactionalSelling",
 ];
+const SOURCE_FIELDS: [&str; 4] = ["url", "method", "capturedAt", "sha256"];
 
 /// The names in the JSON object `text` that are not `known` (a misspelt
 /// field would otherwise be ignored, and its value lost without a word).
@@ -110,8 +116,9 @@ impl Push {
     /// What the publisher sent, whatever way it was written: the same for
     /// two bodies that say the same board (other whitespace, field or
     /// entry order, a currency's case, `asOf` in another offset, `null` for
-    /// an absent `asOf`), another for other values or digits (`155.10` is
-    /// not `155.1`). A retry under one `Idempotency-Key` is compared by it.
+    /// an absent `asOf`, `source` or `reason`, a digest's case), another for
+    /// other values or digits (`155.10` is not `155.1`), another source or
+    /// reason. A retry under one `Idempotency-Key` is compared by it.
     pub fn fingerprint(&self) -> String {
         let mut rates: Vec<&RateEntry> = self.board.rates().iter().collect();
         rates.sort_by_key(|rate| rate.currency());
@@ -120,7 +127,15 @@ impl Push {
                 .as_of()
                 .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
         });
-        let said = serde_json::json!({"asOf": as_of, "rates": rates});
+        let mut said = serde_json::json!({"asOf": as_of, "rates": rates});
+        // Absent, they leave the fingerprint of a board as it was before
+        // boards had them, so a key claimed then still matches.
+        if let Some(source) = self.board.source() {
+            said["source"] = serde_json::to_value(source).expect("a source serializes");
+        }
+        if let Some(reason) = self.board.reason() {
+            said["reason"] = reason.into();
+        }
         hex::encode(Sha256::digest(said.to_string()))
     }
 }
@@ -152,7 +167,8 @@ pub fn parse_push(
     };
     let text = std::str::from_utf8(body).unwrap_or_default();
     for name in unknown_fields(text, &BOARD_FIELDS) {
-        problems.add(name, "is not a field of a board (asOf, rates)");
+        let known = BOARD_FIELDS.join(", ");
+        problems.add(name, format!("is not a field of a board ({known})"));
     }
 
     let given_as_of = raw.as_of.filter(|v| v.get() != "null");
@@ -224,19 +240,119 @@ pub fn parse_push(
         }
     }
 
+    let source = raw
+        .source
+        .filter(|v| v.get() != "null")
+        .and_then(|value| read_source(value, now, &mut problems));
+    let reason = match raw.reason.filter(|v| v.get() != "null") {
+        None => None,
+        Some(value) => match serde_json::from_str::<String>(value.get()) {
+            Ok(reason) => match check_reason(&reason) {
+                Ok(()) => Some(reason),
+                Err(message) => {
+                    problems.add("reason", message);
+                    None
+                }
+            },
+            Err(_) => {
+                problems.add("reason", "must be a string");
+                None
+            }
+        },
+    };
+
     let Some(as_of) = as_of.filter(|_| problems.0.is_empty()) else {
         return Err(problems.0);
     };
     // Every rule was checked above, part by part; the contract's type
     // checks them again as a whole.
-    BoardPublished::new(as_of, rates)
-        .map(|board| Push { board, as_of_given })
-        .map_err(|violations| {
-            for v in violations {
-                problems.broken(v);
+    let board = BoardPublished::new(as_of, rates).map_err(|violations| {
+        for v in violations {
+            problems.broken(v);
+        }
+        problems.0.clone()
+    })?;
+    let board = match source {
+        Some(source) => board.with_source(source),
+        None => board,
+    };
+    let board = match reason {
+        Some(reason) => board.with_reason(reason).map_err(|v| {
+            problems.broken(v);
+            problems.0.clone()
+        })?,
+        None => board,
+    };
+    Ok(Push { board, as_of_given })
+}
+
+/// A board's `source` received at `now`, or its problems added, each under
+/// `source.<field>`.
+fn read_source(value: &RawValue, now: DateTime<Utc>, problems: &mut Problems) -> Option<Source> {
+    let not_an_object = || {
+        let fields = SOURCE_FIELDS.join(", ");
+        format!("must be an object with method and optionally the rest of {fields}")
+    };
+    if !value.get().starts_with('{') {
+        problems.add("source", not_an_object());
+        return None;
+    }
+    let Ok(fields) =
+        serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(value.get())
+    else {
+        problems.add("source", not_an_object());
+        return None;
+    };
+    let before = problems.0.len();
+    let mut text = |name: &str| -> Option<String> {
+        let value = fields.get(name).filter(|v| v.get() != "null")?;
+        match serde_json::from_str::<String>(value.get()) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                problems.add(format!("source.{name}"), "must be a string");
+                None
             }
-            problems.0
-        })
+        }
+    };
+    let (url, method, sha256) = (text("url"), text("method"), text("sha256"));
+    // Kept to the microsecond, as the as-of time is.
+    let captured_at = text("capturedAt").map(|at| match DateTime::parse_from_rfc3339(&at) {
+        Ok(t) => t
+            .with_timezone(&Utc)
+            .trunc_subsecs(6)
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        Err(_) => at,
+    });
+    for name in fields
+        .keys()
+        .filter(|k| !SOURCE_FIELDS.contains(&k.as_str()))
+    {
+        let known = SOURCE_FIELDS.join(", ");
+        problems.add(
+            format!("source.{name}"),
+            format!("is not a field of a source ({known})"),
+        );
+    }
+    let checked = SourceParts {
+        url: url.as_deref(),
+        method: method.as_deref(),
+        captured_at: captured_at.as_deref(),
+        sha256: sha256.as_deref(),
+    }
+    .check_received(now);
+    let source = match checked {
+        Ok(source) => Some(source),
+        Err(violations) => {
+            for v in violations.into_iter().map(|v| v.within("source")) {
+                // A value of the wrong type was named as such already.
+                if !problems.0.contains_key(&v.field) {
+                    problems.broken(v);
+                }
+            }
+            None
+        }
+    };
+    source.filter(|_| problems.0.len() == before)
 }
 
 /// One entry as read: its currency when readable (for the duplicates
@@ -488,5 +604,102 @@ mod tests {
         let errors =
             problems(r#"{"rates":[{"currency":"USD","cashBuying":1e400,"cashSelling":2}]}"#);
         assert!(errors.contains_key("rates[0].cashBuying"));
+    }
+
+    const USD: &str = r#"{"currency":"USD","cashBuying":1,"cashSelling":2}"#;
+
+    #[test]
+    fn a_board_may_say_where_its_numbers_came_from_and_why() {
+        let body = format!(
+            r#"{{"rates":[{USD}],"reason":"a typo: 1550 for 155.0","source":{{"url":"https://bank.example/rates","method":"page","capturedAt":"2026-11-23T10:59:00.1234567+03:00","sha256":"{}"}}}}"#,
+            "AB".repeat(32)
+        );
+        let board = parse(body.as_bytes(), now()).unwrap();
+        let source = board.source().unwrap();
+        assert_eq!(source.method().as_str(), "page");
+        assert_eq!(source.url(), Some("https://bank.example/rates"));
+        assert_eq!(
+            source.captured_at(),
+            Some("2026-11-23T07:59:00.123456Z".parse().unwrap()),
+            "kept to the microsecond, in UTC"
+        );
+        assert_eq!(source.sha256(), Some("ab".repeat(32).as_str()));
+        assert_eq!(board.reason(), Some("a typo: 1550 for 155.0"));
+        let plain = parse(
+            format!(r#"{{"rates":[{USD}],"source":null,"reason":null}}"#).as_bytes(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!((plain.source(), plain.reason()), (None, None));
+    }
+
+    #[test]
+    fn every_problem_of_a_source_and_reason_is_named_under_its_field_at_once() {
+        let errors = problems(&format!(
+            r#"{{"rates":[{USD}],"reason":"{}","source":{{"url":"ftp://bank.example","method":"scrape","capturedAt":"2026-11-23T08:05:01Z","sha256":"abc","robot":1}}}}"#,
+            "x".repeat(501)
+        ));
+        assert_eq!(
+            errors.keys().collect::<Vec<_>>(),
+            [
+                "reason",
+                "source.capturedAt",
+                "source.method",
+                "source.robot",
+                "source.sha256",
+                "source.url"
+            ]
+        );
+        assert_eq!(errors["reason"], ["must be at most 500 characters"]);
+        assert_eq!(
+            errors["source.method"],
+            ["must be one of api, page, file, manual"]
+        );
+        assert_eq!(
+            errors["source.capturedAt"],
+            ["must not be more than 5 minutes after the board was received"]
+        );
+        assert_eq!(
+            errors["source.robot"],
+            ["is not a field of a source (url, method, capturedAt, sha256)"]
+        );
+        let errors = problems(&format!(
+            r#"{{"rates":[{USD}],"source":{{"url":"https://bank.example"}}}}"#
+        ));
+        assert_eq!(errors["source.method"], ["is required"]);
+        let errors = problems(&format!(
+            r#"{{"rates":[{USD}],"source":{{"method":7,"capturedAt":"soon"}},"reason":5}}"#
+        ));
+        assert_eq!(errors["source.method"], ["must be a string"]);
+        assert_eq!(errors["reason"], ["must be a string"]);
+        assert!(errors["source.capturedAt"][0].contains("RFC 3339"));
+        let errors = problems(&format!(r#"{{"rates":[{USD}],"source":"scraper"}}"#));
+        assert!(errors["source"][0].starts_with("must be an object"));
+    }
+
+    #[test]
+    fn another_source_or_reason_is_another_push_and_a_digests_case_is_not() {
+        let fingerprint = |extra: &str| {
+            let body = format!(r#"{{"asOf":"2026-11-23T07:00:00Z","rates":[{USD}]{extra}}}"#);
+            parse_push(body.as_bytes(), now(), default_horizon())
+                .unwrap()
+                .fingerprint()
+        };
+        let plain = fingerprint("");
+        assert_eq!(fingerprint(r#","source":null,"reason":null"#), plain);
+        let sha = "ab".repeat(32);
+        let upper = sha.to_ascii_uppercase();
+        let sourced = fingerprint(&format!(
+            r#","source":{{"method":"file","sha256":"{sha}"}}"#
+        ));
+        assert_ne!(sourced, plain);
+        assert_eq!(
+            fingerprint(&format!(
+                r#","source":{{"sha256":"{upper}","method":"file"}}"#
+            )),
+            sourced
+        );
+        assert_ne!(fingerprint(r#","source":{"method":"api"}"#), plain);
+        assert_ne!(fingerprint(r#","reason":"a typo""#), plain);
     }
 }
