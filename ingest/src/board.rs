@@ -289,18 +289,16 @@ pub fn parse_push(
 /// A board's `source` received at `now`, or its problems added, each under
 /// `source.<field>`.
 fn read_source(value: &RawValue, now: DateTime<Utc>, problems: &mut Problems) -> Option<Source> {
-    let not_an_object = || {
-        let fields = SOURCE_FIELDS.join(", ");
-        format!("must be an object with method and optionally the rest of {fields}")
-    };
+    const NOT_AN_OBJECT: &str =
+        "must be an object with method and, optionally, url, capturedAt and sha256";
     if !value.get().starts_with('{') {
-        problems.add("source", not_an_object());
+        problems.add("source", NOT_AN_OBJECT);
         return None;
     }
     let Ok(fields) =
         serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(value.get())
     else {
-        problems.add("source", not_an_object());
+        problems.add("source", NOT_AN_OBJECT);
         return None;
     };
     let before = problems.0.len();
