@@ -354,11 +354,12 @@ fn read_entry<'a>(entry: &'a RawValue) -> Parsed {
 mod tests {
     use super::*;
 
-    fn now() -> DateTime<Utc> {
+    /// When the boards of these tests are received.
+    pub(super) fn now() -> DateTime<Utc> {
         "2026-11-23T08:00:00Z".parse().unwrap()
     }
 
-    fn problems(body: &str) -> FieldErrors {
+    pub(super) fn problems(body: &str) -> FieldErrors {
         parse(body.as_bytes(), now()).expect_err("the board should be rejected")
     }
 

@@ -84,17 +84,8 @@ pub(super) fn read(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{now, problems};
     use super::super::{default_horizon, parse, parse_push};
-    use crate::error::FieldErrors;
-    use chrono::{DateTime, Utc};
-
-    fn now() -> DateTime<Utc> {
-        "2026-11-23T08:00:00Z".parse().unwrap()
-    }
-
-    fn problems(body: &str) -> FieldErrors {
-        parse(body.as_bytes(), now()).expect_err("the board should be rejected")
-    }
 
     const USD: &str = r#"{"currency":"USD","cashBuying":1,"cashSelling":2}"#;
 
