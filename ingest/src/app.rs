@@ -133,6 +133,8 @@ async fn prepare(config: &Config, state: &AppState) -> Result<()> {
     db::migrate(&state.pool, &config.schema).await?;
     if config.create_topic {
         state.publisher.ensure_topic(config).await?;
+    } else {
+        state.publisher.check_timestamp_type(config).await?;
     }
     crate::log_registry::reconcile(
         &state.pool,

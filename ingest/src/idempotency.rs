@@ -10,7 +10,7 @@
 //! key with another board is refused with 422. Records are kept for
 //! `RETENTION` and then purged.
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::BankId;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -27,8 +27,9 @@ pub const MAX_KEY_LEN: usize = 200;
 pub enum Claim {
     /// Publish this event id (first attempt, or a retry of an unacknowledged one).
     Publish(Uuid),
-    /// Already acknowledged: answer with this event id, publish nothing.
-    Replay(Uuid),
+    /// Already acknowledged: answer with this event id (and known-at
+    /// time, when the broker gave one), publish nothing.
+    Replay(Uuid, Option<DateTime<Utc>>),
 }
 
 pub fn check_key(key: &str) -> Result<()> {
@@ -67,8 +68,8 @@ pub async fn claim(
     .bind(event_id)
     .execute(pool)
     .await?;
-    let (stored_hash, stored_event, accepted): (String, Uuid, bool) = sqlx::query_as(
-        "SELECT body_hash, event_id, accepted_at IS NOT NULL FROM idempotency_keys WHERE bank_id = $1 AND key = $2",
+    let (stored_hash, stored_event, accepted, known_at): (String, Uuid, bool, Option<DateTime<Utc>>) = sqlx::query_as(
+        "SELECT body_hash, event_id, accepted_at IS NOT NULL, known_at FROM idempotency_keys WHERE bank_id = $1 AND key = $2",
     )
     .bind(bank.get())
     .bind(key)
@@ -80,17 +81,26 @@ pub async fn claim(
         ));
     }
     Ok(if accepted {
-        Claim::Replay(stored_event)
+        Claim::Replay(stored_event, known_at)
     } else {
         Claim::Publish(stored_event)
     })
 }
 
-/// Records that the broker acknowledged the key's event.
-pub async fn accepted(pool: &PgPool, bank: BankId, key: &str) -> Result<()> {
-    sqlx::query("UPDATE idempotency_keys SET accepted_at = now() WHERE bank_id = $1 AND key = $2")
+/// Records that the broker acknowledged the key's event (at `known_at`,
+/// its log-append time, when it said).
+pub async fn accepted(
+    pool: &PgPool,
+    bank: BankId,
+    key: &str,
+    known_at: Option<DateTime<Utc>>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE idempotency_keys SET accepted_at = now(), known_at = $3 WHERE bank_id = $1 AND key = $2",
+    )
         .bind(bank.get())
         .bind(key)
+        .bind(known_at)
         .execute(pool)
         .await?;
     Ok(())

@@ -30,6 +30,46 @@ pub struct Board {
     pub as_of: Option<String>,
     #[schema(min_items = 1, max_items = 500)]
     pub rates: Vec<BoardRate>,
+    #[schema(nullable = false)]
+    pub source: Option<BoardSource>,
+    /// Why the board is published, for whoever reads the revision log: a
+    /// board that replaces one of the same `asOf` is a correction, shown
+    /// there with this reason.
+    #[schema(max_length = 500, pattern = r"^[^\u0000]*$", nullable = false)]
+    pub reason: Option<String>,
+}
+
+/// Where the board's numbers came from. Rule a schema cannot state:
+/// `capturedAt` not before 1990-01-01T00:00:00Z and not more than 5
+/// minutes after the push is received.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BoardSource {
+    /// The page, file or API the numbers were read from.
+    #[schema(
+        max_length = 2048,
+        pattern = r"^https?://[^/?#\s\u0000-\u001f\u007f-\u009f]+[^\s\u0000-\u001f\u007f-\u009f]*$",
+        nullable = false
+    )]
+    pub url: Option<String>,
+    pub method: SourceMethod,
+    /// When the publisher read them (RFC 3339).
+    #[schema(format = DateTime, nullable = false)]
+    pub captured_at: Option<String>,
+    /// The SHA-256 of what was read (either case; kept in lower case).
+    #[schema(pattern = "^[0-9a-fA-F]{64}$", nullable = false)]
+    pub sha256: Option<String>,
+}
+
+/// How the publisher got the numbers: the bank's API, a web page, a
+/// published file, or typed in by a person.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceMethod {
+    Api,
+    Page,
+    File,
+    Manual,
 }
 
 /// One currency of a board, in birr per unit. Numbers are kept exactly as
@@ -71,6 +111,23 @@ pub struct Accepted {
     /// The event's id: a board's is what a retraction names.
     #[schema(format = Uuid)]
     pub event_id: String,
+}
+
+/// A board is on the log (durably acknowledged by the broker).
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptedBoard {
+    pub status: u16,
+    /// "Accepted"
+    pub message: String,
+    /// The board's event id: what a retraction names.
+    #[schema(format = Uuid)]
+    pub event_id: String,
+    /// The board's known-at time: the broker's log-append time, to the
+    /// millisecond, in UTC; absent when the topic does not stamp messages
+    /// so. Reads `asKnownAt` this instant or later include the board.
+    #[schema(format = DateTime)]
+    pub known_at: Option<String>,
 }
 
 /// A day of reference rates imported.

@@ -1,18 +1,28 @@
 //! Puts events on the log. A publish returns only when the broker has
 //! acknowledged the event with acks=all, so a 202 always means "durable".
+//!
+//! The topic stamps each message with the broker's log-append time
+//! (`message.timestamp.type=LogAppendTime`): that is an event's known-at
+//! time, kept on the log itself, so a replay or a rebuild finds the same
+//! one. Ingest creates the topic so, and sets an existing topic so when it
+//! may manage topics; otherwise it warns.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use ratewire_proto::{encode, partition_key, Envelope};
 use ratewire_service::kafka::ClientReports;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, AlterConfig, ConfigSource, NewTopic, ResourceSpecifier,
+    TopicReplication,
+};
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
-use rdkafka::ClientConfig;
-use tracing::{info, instrument};
+use rdkafka::{ClientConfig, Timestamp};
+use tracing::{info, instrument, warn};
 
 use crate::appended::Appended;
 use crate::config::Config;
@@ -51,11 +61,19 @@ pub struct Publisher {
     appended: Option<Appended>,
 }
 
+/// The topic setting that makes a message's timestamp the broker's, and
+/// the value that does.
+const TIMESTAMP_TYPE: &str = "message.timestamp.type";
+const LOG_APPEND_TIME: &str = "LogAppendTime";
+
 /// Where an acknowledged event landed.
 #[derive(Debug, Clone, Copy)]
 pub struct Acknowledged {
     pub partition: i32,
     pub offset: i64,
+    /// The broker's log-append time of the event, when the topic stamps
+    /// messages so (its known-at time, to the millisecond).
+    pub known_at: Option<DateTime<Utc>>,
 }
 
 impl Publisher {
@@ -183,9 +201,14 @@ impl Publisher {
                     offset = delivery.offset,
                     "acknowledged"
                 );
+                let known_at = match delivery.timestamp {
+                    Timestamp::LogAppendTime(ms) => DateTime::from_timestamp_millis(ms),
+                    _ => None,
+                };
                 Ok(Acknowledged {
                     partition: delivery.partition,
                     offset: delivery.offset,
+                    known_at,
                 })
             }
             Ok(Err((e, _))) => Err(Error::Unavailable {
@@ -226,13 +249,20 @@ impl Publisher {
 }
 
 impl Publisher {
-    /// Creates the topic unless it exists. The admin client serves no error
-    /// reports of its own: this publisher's producer does, so brokers that
-    /// refuse the credentials stop the process here too.
-    pub async fn ensure_topic(&self, config: &Config) -> Result<()> {
-        let admin: AdminClient<KafkaContext> = client_config(config)
+    /// An admin client. It serves no error reports of its own: this
+    /// publisher's producer does, so brokers that refuse the credentials
+    /// stop the process here too.
+    fn admin(&self, config: &Config) -> Result<AdminClient<KafkaContext>> {
+        client_config(config)
             .create_with_context(self.context.clone())
-            .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))?;
+            .map_err(|e| Error::Startup(format!("kafka admin client: {e}")))
+    }
+
+    /// Creates the topic unless it exists, stamping messages with the
+    /// broker's log-append time; a topic that exists and stamps them with
+    /// the producer's time is changed to.
+    pub async fn ensure_topic(&self, config: &Config) -> Result<()> {
+        let admin = self.admin(config)?;
         // Asking to create a topic that exists makes the broker log an
         // error; look first. Every topic is listed, as a request naming a
         // missing one may create it with the broker's defaults.
@@ -250,7 +280,7 @@ impl Publisher {
         .iter()
         .any(|t| t.name() == config.topic && t.error().is_none() && !t.partitions().is_empty());
         if exists {
-            return Ok(());
+            return keep_log_append_time(&admin, &config.topic).await;
         }
         // The log is the system of record (replays start at offset zero), so a
         // topic made here keeps its events forever whatever the broker's default.
@@ -264,7 +294,9 @@ impl Publisher {
         .set("retention.bytes", "-1")
         // acks=all waits for the in-sync replicas; without a floor, a topic
         // whose followers fell behind would acknowledge on its leader alone.
-        .set("min.insync.replicas", &min_insync);
+        .set("min.insync.replicas", &min_insync)
+        // Each event's known-at time is the broker's, on the log.
+        .set(TIMESTAMP_TYPE, LOG_APPEND_TIME);
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
         let results = admin
             .create_topics([&topic], &options)
@@ -288,6 +320,112 @@ impl Publisher {
         }
         Ok(())
     }
+
+    /// For a topic ingest does not manage: warns when it stamps messages
+    /// with the producer's time (known-at times then come from the
+    /// producers' clocks). Not being allowed to look is no reason to stop.
+    pub async fn check_timestamp_type(&self, config: &Config) -> Result<()> {
+        let admin = self.admin(config)?;
+        match topic_config(&admin, &config.topic).await {
+            Ok(Some(entries)) => {
+                let kind = timestamp_type(&entries);
+                if kind != Some(LOG_APPEND_TIME) {
+                    warn!(
+                        topic = config.topic,
+                        timestamp_type = kind.unwrap_or("unknown"),
+                        "the topic does not stamp messages with the broker's log-append time: events' known-at times are their producers' clocks; set message.timestamp.type=LogAppendTime (docs/operations.md)"
+                    );
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                warn!(topic = config.topic, error = %e, "could not read the topic's timestamp type")
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A topic's configuration entries, `None` when the broker does not
+/// describe it.
+async fn topic_config(
+    admin: &AdminClient<KafkaContext>,
+    topic: &str,
+) -> Result<Option<Vec<rdkafka::admin::ConfigEntry>>> {
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .describe_configs([&ResourceSpecifier::Topic(topic)], &options)
+        .await
+        .map_err(|e| unavailable_broker(&e))?;
+    match results.into_iter().next() {
+        Some(Ok(resource)) => Ok(Some(resource.entries)),
+        Some(Err(code)) => Err(Error::Unavailable {
+            what: "broker",
+            cause: format!("describing topic {topic}: {code}"),
+        }),
+        None => Ok(None),
+    }
+}
+
+fn timestamp_type(entries: &[rdkafka::admin::ConfigEntry]) -> Option<&str> {
+    entries
+        .iter()
+        .find(|e| e.name == TIMESTAMP_TYPE)
+        .and_then(|e| e.value.as_deref())
+}
+
+/// Sets an existing topic to stamp messages with the broker's log-append
+/// time, unless it does. librdkafka's client here offers only the
+/// AlterConfigs request, which replaces every setting of the topic: the
+/// topic's own settings are read first and sent back with the change, so
+/// none is lost (a concurrent change by another client in between would
+/// be; this runs once, at start).
+async fn keep_log_append_time(admin: &AdminClient<KafkaContext>, topic: &str) -> Result<()> {
+    let Some(entries) = topic_config(admin, topic).await? else {
+        return Ok(());
+    };
+    let was = timestamp_type(&entries).unwrap_or("unknown").to_owned();
+    if was == LOG_APPEND_TIME {
+        return Ok(());
+    }
+    let own: Vec<&rdkafka::admin::ConfigEntry> = entries
+        .iter()
+        .filter(|e| e.source == ConfigSource::DynamicTopic && e.name != TIMESTAMP_TYPE)
+        .collect();
+    if own.iter().any(|e| e.is_sensitive || e.value.is_none()) {
+        warn!(
+            topic,
+            timestamp_type = was,
+            "the topic does not stamp messages with the broker's log-append time, and has settings that cannot be read back to keep them; set message.timestamp.type=LogAppendTime (docs/operations.md)"
+        );
+        return Ok(());
+    }
+    let mut change = AlterConfig::new(ResourceSpecifier::Topic(topic));
+    for entry in &own {
+        if let Some(value) = &entry.value {
+            change = change.set(&entry.name, value);
+        }
+    }
+    change = change.set(TIMESTAMP_TYPE, LOG_APPEND_TIME);
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .alter_configs([&change], &options)
+        .await
+        .map_err(|e| unavailable_broker(&e))?;
+    for result in results {
+        if let Err((_, code)) = result {
+            return Err(Error::Unavailable {
+                what: "broker",
+                cause: format!("setting {TIMESTAMP_TYPE} of topic {topic}: {code}"),
+            });
+        }
+    }
+    info!(
+        topic,
+        was,
+        "the topic now stamps messages with the broker's log-append time (each event's known-at time)"
+    );
+    Ok(())
 }
 
 fn unavailable_broker(e: &KafkaError) -> Error {

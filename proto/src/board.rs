@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::CurrencyCode;
 pub use crate::rate::Rate;
-use crate::rules::{earliest_as_of, Rule, Violation, MAX_ENTRIES, MAX_FUTURE_SKEW};
+use crate::rules::{check_reason, earliest_as_of, Rule, Violation, MAX_ENTRIES, MAX_FUTURE_SKEW};
+use crate::source::{Source, WireSource};
 
 /// A buying and a selling rate, selling never below buying (a bank never
 /// sells a currency for less than it pays for it).
@@ -236,12 +237,17 @@ fn first(mut problems: Vec<Violation>) -> Violation {
 
 /// One rate board: every currency one bank quotes at one as-of time. At
 /// least one currency, at most [`MAX_ENTRIES`], each once; an as-of time
-/// from [`earliest_as_of`] on.
+/// from [`earliest_as_of`] on. Optionally where its numbers came from
+/// ([`Source`]) and, in the publisher's words, why it was published (a
+/// board that replaces one of the same as-of time is a correction, and
+/// its reason is shown with the revision).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "WireBoard", into = "WireBoard")]
 pub struct BoardPublished {
     as_of: DateTime<Utc>,
     rates: Vec<RateEntry>,
+    source: Option<Source>,
+    reason: Option<String>,
 }
 
 impl BoardPublished {
@@ -253,10 +259,31 @@ impl BoardPublished {
         }
         problems.extend(check_entries(rates.iter().map(|r| Some(r.currency()))));
         if problems.is_empty() {
-            Ok(Self { as_of, rates })
+            Ok(Self {
+                as_of,
+                rates,
+                source: None,
+                reason: None,
+            })
         } else {
             Err(problems)
         }
+    }
+
+    /// The same board, with where its numbers came from.
+    pub fn with_source(mut self, source: Source) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// The same board, with why it was published (at most
+    /// [`MAX_REASON_CHARS`](crate::rules::MAX_REASON_CHARS) characters, no
+    /// NUL).
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Result<Self, Violation> {
+        let reason = reason.into();
+        check_reason(&reason).map_err(|message| Violation::new(Rule::Reason, "reason", message))?;
+        self.reason = Some(reason);
+        Ok(self)
     }
 
     pub fn as_of(&self) -> DateTime<Utc> {
@@ -267,11 +294,25 @@ impl BoardPublished {
         &self.rates
     }
 
-    /// The rule between a board and the envelope it travels in: its as-of
-    /// time is at most [`MAX_FUTURE_SKEW`] after `occurred_at`, when it was
-    /// received.
+    pub fn source(&self) -> Option<&Source> {
+        self.source.as_ref()
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The rules between a board and the envelope it travels in: its as-of
+    /// time, and its source's capture time, are at most [`MAX_FUTURE_SKEW`]
+    /// after `occurred_at`, when it was received.
     pub fn check_received(&self, occurred_at: DateTime<Utc>) -> Result<(), Violation> {
-        check_received(self.as_of, occurred_at)
+        check_received(self.as_of, occurred_at)?;
+        match &self.source {
+            Some(source) => source
+                .check_received(occurred_at)
+                .map_err(|v| v.within("source")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -342,12 +383,18 @@ pub fn check_entries(
         .collect()
 }
 
-/// A board's wire shape (version 1).
+/// A board's wire shape (version 1). `source` and `reason` are optional
+/// additions: a board without them is written as before, and a reader
+/// that does not know them ignores them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WireBoard {
     pub as_of: DateTime<Utc>,
     pub rates: Vec<WireEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WireSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl WireBoard {
@@ -360,7 +407,17 @@ impl WireBoard {
                 .map_err(|problems| first(problems).within(&format!("rates[{i}]")))?;
             rates.push(entry);
         }
-        BoardPublished::new(self.as_of, rates).map_err(first)
+        let mut board = BoardPublished::new(self.as_of, rates).map_err(first)?;
+        if let Some(source) = &self.source {
+            let source = source
+                .check()
+                .map_err(|problems| first(problems).within("source"))?;
+            board = board.with_source(source);
+        }
+        match self.reason {
+            Some(reason) => board.with_reason(reason),
+            None => Ok(board),
+        }
     }
 }
 
@@ -376,6 +433,8 @@ impl From<BoardPublished> for WireBoard {
         WireBoard {
             as_of: board.as_of,
             rates: board.rates.into_iter().map(WireEntry::from).collect(),
+            source: board.source.map(WireSource::from),
+            reason: board.reason,
         }
     }
 }
@@ -398,6 +457,8 @@ mod tests {
         WireBoard {
             as_of: as_of.parse().unwrap(),
             rates,
+            source: None,
+            reason: None,
         }
         .check()
     }
@@ -503,5 +564,18 @@ mod tests {
         );
         let back: BoardPublished = serde_json::from_value(json).unwrap();
         assert_eq!(back, b);
+    }
+
+    #[test]
+    fn a_reason_is_at_most_500_characters_without_nul() {
+        let b = board("2026-11-23T08:00:00Z", vec![entry("USD", "1", "2")]).unwrap();
+        let kept = b.clone().with_reason("é".repeat(500)).unwrap();
+        assert_eq!(kept.reason().map(|r| r.chars().count()), Some(500));
+        let v = b.clone().with_reason("é".repeat(501)).unwrap_err();
+        assert_eq!(
+            (v.rule, v.to_string().as_str()),
+            (Rule::Reason, "reason must be at most 500 characters")
+        );
+        assert_eq!(b.with_reason("a\0").unwrap_err().rule, Rule::Reason);
     }
 }

@@ -456,7 +456,7 @@ mod tests {
     fn unknown_fields_are_ignored_so_optional_additions_stay_compatible() {
         let envelope = Envelope::new(bank(), Utc::now(), board());
         let mut json: serde_json::Value = serde_json::from_slice(&encode(&envelope)).unwrap();
-        json["payload"]["source"] = "scraper-2".into();
+        json["payload"]["publishedBy"] = "scraper-2".into();
         json["traceId"] = "abc".into();
         let decoded = decode(&serde_json::to_vec(&json).unwrap()).unwrap();
         assert_eq!(decoded, Decoded::Event(envelope));

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 pub use crate::board::BoardPublished;
 pub use crate::reference::ReferenceBoardPublished;
-use crate::rules::{Rule, Violation, MAX_REASON_CHARS};
+use crate::rules::{check_reason, Rule, Violation};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocialLink {
@@ -59,7 +59,7 @@ pub struct BankReactivated {}
 pub struct BoardRetracted {
     pub board_event_id: Uuid,
     /// Why, in the publisher's or operator's words (at most
-    /// [`MAX_REASON_CHARS`] characters).
+    /// [`MAX_REASON_CHARS`](crate::rules::MAX_REASON_CHARS) characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -67,17 +67,9 @@ pub struct BoardRetracted {
 impl BoardRetracted {
     pub fn check(&self) -> Result<(), Violation> {
         match &self.reason {
-            Some(reason) if reason.chars().count() > MAX_REASON_CHARS => Err(Violation::new(
-                Rule::Retraction,
-                "reason",
-                format!("must be at most {MAX_REASON_CHARS} characters"),
-            )),
-            Some(reason) if reason.contains('\0') => Err(Violation::new(
-                Rule::Retraction,
-                "reason",
-                "must not contain NUL characters",
-            )),
-            _ => Ok(()),
+            Some(reason) => check_reason(reason)
+                .map_err(|message| Violation::new(Rule::Retraction, "reason", message)),
+            None => Ok(()),
         }
     }
 }

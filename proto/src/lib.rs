@@ -4,7 +4,8 @@
 //! envelope every event travels in ([`envelope`]), the events themselves
 //! ([`event`]), the identifiers they carry ([`ids`]) and where they are
 //! published ([`topic`]), and the rules every event obeys ([`rules`]), held
-//! by the types themselves ([`rate`], [`board`], [`reference`](mod@reference)).
+//! by the types themselves ([`rate`], [`board`], [`source`],
+//! [`reference`](mod@reference)).
 //! Ingest writes these types, the projector reads them.
 //!
 //! This crate is the contract and nothing else: a third party may depend on
@@ -24,6 +25,16 @@
 //!   warning; one that meets a *newer* version of a known type reports it as
 //!   unsupported (the projector dead-letters it so a later release can apply
 //!   it on replay). Neither ever crashes a consumer.
+//!
+//! The optional additions so far, all within version 1:
+//! - `BoardPublished.source` (`{url?, method, capturedAt?, sha256?}`, see
+//!   [`source`]) and `BoardPublished.reason` (at most
+//!   [`rules::MAX_REASON_CHARS`] characters). A board without them is
+//!   written exactly as before, so a reader that predates them reads every
+//!   board as it did, ignoring them where present. A reader that knows
+//!   them holds them to their rules ([`Rule::Source`], [`Rule::Reason`]),
+//!   as every other field: a message whose source breaks one is refused
+//!   whole, by whoever produced it.
 
 pub mod board;
 pub mod envelope;
@@ -32,6 +43,7 @@ pub mod ids;
 pub mod rate;
 pub mod reference;
 pub mod rules;
+pub mod source;
 pub mod topic;
 
 pub use board::{BoardPublished, Pair, RateEntry};
@@ -44,4 +56,5 @@ pub use ids::{BankId, CurrencyCode, InvalidId};
 pub use rate::Rate;
 pub use reference::{ReferenceBoardPublished, ReferenceEntry, NATIONAL_BANK, REFERENCE_SUBJECT};
 pub use rules::{Rule, Violation};
+pub use source::{Method, Source};
 pub use topic::{partition_key, APPENDED_CHANNEL, DEFAULT_TOPIC};

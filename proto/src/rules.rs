@@ -30,8 +30,11 @@ pub const MAX_DIGITS: u32 = 28;
 /// overflow a sum or a difference of rates.
 pub const MAX_RATE: Decimal = Decimal::from_parts(1_000_000_000, 0, 0, false, 0);
 
-/// The longest reason a retraction may give, in characters.
+/// The longest reason a retraction or a board may give, in characters.
 pub const MAX_REASON_CHARS: usize = 500;
+
+/// The longest URL a board's source may name, in characters.
+pub const MAX_SOURCE_URL_CHARS: usize = 2048;
 
 /// The earliest as-of time (and `occurredAt`) of any event: older ones are
 /// mistakes (a year 0001 would rewrite history at that instant).
@@ -70,10 +73,16 @@ pub enum Rule {
     OccurredAt,
     /// A retraction that cannot be one (a reason too long).
     Retraction,
+    /// A board's source that cannot be one: a URL that is not http(s) or
+    /// too long, a method not known, a capture time after the board was
+    /// received, a digest that is not 64 hex digits.
+    Source,
+    /// A board's reason too long, or holding NUL.
+    Reason,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 15] = [
         Rule::Envelope,
         Rule::Payload,
         Rule::Version,
@@ -87,6 +96,8 @@ impl Rule {
         Rule::AsOf,
         Rule::OccurredAt,
         Rule::Retraction,
+        Rule::Source,
+        Rule::Reason,
     ];
 
     /// The rule's stable name, as stored with a dead letter.
@@ -105,6 +116,8 @@ impl Rule {
             Rule::AsOf => "as-of",
             Rule::OccurredAt => "occurred-at",
             Rule::Retraction => "retraction",
+            Rule::Source => "source",
+            Rule::Reason => "reason",
         }
     }
 
@@ -147,6 +160,19 @@ impl Violation {
             format!("{parent}.{}", self.field)
         };
         self
+    }
+}
+
+/// A reason's own rule (a retraction's or a board's): at most
+/// [`MAX_REASON_CHARS`] characters and no NUL (Postgres cannot store it);
+/// the message of the problem, if any.
+pub fn check_reason(reason: &str) -> Result<(), String> {
+    if reason.chars().count() > MAX_REASON_CHARS {
+        Err(format!("must be at most {MAX_REASON_CHARS} characters"))
+    } else if reason.contains('\0') {
+        Err("must not contain NUL characters".into())
+    } else {
+        Ok(())
     }
 }
 

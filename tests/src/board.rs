@@ -33,6 +33,9 @@ pub struct Quote {
 pub struct Board {
     as_of: Option<String>,
     quotes: Vec<Quote>,
+    /// Where the numbers came from (`{url?, method, capturedAt?, sha256?}`).
+    source: Option<serde_json::Value>,
+    reason: Option<String>,
 }
 
 impl Board {
@@ -41,6 +44,8 @@ impl Board {
         Self {
             as_of: Some(as_of.into()),
             quotes: Vec::new(),
+            source: None,
+            reason: None,
         }
     }
 
@@ -50,6 +55,8 @@ impl Board {
         Self {
             as_of: None,
             quotes: Vec::new(),
+            source: None,
+            reason: None,
         }
     }
 
@@ -90,6 +97,19 @@ impl Board {
     /// `as_of`, say).
     pub fn as_of(mut self, as_of: impl Into<String>) -> Self {
         self.as_of = Some(as_of.into());
+        self
+    }
+
+    /// The board with where its numbers came from, as the publisher says
+    /// (`{"method": "api", "url": ...}`).
+    pub fn source(mut self, source: serde_json::Value) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// The board with why it is published (a correction's reason).
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
         self
     }
 
@@ -135,7 +155,14 @@ impl fmt::Display for Board {
             }
             f.write_str("}")?;
         }
-        f.write_str("]}")
+        f.write_str("]")?;
+        if let Some(source) = &self.source {
+            write!(f, r#","source":{source}"#)?;
+        }
+        if let Some(reason) = &self.reason {
+            write!(f, r#","reason":{}"#, json(reason))?;
+        }
+        f.write_str("}")
     }
 }
 

@@ -7,8 +7,8 @@
 //! bank or board that does not exist, a code taken).
 //!
 //! Rules between parameters are beyond JSON Schema: for a board, selling
-//! not below buying, each currency once, an `asOf` between 1990 and five
-//! minutes after the push; for a series, `from` before `to`, a bank for
+//! not below buying, each currency once, an `asOf` (and a source's
+//! `capturedAt`) between 1990 and five minutes after the push; for a series, `from` before `to`, a bank for
 //! `raw` and none for `field`; for a reference series, `from` not after
 //! `to`; for a history, a day not after today; for a reference day, one
 //! date for every entry, each currency
@@ -174,17 +174,25 @@ def before_call(context, case, kwargs):
         _pair(rate, "transactionalBuying", "transactionalSelling")
         rates.append(rate)
     body["rates"] = rates
-    if isinstance(body.get("asOf"), str):
-        now = datetime.datetime.now(datetime.timezone.utc)
-        try:
-            as_of = datetime.datetime.fromisoformat(body["asOf"].replace("Z", "+00:00"))
-            if as_of.tzinfo is None:
-                raise ValueError("no offset")
-            inside = datetime.datetime(1990, 1, 1, tzinfo=datetime.timezone.utc) <= as_of <= now
-        except ValueError:
-            inside = False
-        if not inside:
-            body["asOf"] = (now - datetime.timedelta(hours=1)).isoformat()
+    _instant_until_now(body, "asOf")
+    if isinstance(body.get("source"), dict):
+        _instant_until_now(body["source"], "capturedAt")
+
+
+def _instant_until_now(fields, name):
+    # An instant from 1990 to the push (asOf, a source's capturedAt).
+    if not isinstance(fields.get(name), str):
+        return
+    now = datetime.datetime.now(datetime.timezone.utc)
+    try:
+        instant = datetime.datetime.fromisoformat(fields[name].replace("Z", "+00:00"))
+        if instant.tzinfo is None:
+            raise ValueError("no offset")
+        inside = datetime.datetime(1990, 1, 1, tzinfo=datetime.timezone.utc) <= instant <= now
+    except ValueError:
+        inside = False
+    if not inside:
+        fields[name] = (now - datetime.timedelta(hours=1)).isoformat()
 "#;
 
 fn schemathesis() -> anyhow::Result<PathBuf> {

@@ -80,7 +80,7 @@ async fn authenticate(
     ),
     request_body(content = crate::openapi::Board, content_type = "application/json"),
     responses(
-        (status = 202, description = "On the log", body = crate::openapi::Accepted),
+        (status = 202, description = "On the log", body = crate::openapi::AcceptedBoard),
         (status = 400, description = "Validation errors occurred (every problem listed)", body = crate::openapi::ValidationErrorBody),
         (status = 401, description = "Publisher token missing or invalid", body = crate::openapi::ErrorBody),
         (status = 403, description = "The token is another bank's, or the bank is deactivated", body = crate::openapi::ErrorBody),
@@ -123,7 +123,7 @@ pub async fn publish_board(
             match idempotency::claim(&state.pool, bank_id, key, &fingerprint, envelope.event_id)
                 .await?
             {
-                Claim::Replay(event_id) => return Ok(accepted(event_id)),
+                Claim::Replay(event_id, known_at) => return Ok(accepted_board(event_id, known_at)),
                 Claim::Publish(event_id) => envelope.event_id = event_id,
             }
             Some(key)
@@ -132,11 +132,11 @@ pub async fn publish_board(
     // The bank's own changes waiting in the outbox go first.
     outbox::before_board(&state.pool, &state.publisher, bank_id).await?;
     retraction::record_board(&state.pool, bank_id, envelope.event_id).await?;
-    state.publisher.publish(&envelope).await?;
+    let acknowledged = state.publisher.publish(&envelope).await?;
     if let Some(key) = key {
-        idempotency::accepted(&state.pool, bank_id, key).await?;
+        idempotency::accepted(&state.pool, bank_id, key, acknowledged.known_at).await?;
     }
-    Ok(accepted(envelope.event_id))
+    Ok(accepted_board(envelope.event_id, acknowledged.known_at))
 }
 
 /// The publisher and the bank a request is about: the token's bank, which
@@ -262,4 +262,19 @@ pub(super) fn accepted(event_id: uuid::Uuid) -> (StatusCode, Json<Value>) {
         StatusCode::ACCEPTED,
         Json(json!({"status": 202, "message": "Accepted", "eventId": event_id})),
     )
+}
+
+/// A board's 202, with its known-at time when the broker stamped it with
+/// its log-append time (the time reads `asKnownAt` are measured in).
+fn accepted_board(
+    event_id: uuid::Uuid,
+    known_at: Option<chrono::DateTime<Utc>>,
+) -> (StatusCode, Json<Value>) {
+    let (status, Json(mut body)) = accepted(event_id);
+    if let Some(known_at) = known_at {
+        body["knownAt"] = known_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            .into();
+    }
+    (status, Json(body))
 }

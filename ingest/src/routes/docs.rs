@@ -159,6 +159,22 @@ mod tests {
             doc["components"]["schemas"]["Board"]["properties"]["rates"]["maxItems"],
             500
         );
+        let board = &doc["components"]["schemas"]["Board"]["properties"];
+        assert_eq!(board["reason"]["maxLength"], 500, "{board}");
+        let source = &doc["components"]["schemas"]["BoardSource"];
+        assert_eq!(
+            source["required"],
+            serde_json::json!(["method"]),
+            "{source}"
+        );
+        assert_eq!(source["properties"]["url"]["maxLength"], 2048);
+        let method = &doc["components"]["schemas"]["SourceMethod"]["enum"];
+        assert_eq!(
+            *method,
+            serde_json::json!(["api", "page", "file", "manual"])
+        );
+        let accepted = &push["responses"]["202"]["content"]["application/json"]["schema"];
+        assert_eq!(accepted["$ref"], "#/components/schemas/AcceptedBoard");
         assert!(doc["paths"]["/v1/banks/{bankId}/boards/{eventId}"]["delete"].is_object());
         assert!(
             doc["paths"].get("/v1/admin/banks").is_none(),

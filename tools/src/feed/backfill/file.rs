@@ -241,6 +241,10 @@ struct RawFileBoard<'a> {
     as_of: Option<&'a RawValue>,
     #[serde(borrow, default)]
     rates: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reason: Option<&'a RawValue>,
 }
 
 pub fn read_json(text: &str) -> anyhow::Result<FileContents> {
@@ -291,10 +295,19 @@ pub fn read_json(text: &str) -> anyhow::Result<FileContents> {
         let entries = serde_json::from_str::<Vec<&RawValue>>(rates)
             .map(|r| r.len())
             .unwrap_or(1);
+        // The board's source and reason go as written; ingest's rules
+        // check them with the rest.
+        let mut body = board_body(&as_of, rates);
+        for (name, value) in [("source", raw.source), ("reason", raw.reason)] {
+            if let Some(value) = value {
+                body.pop();
+                body.push_str(&format!(r#","{name}":{}}}"#, value.get()));
+            }
+        }
         contents.boards.push(FileBoard {
             bank_id,
             as_of,
-            body: board_body(&as_of, rates),
+            body,
             origin,
             entry_origins: None,
             entries,
@@ -369,6 +382,18 @@ x,2026-10-01T08:00:00Z,USD,1,2,,
             contents.unplaced,
             [("line 6".into(), "bankId: must be a positive integer".into())]
         );
+    }
+
+    #[test]
+    fn a_json_board_keeps_its_source_and_reason() {
+        let line = r#"{"bankId": 1, "asOf": "2026-10-01T08:00:00Z", "rates": [{"currency": "USD", "cashBuying": 1, "cashSelling": 2}], "source": {"method": "file", "url": "https://bank.example/2026.pdf"}, "reason": "from the annual report"}"#;
+        let contents = read_json(line).unwrap();
+        let body: serde_json::Value = serde_json::from_str(&contents.boards[0].body).unwrap();
+        assert_eq!(body["source"]["method"], "file");
+        assert_eq!(body["reason"], "from the annual report");
+        let board =
+            ratewire_ingest::board::parse(contents.boards[0].body.as_bytes(), Utc::now()).unwrap();
+        assert_eq!(board.source().map(|s| s.method().as_str()), Some("file"));
     }
 
     #[test]

@@ -9,13 +9,15 @@
 
 use chrono::{DateTime, SubsecRound, Utc};
 use ratewire_proto::board::{check_as_of, check_entries, check_received, EntryParts};
-use ratewire_proto::rules::earliest_as_of;
+use ratewire_proto::rules::{check_reason, earliest_as_of};
 use ratewire_proto::{BoardPublished, CurrencyCode, RateEntry, Violation};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::error::FieldErrors;
+
+mod source;
 
 /// The earliest as-of time accepted unless configured otherwise: the
 /// contract's horizon. A deployment may set a later one, never an earlier.
@@ -29,6 +31,10 @@ struct RawBoard<'a> {
     as_of: Option<&'a RawValue>,
     #[serde(borrow, default)]
     rates: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reason: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -48,7 +54,7 @@ struct RawEntry<'a> {
 struct Problems(FieldErrors);
 
 /// The fields of a board, and of one of its rate entries.
-const BOARD_FIELDS: [&str; 2] = ["asOf", "rates"];
+const BOARD_FIELDS: [&str; 4] = ["asOf", "rates", "source", "reason"];
 const ENTRY_FIELDS: [&str; 5] = [
     "currency",
     "cashBuying",
@@ -110,8 +116,9 @@ impl Push {
     /// What the publisher sent, whatever way it was written: the same for
     /// two bodies that say the same board (other whitespace, field or
     /// entry order, a currency's case, `asOf` in another offset, `null` for
-    /// an absent `asOf`), another for other values or digits (`155.10` is
-    /// not `155.1`). A retry under one `Idempotency-Key` is compared by it.
+    /// an absent `asOf`, `source` or `reason`, a digest's case), another for
+    /// other values or digits (`155.10` is not `155.1`), another source or
+    /// reason. A retry under one `Idempotency-Key` is compared by it.
     pub fn fingerprint(&self) -> String {
         let mut rates: Vec<&RateEntry> = self.board.rates().iter().collect();
         rates.sort_by_key(|rate| rate.currency());
@@ -120,7 +127,15 @@ impl Push {
                 .as_of()
                 .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
         });
-        let said = serde_json::json!({"asOf": as_of, "rates": rates});
+        let mut said = serde_json::json!({"asOf": as_of, "rates": rates});
+        // Absent, they leave the fingerprint of a board as it was before
+        // boards had them, so a key claimed then still matches.
+        if let Some(source) = self.board.source() {
+            said["source"] = serde_json::to_value(source).expect("a source serializes");
+        }
+        if let Some(reason) = self.board.reason() {
+            said["reason"] = reason.into();
+        }
         hex::encode(Sha256::digest(said.to_string()))
     }
 }
@@ -152,7 +167,8 @@ pub fn parse_push(
     };
     let text = std::str::from_utf8(body).unwrap_or_default();
     for name in unknown_fields(text, &BOARD_FIELDS) {
-        problems.add(name, "is not a field of a board (asOf, rates)");
+        let known = BOARD_FIELDS.join(", ");
+        problems.add(name, format!("is not a field of a board ({known})"));
     }
 
     let given_as_of = raw.as_of.filter(|v| v.get() != "null");
@@ -224,19 +240,50 @@ pub fn parse_push(
         }
     }
 
+    let source = raw
+        .source
+        .filter(|v| v.get() != "null")
+        .and_then(|value| source::read(value, now, &mut problems));
+    let reason = match raw.reason.filter(|v| v.get() != "null") {
+        None => None,
+        Some(value) => match serde_json::from_str::<String>(value.get()) {
+            Ok(reason) => match check_reason(&reason) {
+                Ok(()) => Some(reason),
+                Err(message) => {
+                    problems.add("reason", message);
+                    None
+                }
+            },
+            Err(_) => {
+                problems.add("reason", "must be a string");
+                None
+            }
+        },
+    };
+
     let Some(as_of) = as_of.filter(|_| problems.0.is_empty()) else {
         return Err(problems.0);
     };
     // Every rule was checked above, part by part; the contract's type
     // checks them again as a whole.
-    BoardPublished::new(as_of, rates)
-        .map(|board| Push { board, as_of_given })
-        .map_err(|violations| {
-            for v in violations {
-                problems.broken(v);
-            }
-            problems.0
-        })
+    let board = BoardPublished::new(as_of, rates).map_err(|violations| {
+        for v in violations {
+            problems.broken(v);
+        }
+        problems.0.clone()
+    })?;
+    let board = match source {
+        Some(source) => board.with_source(source),
+        None => board,
+    };
+    let board = match reason {
+        Some(reason) => board.with_reason(reason).map_err(|v| {
+            problems.broken(v);
+            problems.0.clone()
+        })?,
+        None => board,
+    };
+    Ok(Push { board, as_of_given })
 }
 
 /// One entry as read: its currency when readable (for the duplicates
@@ -307,11 +354,12 @@ fn read_entry<'a>(entry: &'a RawValue) -> Parsed {
 mod tests {
     use super::*;
 
-    fn now() -> DateTime<Utc> {
+    /// When the boards of these tests are received.
+    pub(super) fn now() -> DateTime<Utc> {
         "2026-11-23T08:00:00Z".parse().unwrap()
     }
 
-    fn problems(body: &str) -> FieldErrors {
+    pub(super) fn problems(body: &str) -> FieldErrors {
         parse(body.as_bytes(), now()).expect_err("the board should be rejected")
     }
 
