@@ -73,7 +73,7 @@ pub const DOCUMENTED: &[Documented] = &[
 
 /// Every rule a dead letter is filed under: the contract's
 /// (`ratewire_proto::Rule`) and the read model's (`fold::core`, `fold`).
-const DEAD_LETTER_RULES: [&str; 17] = [
+const DEAD_LETTER_RULES: [&str; 19] = [
     "envelope",
     "payload",
     "version",
@@ -87,6 +87,8 @@ const DEAD_LETTER_RULES: [&str; 17] = [
     "as-of",
     "occurred-at",
     "retraction",
+    "source",
+    "reason",
     crate::fold::core::UNKNOWN_BANK,
     crate::fold::core::BANK_REGISTERED,
     crate::fold::DATA,
