@@ -265,6 +265,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         series_page_points: config.series_page_points as usize,
         limits: config.serving.limits,
         cors_origins: config.cors_origins.clone(),
+        signing: Arc::new(config.signing.key_set()),
         readiness: Readiness::default(),
         relay,
         shutdown: CancellationToken::new(),

@@ -36,6 +36,8 @@ pub struct Config {
     pub read_model: ReadModelSettings,
     #[command(flatten)]
     pub alerts: AlertSettings,
+    #[command(flatten)]
+    pub signing: crate::signing::SigningSettings,
     /// Webhooks one API key may register.
     #[arg(long, env = "RATEWIRE_WEBHOOKS_PER_KEY", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub webhooks_per_key: u32,
