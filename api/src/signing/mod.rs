@@ -55,14 +55,14 @@ const MOST_SIGNED: usize = 64 * 1024 * 1024;
 #[derive(clap::Args, Debug, Clone)]
 pub struct SigningSettings {
     /// The Ed25519 private key answers are signed with, PKCS#8 PEM
-    /// (`openssl genpkey -algorithm ed25519`). Unset: signing is off and
-    /// `Accept-Signature` is ignored.
+    /// (`openssl genpkey -algorithm ed25519`); every instance needs the same
+    /// one. Unset: signing is off and `Accept-Signature` is ignored.
     #[arg(long, env = "RATEWIRE_SIGNING_KEY_FILE", value_parser = parse_key)]
     pub signing_key_file: Option<CurrentKey>,
     /// Keys that signed before the current one, listed at
     /// /api/v1/signing-keys until their last signature expires: one a line,
     /// `<expires, RFC 3339> <PEM file of the public key>` (docs/security.md,
-    /// "Rotating the signing key").
+    /// "The signing key and its rotation").
     #[arg(long, env = "RATEWIRE_SIGNING_RETIRED_KEYS_FILE", value_parser = parse_retired)]
     pub signing_retired_keys_file: Option<RetiredKeys>,
     /// How long a signature holds: its `expires` is `created` plus this
