@@ -131,6 +131,30 @@ async fn a_signed_answer_verifies_independently_and_a_changed_body_does_not() ->
     for name in ["content-digest", "signature-input", "signature"] {
         assert_eq!(plain.header(name), None, "{name}: {plain:?}");
     }
+
+    // A 304 has no content to sign, nor has an answer to HEAD.
+    let etag = plain.header("etag").expect("an ETag").to_owned();
+    let not_modified = Capture::get(
+        stack.http(),
+        &url,
+        &[
+            ("x-api-key", &key),
+            ("accept-signature", SIGNED),
+            ("if-none-match", &etag),
+        ],
+    )
+    .await?;
+    assert_eq!(not_modified.status, 304, "{not_modified:?}");
+    assert_eq!(not_modified.header("signature"), None);
+    let head = stack
+        .http()
+        .head(&url)
+        .header("x-api-key", &key)
+        .header("accept-signature", SIGNED)
+        .send()
+        .await?;
+    assert_eq!(head.status(), 200);
+    assert!(!head.headers().contains_key("signature"));
     Ok(())
 }
 

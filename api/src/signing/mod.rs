@@ -15,9 +15,10 @@
 //! - A malformed `Accept-Signature`, or one asking for what cannot be
 //!   signed, gets 400 (`errors["Accept-Signature"]`) with the gate's
 //!   headers, unless the gate refused the request itself (401, 429, 503).
-//! - Not signed: 304s (no content: the copy the client holds is), the live
-//!   stream (it does not end), and a signature covering a field the answer
-//!   does not carry (the others asked for still are).
+//! - Not signed: 304s (no content: the copy the client holds is), answers
+//!   to HEAD (no content either; `Accept-Signature` is ignored there), the
+//!   live stream (it does not end), and a signature covering a field the
+//!   answer does not carry (the others asked for still are).
 //! - Without a key (`RATEWIRE_SIGNING_KEY_FILE` unset) signing is off and
 //!   `Accept-Signature` is ignored; `/signing-keys` lists the retired keys
 //!   still valid, if any.
@@ -37,7 +38,7 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderName, StatusCode};
+use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::Either;
 use tower::{Layer, Service};
@@ -128,9 +129,10 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let (Some(key), true) = (
+        let (Some(key), true, false) = (
             &self.keys.current,
             request.headers().contains_key(ACCEPT_SIGNATURE),
+            request.method() == Method::HEAD,
         ) else {
             return Either::Left(self.inner.call(request));
         };
