@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ratewire_e2e::signatures::Capture;
-use ratewire_e2e::{eventually, Stack};
+use ratewire_e2e::{eventually, Board, Stack};
 use serde_json::Value;
 
 const SIGNED: &str = r#"sig1=("@status" "content-digest" "content-type")"#;
@@ -21,21 +21,14 @@ async fn stack_with_a_board() -> Result<(Stack, i64, String)> {
     let stack = Stack::start().await?;
     let key = stack.api_key_on("verifier", "pro").await?;
     let (bank, token) = stack.bank_with_token("SGN", "Signing Bank").await?;
-    let mut rates = vec![r#"{"currency":"USD","cashBuying":101.25,"cashSelling":104}"#.to_owned()];
-    for (i, code) in [
+    let codes = [
         "EUR", "GBP", "CHF", "JPY", "CAD", "AUD", "SEK", "NOK", "DKK", "PLN", "CZK", "HUF", "TRY",
         "CNY",
-    ]
-    .iter()
-    .enumerate()
-    {
-        rates.push(format!(
-            r#"{{"currency":"{code}","cashBuying":{}.5,"cashSelling":{}.75}}"#,
-            10 + i,
-            11 + i
-        ));
-    }
-    let board = format!(r#"{{"rates":[{}]}}"#, rates.join(","));
+    ];
+    let board = codes.iter().zip(10..).fold(
+        Board::now().rate("USD", "101.25", "104"),
+        |board, (code, n)| board.rate(code, format!("{n}.5"), format!("{}.75", n + 1)),
+    );
     assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     stack.wait_served("the board", bank, &key, "101.25").await?;
     Ok((stack, bank, key))
