@@ -109,6 +109,16 @@ impl RetiredKeys {
     }
 }
 
+/// `RATEWIRE_SIGNING_KEY_FILE`'s parser.
+pub fn parse_key(path: &str) -> Result<CurrentKey, String> {
+    CurrentKey::read(Path::new(path))
+}
+
+/// `RATEWIRE_SIGNING_RETIRED_KEYS_FILE`'s parser.
+pub fn parse_retired(path: &str) -> Result<RetiredKeys, String> {
+    RetiredKeys::read(Path::new(path))
+}
+
 fn read_text(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }

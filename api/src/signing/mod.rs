@@ -31,7 +31,6 @@ pub mod sign;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -44,51 +43,13 @@ use futures_util::future::Either;
 use tower::{Layer, Service};
 
 use crate::error::Error;
-use keys::{CurrentKey, KeySet, RetiredKeys};
+use keys::{CurrentKey, KeySet};
 
 pub const ACCEPT_SIGNATURE: HeaderName = HeaderName::from_static("accept-signature");
 
 /// The largest answer signed: it is read whole to be digested. Larger ones
 /// are answered 500 rather than sent unsigned.
 const MOST_SIGNED: usize = 64 * 1024 * 1024;
-
-/// The signing settings (`ratewire-api --help`).
-#[derive(clap::Args, Debug, Clone)]
-pub struct SigningSettings {
-    /// The Ed25519 private key answers are signed with, PKCS#8 PEM
-    /// (`openssl genpkey -algorithm ed25519`); every instance needs the same
-    /// one. Unset: signing is off and `Accept-Signature` is ignored.
-    #[arg(long, env = "RATEWIRE_SIGNING_KEY_FILE", value_parser = parse_key)]
-    pub signing_key_file: Option<CurrentKey>,
-    /// Keys that signed before the current one, listed at
-    /// /api/v1/signing-keys until their last signature expires: one a line,
-    /// `<expires, RFC 3339> <PEM file of the public key>` (docs/security.md,
-    /// "The signing key and its rotation").
-    #[arg(long, env = "RATEWIRE_SIGNING_RETIRED_KEYS_FILE", value_parser = parse_retired)]
-    pub signing_retired_keys_file: Option<RetiredKeys>,
-    /// How long a signature holds: its `expires` is `created` plus this
-    /// (a duration such as `365days` or `12h`).
-    #[arg(long, env = "RATEWIRE_SIGNATURE_VALIDITY", default_value = "365days", value_parser = ratewire_service::settings::parse_duration)]
-    pub signature_validity: std::time::Duration,
-}
-
-fn parse_key(path: &str) -> Result<CurrentKey, String> {
-    CurrentKey::read(&PathBuf::from(path))
-}
-
-fn parse_retired(path: &str) -> Result<RetiredKeys, String> {
-    RetiredKeys::read(&PathBuf::from(path))
-}
-
-impl SigningSettings {
-    pub fn key_set(&self) -> KeySet {
-        KeySet {
-            current: self.signing_key_file.clone(),
-            retired: self.signing_retired_keys_file.clone().unwrap_or_default().0,
-            validity_secs: self.signature_validity.as_secs(),
-        }
-    }
-}
 
 /// The layer that signs the answers asked to be (see the module docs).
 #[derive(Clone)]
