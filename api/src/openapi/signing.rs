@@ -71,3 +71,31 @@ pub fn signed_answers(doc: &mut serde_json::Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_describes_the_keys_and_the_signed_fields_of_reads() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&crate::routes::DOCUMENT).expect("the document is JSON");
+        let key = &doc["components"]["schemas"]["SigningKey"]["properties"];
+        for field in ["kty", "crv", "kid", "x", "use", "alg"] {
+            assert!(key.get(field).is_some(), "SigningKey.{field}: {key}");
+        }
+        assert!(doc["paths"]["/api/v1/signing-keys"]["get"].is_object());
+        for path in ["/api/v1/rates", "/api/v1/convert", "/api/v1/signing-keys"] {
+            let headers = &doc["paths"][path]["get"]["responses"]["200"]["headers"];
+            for name in ["Content-Digest", "Signature-Input", "Signature"] {
+                assert!(headers.get(name).is_some(), "{path}: {name}");
+            }
+        }
+        let stream = &doc["paths"]["/api/v1/stream"]["get"]["responses"]["200"]["headers"];
+        assert!(
+            stream.get("Signature").is_none(),
+            "the stream is never signed"
+        );
+        assert!(doc["info"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("Accept-Signature")));
+    }
+}
