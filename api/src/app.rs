@@ -265,6 +265,15 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         series_page_points: config.series_page_points as usize,
         limits: config.serving.limits,
         cors_origins: config.cors_origins.clone(),
+        signing: Arc::new(crate::signing::keys::KeySet {
+            current: config.signing_key_file.clone(),
+            retired: config
+                .signing_retired_keys_file
+                .clone()
+                .unwrap_or_default()
+                .0,
+            validity_secs: config.signature_validity.as_secs(),
+        }),
         readiness: Readiness::default(),
         relay,
         shutdown: CancellationToken::new(),

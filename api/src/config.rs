@@ -103,6 +103,21 @@ pub struct Config {
     /// `https://a.example,https://b.example`.
     #[arg(long, env = "RATEWIRE_CORS_ORIGINS", default_value = "*", value_parser = crate::cors::parse_origins)]
     pub cors_origins: crate::cors::Origins,
+    /// The Ed25519 private key answers are signed with, PKCS#8 PEM
+    /// (`openssl genpkey -algorithm ed25519`); every instance needs the same
+    /// one. Unset: signing is off and `Accept-Signature` is ignored.
+    #[arg(long, env = "RATEWIRE_SIGNING_KEY_FILE", value_parser = crate::signing::keys::parse_key)]
+    pub signing_key_file: Option<crate::signing::keys::CurrentKey>,
+    /// Keys that signed before the current one, listed at
+    /// /api/v1/signing-keys until their last signature expires: one a line,
+    /// `<expires, RFC 3339> <PEM file of the public key>` (docs/security.md,
+    /// "The signing key and its rotation").
+    #[arg(long, env = "RATEWIRE_SIGNING_RETIRED_KEYS_FILE", value_parser = crate::signing::keys::parse_retired)]
+    pub signing_retired_keys_file: Option<crate::signing::keys::RetiredKeys>,
+    /// How long a signature holds: its `expires` is `created` plus this
+    /// (a duration such as `365days` or `12h`).
+    #[arg(long, env = "RATEWIRE_SIGNATURE_VALIDITY", default_value = "365days", value_parser = ratewire_service::settings::parse_duration)]
+    pub signature_validity: std::time::Duration,
     /// Events a live-stream subscriber may fall behind by before it is
     /// dropped (with a last `dropped` event).
     #[arg(long, env = "RATEWIRE_STREAM_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(2..=65_536))]

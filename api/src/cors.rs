@@ -1,7 +1,8 @@
 //! Cross-origin reads: web pages on other origins may call the read API
 //! (and open its live stream) from a browser. Only GET and HEAD, with
-//! `x-api-key` and the conditional and resume headers allowed; the
-//! rate-limit headers, `Retry-After` and `ETag` readable by the page;
+//! `x-api-key`, `Accept-Signature` and the conditional and resume headers
+//! allowed; the rate-limit headers, `Retry-After`, `ETag` and a signed
+//! answer's fields readable by the page;
 //! preflights cached for ten minutes. Publisher and operator endpoints
 //! (ingest, and this process's operator listener) send no CORS headers.
 //!
@@ -78,6 +79,7 @@ pub fn layer(origins: &Origins) -> CorsLayer {
             header::ACCEPT,
             header::CONTENT_TYPE,
             header::CACHE_CONTROL,
+            HeaderName::from_static("accept-signature"),
         ])
         .expose_headers([
             HeaderName::from_static("x-ratelimit-limit"),
@@ -88,6 +90,9 @@ pub fn layer(origins: &Origins) -> CorsLayer {
             header::RETRY_AFTER,
             header::ETAG,
             header::LINK,
+            HeaderName::from_static("content-digest"),
+            HeaderName::from_static("signature-input"),
+            HeaderName::from_static("signature"),
         ])
         .max_age(Duration::from_secs(600))
 }

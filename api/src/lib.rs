@@ -15,7 +15,8 @@
 //!   from Redis or rendered from Postgres, and the answers made of them;
 //! - [`access`]: keys, plans, limits, stream slots and the gate every
 //!   public request passes; [`cors`] lets browsers on other origins read;
-//!   [`config`] gathers every setting;
+//!   [`signing`] signs the answers asked to be (RFC 9421); [`config`]
+//!   gathers every setting;
 //! - [`alerting`]: keys' webhooks and rate alerts, stored and checked;
 //!   [`live`]: the live stream's source and its fan-out;
 //! - [`state`], what every handler shares;
@@ -44,6 +45,7 @@ pub mod openapi;
 pub mod query;
 pub mod redis_guard;
 pub mod routes;
+pub mod signing;
 pub mod spreads;
 pub mod state;
 pub mod views;

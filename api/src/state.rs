@@ -57,6 +57,8 @@ pub struct Shared {
     pub limits: ratewire_service::ListenerLimits,
     /// Origins whose pages may read from a browser.
     pub cors_origins: crate::cors::Origins,
+    /// The keys answers are signed with, and those still listed.
+    pub signing: Arc<crate::signing::keys::KeySet>,
     /// Prepared once migrations ran; until then every request but the
     /// probes gets 503.
     pub readiness: Readiness,

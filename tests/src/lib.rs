@@ -26,6 +26,7 @@
 //! - `broker`: the shared broker and the command that runs one;
 //! - `own_postgres`: a cluster of a test's own, to lose, replace or
 //!   restore from a backup;
+//! - [`signatures`]: signed answers checked by an independent verifier;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
 //! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
@@ -50,6 +51,7 @@ mod own_postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod redis_cluster;
+pub mod signatures;
 pub mod sse;
 mod stack;
 mod streams;
@@ -70,6 +72,12 @@ pub const SASL_USER: &str = "ratewire-e2e";
 pub const PROCESSES: [&str; 3] = ["ratewire-ingest", "ratewire-projector", "ratewire-api"];
 /// The stacks' key sealing webhook secrets (32 bytes, base64).
 pub const WEBHOOK_SECRETS_KEY: &str = "cmF0ZXdpcmUtZTJlLXdlYmhvb2stc2VjcmV0cy1rZXk=";
+/// The stacks' key signing answers (PKCS#8 PEM, Ed25519; a test's own
+/// is made with `openssl genpkey -algorithm ed25519`).
+pub const SIGNING_KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIFdRYDTp+RRZwFII4pH5+RhJ1aPoBy1yOeahu5Zmvp6W
+-----END PRIVATE KEY-----
+";
 /// The machine's Postgres and Redis, which tests share (each in a
 /// database and a key prefix of its own).
 pub const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";

@@ -23,6 +23,7 @@ pub mod alerting;
 pub mod errors;
 pub mod reference;
 pub mod shapes;
+pub mod signing;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -114,6 +115,7 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
         doc["paths"][short] = item;
     }
     conditional_reads(&mut doc);
+    signing::signed_answers(&mut doc);
     body_limit(&mut doc);
     limit_headers(&mut doc);
     stream_events(&mut doc);

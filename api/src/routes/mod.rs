@@ -18,6 +18,7 @@ pub mod owned;
 pub mod rates;
 pub mod reference_rates;
 pub mod series;
+pub mod signing_keys;
 pub mod spreads;
 pub mod stream;
 pub mod webhooks;
@@ -61,6 +62,7 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))
+        .routes(routes!(signing_keys::signing_keys))
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(webhooks::create, webhooks::list))
@@ -115,7 +117,15 @@ pub fn public(state: AppState) -> Router {
         .fallback(|| async { Error::NotFound("Not Found") })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // A browser's preflight is answered before the gate.
-        .layer(ServiceBuilder::new().layer(measure).layer(cors).layer(gate));
+        .layer(
+            ServiceBuilder::new()
+                .layer(measure)
+                .layer(cors)
+                .layer(crate::signing::Signing {
+                    keys: Arc::clone(&state.signing),
+                })
+                .layer(gate),
+        );
     let web = Arc::new(crate::web::Web::new(
         state.timezone.name(),
         state.access.anonymous_access,

@@ -11,6 +11,9 @@ use super::{binary, services, Stack};
 use crate::support::{eventually, free_port};
 use crate::{broker, contract, proxy, ADMIN_TOKEN, POSTGRES, PROCESSES, REDIS};
 
+/// The stack's signing key, in its directory.
+const SIGNING_KEY_FILE: &str = "signing-key.pem";
+
 /// Where a stack's broker runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Broker {
@@ -127,6 +130,7 @@ impl StackBuilder {
             .join("e2e-logs")
             .join(&id);
         std::fs::create_dir_all(&logs)?;
+        std::fs::write(logs.join(SIGNING_KEY_FILE), crate::SIGNING_KEY_PEM)?;
 
         let own_postgres = match self.own_postgres {
             true => {
@@ -321,6 +325,10 @@ impl Ports {
             (
                 "RATEWIRE_WEBHOOK_SECRETS_KEY",
                 crate::WEBHOOK_SECRETS_KEY.to_owned(),
+            ),
+            (
+                "RATEWIRE_SIGNING_KEY_FILE",
+                stack.logs.join(SIGNING_KEY_FILE).display().to_string(),
             ),
             // Receivers are on loopback.
             ("RATEWIRE_WEBHOOK_ALLOW_PRIVATE", "true".to_owned()),

@@ -31,30 +31,52 @@ struct Endpoint {
     name: &'static str,
     path: &'static str,
     encoding: Option<&'static str>,
+    /// Asked to be signed (`Accept-Signature`).
+    signed: bool,
 }
 
-const ENDPOINTS: [Endpoint; 4] = [
+const ENDPOINTS: [Endpoint; 6] = [
     Endpoint {
         name: "rates?bankId=1",
         path: "/api/v1/rates?bankId=1",
         encoding: None,
+        signed: false,
     },
     Endpoint {
         name: "rates (all 50 banks)",
         path: "/api/v1/rates",
         encoding: None,
+        signed: false,
     },
     Endpoint {
         name: "rates (all 50 banks), gzip",
         path: "/api/v1/rates",
         encoding: Some("gzip"),
+        signed: false,
     },
     Endpoint {
         name: "best-rates USD",
         path: "/api/v1/rates/best-rates?currencyCode=USD",
         encoding: None,
+        signed: false,
+    },
+    Endpoint {
+        name: "convert 100 USD",
+        path: "/api/v1/convert?from=USD&to=ETB&amount=100",
+        encoding: None,
+        signed: false,
+    },
+    Endpoint {
+        name: "convert 100 USD, signed",
+        path: "/api/v1/convert?from=USD&to=ETB&amount=100",
+        encoding: None,
+        signed: true,
     },
 ];
+
+/// What a signed answer is asked with.
+const SIGNED: &str =
+    r#"accept-signature: sig1=("@status" "content-digest" "content-type" "@query";req)"#;
 
 /// Requests/s and latency at 70% of it: medians over the rounds.
 #[derive(Debug, Clone, Copy)]
@@ -247,13 +269,16 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for endpoint in &ENDPOINTS {
         let url = format!("{api}{}", endpoint.path);
-        let headers = [
+        let mut headers = vec![
             auth.clone(),
             format!(
                 "accept-encoding: {}",
                 endpoint.encoding.unwrap_or("identity")
             ),
         ];
+        if endpoint.signed {
+            headers.push(SIGNED.to_owned());
+        }
         let name: String = endpoint
             .name
             .chars()
@@ -370,6 +395,7 @@ process with cores to spare. Each API figure is the median of {rounds} rounds.
 | API, best-rates USD, share of the axum baseline | >= 0.7 | {ratio_best} ({best_rps} requests/s) |
 | `/rates?bankId=1` p99 at 70% of its rate | <= 2 ms | {single_p99} ms (the axum baseline's own: {axum_p99} ms) |
 | best-rates p99 at 70% of its rate | <= 2 ms | {best_p99} ms (the axum baseline's own: {axum_p99} ms) |
+| signed `/convert` (`Accept-Signature`, Ed25519), share of the unsigned | | {signed_share} ({signed_rps} against {unsigned_rps} requests/s) |
 | all-banks `/rates` (gzip) p99 at 70% of its rate | <= 10 ms | {gzip_p99} ms (plain: {plain_p99} ms; the axum baseline with the same gzip bytes: {axum_gzip_p99} ms) |
 | from a push's 202 to visible, p99 (`/rates?bankId`), 100 boards/s, 50 banks x 30 currencies | <= 50 ms | {visible} ms |
 | from a push's 202 to visible, p99, in the all-banks lists (`/banks`), the same load | <= 50 ms | {listed} ms |
@@ -455,6 +481,9 @@ currencies and `/currencies`; `ratewire_projector_aggregates_delay_seconds`): {a
         single_p99 = fixed(single_row.latency.p99, 2),
         best_p99 = fixed(best_row.latency.p99, 2),
         gzip_p99 = fixed(rows[2].1.latency.p99, 2),
+        signed_share = fixed(rows[5].1.rps / rows[4].1.rps, 2),
+        signed_rps = fixed(rows[5].1.rps, 0),
+        unsigned_rps = fixed(rows[4].1.rps, 0),
         plain_p99 = fixed(rows[1].1.latency.p99, 2),
         axum_p99 = fixed(axum.latency.p99, 2),
         axum_gzip_p99 = fixed(axum_gzip.latency.p99, 2),

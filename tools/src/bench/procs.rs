@@ -199,7 +199,16 @@ impl Procs {
         self.start("ingest", &ingest, &[], &[])?;
         wait_url(&format!("http://127.0.0.1:{INGEST}/readyz")).await?;
         self.start("projector", &projector, &[], &[])?;
-        self.start("api", &api, &[], &[])?;
+        // Answers asked to be signed are (the signed /convert row).
+        let key = self.dir.join("signing-key.pem");
+        let made = Command::new("openssl")
+            .args(["genpkey", "-algorithm", "ed25519", "-out"])
+            .arg(&key)
+            .status()
+            .context("making a signing key with openssl")?;
+        anyhow::ensure!(made.success(), "openssl genpkey failed");
+        let signing = [("RATEWIRE_SIGNING_KEY_FILE", key.display().to_string())];
+        self.start("api", &api, &[], &signing)?;
         wait_url(&format!("http://127.0.0.1:{PROJECTOR}/readyz")).await?;
         wait_url(&format!("http://127.0.0.1:{API}/readyz")).await
     }
