@@ -10,7 +10,9 @@
 //!   [`store`] reads (no I/O): the projector renders them into Redis, the
 //!   API renders the same bytes from Postgres when a view is missing;
 //! - [`settings`]: the settings both sides read to find the model;
-//! - [`continuity`]: noticing that Redis lost its data or went back in time.
+//! - [`continuity`]: noticing that Redis lost its data or went back in time;
+//! - [`revisions`]: the revision log and a board's provenance, read from
+//!   the bitemporal board tables, and their bodies.
 //!
 //! Depends on the event contract (`ratewire-proto`, for ids) and the
 //! service shell (`ratewire-service`, for the Postgres and settings
@@ -23,6 +25,7 @@ pub mod db;
 pub mod error;
 pub mod generation;
 pub mod redis;
+pub mod revisions;
 pub mod settings;
 pub mod store;
 pub mod views;
