@@ -27,6 +27,8 @@
 //! - `own_postgres`: a cluster of a test's own, to lose, replace or
 //!   restore from a backup;
 //! - [`signatures`]: signed answers checked by an independent verifier;
+//! - [`known_at`]: what every endpoint answered live at recorded instants,
+//!   asked again with `asKnownAt` and compared byte for byte;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
 //! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
@@ -47,6 +49,7 @@ pub mod browser;
 mod client;
 pub mod contract;
 pub mod fold_check;
+pub mod known_at;
 mod own_postgres;
 pub mod proxy;
 pub mod receiver;
