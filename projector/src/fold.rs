@@ -18,6 +18,7 @@
 mod columns;
 pub mod core;
 mod dead_letter;
+mod known_at;
 mod lanes;
 pub mod load;
 mod message;
@@ -34,7 +35,8 @@ use ratewire_proto::{Decoded, Envelope, Event};
 use sqlx::{Acquire, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
-use self::core::{Step, Verdict};
+use self::core::{Stamp, Step, Verdict};
+use self::known_at::Clock;
 use self::model::Model;
 use self::write::WriteError;
 use crate::error::Result;
@@ -43,7 +45,7 @@ pub use dead_letter::{Refused, DATA, UNSUPPORTED_VERSION};
 pub use lanes::apply_lanes;
 pub use message::Incoming;
 pub use outcome::{BatchOutcome, Gap};
-pub use positions::{move_position, positions};
+pub use positions::{move_position, positions, settle};
 
 /// Folds `batch` in one transaction with the partitions' positions. A
 /// message past its partition's position is applied only across one of
@@ -135,8 +137,9 @@ async fn fold_batch(
     let mut tx = pool.begin().await?;
     // Two projectors that were configured to overlap take turns instead
     // of both applying.
-    let stored = positions::lock(&mut tx, topic, &partitions).await?;
+    let (stored, known) = positions::lock(&mut tx, topic, &partitions).await?;
     outcome.positions = stored.clone();
+    let mut clock = Clock::new(known);
     let apply = plan::plan(batch, holes, &mut outcome);
 
     let mut events: Vec<(&Incoming, &Envelope)> = Vec::with_capacity(apply.len());
@@ -168,6 +171,10 @@ async fn fold_batch(
             let mut model = load::load(&mut tx, events.iter().map(|(_, e)| *e)).await?;
             let mut changes = Vec::new();
             for (message, envelope) in &events {
+                let stamp = Stamp {
+                    known_at: clock.stamp(message, envelope.occurred_at),
+                    event_id: envelope.event_id,
+                };
                 let step = core::apply(&mut model, envelope, message.position());
                 if let Some(refusal) = counted(&mut outcome, envelope, &step) {
                     refused.push((message, refusal));
@@ -175,9 +182,9 @@ async fn fold_batch(
                 if step.verdict == Verdict::Applied {
                     observe(&mut evaluation, message, envelope, &model);
                 }
-                changes.extend(step.changes);
+                changes.extend(step.changes.into_iter().map(|c| (c, stamp)));
             }
-            let net = core::Net::of(&changes, &model);
+            let net = core::Net::of(changes.iter().map(|(c, s)| (c, *s)), &model);
             match write::write(&mut tx, &net).await {
                 Ok(()) => {}
                 Err(WriteError::Database(e)) if is_data_error(&e) => {
@@ -191,7 +198,8 @@ async fn fold_batch(
         }
         Writes::OneByOne => {
             for (message, envelope) in &events {
-                match try_event(&mut tx, message, envelope).await? {
+                let known_at = clock.stamp(message, envelope.occurred_at);
+                match try_event(&mut tx, message, envelope, known_at).await? {
                     Tried::Done(step, model) => {
                         if let Some(refusal) = counted(&mut outcome, envelope, &step) {
                             refused.push((message, refusal));
@@ -211,7 +219,7 @@ async fn fold_batch(
             .finish(judge, &mut tx, topic, &outcome.positions)
             .await?;
     }
-    positions::store(&mut tx, topic, &outcome.positions).await?;
+    positions::store(&mut tx, topic, &outcome.positions, clock.last()).await?;
     tx.commit().await?;
     Ok(Folded::Done(Box::new(outcome)))
 }
@@ -328,11 +336,16 @@ async fn try_event(
     tx: &mut Transaction<'_, Postgres>,
     message: &Incoming,
     envelope: &Envelope,
+    known_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<Tried> {
     let mut savepoint = tx.begin().await?;
     let mut model = load::load(&mut savepoint, [envelope]).await?;
     let step = core::apply(&mut model, envelope, message.position());
-    let net = core::Net::of(&step.changes, &model);
+    let stamp = Stamp {
+        known_at,
+        event_id: envelope.event_id,
+    };
+    let net = core::Net::of(step.changes.iter().map(|c| (c, stamp)), &model);
     match write::write(&mut savepoint, &net).await {
         Ok(()) => {
             savepoint.commit().await?;
@@ -373,7 +386,10 @@ pub async fn try_message(
         Ok(None) => return Ok(Attempt::Ignored),
         Err(refused) => return Ok(Attempt::Refused(refused)),
     };
-    Ok(match try_event(tx, message, envelope).await? {
+    // A message re-driven from the dead letters is known from its own
+    // time on the log, as a replay would have it.
+    let known_at = Clock::default().stamp(message, envelope.occurred_at);
+    Ok(match try_event(tx, message, envelope, known_at).await? {
         Tried::Done(step, _) => match counted(outcome, envelope, &step) {
             Some(refused) => Attempt::Refused(refused),
             None if step.verdict == Verdict::Duplicate => Attempt::Duplicate,

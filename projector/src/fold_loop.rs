@@ -45,6 +45,9 @@ pub struct FoldLoop {
     /// schema, its views.
     generation: Generation,
     pool: PgPool,
+    /// The same pool, for the progress reporter's settled marks (swapped
+    /// with the generation).
+    settle_pool: Arc<Mutex<PgPool>>,
     views: RedisViews,
     control: PgPool,
     redis: ratewire_readmodel::redis::Connection,
@@ -96,13 +99,15 @@ impl FoldLoop {
             Arc::clone(&status),
             pacing,
         );
+        let pool = db::pool(
+            &config.common.database_url,
+            &generation.schema,
+            config.pool_size(),
+        )?;
         Ok(Self {
             alerts: ratewire_alerts::evaluation::Judge::new(&config.alerts.alerts_schema),
-            pool: db::pool(
-                &config.common.database_url,
-                &generation.schema,
-                config.pool_size(),
-            )?,
+            settle_pool: Arc::new(Mutex::new(pool.clone())),
+            pool,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &generation),
             housekeeping: Housekeeping::new(&config, control.clone(), redis.clone()),
             generation,
@@ -143,6 +148,8 @@ impl FoldLoop {
         let reporter = tokio::spawn(report_progress(
             Arc::clone(&self.assignment.progress),
             self.assignment.queries.clone(),
+            Arc::clone(&self.settle_pool),
+            chrono::Duration::milliseconds(self.config.known_at_skew_ms as i64),
             self.config.topic.clone(),
             Arc::clone(&self.status),
             shutdown.clone(),
@@ -304,6 +311,7 @@ impl FoldLoop {
             &generation.schema,
             self.config.pool_size(),
         )?;
+        *self.settle_pool.lock().expect("settle pool lock") = self.pool.clone();
         self.views =
             RedisViews::for_generation(self.redis.clone(), &self.config.read_model, &generation);
         self.generation = generation;
@@ -478,10 +486,14 @@ impl FoldLoop {
 }
 
 /// Every second, beside the fold (so a stuck batch shows as growing lag):
-/// the lag and age gauges, the position log line, and readiness.
+/// the lag and age gauges, the position log line, readiness, and the
+/// partitions read to their end marked settled (answers as known at a
+/// past instant become final by these marks).
 async fn report_progress(
     progress: Arc<Mutex<Progress>>,
     queries: LogQueries,
+    pool: Arc<Mutex<PgPool>>,
+    skew: chrono::Duration,
     topic: String,
     status: Arc<Status>,
     shutdown: CancellationToken,
@@ -491,8 +503,14 @@ async fn report_progress(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
+                let asked_at = chrono::Utc::now();
                 let lag = Progress::report(&progress, &queries, &topic).await;
                 status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
+                let highs = progress.lock().expect("progress lock").highs().clone();
+                let pool = pool.lock().expect("settle pool lock").clone();
+                if let Err(e) = crate::fold::settle(&pool, &topic, &highs, asked_at, skew).await {
+                    tracing::debug!(error = %e, "could not mark the settled partitions");
+                }
             }
         }
     }

@@ -213,6 +213,11 @@ impl Progress {
                 .all(|(p, position)| self.highs.get(p).is_some_and(|high| position >= high))
     }
 
+    /// Each partition's high watermark at the last report.
+    pub fn highs(&self) -> &BTreeMap<i32, i64> {
+        &self.highs
+    }
+
     fn publish(&mut self, highs: &BTreeMap<i32, i64>) -> Option<i64> {
         self.highs = highs.clone();
         let mut lags = BTreeMap::new();

@@ -37,7 +37,7 @@ use rust_decimal::Decimal;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use common::{board, dec, drop_database, dump, empty, entry, fresh_pool};
+use common::{board, dec, drop_database, dump, empty, entry, fresh_pool, versions};
 
 const TOPIC: &str = "properties";
 /// Banks 1 to 4 may be registered; 5 never is.
@@ -466,10 +466,21 @@ fn regrouping_a_log_into_other_batches_over_partitions_changes_nothing() {
                 let messages = messages(&log, 3);
                 fold(&property.pool, &messages, &one, Writes::Together, 3).await?;
                 let first = dump(&property.pool).await?;
+                let first_history = versions(&property.pool).await?;
                 empty(&property.pool).await?;
                 fold(&property.pool, &messages, &other, Writes::Together, 2).await?;
                 let second = dump(&property.pool).await?;
                 anyhow::ensure!(first == second, "{}", difference(&second, &first));
+                let second_history = versions(&property.pool).await?;
+                anyhow::ensure!(
+                    first_history == second_history,
+                    "the versions differ: {:?}",
+                    first_history
+                        .iter()
+                        .filter(|r| !second_history.contains(r))
+                        .chain(second_history.iter().filter(|r| !first_history.contains(r)))
+                        .collect::<Vec<_>>()
+                );
                 let expected = folded(&messages);
                 anyhow::ensure!(first == expected, "{}", difference(&first, &expected));
                 Ok(())
@@ -823,4 +834,63 @@ async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::R
         "ends at the current value"
     );
     drop_database(pool, name).await
+}
+
+/// The rows of a model a reader sees as known at an instant: banks,
+/// boards with their rates, the currencies quoted, and reference days
+/// (applied ids, retractions remembered and first-quote times are the
+/// fold's own bookkeeping, not history).
+fn seen(model: &Model) -> impl PartialEq + std::fmt::Debug + '_ {
+    (
+        &model.banks,
+        &model.boards,
+        model.first_quoted.keys().collect::<Vec<_>>(),
+        &model.reference,
+    )
+}
+
+/// As known at each event's known-at time, the read model is the core's
+/// fold of the log up to that event: events, corrections and retractions
+/// known later are absent, whatever the batches were.
+#[test]
+fn as_known_at_each_event_the_read_model_is_the_fold_of_the_log_so_far() {
+    let property = Property::new();
+    let mut runner = property.runner();
+    runner
+        .run(&(log(), batches()), |(ops, cuts)| {
+            property.check(async {
+                let log = envelopes(&ops, true);
+                let mut messages = messages(&log, 1);
+                // A second apart on the log, as the broker stamps them.
+                for (i, message) in messages.iter_mut().enumerate() {
+                    message.timestamp = Some(received() + Duration::seconds(i as i64));
+                }
+                fold(&property.pool, &messages, &cuts, Writes::Together, 1).await?;
+                // One connection, so the setting holds for every read.
+                let reader = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(property.pool.connect_options().as_ref().clone())
+                    .await?;
+                for (i, message) in messages.iter().enumerate() {
+                    let at = message.timestamp.expect("stamped above");
+                    sqlx::query("SELECT set_config('ratewire.known_at', $1, false)")
+                        .bind(at.to_rfc3339())
+                        .execute(&reader)
+                        .await?;
+                    let (stored, _) = dump(&reader).await?;
+                    let (expected, _) = folded(&messages[..=i]);
+                    anyhow::ensure!(
+                        seen(&stored) == seen(&expected),
+                        "as known at event {i}: {}",
+                        difference(
+                            &(stored.clone(), Letters::new()),
+                            &(expected.clone(), Letters::new())
+                        )
+                    );
+                }
+                reader.close().await;
+                Ok(())
+            })
+        })
+        .unwrap();
 }

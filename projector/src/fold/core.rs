@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use ratewire_proto::{BankId, BoardPublished, CurrencyCode, Envelope, Event};
+use ratewire_proto::{BankId, BoardPublished, CurrencyCode, Envelope, Event, Source};
 use uuid::Uuid;
 
 use super::model::{Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction};
@@ -57,6 +57,7 @@ pub enum Change {
         bank: BankId,
         as_of: DateTime<Utc>,
         board: Board,
+        published: Published,
     },
     FirstQuoted {
         currency: CurrencyCode,
@@ -71,6 +72,17 @@ pub enum Change {
         date: NaiveDate,
         day: ReferenceDay,
     },
+}
+
+/// Where a board came from, kept with its version (a board's provenance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// When ingest received it (the envelope's time).
+    pub received_at: DateTime<Utc>,
+    /// Where its event is on the log.
+    pub at: Position,
+    pub source: Option<Source>,
+    pub reason: Option<String>,
 }
 
 /// What became of an event.
@@ -206,7 +218,7 @@ fn decide(model: &Model, envelope: &Envelope, at: Position) -> Result<Vec<Change
             // Withdrawn before it was applied (a re-drive after its
             // retraction): it stays withdrawn.
             if !withdrawn {
-                publish(model, envelope, board, &mut changes);
+                publish(model, envelope, board, at, &mut changes);
             }
         }
         Event::BoardRetracted(retraction) => {
@@ -259,7 +271,13 @@ fn decide(model: &Model, envelope: &Envelope, at: Position) -> Result<Vec<Change
 
 /// A board's changes: whatever it replaces goes, history is rewritten when
 /// it is not the newest, and currencies it quotes first are recorded.
-fn publish(model: &Model, envelope: &Envelope, board: &BoardPublished, changes: &mut Vec<Change>) {
+fn publish(
+    model: &Model,
+    envelope: &Envelope,
+    board: &BoardPublished,
+    at: Position,
+    changes: &mut Vec<Change>,
+) {
     let bank = envelope.bank_id;
     let as_of = board.as_of();
     if model.boards.contains_key(&(bank, as_of)) {
@@ -299,6 +317,12 @@ fn publish(model: &Model, envelope: &Envelope, board: &BoardPublished, changes: 
         bank,
         as_of,
         board: Board::new(envelope.event_id, quotes),
+        published: Published {
+            received_at: envelope.occurred_at,
+            at,
+            source: board.source().cloned(),
+            reason: board.reason().map(str::to_owned),
+        },
     });
 }
 
@@ -315,7 +339,9 @@ pub fn absorb(model: &mut Model, change: &Change) {
         Change::BoardRemoved { bank, as_of } => {
             model.boards.remove(&(*bank, *as_of));
         }
-        Change::BoardAdded { bank, as_of, board } => {
+        Change::BoardAdded {
+            bank, as_of, board, ..
+        } => {
             model.boards.insert((*bank, *as_of), board.clone());
         }
         Change::FirstQuoted { currency, at } => {
@@ -334,71 +360,142 @@ pub fn absorb(model: &mut Model, change: &Change) {
     }
 }
 
-/// What a run of changes comes to, key by key, once they are all made:
-/// what a writer must store. `model` is the model after the changes.
+/// When a change became known (its event's known-at time), and by which
+/// event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub known_at: DateTime<Utc>,
+    pub event_id: Uuid,
+}
+
+/// A row as one version: known from its event's known-at time until the
+/// change that revised it, if the run revised it too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version<T> {
+    pub row: T,
+    pub known_from: DateTime<Utc>,
+    pub closed: Option<Stamp>,
+}
+
+/// A board's version: the board, where it is, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardRow {
+    pub bank: BankId,
+    pub as_of: DateTime<Utc>,
+    pub board: Board,
+    pub published: Published,
+}
+
+/// What a run of changes comes to, as versions: the rows that stood
+/// before the run and that it closes (a writer sets their end), and every
+/// version the run made, in order, each closed when a later change of the
+/// run revised it. Nothing is deleted: the bitemporal tables keep every
+/// version (readmodel migration 0008).
 #[derive(Debug, Default)]
 pub struct Net {
     pub applied: Vec<(Uuid, Position)>,
-    /// Banks registered or changed, as they are now, and whether their
-    /// history was rewritten.
-    pub banks: BTreeMap<BankId, (Bank, bool)>,
-    /// Boards whose key held a board before the changes (to delete first).
-    pub cleared: BTreeSet<(BankId, DateTime<Utc>)>,
-    /// Boards that stand after the changes and did not before them.
-    pub boards: BTreeMap<(BankId, DateTime<Utc>), Board>,
-    pub first_quoted: BTreeMap<CurrencyCode, DateTime<Utc>>,
-    pub retracted: BTreeMap<Uuid, Retraction>,
-    /// Reference days replaced, as they are now.
-    pub reference: BTreeMap<(String, NaiveDate), ReferenceDay>,
+    /// Banks whose stored row the run replaces, and when.
+    pub closed_banks: BTreeMap<BankId, DateTime<Utc>>,
+    /// Stored boards the run replaces or withdraws, and by what.
+    pub closed_boards: BTreeMap<(BankId, DateTime<Utc>), Stamp>,
+    /// Stored reference days the run replaces, and when.
+    pub closed_days: BTreeMap<(String, NaiveDate), DateTime<Utc>>,
+    pub banks: Vec<Version<(BankId, Bank)>>,
+    /// Banks whose history was rewritten behind their newest row.
+    pub rewritten: BTreeSet<BankId>,
+    pub boards: Vec<Version<BoardRow>>,
+    /// Each currency first quoted by the run: its first as-of, and the
+    /// earliest known-at time that quoted it.
+    pub first_quoted: BTreeMap<CurrencyCode, (DateTime<Utc>, DateTime<Utc>)>,
+    /// Retractions, with when each became known.
+    pub retracted: BTreeMap<Uuid, (Retraction, DateTime<Utc>)>,
+    pub reference: Vec<Version<((String, NaiveDate), ReferenceDay)>>,
 }
 
 impl Net {
-    pub fn of<'a>(changes: impl IntoIterator<Item = &'a Change>, model: &Model) -> Net {
+    /// The versions `changes` make, each stamped with its event's known-at
+    /// time. `model` is the model after the changes.
+    pub fn of<'a>(changes: impl IntoIterator<Item = (&'a Change, Stamp)>, model: &Model) -> Net {
         let mut net = Net::default();
-        // The first change of each board key says whether a board stood
-        // there before; the model says what stands there now.
-        let mut touched: BTreeMap<(BankId, DateTime<Utc>), bool> = BTreeMap::new();
-        let mut rewritten = BTreeSet::new();
-        let mut banks = BTreeSet::new();
-        for change in changes {
+        // Versions made by the run and not yet closed, by key.
+        let mut open_banks: BTreeMap<BankId, usize> = BTreeMap::new();
+        let mut open_boards: BTreeMap<(BankId, DateTime<Utc>), usize> = BTreeMap::new();
+        let mut open_days: BTreeMap<(String, NaiveDate), usize> = BTreeMap::new();
+        for (change, stamp) in changes {
+            let known_at = stamp.known_at;
             match change {
                 Change::Applied { event_id, at } => net.applied.push((*event_id, *at)),
-                Change::Bank { id, .. } => {
-                    banks.insert(*id);
+                Change::Bank { id, bank } => {
+                    match open_banks.get(id) {
+                        Some(i) => net.banks[*i].closed = Some(stamp),
+                        None => {
+                            net.closed_banks.entry(*id).or_insert(known_at);
+                        }
+                    }
+                    open_banks.insert(*id, net.banks.len());
+                    net.banks.push(Version {
+                        row: (*id, bank.clone()),
+                        known_from: known_at,
+                        closed: None,
+                    });
                 }
                 Change::HistoryRewritten(id) => {
-                    rewritten.insert(*id);
+                    net.rewritten.insert(*id);
                 }
                 Change::BoardRemoved { bank, as_of } => {
-                    touched.entry((*bank, *as_of)).or_insert(true);
+                    match open_boards.remove(&(*bank, *as_of)) {
+                        Some(i) => net.boards[i].closed = Some(stamp),
+                        None => {
+                            net.closed_boards.entry((*bank, *as_of)).or_insert(stamp);
+                        }
+                    }
                 }
-                Change::BoardAdded { bank, as_of, .. } => {
-                    touched.entry((*bank, *as_of)).or_insert(false);
+                Change::BoardAdded {
+                    bank,
+                    as_of,
+                    board,
+                    published,
+                } => {
+                    open_boards.insert((*bank, *as_of), net.boards.len());
+                    net.boards.push(Version {
+                        row: BoardRow {
+                            bank: *bank,
+                            as_of: *as_of,
+                            board: board.clone(),
+                            published: published.clone(),
+                        },
+                        known_from: known_at,
+                        closed: None,
+                    });
                 }
                 Change::FirstQuoted { currency, .. } => {
-                    net.first_quoted
-                        .insert(*currency, model.first_quoted[currency]);
+                    let first = model.first_quoted[currency];
+                    let entry = net
+                        .first_quoted
+                        .entry(*currency)
+                        .or_insert((first, known_at));
+                    entry.1 = entry.1.min(known_at);
                 }
                 Change::Retracted { board, retraction } => {
-                    net.retracted.insert(*board, retraction.clone());
+                    net.retracted
+                        .entry(*board)
+                        .or_insert_with(|| (retraction.clone(), known_at));
                 }
-                Change::ReferenceDay { source, date, .. } => {
+                Change::ReferenceDay { source, date, day } => {
                     let key = (source.clone(), *date);
-                    let day = model.reference[&key].clone();
-                    net.reference.insert(key, day);
+                    match open_days.get(&key) {
+                        Some(i) => net.reference[*i].closed = Some(stamp),
+                        None => {
+                            net.closed_days.entry(key.clone()).or_insert(known_at);
+                        }
+                    }
+                    open_days.insert(key.clone(), net.reference.len());
+                    net.reference.push(Version {
+                        row: (key, day.clone()),
+                        known_from: known_at,
+                        closed: None,
+                    });
                 }
-            }
-        }
-        for id in banks.union(&rewritten) {
-            let bank = model.banks[id].clone();
-            net.banks.insert(*id, (bank, rewritten.contains(id)));
-        }
-        for (key, stood) in touched {
-            if stood {
-                net.cleared.insert(key);
-            }
-            if let Some(board) = model.boards.get(&key) {
-                net.boards.insert(key, board.clone());
             }
         }
         net

@@ -1,17 +1,19 @@
-//! A run of the core's changes written to Postgres, as sets: what stood at
-//! the keys they clear goes first (one statement, only when a board or a
-//! reference day is replaced or withdrawn), then every new row goes in one
-//! statement.
+//! A run of the core's changes written to Postgres as versions, in sets:
+//! the stored rows the run revises are closed first (one statement, only
+//! when a bank changes or a board or reference day is replaced or
+//! withdrawn), then every new version goes in one statement. Nothing is
+//! deleted or changed but a closed row's end (readmodel migration 0008).
 
 use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
+use sqlx::types::Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::columns::{BankColumns, RateColumns, RetractionColumns};
-use super::core::Net;
+use super::core::{Net, Stamp};
 
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,58 +39,97 @@ pub async fn write(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
     if net.is_empty() {
         return Ok(());
     }
-    clear(db, net).await?;
+    close(db, net).await?;
     insert(db, net).await
 }
 
-/// Deletes the boards (with their rates) and reference days `net`
-/// replaces or withdraws.
-async fn clear(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
-    if net.cleared.is_empty() && net.reference.is_empty() {
+/// Closes the stored versions `net` revises: banks changed, boards (with
+/// their rates) replaced or withdrawn, reference days (with theirs)
+/// published again.
+async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
+    if net.closed_banks.is_empty() && net.closed_boards.is_empty() && net.closed_days.is_empty() {
         return Ok(());
     }
-    let (banks, times): (Vec<i64>, Vec<DateTime<Utc>>) =
-        net.cleared.iter().map(|(b, t)| (b.get(), *t)).unzip();
-    let (sources, dates): (Vec<String>, Vec<NaiveDate>) = net.reference.keys().cloned().unzip();
-    sqlx::query(CLEAR)
+    let (banks, bank_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
+        net.closed_banks.iter().map(|(b, t)| (b.get(), *t)).unzip();
+    let mut boards = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((bank, as_of), stamp) in &net.closed_boards {
+        boards.0.push(bank.get());
+        boards.1.push(*as_of);
+        boards.2.push(stamp.known_at);
+        boards.3.push(stamp.event_id);
+    }
+    let mut days = (Vec::new(), Vec::new(), Vec::new());
+    for ((source, date), end) in &net.closed_days {
+        days.0.push(source.clone());
+        days.1.push(*date);
+        days.2.push(*end);
+    }
+    sqlx::query(CLOSE)
         .bind(&banks)
-        .bind(&times)
-        .bind(&sources)
-        .bind(&dates)
+        .bind(&bank_ends)
+        .bind(&boards.0)
+        .bind(&boards.1)
+        .bind(&boards.2)
+        .bind(&boards.3)
+        .bind(&days.0)
+        .bind(&days.1)
+        .bind(&days.2)
         .execute(db)
         .await?;
     Ok(())
 }
 
-/// Each board is found by a probe of the boards' key and deleted by row
-/// address (a join against the unnested pairs became a scan of every
-/// board once Postgres stopped planning each execution of the prepared
-/// statement); its rates are found by the rates' key from the currencies
-/// it held (OFFSET 0 keeps those probes from becoming a join), and
-/// deleted the same way. A reference day's rates go with it (the key
-/// cascades).
-const CLEAR: &str = "
-    WITH old_boards AS (
-        DELETE FROM boards t
-        WHERE t.ctid = ANY (ARRAY(
-            SELECT b.ctid FROM UNNEST($1::bigint[], $2::timestamptz[]) AS k (bank_id, as_of)
-            CROSS JOIN LATERAL (SELECT ctid FROM boards b
-                                WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
-                                OFFSET 0) b))
-        RETURNING t.bank_id, t.as_of, t.currencies
+/// Each open version is found by a probe of its key and closed by row
+/// address (a join against the unnested keys became a scan of every row
+/// once Postgres stopped planning each execution of the prepared
+/// statement); a board's rates are found by the rates' key from the
+/// currencies it held (OFFSET 0 keeps those probes from becoming a join).
+const CLOSE: &str = "
+    WITH bank_rows AS (
+        SELECT b.ctid AS row, k.known_to
+        FROM UNNEST($1::bigint[], $2::timestamptz[]) AS k (id, known_to)
+        CROSS JOIN LATERAL (SELECT ctid FROM bank_versions b
+                            WHERE b.id = k.id AND b.known_to IS NULL OFFSET 0) b
+    ), old_banks AS (
+        UPDATE bank_versions t SET known_to = r.known_to
+        FROM bank_rows r WHERE t.ctid = r.row
+    ), board_rows AS (
+        SELECT b.ctid AS row, k.known_to, k.closed_by
+        FROM UNNEST($3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
+             AS k (bank_id, as_of, known_to, closed_by)
+        CROSS JOIN LATERAL (SELECT ctid FROM board_versions b
+                            WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
+                              AND b.known_to IS NULL OFFSET 0) b
+    ), old_boards AS (
+        UPDATE board_versions t SET known_to = r.known_to, closed_by = r.closed_by
+        FROM board_rows r WHERE t.ctid = r.row
+        RETURNING t.bank_id, t.as_of, t.currencies, t.known_to
+    ), rate_rows AS (
+        SELECT r.ctid AS row, o.known_to FROM old_boards o
+        CROSS JOIN LATERAL (SELECT ctid FROM rate_versions r
+                            WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
+                              AND r.as_of = o.as_of AND r.known_to IS NULL
+                            OFFSET 0) r
     ), old_rates AS (
-        DELETE FROM rates t
-        WHERE t.ctid = ANY (ARRAY(
-            SELECT r.ctid FROM old_boards o
-            CROSS JOIN LATERAL (SELECT ctid FROM rates r
-                                WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
-                                  AND r.as_of = o.as_of
-                                OFFSET 0) r))
+        UPDATE rate_versions t SET known_to = r.known_to
+        FROM rate_rows r WHERE t.ctid = r.row
+    ), old_days AS (
+        UPDATE reference_board_versions t SET known_to = k.known_to
+        FROM UNNEST($7::text[], $8::date[], $9::timestamptz[]) AS k (source, date, known_to)
+        WHERE t.source = k.source AND t.date = k.date AND t.known_to IS NULL
+        RETURNING t.source, t.date, t.known_to
     )
-    DELETE FROM reference_boards t
-    WHERE (t.source, t.date) IN (SELECT * FROM UNNEST($3::text[], $4::date[]))";
+    UPDATE reference_rate_versions t SET known_to = o.known_to
+    FROM old_days o
+    WHERE t.source = o.source AND t.date = o.date AND t.known_to IS NULL";
 
-/// Inserts every row `net` adds, in one statement.
+/// The end of a version the run closed itself, and what closed it.
+fn ends(closed: Option<Stamp>) -> (Option<DateTime<Utc>>, Option<Uuid>) {
+    closed.map_or((None, None), |s| (Some(s.known_at), Some(s.event_id)))
+}
+
+/// Inserts every version `net` makes, in one statement.
 async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
     let mut rows = Rows::default();
     for (id, at) in &net.applied {
@@ -96,51 +137,79 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.applied_partitions.push(at.partition);
         rows.applied_offsets.push(at.offset);
     }
-    for (id, (bank, rewritten)) in &net.banks {
+    for version in &net.banks {
+        let (id, bank) = &version.row;
         rows.banks.push(*id, bank);
-        rows.bank_rewritten.push(i64::from(*rewritten));
+        rows.bank_from.push(version.known_from);
+        rows.bank_to.push(ends(version.closed).0);
     }
-    // Rates in the order of their primary key (bank, currency, as-of): a
-    // bank's boards then insert each currency's rows one after another
-    // into the same index leaf.
+    rows.rewritten = net.rewritten.iter().map(|b| b.get()).collect();
+    // Rates in the order of their index (bank, currency, as-of): a bank's
+    // boards then insert each currency's rows one after another into the
+    // same index leaf.
     let mut rates = Vec::new();
-    for ((bank, as_of), board) in &net.boards {
-        rows.board_banks.push(bank.get());
-        rows.board_times.push(*as_of);
-        rows.board_ids.push(board.event_id);
+    for version in &net.boards {
+        let row = &version.row;
+        let (known_to, closed_by) = ends(version.closed);
+        rows.board_banks.push(row.bank.get());
+        rows.board_times.push(row.as_of);
+        rows.board_ids.push(row.board.event_id);
         // Comma-joined: boards quote different numbers of currencies,
         // which an array of arrays cannot hold.
         rows.board_currencies.push(
-            board
+            row.board
                 .currencies()
                 .map(|c| c.as_str().to_owned())
                 .collect::<Vec<_>>()
                 .join(","),
         );
-        rates.extend(
-            board
-                .quotes
-                .iter()
-                .map(|q| (bank.get(), q.currency, *as_of, q)),
-        );
+        rows.board_from.push(version.known_from);
+        rows.board_to.push(known_to);
+        rows.board_closed_by.push(closed_by);
+        rows.board_received.push(row.published.received_at);
+        rows.board_partitions.push(row.published.at.partition);
+        rows.board_offsets.push(row.published.at.offset);
+        rows.board_sources
+            .push(row.published.source.clone().map(Json));
+        rows.board_reasons.push(row.published.reason.clone());
+        rates.extend(row.board.quotes.iter().map(|q| {
+            (
+                row.bank.get(),
+                q.currency,
+                row.as_of,
+                version.known_from,
+                known_to,
+                q,
+            )
+        }));
     }
-    rates.sort_unstable_by_key(|(bank, currency, as_of, _)| (*bank, *currency, *as_of));
-    for (bank, _, as_of, quote) in rates {
+    rates.sort_unstable_by_key(|(bank, currency, as_of, from, ..)| {
+        (*bank, *currency, *as_of, *from)
+    });
+    for (bank, _, as_of, from, to, quote) in rates {
         rows.rates.push(bank, as_of, quote);
+        rows.rate_from.push(from);
+        rows.rate_to.push(to);
     }
-    for (code, first) in &net.first_quoted {
+    for (code, (first, known_from)) in &net.first_quoted {
         rows.currency_codes.push(code.as_str().to_owned());
         rows.currency_names.push(code.name());
         rows.currency_firsts.push(*first);
+        rows.currency_known.push(*known_from);
     }
-    for (board, retraction) in &net.retracted {
+    for (board, (retraction, known_at)) in &net.retracted {
         rows.retracted.push(*board, retraction);
+        rows.retracted_known.push(*known_at);
     }
-    for ((source, date), day) in &net.reference {
+    for version in &net.reference {
+        let ((source, date), day) = &version.row;
+        let known_to = ends(version.closed).0;
         rows.day_sources.push(source.clone());
         rows.day_dates.push(*date);
         rows.day_ids.push(day.event_id);
         rows.day_published.push(day.published_at);
+        rows.day_from.push(version.known_from);
+        rows.day_to.push(known_to);
         for quote in &day.quotes {
             rows.reference_sources.push(source.clone());
             rows.reference_dates.push(*date);
@@ -149,6 +218,8 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
             rows.reference_buying.push(quote.buying);
             rows.reference_selling.push(quote.selling);
             rows.reference_averages.push(quote.weighted_average);
+            rows.reference_from.push(version.known_from);
+            rows.reference_to.push(known_to);
         }
     }
     let inserted: i64 = sqlx::query_scalar(&INSERT)
@@ -163,14 +234,25 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.banks.bank_active)
         .bind(&rows.banks.bank_registered)
         .bind(&rows.banks.bank_updated)
-        .bind(&rows.bank_rewritten)
+        .bind(&rows.bank_from)
+        .bind(&rows.bank_to)
+        .bind(&rows.rewritten)
         .bind(&rows.board_banks)
         .bind(&rows.board_times)
         .bind(&rows.board_ids)
         .bind(&rows.board_currencies)
+        .bind(&rows.board_from)
+        .bind(&rows.board_to)
+        .bind(&rows.board_closed_by)
+        .bind(&rows.board_received)
+        .bind(&rows.board_partitions)
+        .bind(&rows.board_offsets)
+        .bind(&rows.board_sources)
+        .bind(&rows.board_reasons)
         .bind(&rows.currency_codes)
         .bind(&rows.currency_names)
         .bind(&rows.currency_firsts)
+        .bind(&rows.currency_known)
         .bind(&rows.rates.rate_banks)
         .bind(&rows.rates.rate_times)
         .bind(&rows.rates.rate_currencies)
@@ -178,21 +260,28 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.rates.cash_selling)
         .bind(&rows.rates.transactional_buying)
         .bind(&rows.rates.transactional_selling)
+        .bind(&rows.rate_from)
+        .bind(&rows.rate_to)
         .bind(&rows.retracted.retracted_ids)
         .bind(&rows.retracted.retracted_banks)
         .bind(&rows.retracted.retracted_by)
         .bind(&rows.retracted.retracted_reasons)
         .bind(&rows.retracted.retracted_at)
+        .bind(&rows.retracted_known)
         .bind(&rows.day_sources)
         .bind(&rows.day_dates)
         .bind(&rows.day_ids)
         .bind(&rows.day_published)
+        .bind(&rows.day_from)
+        .bind(&rows.day_to)
         .bind(&rows.reference_sources)
         .bind(&rows.reference_dates)
         .bind(&rows.reference_currencies)
         .bind(&rows.reference_buying)
         .bind(&rows.reference_selling)
         .bind(&rows.reference_averages)
+        .bind(&rows.reference_from)
+        .bind(&rows.reference_to)
         .fetch_one(db)
         .await?;
     let expected = rows.applied_ids.len();
@@ -209,78 +298,112 @@ struct Rows {
     applied_partitions: Vec<i32>,
     applied_offsets: Vec<i64>,
     banks: BankColumns,
-    bank_rewritten: Vec<i64>,
+    bank_from: Vec<DateTime<Utc>>,
+    bank_to: Vec<Option<DateTime<Utc>>>,
+    rewritten: Vec<i64>,
     board_banks: Vec<i64>,
     board_times: Vec<DateTime<Utc>>,
     board_ids: Vec<Uuid>,
     board_currencies: Vec<String>,
+    board_from: Vec<DateTime<Utc>>,
+    board_to: Vec<Option<DateTime<Utc>>>,
+    board_closed_by: Vec<Option<Uuid>>,
+    board_received: Vec<DateTime<Utc>>,
+    board_partitions: Vec<i32>,
+    board_offsets: Vec<i64>,
+    board_sources: Vec<Option<Json<ratewire_proto::Source>>>,
+    board_reasons: Vec<Option<String>>,
     currency_codes: Vec<String>,
     currency_names: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
+    currency_known: Vec<DateTime<Utc>>,
     rates: RateColumns,
+    rate_from: Vec<DateTime<Utc>>,
+    rate_to: Vec<Option<DateTime<Utc>>>,
     retracted: RetractionColumns,
+    retracted_known: Vec<DateTime<Utc>>,
     day_sources: Vec<String>,
     day_dates: Vec<NaiveDate>,
     day_ids: Vec<Uuid>,
     day_published: Vec<DateTime<Utc>>,
+    day_from: Vec<DateTime<Utc>>,
+    day_to: Vec<Option<DateTime<Utc>>>,
     reference_sources: Vec<String>,
     reference_dates: Vec<NaiveDate>,
     reference_currencies: Vec<String>,
     reference_buying: Vec<Decimal>,
     reference_selling: Vec<Decimal>,
     reference_averages: Vec<Decimal>,
+    reference_from: Vec<DateTime<Utc>>,
+    reference_to: Vec<Option<DateTime<Utc>>>,
 }
 
-/// Banks are written whole (their rows as the core made them), and their
-/// history revision moves when their history was rewritten. A currency
-/// already known from an earlier board is left out before the insert, so
-/// that folds of other partitions side by side never wait on each other's
-/// rows here; the earliest first quote wins whichever commits first.
-/// Every part's foreign keys are checked at the end of the statement, when
-/// the banks and reference days are in.
+/// Versions are inserted whole (their rows as the core made them, with
+/// their known-from and, when the run closed them itself, known-to), and
+/// banks' history revisions move when their history was rewritten. A
+/// currency already known from an earlier board (and as early) is left
+/// out before the insert, so that folds of other partitions side by side
+/// never wait on each other's rows here; the earliest first quote and
+/// known-at time win whichever commits first.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     "WITH applied AS (
          INSERT INTO applied_events (event_id, partition, \"offset\")
          SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::bigint[])
          ON CONFLICT DO NOTHING RETURNING 1
      ), bank AS (
-         INSERT INTO banks (id, code, name, image_url, social_links, active, registered_at,
-                            updated_at, history_rev)
+         INSERT INTO bank_versions (id, code, name, image_url, social_links, active,
+                                    registered_at, updated_at, known_from, known_to)
          SELECT * FROM UNNEST($4::bigint[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
-                              $9::bool[], $10::timestamptz[], $11::timestamptz[], $12::bigint[])
-         ON CONFLICT (id) DO UPDATE SET code = EXCLUDED.code, name = EXCLUDED.name,
-             image_url = EXCLUDED.image_url, social_links = EXCLUDED.social_links,
-             active = EXCLUDED.active, updated_at = EXCLUDED.updated_at,
-             history_rev = banks.history_rev + EXCLUDED.history_rev
+                              $9::bool[], $10::timestamptz[], $11::timestamptz[],
+                              $12::timestamptz[], $13::timestamptz[])
+     ), rewritten AS (
+         INSERT INTO bank_history_revs (bank_id, history_rev)
+         SELECT b, 1 FROM UNNEST($14::bigint[]) AS b
+         ON CONFLICT (bank_id) DO UPDATE SET history_rev = bank_history_revs.history_rev + 1
      ), board AS (
-         INSERT INTO boards (bank_id, as_of, event_id, currencies)
-         SELECT b, t, id, string_to_array(c, ',')::char(3)[]
-         FROM UNNEST($13::bigint[], $14::timestamptz[], $15::uuid[], $16::text[]) AS n (b, t, id, c)
+         INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
+                                     closed_by, received_at, log_partition, log_offset, source,
+                                     reason)
+         SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r
+         FROM UNNEST($15::bigint[], $16::timestamptz[], $17::uuid[], $18::text[],
+                     $19::timestamptz[], $20::timestamptz[], $21::uuid[], $22::timestamptz[],
+                     $23::int[], $24::bigint[], $25::jsonb[], $26::text[])
+              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r)
      ), currency AS (
-         INSERT INTO currencies (code, name, first_quoted_at)
-         SELECT c.code, c.name, c.first
-         FROM UNNEST($17::text[], $18::text[], $19::timestamptz[]) AS c (code, name, first)
-         WHERE NOT EXISTS (SELECT 1 FROM currencies k
-                           WHERE k.code = c.code::char(3) AND k.first_quoted_at <= c.first)
-         ON CONFLICT (code) DO UPDATE SET first_quoted_at = EXCLUDED.first_quoted_at
-         WHERE currencies.first_quoted_at > EXCLUDED.first_quoted_at
+         INSERT INTO currencies_known (code, name, first_quoted_at, known_from)
+         SELECT c.code, c.name, c.first, c.known
+         FROM UNNEST($27::text[], $28::text[], $29::timestamptz[], $30::timestamptz[])
+              AS c (code, name, first, known)
+         WHERE NOT EXISTS (SELECT 1 FROM currencies_known k
+                           WHERE k.code = c.code::char(3) AND k.first_quoted_at <= c.first
+                             AND k.known_from <= c.known)
+         ON CONFLICT (code) DO UPDATE
+         SET first_quoted_at = LEAST(currencies_known.first_quoted_at, EXCLUDED.first_quoted_at),
+             known_from = LEAST(currencies_known.known_from, EXCLUDED.known_from)
      ), rate AS (
-         INSERT INTO rates (bank_id, as_of, currency, cash_buying, cash_selling,
-                            transactional_buying, transactional_selling)
-         SELECT * FROM UNNEST($20::bigint[], $21::timestamptz[], $22::text[], $23::numeric[],
-                              $24::numeric[], $25::numeric[], $26::numeric[])
+         INSERT INTO rate_versions (bank_id, as_of, currency, cash_buying, cash_selling,
+                                    transactional_buying, transactional_selling, known_from,
+                                    known_to)
+         SELECT * FROM UNNEST($31::bigint[], $32::timestamptz[], $33::text[], $34::numeric[],
+                              $35::numeric[], $36::numeric[], $37::numeric[],
+                              $38::timestamptz[], $39::timestamptz[])
      ), retracted AS (
-         INSERT INTO retracted_boards (event_id, bank_id, retracted_by, reason, retracted_at)
-         SELECT * FROM UNNEST($27::uuid[], $28::bigint[], $29::uuid[], $30::text[],
-                              $31::timestamptz[])
+         INSERT INTO retracted_boards (event_id, bank_id, retracted_by, reason, retracted_at,
+                                       known_at)
+         SELECT * FROM UNNEST($40::uuid[], $41::bigint[], $42::uuid[], $43::text[],
+                              $44::timestamptz[], $45::timestamptz[])
          ON CONFLICT (event_id) DO NOTHING
      ), day AS (
-         INSERT INTO reference_boards (source, date, event_id, published_at)
-         SELECT * FROM UNNEST($32::text[], $33::date[], $34::uuid[], $35::timestamptz[])
+         INSERT INTO reference_board_versions (source, date, event_id, published_at, known_from,
+                                               known_to)
+         SELECT * FROM UNNEST($46::text[], $47::date[], $48::uuid[], $49::timestamptz[],
+                              $50::timestamptz[], $51::timestamptz[])
      ), reference AS (
-         INSERT INTO reference_rates (source, date, currency, buying, selling, weighted_average)
-         SELECT * FROM UNNEST($36::text[], $37::date[], $38::text[], $39::numeric[],
-                              $40::numeric[], $41::numeric[])
+         INSERT INTO reference_rate_versions (source, date, currency, buying, selling,
+                                              weighted_average, known_from, known_to)
+         SELECT * FROM UNNEST($52::text[], $53::date[], $54::text[], $55::numeric[],
+                              $56::numeric[], $57::numeric[], $58::timestamptz[],
+                              $59::timestamptz[])
      )
      SELECT count(*) FROM applied"
         .to_owned()

@@ -215,20 +215,45 @@ pub async fn dump(pool: &PgPool) -> anyhow::Result<(Model, BTreeSet<(Option<Uuid
     Ok((model, letters))
 }
 
+/// Every version the bitemporal tables hold, each row as text, sorted: a
+/// fold of the same log must leave the same history however it was
+/// batched.
+pub async fn versions(pool: &PgPool) -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
+    for table in [
+        "bank_versions",
+        "board_versions",
+        "rate_versions",
+        "currencies_known",
+        "reference_board_versions",
+        "reference_rate_versions",
+        "retracted_boards",
+    ] {
+        let mut these: Vec<String> =
+            sqlx::query_scalar(&format!("SELECT '{table} ' || t::text FROM {table} t"))
+                .fetch_all(pool)
+                .await?;
+        rows.append(&mut these);
+    }
+    rows.sort();
+    Ok(rows)
+}
+
 /// Empties every table of the read model (a fresh case on the same schema).
 pub async fn empty(pool: &PgPool) -> anyhow::Result<()> {
     // A few rows each: deleting them is quicker than truncating.
     for table in [
         "applied_events",
-        "rates",
-        "boards",
-        "banks",
-        "currencies",
+        "rate_versions",
+        "board_versions",
+        "bank_versions",
+        "bank_history_revs",
+        "currencies_known",
         "consumer_offsets",
         "dead_letters",
         "retracted_boards",
-        "reference_rates",
-        "reference_boards",
+        "reference_rate_versions",
+        "reference_board_versions",
     ] {
         sqlx::query(&format!("DELETE FROM {table}"))
             .execute(pool)
