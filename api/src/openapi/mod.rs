@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 description of api-v1: the document's frame here, the
-//! answers' [`shapes`] (the reference rates' in [`reference`](mod@reference)) and the
+//! answers' [`shapes`] (the reference rates' in [`reference`](mod@reference), the
+//! revision log's and a board's in [`revisions`](mod@revisions)) and the
 //! [`errors`]; the paths come from the handlers' `#[utoipa::path]`
 //! annotations, through the route list (`routes::api_v1`).
 //!
@@ -17,11 +18,13 @@ use crate::access::plans::Plans;
 pub use alerting::*;
 pub use errors::*;
 pub use reference::*;
+pub use revisions::*;
 pub use shapes::*;
 
 pub mod alerting;
 pub mod errors;
 pub mod reference;
+pub mod revisions;
 pub mod shapes;
 pub mod signing;
 
@@ -331,6 +334,8 @@ mod tests {
             "/api/v1/rates/spreads",
             "/api/v1/reference-rates",
             "/api/v1/reference-rates/series",
+            "/api/v1/revisions",
+            "/api/v1/boards/{eventId}",
             "/api/v1/stream",
             "/api/v1/me",
             "/api/v1/usage",

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod alerts;
 pub mod banks;
 pub mod best_rates;
+pub mod boards;
 pub mod convert;
 pub mod currencies;
 pub mod deliveries;
@@ -17,6 +18,7 @@ pub mod me;
 pub mod owned;
 pub mod rates;
 pub mod reference_rates;
+pub mod revisions;
 pub mod series;
 pub mod signing_keys;
 pub mod spreads;
@@ -59,6 +61,8 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(spreads::spreads))
         .routes(routes!(reference_rates::reference_rates))
         .routes(routes!(reference_rates::reference_series))
+        .routes(routes!(revisions::revisions))
+        .routes(routes!(boards::board))
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))

@@ -1,0 +1,46 @@
+//! `GET /api/v1/boards/{eventId}`: one board as published, where it came
+//! from (when ingest received it, when the log acknowledged it, where it
+//! is on the log, the publisher's source and reason), what became of it
+//! and the events that revised it.
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use ratewire_readmodel::revisions::store;
+use ratewire_readmodel::revisions::view::board_json;
+
+use super::revisions::EventId;
+use crate::access::auth::Authorized;
+use crate::error::{Error, Result};
+use crate::state::AppState;
+use crate::views::body::json_body;
+
+/// A board and its provenance.
+///
+/// `status`: `inForce` (the bank's latest board), `superseded` (a later
+/// board of the bank is in force), `retracted` or `corrected` (see
+/// `revisions`). `receivedAt`, `knownAt`, `log` and `source` are null for
+/// boards folded before provenance was kept, and `source` for a board
+/// published without one.
+#[utoipa::path(get, path = "/api/v1/boards/{eventId}", tag = "revisions",
+    params(("eventId" = String, Path, format = Uuid, description = "The board's event id (the eventId ingest's 202 gave)")),
+    responses(
+        (status = 200, description = "success", body = crate::openapi::BoardResponse),
+        (status = 404, description = "Board not found", body = crate::openapi::ErrorBody),
+        crate::openapi::CommonErrors,
+    ))]
+pub async fn board(
+    _: Authorized,
+    State(state): State<AppState>,
+    path: std::result::Result<Path<String>, PathRejection>,
+) -> Result<Response> {
+    // A path that is not text (bad percent-encoding) is a bad id too.
+    let text = path.map(|Path(text)| text).unwrap_or_default();
+    let EventId(id) = EventId::parse("eventId", &text)
+        .map_err(|message| Error::validation("eventId", message))?;
+    let read = state.views.read.current();
+    let board = store::board(read.history(), id)
+        .await?
+        .ok_or(Error::NotFound("Board not found"))?;
+    Ok(json_body(board_json(&board, &state.views.style)))
+}
