@@ -114,15 +114,24 @@ const CLOSE: &str = "
     ), old_rates AS (
         UPDATE rate_versions t SET known_to = r.known_to
         FROM rate_rows r WHERE t.ctid = r.row
-    ), old_days AS (
-        UPDATE reference_board_versions t SET known_to = k.known_to
+    ), day_rows AS (
+        SELECT d.ctid AS row, k.known_to
         FROM UNNEST($7::text[], $8::date[], $9::timestamptz[]) AS k (source, date, known_to)
-        WHERE t.source = k.source AND t.date = k.date AND t.known_to IS NULL
+        CROSS JOIN LATERAL (SELECT ctid FROM reference_board_versions d
+                            WHERE d.source = k.source AND d.date = k.date
+                              AND d.known_to IS NULL OFFSET 0) d
+    ), old_days AS (
+        UPDATE reference_board_versions t SET known_to = r.known_to
+        FROM day_rows r WHERE t.ctid = r.row
         RETURNING t.source, t.date, t.known_to
+    ), day_rate_rows AS (
+        SELECT r.ctid AS row, o.known_to FROM old_days o
+        CROSS JOIN LATERAL (SELECT ctid FROM reference_rate_versions r
+                            WHERE r.source = o.source AND r.date = o.date
+                              AND r.known_to IS NULL OFFSET 0) r
     )
-    UPDATE reference_rate_versions t SET known_to = o.known_to
-    FROM old_days o
-    WHERE t.source = o.source AND t.date = o.date AND t.known_to IS NULL";
+    UPDATE reference_rate_versions t SET known_to = r.known_to
+    FROM day_rate_rows r WHERE t.ctid = r.row";
 
 /// The end of a version the run closed itself, and what closed it.
 fn ends(closed: Option<Stamp>) -> (Option<DateTime<Utc>>, Option<Uuid>) {
