@@ -418,6 +418,42 @@ mod tests {
     }
 
     #[test]
+    fn the_revision_log_and_a_board_state_their_parameters_and_shapes() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        let log = "/api/v1/revisions";
+        for name in ["from", "to"] {
+            assert_eq!(parameter(&doc, log, name)["format"], "date-time", "{name}");
+        }
+        assert_eq!(parameter(&doc, log, "after")["format"], "uuid");
+        assert_eq!(parameter(&doc, log, "bankId")["minimum"], 1);
+        assert_eq!(parameter(&doc, log, "format")["pattern"], "^(json|csv)$");
+        let content = &doc["paths"][log]["get"]["responses"]["200"]["content"];
+        assert!(content["text/csv"].is_object() && content["application/json"].is_object());
+        let board = "/api/v1/boards/{eventId}";
+        assert_eq!(parameter(&doc, board, "eventId")["format"], "uuid");
+        let required = &doc["components"]["schemas"]["Board"]["required"];
+        for field in [
+            "rates",
+            "receivedAt",
+            "knownAt",
+            "log",
+            "source",
+            "status",
+            "revisions",
+        ] {
+            assert!(
+                required.as_array().unwrap().iter().any(|f| f == field),
+                "{field}"
+            );
+        }
+        let change = &doc["components"]["schemas"]["RevisionChange"]["required"];
+        assert_eq!(
+            change,
+            &serde_json::json!(["currencyCode", "field", "before", "after"])
+        );
+    }
+
+    #[test]
     fn every_parameter_states_the_rules_the_server_enforces() {
         let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
         for path in ["/api/v1/rates", "/api/v1/history"] {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode, Source};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, PgPool, Row};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
 use super::{Board, Kind, LogPosition, RevisionRow, Status};
@@ -45,11 +45,12 @@ pub struct Page {
     pub next: Option<Cursor>,
 }
 
-/// The closed versions the filter selects (at most `limit`), each with the
-/// rates it had and, for a correction, the rates of the version that
-/// replaced it: one row per rate, side 0 the closed version's, side 1 the
-/// replacing one's.
-const REVISIONS: &str = "
+/// The closed versions the filter selects, each with the rates it had
+/// and, for a correction, the rates of the version that replaced it: one
+/// row per rate, side 0 the closed version's, side 1 the replacing one's.
+/// Between the head and the tail: the filter's conditions, its order and
+/// limit.
+const REVISIONS_HEAD: &str = "
 WITH page AS (
     SELECT bv.closed_by, bv.event_id, bv.bank_id, bv.as_of, bv.currencies,
            bv.known_from, bv.known_to,
@@ -66,14 +67,9 @@ WITH page AS (
         WHERE n.event_id = bv.closed_by AND n.bank_id = bv.bank_id AND n.as_of = bv.as_of
         ORDER BY n.known_from LIMIT 1
     ) nv ON true
-    WHERE bv.closed_by IS NOT NULL
-      AND ($1::bigint IS NULL OR bv.bank_id = $1)
-      AND ($2::timestamptz IS NULL OR bv.known_to >= $2)
-      AND ($3::timestamptz IS NULL OR bv.known_to < $3)
-      AND ($4::timestamptz IS NULL OR (bv.known_to, bv.closed_by) > ($4, $5::uuid))
-      AND ($6::uuid IS NULL OR bv.event_id = $6)
-    ORDER BY bv.known_to, bv.closed_by, bv.event_id
-    LIMIT $7
+    WHERE bv.closed_by IS NOT NULL";
+
+const REVISIONS_TAIL: &str = "
 )
 SELECT p.closed_by, p.event_id, p.bank_id, p.as_of, p.known_to,
        p.retracted, p.retraction_reason, p.corrected, p.correction_reason,
@@ -123,16 +119,32 @@ async fn read<'e>(
     filter: Filter,
     limit: usize,
 ) -> Result<Vec<RevisionRow>> {
-    let rows = sqlx::query(REVISIONS)
-        .bind(filter.bank.map(BankId::get))
-        .bind(filter.from)
-        .bind(filter.to)
-        .bind(filter.after.map(|c| c.known_at))
-        .bind(filter.after.map(|c| c.event_id))
-        .bind(filter.revised)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(db)
-        .await?;
+    // Only the conditions the filter has, so that each kind of read
+    // (the whole log, a bank's, a board's) is planned for itself.
+    let mut sql = QueryBuilder::<Postgres>::new(REVISIONS_HEAD);
+    if let Some(bank) = filter.bank {
+        sql.push(" AND bv.bank_id = ").push_bind(bank.get());
+    }
+    if let Some(from) = filter.from {
+        sql.push(" AND bv.known_to >= ").push_bind(from);
+    }
+    if let Some(to) = filter.to {
+        sql.push(" AND bv.known_to < ").push_bind(to);
+    }
+    if let Some(after) = filter.after {
+        sql.push(" AND (bv.known_to, bv.closed_by) > (")
+            .push_bind(after.known_at)
+            .push(", ")
+            .push_bind(after.event_id)
+            .push(")");
+    }
+    if let Some(revised) = filter.revised {
+        sql.push(" AND bv.event_id = ").push_bind(revised);
+    }
+    sql.push(" ORDER BY bv.known_to, bv.closed_by, bv.event_id LIMIT ")
+        .push_bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .push(REVISIONS_TAIL);
+    let rows = sql.build().fetch_all(db).await?;
     let mut revisions: Vec<RevisionRow> = Vec::new();
     for row in &rows {
         let event_id: Uuid = row.try_get("closed_by")?;
