@@ -286,6 +286,25 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// An instant to read the model as known at (see [`KnownAt`]), if
+    /// given: RFC 3339, not after `now`.
+    pub fn known_at(&mut self, name: &str, now: chrono::DateTime<chrono::Utc>) -> Option<KnownAt> {
+        let value = self.params.get(name)?;
+        let Ok(at) = chrono::DateTime::parse_from_rfc3339(value) else {
+            self.fail(
+                name,
+                format!("{name} must be an RFC 3339 time, such as 2026-11-23T08:00:00.000Z"),
+            );
+            return None;
+        };
+        let at = KnownAt::truncated(at.with_timezone(&chrono::Utc));
+        if at.instant() > now {
+            self.fail(name, format!("{name} must not be in the future"));
+            return None;
+        }
+        Some(at)
+    }
+
     /// A positive decimal amount (at most 28 significant digits, at most
     /// `max`).
     pub fn amount(
@@ -402,6 +421,30 @@ impl When {
     }
 }
 
+/// An instant the answer reads the model as known at (`asKnownAt`), to the
+/// millisecond: known-at times are stored and shown to the millisecond, so
+/// two requests naming the same millisecond get the same answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KnownAt(chrono::DateTime<chrono::Utc>);
+
+impl KnownAt {
+    /// `at` without its fraction of a millisecond.
+    pub fn truncated(at: chrono::DateTime<chrono::Utc>) -> Self {
+        Self(chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at))
+    }
+
+    pub fn instant(self) -> chrono::DateTime<chrono::Utc> {
+        self.0
+    }
+}
+
+/// As the envelope shows it: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+impl std::fmt::Display for KnownAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&ratewire_readmodel::views::timestamp(self.0))
+    }
+}
+
 /// A syntactically valid currency parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CurrencyArg {
@@ -507,6 +550,55 @@ mod tests {
         );
         assert!(days_in_order(day("2026-11-23"), day("2026-11-23")).is_ok());
         assert!(days_in_order(day("2026-11-24"), day("2026-11-23")).is_err());
+    }
+
+    fn known_at(raw: &str) -> Result<Option<KnownAt>, Error> {
+        let params = Params::parse(Some(raw)).unwrap();
+        let mut c = Checker::new(&params);
+        let now = "2026-11-23T10:00:00Z".parse().unwrap();
+        let at = c.known_at("asKnownAt", now);
+        c.finish().map(|()| at)
+    }
+
+    #[test]
+    fn as_known_at_is_rfc_3339_to_the_millisecond_and_not_in_the_future() {
+        let shown = |raw: &str| known_at(raw).unwrap().map(|at| at.to_string());
+        assert_eq!(shown(""), None, "absent");
+        assert_eq!(
+            shown("asKnownAt=2026-11-23T08:00:00.123456Z").as_deref(),
+            Some("2026-11-23T08:00:00.123Z"),
+            "truncated, not rounded"
+        );
+        assert_eq!(
+            shown("asKnownAt=2026-11-23T11:00:00.999%2B03:00").as_deref(),
+            Some("2026-11-23T08:00:00.999Z"),
+            "in UTC"
+        );
+        assert_eq!(
+            shown("asKnownAt=2026-11-23T10:00:00.0009Z").as_deref(),
+            Some("2026-11-23T10:00:00.000Z"),
+            "now itself, once truncated"
+        );
+        for bad in [
+            "asKnownAt=",
+            "asKnownAt=2026-11-23",
+            "asKnownAt=2026-11-23T08:00:00",
+            "asKnownAt=1700000000",
+            "asKnownAt=2026-11-23T08:00:00+03:00",
+            "asKnownAt=yesterday",
+        ] {
+            let Err(Error::Validation(errors)) = known_at(bad) else {
+                panic!("{bad} is refused")
+            };
+            assert!(
+                errors["asKnownAt"][0].contains("RFC 3339"),
+                "{bad}: {errors:?}"
+            );
+        }
+        let Err(Error::Validation(errors)) = known_at("asKnownAt=2026-11-23T10:00:00.001Z") else {
+            panic!("a millisecond after now is refused")
+        };
+        assert_eq!(errors["asKnownAt"], ["asKnownAt must not be in the future"]);
     }
 
     #[test]

@@ -11,7 +11,9 @@ pub mod checker;
 pub mod params;
 pub mod request;
 
-pub use checker::{day_has_come, days_in_order, start_of_day, Checker, CurrencyArg, Params, When};
+pub use checker::{
+    day_has_come, days_in_order, start_of_day, Checker, CurrencyArg, KnownAt, Params, When,
+};
 pub use params::{Choice, QueryParam};
 pub(crate) use request::query;
 pub use request::{parameter, FromQuery, Query};

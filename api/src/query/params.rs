@@ -10,7 +10,7 @@ use utoipa::openapi::schema::{
     AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
 };
 
-use super::checker::{Checker, CurrencyArg, When};
+use super::checker::{Checker, CurrencyArg, KnownAt, When};
 
 /// A query parameter's type.
 pub trait QueryParam: Sized {
@@ -148,6 +148,27 @@ impl QueryParam for When {
         AnyOfBuilder::new()
             .item(formatted(KnownFormat::Date))
             .item(formatted(KnownFormat::DateTime))
+            .into()
+    }
+}
+
+/// An RFC 3339 instant, not in the future (read at the moment the request
+/// is parsed), truncated to the millisecond.
+impl QueryParam for KnownAt {
+    const REQUIRED: bool = true;
+
+    fn read(check: &mut Checker<'_>, name: &str) -> Option<Self> {
+        match check.known_at(name, chrono::Utc::now()) {
+            Some(at) => Some(at),
+            None if check.given(name) => None,
+            None => check.require(name),
+        }
+    }
+
+    fn schema() -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
             .into()
     }
 }

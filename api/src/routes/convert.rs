@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::store;
 use ratewire_readmodel::views::{timestamp, BankRef, BankView, Num};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
@@ -19,11 +20,12 @@ use utoipa::openapi::schema::Schema;
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
 use crate::query::params::string;
-use crate::query::{query, Checker, QueryParam};
+use crate::query::{query, Checker, KnownAt, QueryParam};
 use crate::spreads::Age;
 use crate::state::AppState;
 use crate::views::answer::aged_answer;
 use crate::views::boards::boards;
+use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
 use crate::views::requests;
 use crate::views::ViewRead;
 
@@ -64,6 +66,10 @@ query! {
         pub bank_id as "bankId": Option<BankId>,
         /// Use transactional rates: true, false, 1 or 0
         pub transactional as "transactional": bool,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -247,29 +253,63 @@ pub async fn convert(
     _: Authorized,
     State(state): State<AppState>,
     ViewRead { query, named }: ViewRead<ConvertQuery>,
+    known: KnownAtRequest,
 ) -> Result<Response> {
+    if let Some(at) = query.as_known_at {
+        let (model, pool) = (&named.read, &named.read.pool);
+        let mut read = match state.views.known_at(model, pool, known, "", at).await? {
+            Begun::Kept(answer) => return Ok(answer),
+            Begun::Reading(read) => read,
+        };
+        let boards = store::active_bank_views_in(read.db()).await?;
+        let banks = asked_banks(&boards, query.bank_id)?;
+        let body = conversion(&state, &banks, &query, read.now())?;
+        let body = serde_json::to_string(&body).expect("the answer serializes");
+        return read.answer(Rendered::Json(body), None).await;
+    }
+    let boards = boards(&state.views, named).await?;
+    let banks = asked_banks(&boards, query.bank_id)?;
+    let body = conversion(&state, &banks, &query, Utc::now())?;
+    Ok(aged_answer(body, |body| {
+        for result in &mut body.data.results {
+            result.age_seconds = None;
+        }
+    }))
+}
+
+/// The boards of every active bank, or of the one asked for (404 when it
+/// is not active).
+fn asked_banks(boards: &[BankView], bank_id: Option<BankId>) -> Result<Vec<BankView>> {
+    Ok(match bank_id {
+        Some(id) => {
+            let bank = boards.iter().find(|b| b.bank.id == id);
+            vec![bank.ok_or(Error::NotFound("Bank not found"))?.clone()]
+        }
+        None => boards.to_vec(),
+    })
+}
+
+/// The answer to `query` at `banks`' boards, ages as of `now`.
+fn conversion<'a>(
+    state: &AppState,
+    banks: &'a [BankView],
+    query: &ConvertQuery,
+    now: DateTime<Utc>,
+) -> Result<Envelope<'a>> {
     let ConvertQuery {
         from,
         to,
         amount: Amount(amount),
         bank_id,
         transactional,
-    } = query;
-    let boards = boards(&state.views, named).await?;
-    let banks: Vec<BankView> = match bank_id {
-        Some(id) => {
-            let bank = boards.iter().find(|b| b.bank.id == id);
-            vec![bank.ok_or(Error::NotFound("Bank not found"))?.clone()]
-        }
-        None => boards.to_vec(),
-    };
-    let results = convert_at(&banks, from, to, amount, transactional);
-    let now = Utc::now();
+        ..
+    } = *query;
+    let results = convert_at(banks, from, to, amount, transactional);
     let age = |c: &Converted| Age::of(c.updated_at(), now, state.stale_after);
     if results.is_empty() {
-        return Err(unquoted(&banks, from, to, transactional, bank_id));
+        return Err(unquoted(banks, from, to, transactional, bank_id));
     }
-    let body = Envelope {
+    Ok(Envelope {
         message: "success",
         status: 200,
         data: Data {
@@ -302,12 +342,7 @@ pub async fn convert(
                 })
                 .collect(),
         },
-    };
-    Ok(aged_answer(body, |body| {
-        for result in &mut body.data.results {
-            result.age_seconds = None;
-        }
-    }))
+    })
 }
 
 /// Why nothing could be converted, as a 404 of the spec's family: the

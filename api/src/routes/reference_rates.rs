@@ -1,20 +1,23 @@
 //! `GET /api/v1/reference-rates`: the National Bank's reference rates, as
 //! published, for the latest day or the day in force on a date.
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use chrono::{Days, NaiveDate};
-use ratewire_proto::NATIONAL_BANK;
-use ratewire_readmodel::store::in_force;
+use ratewire_proto::{CurrencyCode, NATIONAL_BANK};
+use ratewire_readmodel::store::{self, in_force, ReferenceRow};
 use ratewire_readmodel::views::ReferencePoint;
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{days_in_order, query, CurrencyArg, Query};
+use crate::query::{days_in_order, query, CurrencyArg, KnownAt, Query};
 use crate::state::AppState;
 use crate::views::answer::with_etag;
 use crate::views::body::json_body;
-use crate::views::{reference, requests};
+use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
+use crate::views::reference::{self, Reader};
+use crate::views::requests;
 
 query! {
     /// `GET /api/v1/reference-rates`: one day's reference rates.
@@ -26,6 +29,10 @@ query! {
         /// YYYY-MM-DD, a day in Addis Ababa: the reference in force at its
         /// end; without it, the latest
         pub date as "date": Option<NaiveDate>,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -41,6 +48,10 @@ query! {
         pub from as "from": Option<NaiveDate>,
         /// The last day, YYYY-MM-DD; default today in Addis Ababa
         pub to as "to": Option<NaiveDate>,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -62,22 +73,57 @@ pub async fn reference_rates(
     _: Authorized,
     State(state): State<AppState>,
     Query(query): Query<ReferenceRatesQuery>,
+    known: KnownAtRequest,
 ) -> Result<Response> {
-    let ReferenceRatesQuery { currency, date } = query;
+    let ReferenceRatesQuery {
+        currency,
+        date,
+        as_known_at,
+    } = query;
     let code = match currency {
         None => None,
         Some(CurrencyArg::Known(code)) => Some(code),
         Some(CurrencyArg::Unknown) => return Err(Error::NotFound("Currency not found")),
     };
-    let dates = reference::dates(&state.views, NATIONAL_BANK).await?;
+    if let Some(at) = as_known_at {
+        let model = state.views.read.current();
+        let mut read = match state
+            .views
+            .known_at(&model, &model.pool, known, "", at)
+            .await?
+        {
+            Begun::Kept(answer) => return Ok(answer),
+            Begun::Reading(read) => read,
+        };
+        let days = Reader::KnownAt(read.db(), &state.views.style);
+        let body = answer(days, code, date).await?;
+        let body = String::from_utf8_lossy(&body.body).into_owned();
+        return read.answer(Rendered::Json(body), None).await;
+    }
+    let body = answer(Reader::Live(&state.views), code, date).await?;
+    Ok(with_etag(json_body(body.body), body.etag.as_deref()))
+}
+
+/// The answer from the reference `days`: the day in force at the end of
+/// `date` (or the latest), whole or of `code` alone, with its `ETag` when
+/// it is the day as stored.
+async fn answer(
+    mut days: Reader<'_>,
+    code: Option<CurrencyCode>,
+    date: Option<NaiveDate>,
+) -> Result<Answer> {
+    let dates = days.dates(NATIONAL_BANK).await?;
     let day = match date {
         Some(date) => in_force(&dates, date),
         None => dates.last().copied(),
     }
     .ok_or(Error::NotFound("No reference rate on or before this date"))?;
-    let stored = reference::day(&state.views, NATIONAL_BANK, day).await?;
+    let stored = days.day(NATIONAL_BANK, day).await?;
     let Some(code) = code else {
-        return Ok(with_etag(json_body(stored.body), stored.etag.as_deref()));
+        return Ok(Answer {
+            body: stored.body,
+            etag: stored.etag,
+        });
     };
     let read = reference::read_day(&stored)?;
     let (_, element) = read
@@ -88,10 +134,19 @@ pub async fn reference_rates(
             "Currency not found in the reference in force",
         ))?;
     // The conditional layer tags it: the element's own bytes decide.
-    Ok(json_body(format!(
-        r#"{{"message":"success","status":200,"data":{}}}"#,
-        element.get()
-    )))
+    Ok(Answer {
+        body: Bytes::from(format!(
+            r#"{{"message":"success","status":200,"data":{}}}"#,
+            element.get()
+        )),
+        etag: None,
+    })
+}
+
+/// An answer's body, and its `ETag` when it has one already.
+struct Answer {
+    body: Bytes,
+    etag: Option<String>,
 }
 
 /// One currency's reference rates on every day published in a range (a
@@ -107,11 +162,19 @@ pub async fn reference_series(
     _: Authorized,
     State(state): State<AppState>,
     Query(query): Query<ReferenceSeriesQuery>,
+    known: KnownAtRequest,
 ) -> Result<Response> {
-    let ReferenceSeriesQuery { currency, from, to } = query;
+    let ReferenceSeriesQuery {
+        currency,
+        from,
+        to,
+        as_known_at,
+    } = query;
+    // As known at an instant, "today" is that instant's.
+    let now = as_known_at.map_or_else(chrono::Utc::now, KnownAt::instant);
     // Unbounded ranges stay small: one point per weekday published (about
     // 260 a year, 80 bytes each).
-    let to = to.unwrap_or_else(|| ratewire_proto::reference::reference_day(chrono::Utc::now()));
+    let to = to.unwrap_or_else(|| ratewire_proto::reference::reference_day(now));
     let from = from.unwrap_or_else(|| {
         to.checked_sub_days(Days::new(DEFAULT_DAYS - 1))
             .unwrap_or(NaiveDate::MIN)
@@ -121,9 +184,27 @@ pub async fn reference_series(
         return Err(Error::NotFound("Currency not found"));
     };
     let read = state.views.read.current();
-    let points =
-        ratewire_readmodel::store::reference_series(read.history(), NATIONAL_BANK, code, from, to)
-            .await?;
+    if let Some(at) = as_known_at {
+        let pool = read.history();
+        let mut known_read = match state.views.known_at(&read, pool, known, "", at).await? {
+            Begun::Kept(answer) => return Ok(answer),
+            Begun::Reading(read) => read,
+        };
+        let points =
+            store::reference_series(known_read.db(), NATIONAL_BANK, code, from, to).await?;
+        let body = series_body(&state, code, &points);
+        return known_read.answer(Rendered::Json(body), None).await;
+    }
+    let points = store::reference_series(read.history(), NATIONAL_BANK, code, from, to).await?;
+    Ok(json_body(series_body(&state, code, &points)))
+}
+
+/// A reference series' body.
+fn series_body(
+    state: &AppState,
+    code: CurrencyCode,
+    points: &[(NaiveDate, ReferenceRow)],
+) -> String {
     let body = ratewire_readmodel::views::Envelope {
         message: "success",
         status: 200,
@@ -139,9 +220,7 @@ pub async fn reference_series(
                 .collect(),
         },
     };
-    Ok(json_body(
-        serde_json::to_string(&body).expect("the answer serializes"),
-    ))
+    serde_json::to_string(&body).expect("the answer serializes")
 }
 
 #[derive(serde::Serialize)]

@@ -11,12 +11,14 @@ use ratewire_readmodel::views::{
     bank_series_csv, bank_series_json, best_series_csv, best_series_json, timestamp, Field,
     SeriesOf,
 };
+use sqlx::PgConnection;
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, start_of_day, Checker, Choice, CurrencyArg, Query, When};
+use crate::query::{query, start_of_day, Checker, Choice, CurrencyArg, KnownAt, Query, When};
 use crate::state::AppState;
 use crate::views::body::json_body;
+use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
 
 /// The most one `raw` or `hour` answer spans; a longer range is paged.
 pub const PAGE_DAYS_FINE: i64 = 31;
@@ -94,6 +96,10 @@ query! {
         pub field as "field": Option<Field>,
         /// json or csv; default by Accept (text/csv), else json
         pub format as "format": Option<Format>,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope and kept in `next`);
+        /// a final one is immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
     rules = series_rules;
 }
@@ -165,6 +171,9 @@ struct SeriesRequest {
     /// The `format` asked for, kept in the next page's link.
     format: Option<Format>,
     csv: bool,
+    /// The instant the series is read as known at, kept in the next
+    /// page's link: the rest of the range is read as known then too.
+    as_known_at: Option<KnownAt>,
 }
 
 impl SeriesRequest {
@@ -215,6 +224,7 @@ impl SeriesRequest {
             to,
             format: query.format,
             csv,
+            as_known_at: query.as_known_at,
         })
     }
 
@@ -236,6 +246,9 @@ impl SeriesRequest {
         }
         for (name, at) in [("from", from), ("to", self.to)] {
             query.push(format!("{name}={}", timestamp(at)));
+        }
+        if let Some(at) = self.as_known_at {
+            query.push(format!("asKnownAt={at}"));
         }
         format!("/api/v1/rates/series?{}", query.join("&"))
     }
@@ -301,25 +314,77 @@ pub async fn series(
     State(state): State<AppState>,
     Query(query): Query<SeriesQuery>,
     headers: HeaderMap,
+    known: KnownAtRequest,
 ) -> Result<Response> {
-    let now = Utc::now();
+    // Read as known at an instant, the series is what it was then: its
+    // default range, its intervals and its last point end then.
+    let now = query.as_known_at.map_or_else(Utc::now, KnownAt::instant);
     let tz = state.timezone;
     let request = SeriesRequest::new(query, &headers, tz, now)?;
     let CurrencyArg::Known(currency) = request.currency else {
         return Err(Error::NotFound("Currency not found"));
     };
     let read = state.views.read.current();
+    if let Some(at) = request.as_known_at {
+        let variant = if request.csv { "csv" } else { "json" };
+        let pool = read.history();
+        let mut known_read = match state
+            .views
+            .known_at(&read, pool, known, variant, at)
+            .await?
+        {
+            Begun::Kept(answer) => return Ok(answer),
+            Begun::Reading(read) => read,
+        };
+        let (body, next) = page(&state, known_read.db(), &request, currency, now).await?;
+        let rendered = if request.csv {
+            Rendered::Csv(body)
+        } else {
+            Rendered::Json(body)
+        };
+        return known_read
+            .answer(rendered, next.as_deref().and_then(link))
+            .await;
+    }
+    let mut db = read.history().acquire().await?;
+    let (body, next) = page(&state, &mut db, &request, currency, now).await?;
+    let mut response = if request.csv {
+        csv_body(body)
+    } else {
+        json_body(body)
+    };
+    if let Some(link) = next.as_deref().and_then(link) {
+        response.headers_mut().insert(header::LINK, link);
+    }
+    Ok(response)
+}
+
+/// The `Link` header naming the next page.
+fn link(next: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok()
+}
+
+/// The page of `request` from its start, as `db` holds it at `now`: its
+/// body, and the link to the rest of the range, if any.
+async fn page(
+    state: &AppState,
+    db: &mut PgConnection,
+    request: &SeriesRequest,
+    currency: CurrencyCode,
+    now: DateTime<Utc>,
+) -> Result<(String, Option<String>)> {
+    let tz = state.timezone;
     let mut page_end = request.interval.page_end(request.from, tz).min(request.to);
     let points = match request.bank {
         Some(bank) => {
-            if store::bank(read.history(), bank).await?.is_none() {
+            if store::bank(&mut *db, bank).await?.is_none() {
                 return Err(Error::NotFound("Bank not found"));
             }
             let (points, end) = bank_points(
-                read.history(),
+                db,
                 bank,
                 currency,
-                &request,
+                request,
                 page_end,
                 state.series_page_points,
                 tz,
@@ -332,7 +397,7 @@ pub async fn series(
         None => {
             let spans = intervals(request.interval, request.from, page_end, tz, now);
             let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
-            let best = store::best_at(read.history(), currency, request.field, &ends).await?;
+            let best = store::best_at_in(db, currency, request.field, &ends).await?;
             Points::Best(
                 spans
                     .iter()
@@ -360,17 +425,7 @@ pub async fn series(
         (Points::Best(points), true) => best_series_csv(points),
         (Points::Best(points), false) => best_series_json(of, request.field, points),
     };
-    let mut response = if request.csv {
-        csv_body(body)
-    } else {
-        json_body(body)
-    };
-    if let Some(next) = next {
-        if let Ok(link) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
-            response.headers_mut().insert(header::LINK, link);
-        }
-    }
-    Ok(response)
+    Ok((body, next))
 }
 
 enum Points {
@@ -383,7 +438,7 @@ enum Points {
 /// millisecond of the first one left out begins.
 #[allow(clippy::too_many_arguments)]
 async fn bank_points(
-    pool: &sqlx::PgPool,
+    db: &mut PgConnection,
     bank: BankId,
     currency: CurrencyCode,
     request: &SeriesRequest,
@@ -394,7 +449,8 @@ async fn bank_points(
 ) -> Result<(Vec<ratewire_readmodel::views::BankPoint>, DateTime<Utc>)> {
     if request.interval == Interval::Raw {
         let mut records =
-            store::records_between(pool, bank, currency, request.from, page_end, most + 1).await?;
+            store::records_between(&mut *db, bank, currency, request.from, page_end, most + 1)
+                .await?;
         let mut end = page_end;
         if records.len() > most {
             // Publish times are stored to the microsecond, and links say
@@ -408,7 +464,7 @@ async fn bank_points(
                 // most a thousand, publish times being unique).
                 end += Duration::milliseconds(1);
                 records = store::records_between(
-                    pool,
+                    &mut *db,
                     bank,
                     currency,
                     request.from,
@@ -423,7 +479,7 @@ async fn bank_points(
     }
     let spans = intervals(request.interval, request.from, page_end, tz, now);
     let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
-    let records = store::records_at(pool, bank, currency, &ends).await?;
+    let records = store::records_at_in(db, bank, currency, &ends).await?;
     let points = spans
         .iter()
         .zip(records)

@@ -9,20 +9,24 @@ use axum::response::Response;
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::reference::reference_day;
 use ratewire_proto::{CurrencyCode, NATIONAL_BANK};
-use ratewire_readmodel::store::{in_force, ReferenceRow};
-use ratewire_readmodel::views::{timestamp, BankRef, CurrencyJson, Envelope, Num, ReferencePoint};
+use ratewire_readmodel::store::{self, in_force, ReferenceRow};
+use ratewire_readmodel::views::{
+    timestamp, BankRef, BankView, CurrencyJson, Envelope, Num, ReferencePoint,
+};
 use rust_decimal::Decimal;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
-use crate::query::{query, CurrencyArg};
+use crate::query::{query, CurrencyArg, KnownAt};
 use crate::spreads::{premium_percent, spread, spread_percent, Age};
 use crate::state::AppState;
-use crate::views::answer::aged_answer;
+use crate::views::answer::aged_text;
 use crate::views::boards::boards;
-use crate::views::{reference, requests, ViewRead};
+use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
+use crate::views::reference::{self, Reader};
+use crate::views::{requests, ViewRead};
 
 /// One pair's figures: exact values and spread, rounded percents, and
 /// premiums when a reference is in force.
@@ -110,7 +114,7 @@ impl Serialize for Row<'_> {
 /// The National Bank's rate of `code` on each day asked for, read once
 /// per day.
 struct ReferenceDays<'a> {
-    state: &'a AppState,
+    days: Reader<'a>,
     dates: Vec<NaiveDate>,
     code: CurrencyCode,
     read: BTreeMap<NaiveDate, Option<ReferenceRow>>,
@@ -123,7 +127,7 @@ impl ReferenceDays<'_> {
             return Ok(None);
         };
         if !self.read.contains_key(&date) {
-            let stored = reference::day(&self.state.views, NATIONAL_BANK, date).await?;
+            let stored = self.days.day(NATIONAL_BANK, date).await?;
             let read = reference::read_day(&stored)?;
             self.read.insert(date, read.day.rate(self.code).cloned());
         }
@@ -140,6 +144,10 @@ query! {
         pub currency as "currencyCode": CurrencyArg,
         /// Add the transactional pair's figures: true, false, 1 or 0
         pub transactional as "transactional": bool,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -157,22 +165,47 @@ pub async fn spreads(
     _: Authorized,
     State(state): State<AppState>,
     ViewRead { query, named }: ViewRead<SpreadsQuery>,
+    known: KnownAtRequest,
 ) -> Result<Response> {
-    let SpreadsQuery {
-        currency,
-        transactional,
-    } = query;
-    let CurrencyArg::Known(code) = currency else {
+    let CurrencyArg::Known(code) = query.currency else {
         return Err(Error::NotFound("Currency not found"));
     };
-    let now = Utc::now();
+    let transactional = query.transactional;
+    if let Some(at) = query.as_known_at {
+        let (model, pool) = (&named.read, &named.read.pool);
+        let mut read = match state.views.known_at(model, pool, known, "", at).await? {
+            Begun::Kept(answer) => return Ok(answer),
+            Begun::Reading(read) => read,
+        };
+        let now = read.now();
+        let boards = store::active_bank_views_in(read.db()).await?;
+        let days = Reader::KnownAt(read.db(), &state.views.style);
+        let (body, _) = answer(&state, &boards, days, code, transactional, now).await?;
+        return read.answer(Rendered::Json(body), None).await;
+    }
     let boards = boards(&state.views, named).await?;
+    let days = Reader::Live(&state.views);
+    let (body, ageless) = answer(&state, &boards, days, code, transactional, Utc::now()).await?;
+    Ok(aged_text(body, &ageless))
+}
+
+/// The answer at `boards` and the reference `days` hold, as of `now`, and
+/// the same without its ages (what its `ETag` is made of).
+async fn answer(
+    state: &AppState,
+    boards: &[BankView],
+    days: Reader<'_>,
+    code: CurrencyCode,
+    transactional: bool,
+    now: DateTime<Utc>,
+) -> Result<(String, String)> {
     let mut reference = ReferenceDays {
-        state: &state,
-        dates: reference::dates(&state.views, NATIONAL_BANK).await?,
+        dates: Vec::new(),
+        days,
         code,
         read: BTreeMap::new(),
     };
+    reference.dates = reference.days.dates(NATIONAL_BANK).await?;
     let today = reference.on(reference_day(now)).await?;
     let mut rows = Vec::new();
     for board in boards.iter() {
@@ -210,7 +243,7 @@ pub async fn spreads(
             .cmp(&b.cash_spread_percent)
             .then(a.bank.id.cmp(&b.bank.id))
     });
-    let body = Envelope {
+    let mut body = Envelope {
         message: "success",
         status: 200,
         data: Data {
@@ -224,11 +257,12 @@ pub async fn spreads(
             banks: rows,
         },
     };
-    Ok(aged_answer(body, |body| {
-        for row in &mut body.data.banks {
-            row.ageless = true;
-        }
-    }))
+    let text = serde_json::to_string(&body).expect("the answer serializes");
+    for row in &mut body.data.banks {
+        row.ageless = true;
+    }
+    let ageless = serde_json::to_string(&body).expect("the answer serializes");
+    Ok((text, ageless))
 }
 
 #[derive(Serialize)]

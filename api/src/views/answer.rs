@@ -66,8 +66,13 @@ pub fn aged_answer<T: serde::Serialize>(
     let text = serde_json::to_string(&body).expect("the answer serializes");
     without_ages(&mut body);
     let ageless = serde_json::to_string(&body).expect("the answer serializes");
+    aged_text(text, &ageless)
+}
+
+/// [`aged_answer`] of a body serialized already, with and without its ages.
+pub fn aged_text(text: String, ageless: &str) -> Response {
     let mut response = super::body::json_body(text);
-    let etag = format!("W/\"{}\"", ratewire_readmodel::views::digest(&ageless));
+    let etag = format!("W/\"{}\"", ratewire_readmodel::views::digest(ageless));
     if let Ok(value) = HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, value);
     }

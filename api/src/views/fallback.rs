@@ -25,6 +25,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 
 use crate::error::{Error, Result};
+use crate::views::known_at::FinalAnswers;
 use crate::views::requests::Stored;
 
 /// How long a render is served before Postgres is asked again.
@@ -50,12 +51,17 @@ pub fn rendered(body: impl Into<Bytes>) -> Stored {
 type Kept = std::result::Result<Stored, &'static str>;
 
 #[derive(Clone)]
-pub struct Fallbacks(moka::future::Cache<String, Kept>);
+pub struct Fallbacks {
+    renders: moka::future::Cache<String, Kept>,
+    /// Final answers as known at an instant: rendered from Postgres too,
+    /// and kept for good (see [`crate::views::known_at`]).
+    pub final_answers: FinalAnswers,
+}
 
 impl Default for Fallbacks {
     fn default() -> Self {
-        Self(
-            moka::future::Cache::builder()
+        Self {
+            renders: moka::future::Cache::builder()
                 .max_capacity(MOST_BYTES)
                 .weigher(|key: &String, kept: &Kept| {
                     let body = kept.as_ref().map_or(0, |s| s.body.len());
@@ -63,7 +69,8 @@ impl Default for Fallbacks {
                 })
                 .time_to_live(KEPT_FOR)
                 .build(),
-        )
+            final_answers: FinalAnswers::default(),
+        }
     }
 }
 
@@ -91,7 +98,7 @@ impl Fallbacks {
             return fingerprinted(render).await?.map_err(Error::NotFound);
         };
         let rendered = self
-            .0
+            .renders
             .try_get_with(format!("{outage}:{key}"), fingerprinted(render))
             .await
             .map_err(|shared: Arc<Error>| {

@@ -4,7 +4,9 @@
 //! process ([`cache`]), read from Redis (a list joined from its banks'
 //! elements: [`lists`]), or, when Redis has none or cannot be asked,
 //! rendered from Postgres with the same renderer ([`fallback`]), all in
-//! [`Views::serve`]. [`read_model`] says which generation is served;
+//! [`Views::serve`]. A request as known at a past instant is rendered
+//! from Postgres alone ([`known_at`]). [`read_model`] says which
+//! generation is served;
 //! [`reference`](mod@reference) reads the reference rates' days;
 //! [`answer`] and [`body`] make the responses.
 
@@ -13,6 +15,7 @@ pub mod boards;
 pub mod body;
 pub mod cache;
 pub mod fallback;
+pub mod known_at;
 pub mod lists;
 pub mod read_model;
 pub mod reference;

@@ -10,8 +10,9 @@ use chrono::NaiveDate;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::{
     reference_dates_body, reference_dates_from_body, reference_day_from_body,
-    reference_day_response, StoredDay,
+    reference_day_response, StoredDay, ViewStyle,
 };
+use sqlx::PgConnection;
 
 use crate::error::{Error, Result};
 use crate::views::{Cached, Stored, ViewRef, Views};
@@ -50,18 +51,55 @@ pub async fn day(views: &Arc<Views>, source: &str, date: NaiveDate) -> Result<St
     let style = Arc::clone(&views.style);
     fetch(views, &view, || {
         let (pool, source) = (read.pool.clone(), source.to_owned());
-        async move {
-            let days = store::reference_days(&pool, &source, Some(&[date])).await?;
-            Ok(match days.first() {
-                Some(day) => Ok(Stored {
-                    body: Bytes::from(reference_day_response(day, &style)),
-                    etag: None,
-                }),
-                None => Err(NO_DAYS),
-            })
-        }
+        async move { render_day(&pool, &source, date, &style).await }
     })
     .await
+}
+
+/// `source`'s answer for `date` as `db` holds it (`Err` when it published
+/// nothing that day): what the projector stores.
+async fn render_day<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    source: &str,
+    date: NaiveDate,
+    style: &ViewStyle,
+) -> Result<std::result::Result<Stored, &'static str>> {
+    let days = store::reference_days(db, source, Some(&[date])).await?;
+    Ok(match days.first() {
+        Some(day) => Ok(Stored {
+            body: Bytes::from(reference_day_response(day, style)),
+            etag: None,
+        }),
+        None => Err(NO_DAYS),
+    })
+}
+
+/// Where a read finds the reference days: as stored (the present), or in
+/// a snapshot of the model as known at an instant (see
+/// [`crate::views::known_at`]).
+pub enum Reader<'a> {
+    Live(&'a Arc<Views>),
+    KnownAt(&'a mut PgConnection, &'a ViewStyle),
+}
+
+impl Reader<'_> {
+    /// The days `source` published, oldest first (see [`dates`]).
+    pub async fn dates(&mut self, source: &str) -> Result<Vec<NaiveDate>> {
+        match self {
+            Reader::Live(views) => dates(views, source).await,
+            Reader::KnownAt(db, _) => Ok(store::reference_dates(&mut **db, source).await?),
+        }
+    }
+
+    /// `source`'s answer for `date` (see [`day`]).
+    pub async fn day(&mut self, source: &str, date: NaiveDate) -> Result<Stored> {
+        match self {
+            Reader::Live(views) => day(views, source, date).await,
+            Reader::KnownAt(db, style) => render_day(&mut **db, source, date, style)
+                .await?
+                .map_err(Error::NotFound),
+        }
+    }
 }
 
 /// A day's answer read back (its rates, and each currency's element as

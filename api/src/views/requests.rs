@@ -14,7 +14,8 @@ use ratewire_proto::BankId;
 use ratewire_readmodel::redis::Keys;
 use ratewire_readmodel::views::RatesVariant;
 
-use crate::query::{query, CurrencyArg, FromQuery};
+use crate::query::{query, CurrencyArg, FromQuery, KnownAt};
+use crate::views::known_at::asks_known_at;
 use crate::views::read_model::{ReadModel, ReadModels};
 
 /// The stored list a conversion reads: every active bank, transactional.
@@ -33,6 +34,10 @@ query! {
         pub transactional as "transactional": bool,
         /// Include the banks' social links: true, false, 1 or 0
         pub social_links as "socialLinks": bool,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -51,6 +56,10 @@ query! {
     pub struct BanksQuery {
         /// Include each bank's current board: true, false, 1 or 0
         pub with_recent as "withRecentEx": bool,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
@@ -60,18 +69,37 @@ query! {
     pub struct BestRatesQuery {
         /// ISO 4217 code, three letters in any case (one no active bank quotes: 404)
         pub currency as "currencyCode": CurrencyArg,
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
+    }
+}
+
+query! {
+    /// `GET /api/v1/currencies`: the currencies active banks quote.
+    #[derive(Debug, Clone, Copy)]
+    pub struct CurrenciesQuery {
+        /// An RFC 3339 instant, not in the future: the answer as it was known
+        /// then (to the millisecond, named in the envelope); a final one is
+        /// immutable
+        pub as_known_at as "asKnownAt": Option<KnownAt>,
     }
 }
 
 /// A query that names the stored view answering it.
 pub trait NamesView: FromQuery + Clone + Send + Sync + 'static {
     /// The view, of the generation whose keys are `views`; `None` when the
-    /// query names nothing (an unknown currency).
+    /// query names nothing (an unknown currency), or asks for the answer
+    /// as known at an instant (no stored view holds the past).
     fn view(&self, views: &Keys) -> Option<ViewRef>;
 }
 
 impl NamesView for RatesQuery {
     fn view(&self, views: &Keys) -> Option<ViewRef> {
+        if self.as_known_at.is_some() {
+            return None;
+        }
         Some(match self.bank_id {
             Some(id) => ViewRef::new(views, views.rates_bank(id, self.variant())),
             None => ViewRef::list(views, List::Rates(self.variant())),
@@ -81,16 +109,28 @@ impl NamesView for RatesQuery {
 
 impl NamesView for BanksQuery {
     fn view(&self, views: &Keys) -> Option<ViewRef> {
-        Some(ViewRef::list(views, List::Banks(self.with_recent)))
+        self.as_known_at
+            .is_none()
+            .then(|| ViewRef::list(views, List::Banks(self.with_recent)))
     }
 }
 
 impl NamesView for BestRatesQuery {
     fn view(&self, views: &Keys) -> Option<ViewRef> {
         match self.currency {
-            CurrencyArg::Known(code) => Some(ViewRef::new(views, views.best(code))),
-            CurrencyArg::Unknown => None,
+            CurrencyArg::Known(code) if self.as_known_at.is_none() => {
+                Some(ViewRef::new(views, views.best(code)))
+            }
+            _ => None,
         }
+    }
+}
+
+impl NamesView for CurrenciesQuery {
+    fn view(&self, views: &Keys) -> Option<ViewRef> {
+        self.as_known_at
+            .is_none()
+            .then(|| ViewRef::new(views, views.currencies()))
     }
 }
 
@@ -118,10 +158,12 @@ fn named<Q: NamesView>(views: &Keys, query: Option<&str>) -> Naming {
     }
 }
 
-/// A view everyone asking `path` names, whatever the query.
-fn fixed(view: ViewRef) -> Naming {
+/// A view everyone asking `path` names, whatever the rest of the query,
+/// unless it asks for the answer as known at an instant (then none: see
+/// [`NamesView::view`]); the handler parses the query.
+fn fixed(view: ViewRef, query: Option<&str>) -> Naming {
     Naming {
-        view: Some(Arc::new(view)),
+        view: (!asks_known_at(query)).then(|| Arc::new(view)),
         parsed: None,
     }
 }
@@ -233,16 +275,16 @@ pub static VIEW_ROUTES: [ViewRoute; 6] = [
     },
     ViewRoute {
         path: CURRENCIES,
-        view: |views, _| fixed(ViewRef::new(views, views.currencies())),
+        view: named::<CurrenciesQuery>,
     },
     // Computed from every bank's board, whatever their query asks.
     ViewRoute {
         path: CONVERT,
-        view: |views, _| fixed(ViewRef::list(views, List::Rates(BOARDS))),
+        view: |views, query| fixed(ViewRef::list(views, List::Rates(BOARDS)), query),
     },
     ViewRoute {
         path: SPREADS,
-        view: |views, _| fixed(ViewRef::list(views, List::Rates(BOARDS))),
+        view: |views, query| fixed(ViewRef::list(views, List::Rates(BOARDS)), query),
     },
 ];
 
@@ -264,7 +306,12 @@ pub fn naming(models: &ReadModels, uri: &Uri) -> Option<(Arc<ReadModel>, Naming)
         return Some((read, known));
     }
     let naming = (route.view)(&read.views, uri.query());
-    NAMED.with_borrow_mut(|named| named.put(&read, target, naming.clone()));
+    // Only what names a view is remembered: a request as known at an
+    // instant names none (and whether its instant is in the future
+    // changes), nor does a refused one.
+    if naming.view.is_some() {
+        NAMED.with_borrow_mut(|named| named.put(&read, target, naming.clone()));
+    }
     Some((read, naming))
 }
 
@@ -354,5 +401,32 @@ mod tests {
             let view = naming.view.unwrap();
             assert_eq!(view.key, List::Rates(BOARDS).key(&Keys::new("t:")));
         }
+    }
+
+    #[test]
+    fn a_read_as_known_at_an_instant_names_no_stored_view() {
+        let at = "asKnownAt=2026-01-01T00:00:00Z";
+        for (path, query) in [
+            (RATES, format!("bankId=1&{at}")),
+            (RATES, at.to_owned()),
+            (BANKS, at.to_owned()),
+            (BEST_RATES, format!("currencyCode=USD&{at}")),
+            (CURRENCIES, at.to_owned()),
+            (CONVERT, format!("from=USD&to=ETB&amount=1&{at}")),
+            (SPREADS, format!("currencyCode=USD&{at}")),
+        ] {
+            assert!(naming_of(path, &query).view.is_none(), "{path}?{query}");
+        }
+        // Without it, the same requests name their views.
+        assert!(naming_of(CURRENCIES, "").view.is_some());
+        assert!(naming_of(BEST_RATES, "currencyCode=USD").view.is_some());
+        // A malformed instant names nothing either, and is handed on.
+        let naming = naming_of(RATES, "asKnownAt=soon");
+        assert!(naming.view.is_none());
+        let parsed = naming.parsed.unwrap();
+        let Some(Err(problems)) = parsed.downcast_ref::<Result<RatesQuery, FieldErrors>>() else {
+            panic!("the problem")
+        };
+        assert_eq!(problems.keys().collect::<Vec<_>>(), ["asKnownAt"]);
     }
 }

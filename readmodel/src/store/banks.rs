@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::BankId;
-use sqlx::{PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::{
     bank_from_row, rate_from_row, Version, BANK_COLUMNS, BANK_FIELDS, PREVIOUS_JOIN, RATE_COLUMNS,
@@ -62,8 +62,8 @@ pub async fn latest_board<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Vec
 }
 
 /// Everything a bank's views are made of; `None` for an unknown bank.
-pub async fn bank_view(pool: &sqlx::PgPool, id: BankId) -> Result<Option<BankView>> {
-    Ok(bank_views(pool, &[id])
+pub async fn bank_view<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Option<BankView>> {
+    Ok(bank_views(db, &[id])
         .await?
         .pop()
         .and_then(|(_, view)| view))
@@ -72,11 +72,11 @@ pub async fn bank_view(pool: &sqlx::PgPool, id: BankId) -> Result<Option<BankVie
 /// The views of `ids`, in the order given (`None` for an unknown bank):
 /// two statements in one snapshot however many banks, so a batch that
 /// touched fifty banks costs what one did.
-pub async fn bank_views(
-    pool: &sqlx::PgPool,
+pub async fn bank_views<'e>(
+    db: impl PgExecutor<'e>,
     ids: &[BankId],
 ) -> Result<Vec<(BankId, Option<BankView>)>> {
-    Ok(bank_views_at(pool, ids).await?.1)
+    Ok(bank_views_at(db, ids).await?.1)
 }
 
 /// [`bank_views`], with the version of the snapshot they were read in.
@@ -85,8 +85,8 @@ pub async fn bank_views(
 /// and the version is that snapshot's: a transaction of its own (begin,
 /// version, banks, boards, commit) was five round trips on the way of every
 /// board to its views, each a wait on a busy machine.
-pub async fn bank_views_at(
-    pool: &sqlx::PgPool,
+pub async fn bank_views_at<'e>(
+    db: impl PgExecutor<'e>,
     ids: &[BankId],
 ) -> Result<(Option<Version>, Vec<(BankId, Option<BankView>)>)> {
     if ids.is_empty() {
@@ -119,7 +119,7 @@ pub async fn bank_views_at(
          ORDER BY v.id, v.currency"
     ))
     .bind(&raw)
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     let version = match rows.first() {
         Some(row) => Version::from_row(row)?,
@@ -153,9 +153,9 @@ pub async fn bank_views_at(
 }
 
 /// The ids of every active bank, in id order.
-pub async fn active_bank_ids(pool: &sqlx::PgPool) -> Result<Vec<BankId>> {
+pub async fn active_bank_ids<'e>(db: impl PgExecutor<'e>) -> Result<Vec<BankId>> {
     let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
-        .fetch_all(pool)
+        .fetch_all(db)
         .await?;
     Ok(ids
         .into_iter()
@@ -165,8 +165,13 @@ pub async fn active_bank_ids(pool: &sqlx::PgPool) -> Result<Vec<BankId>> {
 
 /// Views of every active bank, in id order.
 pub async fn active_bank_views(pool: &sqlx::PgPool) -> Result<Vec<BankView>> {
-    let ids = active_bank_ids(pool).await?;
-    Ok(bank_views(pool, &ids)
+    active_bank_views_in(&mut *pool.acquire().await?).await
+}
+
+/// [`active_bank_views`] on one connection (in a transaction's snapshot).
+pub async fn active_bank_views_in(db: &mut PgConnection) -> Result<Vec<BankView>> {
+    let ids = active_bank_ids(&mut *db).await?;
+    Ok(bank_views(&mut *db, &ids)
         .await?
         .into_iter()
         .filter_map(|(_, view)| view)

@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::CurrencyCode;
+use sqlx::PgConnection;
 
-use super::{quotes, series, Point};
+use super::{quotes, series_read, Point};
 use crate::error::Result;
 use crate::views::{pick_best, BankInfo, BestEntry, Candidate, Field, RateView};
 
@@ -14,7 +15,17 @@ pub async fn best_rates(
     code: CurrencyCode,
     now: DateTime<Utc>,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
-    best_rates_from(pool, code, &quotes(pool, code).await?, now).await
+    best_rates_in(&mut *pool.acquire().await?, code, now).await
+}
+
+/// [`best_rates`] on one connection (in a transaction's snapshot).
+pub async fn best_rates_in(
+    db: &mut PgConnection,
+    code: CurrencyCode,
+    now: DateTime<Utc>,
+) -> Result<Option<[Option<BestEntry>; 4]>> {
+    let quotes = quotes(&mut *db, code).await?;
+    best_rates_from_in(db, code, &quotes, now).await
 }
 
 /// Which quote is best for each field (by [`Field::ALL`] order).
@@ -48,6 +59,15 @@ pub async fn best_rates_from(
     quotes: &[(BankInfo, RateView)],
     now: DateTime<Utc>,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
+    best_rates_from_in(&mut *pool.acquire().await?, code, quotes, now).await
+}
+
+async fn best_rates_from_in(
+    db: &mut PgConnection,
+    code: CurrencyCode,
+    quotes: &[(BankInfo, RateView)],
+    now: DateTime<Utc>,
+) -> Result<Option<[Option<BestEntry>; 4]>> {
     if quotes.is_empty() {
         return Ok(None);
     }
@@ -57,7 +77,9 @@ pub async fn best_rates_from(
             continue;
         };
         let quote = &quotes[i];
-        let series = series(pool, quote.0.id, code, field.column(), now).await?;
+        let series = series_read(&mut *db, quote.0.id, code, field.column(), now)
+            .await?
+            .points;
         *slot = Some(best_entry(field, quote, series));
     }
     Ok(Some(entries))

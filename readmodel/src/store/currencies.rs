@@ -48,8 +48,11 @@ pub async fn currency_known<'e>(db: impl PgExecutor<'e>, code: CurrencyCode) -> 
 }
 
 /// Each active bank's current quote for `code`, with its previous values.
-pub async fn quotes(pool: &sqlx::PgPool, code: CurrencyCode) -> Result<Vec<(BankInfo, RateView)>> {
-    Ok(quotes_of(pool, &[code])
+pub async fn quotes<'e>(
+    db: impl PgExecutor<'e>,
+    code: CurrencyCode,
+) -> Result<Vec<(BankInfo, RateView)>> {
+    Ok(quotes_of(db, &[code])
         .await?
         .remove(&code)
         .unwrap_or_default())

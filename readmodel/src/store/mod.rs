@@ -6,6 +6,7 @@ mod banks;
 mod best;
 mod currencies;
 mod history;
+mod known_at;
 mod range;
 mod reference;
 mod series;
@@ -13,13 +14,14 @@ mod snapshot;
 
 pub use crate::views::{ReferenceDay, ReferenceRow};
 pub use banks::{
-    active_bank_ids, active_bank_views, bank, bank_ids, bank_view, bank_views, bank_views_at,
-    latest_board,
+    active_bank_ids, active_bank_views, active_bank_views_in, bank, bank_ids, bank_view,
+    bank_views, bank_views_at, latest_board,
 };
-pub use best::{best_entry, best_picks, best_rates, best_rates_from};
+pub use best::{best_entry, best_picks, best_rates, best_rates_from, best_rates_in};
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
-pub use range::{best_at, records_at, records_between, Best};
+pub use known_at::{begin_known_at, fold_positions, is_final, known_at_final, FoldPosition};
+pub use range::{best_at, best_at_in, records_at, records_at_in, records_between, Best};
 pub use reference::{
     in_force, reference_dates, reference_days, reference_series, reference_sources,
 };

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
 use rust_decimal::Decimal;
-use sqlx::{PgExecutor, PgPool, Row};
+use sqlx::{PgConnection, PgExecutor, PgPool, Row};
 
 use crate::error::Result;
 use crate::views::{Field, HistoryRecord};
@@ -69,7 +69,17 @@ pub async fn records_at(
     code: CurrencyCode,
     instants: &[DateTime<Utc>],
 ) -> Result<Vec<(DateTime<Utc>, Option<HistoryRecord>)>> {
-    let mut in_force = in_force_at(pool, &[bank], code, instants).await?;
+    records_at_in(&mut *pool.acquire().await?, bank, code, instants).await
+}
+
+/// [`records_at`] on one connection (in a transaction's snapshot).
+pub async fn records_at_in(
+    db: &mut PgConnection,
+    bank: BankId,
+    code: CurrencyCode,
+    instants: &[DateTime<Utc>],
+) -> Result<Vec<(DateTime<Utc>, Option<HistoryRecord>)>> {
+    let mut in_force = in_force_at(db, &[bank], code, instants).await?;
     let records = in_force
         .remove(&bank)
         .unwrap_or_else(|| vec![None; instants.len()]);
@@ -90,8 +100,18 @@ pub async fn best_at(
     field: Field,
     instants: &[DateTime<Utc>],
 ) -> Result<Vec<(DateTime<Utc>, Best)>> {
-    let banks = super::banks::active_bank_ids(pool).await?;
-    let in_force = in_force_at(pool, &banks, code, instants).await?;
+    best_at_in(&mut *pool.acquire().await?, code, field, instants).await
+}
+
+/// [`best_at`] on one connection (in a transaction's snapshot).
+pub async fn best_at_in(
+    db: &mut PgConnection,
+    code: CurrencyCode,
+    field: Field,
+    instants: &[DateTime<Utc>],
+) -> Result<Vec<(DateTime<Utc>, Best)>> {
+    let banks = super::banks::active_bank_ids(&mut *db).await?;
+    let in_force = in_force_at(db, &banks, code, instants).await?;
     let mut best: Vec<Best> = vec![None; instants.len()];
     for bank in &banks {
         let Some(records) = in_force.get(bank) else {
@@ -141,7 +161,7 @@ fn field_of(field: Field, record: &HistoryRecord) -> Option<Decimal> {
 /// probed once per instant instead, so no bank costs more than the probes
 /// would, however often it published.
 async fn in_force_at(
-    pool: &PgPool,
+    db: &mut PgConnection,
     banks: &[BankId],
     code: CurrencyCode,
     instants: &[DateTime<Utc>],
@@ -175,7 +195,7 @@ async fn in_force_at(
         .bind(first)
         .bind(last)
         .bind(i64::try_from(most + 2).unwrap_or(i64::MAX))
-        .fetch_all(pool)
+        .fetch_all(&mut *db)
         .await?;
         let mut scanned: HashMap<i64, Vec<HistoryRecord>> = HashMap::new();
         for row in &rows {
@@ -196,7 +216,7 @@ async fn in_force_at(
         busy.extend_from_slice(banks);
     }
     if !busy.is_empty() {
-        found.extend(probed(pool, &busy, code, instants).await?);
+        found.extend(probed(db, &busy, code, instants).await?);
     }
     Ok(found)
 }
@@ -220,7 +240,7 @@ fn carried_forward(
 
 /// One index probe per bank and instant: the last record before it.
 async fn probed(
-    pool: &PgPool,
+    db: &mut PgConnection,
     banks: &[BankId],
     code: CurrencyCode,
     instants: &[DateTime<Utc>],
@@ -238,7 +258,7 @@ async fn probed(
     .bind(&ids)
     .bind(code.as_str())
     .bind(instants)
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     let mut found: HashMap<BankId, Vec<Option<HistoryRecord>>> = banks
         .iter()
