@@ -244,7 +244,7 @@ async fn bad_parameters_are_400_naming_them_and_what_names_nothing_is_404() {
         .json("/api/v1/revisions?from=2026-11-22T00:00:00Z&to=2026-11-21T00:00:00Z")
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(body["errors"]["from"][0], "from must be before to");
+    assert_eq!(body["errors"]["from"][0], "from must not be after to");
 
     let (status, _, body) = api.json("/api/v1/revisions?bankId=2").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -109,7 +109,7 @@ query! {
         pub bank_id as "bankId": Option<BankId>,
         /// Known at or after this RFC 3339 time; default from the start of the log
         pub from as "from": Option<Instant>,
-        /// Known before this RFC 3339 time, which must be after `from`; default to the end of the log
+        /// Known before this RFC 3339 time, not before `from`; default to the end of the log
         pub to as "to": Option<Instant>,
         /// json or csv; default by Accept (text/csv), else json
         pub format as "format": Option<Format>,
@@ -119,11 +119,12 @@ query! {
     rules = revisions_rules;
 }
 
-/// A range of known-at times runs forward.
+/// A range of known-at times does not run backward (an empty one, `from`
+/// equal to `to`, lists nothing).
 fn revisions_rules(query: &RevisionsQuery, check: &mut Checker<'_>) {
     if let (Some(from), Some(to)) = (query.from, query.to) {
-        if from >= to {
-            check.refuse("from", "from must be before to");
+        if from > to {
+            check.refuse("from", "from must not be after to");
         }
     }
 }
@@ -265,8 +266,12 @@ mod tests {
             ["after", "bankId", "format", "from", "to"]
         );
         assert!(errors["from"][0].contains("RFC 3339"), "{errors:?}");
-        let errors = parse("from=2026-11-23T08:00:00Z&to=2026-11-23T08:00:00Z").unwrap_err();
-        assert_eq!(errors["from"], ["from must be before to"]);
+        let errors = parse("from=2026-11-23T08:00:00.001Z&to=2026-11-23T08:00:00Z").unwrap_err();
+        assert_eq!(errors["from"], ["from must not be after to"]);
+        assert!(
+            parse("from=2026-11-23T08:00:00.0009Z&to=2026-11-23T08:00:00.0001Z").is_ok(),
+            "the same millisecond: an empty range"
+        );
     }
 
     #[test]
