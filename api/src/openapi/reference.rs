@@ -37,6 +37,10 @@ pub struct ReferenceRateResponse {
     pub message: String,
     pub status: u16,
     pub data: ReferenceRateData,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 /// A reference day's rates of one currency.
@@ -67,6 +71,10 @@ pub struct ReferenceSeriesResponse {
     pub message: String,
     pub status: u16,
     pub data: ReferenceSeries,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 /// The reference in force today.
@@ -132,4 +140,8 @@ pub struct SpreadsResponse {
     pub message: String,
     pub status: u16,
     pub data: Spreads,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }

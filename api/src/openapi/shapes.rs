@@ -127,6 +127,10 @@ pub struct RatesResponse {
     pub message: String,
     pub status: u16,
     pub data: Vec<RatesElement>,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 /// A board entry on /banks (no difference).
@@ -165,6 +169,10 @@ pub struct BanksResponse {
     pub message: String,
     pub status: u16,
     pub data: Vec<Bank>,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 #[derive(ToSchema)]
@@ -174,6 +182,10 @@ pub struct CurrenciesResponse {
     pub message: String,
     pub status: u16,
     pub data: Vec<Currency>,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 /// The bank of a best rate.
@@ -250,6 +262,10 @@ pub struct BestRatesResponse {
     pub message: String,
     pub status: u16,
     pub data: BestRates,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 #[derive(ToSchema)]
@@ -349,6 +365,10 @@ pub struct SeriesResponse {
     pub message: String,
     pub status: u16,
     pub data: SeriesData,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 #[derive(ToSchema)]
@@ -407,6 +427,10 @@ pub struct ConvertResponse {
     pub message: String,
     pub status: u16,
     pub data: Conversion,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 #[derive(ToSchema)]
@@ -419,6 +443,10 @@ pub struct HistoryResponse {
     #[schema(format = Date)]
     pub date: String,
     pub data: HistoryRecord,
+    /// Only with `asKnownAt`: the instant the answer is as known at, to the
+    /// millisecond, in UTC.
+    #[schema(format = DateTime)]
+    pub as_known_at: Option<String>,
 }
 
 #[derive(ToSchema)]

@@ -588,6 +588,25 @@ mod tests {
     }
 
     #[test]
+    fn read_as_known_at_an_instant_the_series_ends_then_and_its_next_page_too() {
+        let query = SeriesQuery::parse(Some(
+            "bankId=1&interval=hour&from=2026-01-01&asKnownAt=2026-03-01T12:30:00.25Z",
+        ))
+        .unwrap();
+        // The handler's "now" is the instant.
+        let then = query.as_known_at.unwrap().instant();
+        let request = SeriesRequest::new(query, &HeaderMap::new(), chrono_tz::UTC, then).unwrap();
+        assert_eq!(request.to, at("2026-03-01T13:00:00Z"), "the hour in progress then");
+        let usd = CurrencyCode::parse("USD").unwrap();
+        assert_eq!(
+            request.next_link(usd, at("2026-02-01T00:00:00Z")),
+            "/api/v1/rates/series?bankId=1&currencyCode=USD&interval=hour\
+             &from=2026-02-01T00:00:00.000Z&to=2026-03-01T13:00:00.000Z\
+             &asKnownAt=2026-03-01T12:30:00.250Z"
+        );
+    }
+
+    #[test]
     fn any_range_is_accepted_and_raw_needs_a_bank() {
         let now = at("2026-11-23T10:00:00Z");
         let parse = |q: &str| SeriesRequest::parse(Some(q), &HeaderMap::new(), chrono_tz::UTC, now);

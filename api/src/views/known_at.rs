@@ -137,7 +137,7 @@ pub struct KnownAtRead {
     tx: Transaction<'static, Postgres>,
     at: KnownAt,
     is_final: bool,
-    key: String,
+    key: Option<String>,
     if_none_match: Option<HeaderValue>,
     answers: FinalAnswers,
 }
@@ -162,16 +162,16 @@ impl KnownAtRead {
         variant: &str,
         at: KnownAt,
     ) -> Result<Begun> {
-        let Asked {
-            normalized,
-            if_none_match,
-        } = request.0.unwrap_or_else(|| Asked {
-            // Named by its handler only from a query that has it.
-            normalized: format!("?{AS_KNOWN_AT}={at}"),
-            if_none_match: None,
-        });
-        let key = format!("{model}|{variant}|{normalized}");
-        if let Some(kept) = answers.0.get(&key) {
+        // A query that hides its `asKnownAt` from the extractor (a
+        // percent-encoded name) is answered, but never kept: it has no key.
+        let (key, if_none_match) = match request.0 {
+            Some(Asked {
+                normalized,
+                if_none_match,
+            }) => (Some(format!("{model}|{variant}|{normalized}")), if_none_match),
+            None => (None, None),
+        };
+        if let Some(kept) = key.as_ref().and_then(|key| answers.0.get(key)) {
             return Ok(Begun::Kept(respond(&kept, true, if_none_match.as_ref())));
         }
         let mut tx = store::begin_known_at(pool, at.instant()).await?;
@@ -228,7 +228,7 @@ impl KnownAtRead {
             link,
         };
         let response = respond(&answer, is_final, if_none_match.as_ref());
-        if is_final {
+        if let (true, Some(key)) = (is_final, key) {
             answers.0.insert(key, Arc::new(answer));
         }
         Ok(response)
