@@ -596,7 +596,11 @@ mod tests {
         // The handler's "now" is the instant.
         let then = query.as_known_at.unwrap().instant();
         let request = SeriesRequest::new(query, &HeaderMap::new(), chrono_tz::UTC, then).unwrap();
-        assert_eq!(request.to, at("2026-03-01T13:00:00Z"), "the hour in progress then");
+        assert_eq!(
+            request.to,
+            at("2026-03-01T13:00:00Z"),
+            "the hour in progress then"
+        );
         let usd = CurrencyCode::parse("USD").unwrap();
         assert_eq!(
             request.next_link(usd, at("2026-02-01T00:00:00Z")),

@@ -168,7 +168,10 @@ impl KnownAtRead {
             Some(Asked {
                 normalized,
                 if_none_match,
-            }) => (Some(format!("{model}|{variant}|{normalized}")), if_none_match),
+            }) => (
+                Some(format!("{model}|{variant}|{normalized}")),
+                if_none_match,
+            ),
             None => (None, None),
         };
         if let Some(kept) = key.as_ref().and_then(|key| answers.0.get(key)) {
