@@ -118,8 +118,16 @@ async fn each_read_sees_the_model_as_known_at_its_instant() -> anyhow::Result<()
 
     let d = Decimal::from;
     assert_eq!(db.rates_at(t(-1)).await?, [], "before anything");
-    assert_eq!(db.rates_at(t(5)).await?, [(1, None)], "registered, no board");
-    assert_eq!(db.rates_at(t(10)).await?, [(1, Some(d(150)))], "known at 10");
+    assert_eq!(
+        db.rates_at(t(5)).await?,
+        [(1, None)],
+        "registered, no board"
+    );
+    assert_eq!(
+        db.rates_at(t(10)).await?,
+        [(1, Some(d(150)))],
+        "known at 10"
+    );
     assert_eq!(
         db.rates_at(t(25)).await?,
         [(1, Some(d(150))), (2, Some(d(160)))],
@@ -130,7 +138,11 @@ async fn each_read_sees_the_model_as_known_at_its_instant() -> anyhow::Result<()
         [(1, Some(d(151))), (2, Some(d(160)))],
         "corrected"
     );
-    assert_eq!(db.rates_at(t(45)).await?, [(1, Some(d(151)))], "bank 2 left");
+    assert_eq!(
+        db.rates_at(t(45)).await?,
+        [(1, Some(d(151)))],
+        "bank 2 left"
+    );
     // Without the setting, and after such a transaction on the same pool,
     // reads see the present.
     let now = store::active_bank_views(&db.pool).await?;
