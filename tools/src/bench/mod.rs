@@ -8,11 +8,13 @@
 //! [`procs`] runs and watches the processes, [`load`] drives the load
 //! generators against them (a backlog for the projector included),
 //! [`report`] writes Markdown; one module per scenario:
-//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`alerts`].
+//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`alerts`],
+//! [`known_at`].
 
 pub mod abuse;
 pub mod alerts;
 pub mod full;
+pub mod known_at;
 pub mod limits;
 pub mod live;
 pub mod load;
@@ -58,6 +60,10 @@ pub struct Settings {
     /// Requests per second of the five-year series runs (`live`).
     #[arg(long, env = "RATEWIRE_BENCH_SERIES_RATE", default_value_t = 50)]
     pub series_rate: u64,
+    /// Days of history of 50 banks x 30 currencies publishing hourly
+    /// (`known-at`; 365 is about 438,000 boards).
+    #[arg(long, env = "RATEWIRE_BENCH_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub days: u64,
     /// The page written (default docs/benchmarks.md; another one for a
     /// trial run whose figures are not to be kept).
     #[arg(long, env = "RATEWIRE_BENCH_PAGE")]
