@@ -230,9 +230,10 @@ pub async fn bank_known<'e>(db: impl PgExecutor<'e>, bank: BankId) -> Result<boo
     )
 }
 
-/// A board's first version (as published) and its provenance; the topic
-/// is the one the fold reads that partition of. Times of boards folded
-/// before migration 0008 are `-infinity`, read as none.
+/// A board's first version (as published), its provenance, and the as-of
+/// of its bank's latest board in force; the topic is the one the fold
+/// reads that partition of. Times of boards folded before migration 0008
+/// are `-infinity`, read as none.
 const BOARD: &str = "
 SELECT b.event_id, b.bank_id, b.as_of, b.received_at,
        CASE WHEN isfinite(b.known_from) THEN b.known_from END AS known_at,
@@ -240,9 +241,8 @@ SELECT b.event_id, b.bank_id, b.as_of, b.received_at,
        (SELECT c.topic FROM consumer_offsets c WHERE c.partition = b.log_partition
         ORDER BY c.topic LIMIT 1) AS topic,
        b.source, b.reason, b.closed_by,
-       EXISTS (SELECT 1 FROM board_versions l
-               WHERE l.bank_id = b.bank_id AND l.as_of > b.as_of AND l.known_to IS NULL)
-           AS later_in_force
+       (SELECT max(l.as_of) FROM board_versions l
+        WHERE l.bank_id = b.bank_id AND l.known_to IS NULL) AS latest_in_force
 FROM board_versions b
 WHERE b.event_id = $1
 ORDER BY b.known_from
@@ -307,7 +307,9 @@ async fn board_in(db: &mut PgConnection, event_id: Uuid) -> Result<Option<Board>
     };
     let source: Option<Json<Source>> = row.try_get("source")?;
     let closed_by: Option<Uuid> = row.try_get("closed_by")?;
-    let status = Status::of(closed_by, &revisions, row.try_get("later_in_force")?);
+    let latest_in_force: Option<DateTime<Utc>> = row.try_get("latest_in_force")?;
+    let later_in_force = latest_in_force.is_some_and(|latest| latest > as_of);
+    let status = Status::of(closed_by, &revisions, later_in_force);
     Ok(Some(Board {
         event_id,
         bank_id: bank_id(row.try_get("bank_id")?)?,
