@@ -159,15 +159,15 @@ fn wants_csv(headers: &HeaderMap) -> bool {
     accept.contains("text/csv") && !accept.contains("application/json")
 }
 
-/// The revision log: every correction and retraction of a board, in the
-/// order they became known (ties by the revising event's id), with each
-/// value it changed; JSON, or CSV with `format=csv` or `Accept: text/csv`.
+/// Every correction and retraction of a board, in the order they became known.
 ///
-/// `knownAt` is when the revising event's append was acknowledged by the
-/// log (the time `asKnownAt` reads by). A correction's `changes` compare
-/// the board it replaced with it; a retraction's list every value of the
-/// withdrawn board, each with `after` null. 1,000 revisions per answer at
-/// most: `next` (and a `Link` header) gives the rest.
+/// Ties go by the revising event's id. `knownAt` is when the revising
+/// event's append was acknowledged by the log (the time `asKnownAt` reads
+/// by). A correction's `changes` compare the board it replaced with it; a
+/// retraction's list every value of the withdrawn board, each with
+/// `after` null. JSON, or CSV (`format=csv` or `Accept: text/csv`: a
+/// header row, then a row per change). At most 1,000 revisions per
+/// answer: `next` (and a `Link` header) gives the rest.
 #[utoipa::path(get, path = "/api/v1/revisions", tag = "revisions",
     params(RevisionsQuery),
     responses(
