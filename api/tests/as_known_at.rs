@@ -382,3 +382,33 @@ async fn bad_instants_are_refused_naming_as_known_at() {
     assert!(body.get("asKnownAt").is_none(), "{body}");
     assert_eq!(buying(&body), [(1, "151".to_owned())]);
 }
+
+#[tokio::test]
+async fn the_document_describes_as_known_at_on_every_read_of_rate_data() {
+    let api = Api::new().await;
+    let (status, _, body) = api.get("/api/v1/openapi.json", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let document: Value = serde_json::from_str(&body).unwrap();
+    for path in [
+        "/api/v1/banks",
+        "/api/v1/currencies",
+        "/api/v1/rates",
+        "/api/v1/rates/best-rates",
+        "/api/v1/history",
+        "/api/v1/rates/series",
+        "/api/v1/convert",
+        "/api/v1/rates/spreads",
+        "/api/v1/reference-rates",
+        "/api/v1/reference-rates/series",
+    ] {
+        let get = &document["paths"][path]["get"];
+        let parameter = get["parameters"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["name"] == "asKnownAt"))
+            .unwrap_or_else(|| panic!("{path} describes asKnownAt"));
+        assert_eq!(parameter["in"], "query", "{path}");
+        assert_eq!(parameter["required"], false, "{path}");
+        assert_eq!(parameter["schema"]["format"], "date-time", "{path}");
+        assert!(get["responses"]["400"].is_object(), "{path}: its 400");
+    }
+}
