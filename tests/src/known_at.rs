@@ -66,7 +66,7 @@ pub fn without_volatile(text: &str) -> String {
     match raw::parse(text) {
         Ok(mut json) => {
             json.remove_top("asKnownAt");
-            json.strip(&|object: &[(String, raw::Json)], key: &str| {
+            json.strip(&|object: &[raw::Field], key: &str| {
                 key == "ageSeconds"
                     || (key == "timestamp" && object.iter().any(|(k, _)| k == "price"))
             });
@@ -307,10 +307,14 @@ pub struct LogPosition {
 pub mod raw {
     use anyhow::{bail, Result};
 
+    /// A field of an object: its key (unquoted; keys the API writes have
+    /// no escapes) and its value.
+    pub type Field = (String, Json);
+
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum Json {
-        /// Fields by key (unquoted; keys the API writes have no escapes).
-        Object(Vec<(String, Json)>),
+        /// Fields in their order.
+        Object(Vec<Field>),
         Array(Vec<Json>),
         /// A number, string or literal, exactly as written.
         Scalar(String),
@@ -446,7 +450,7 @@ pub mod raw {
 
         /// Removes, at every level, the fields `volatile` says of (given
         /// the object they are in and their key).
-        pub fn strip(&mut self, volatile: &dyn Fn(&[(String, Json)], &str) -> bool) {
+        pub fn strip(&mut self, volatile: &dyn Fn(&[Field], &str) -> bool) {
             match self {
                 Json::Object(fields) => {
                     let doomed: Vec<bool> = fields

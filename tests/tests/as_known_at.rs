@@ -159,21 +159,20 @@ fn time(text: &Value) -> Option<DateTime<Utc>> {
     text.as_str()?.parse().ok()
 }
 
-/// The list of a page of revisions, wherever the envelope keeps it.
+/// The revisions of a page of the revision log.
 fn revisions(page: &Value) -> Vec<Value> {
-    let data = &page["data"];
-    if let Some(items) = data.as_array() {
-        return items.clone();
-    }
-    data.as_object()
-        .and_then(|fields| fields.values().find_map(Value::as_array))
+    page["data"]["revisions"]
+        .as_array()
         .cloned()
         .unwrap_or_default()
 }
 
-/// A revision's changes as comparable rows (currency, field, before,
-/// after), numbers compared as numbers.
-fn changes(revision: &Value) -> BTreeSet<(String, String, String, String)> {
+/// One value a revision changed: currency, field, before and after, the
+/// numbers compared as numbers (`null` for none).
+type Change = [String; 4];
+
+/// A revision's changes.
+fn changes(revision: &Value) -> BTreeSet<Change> {
     let number = |v: &Value| match v.as_f64() {
         Some(n) => format!("{n}"),
         None => v.to_string(),
@@ -183,22 +182,45 @@ fn changes(revision: &Value) -> BTreeSet<(String, String, String, String)> {
         .into_iter()
         .flatten()
         .map(|c| {
-            (
+            [
                 c["currencyCode"].as_str().unwrap_or("?").to_owned(),
                 c["field"].as_str().unwrap_or("?").to_owned(),
                 number(&c["before"]),
                 number(&c["after"]),
-            )
+            ]
         })
         .collect()
 }
 
-/// The rows [`changes`] expects: `(currency, [before of each field],
-/// [after of each field or None])` in the order cash buying, cash selling,
+/// A currency's values on a revised board and on the board that replaced
+/// it (`None`: it left), in the order cash buying, cash selling,
 /// transactional buying, transactional selling.
-fn expected_changes(
-    rows: &[(&str, [f64; 4], Option<[f64; 4]>)],
-) -> BTreeSet<(String, String, String, String)> {
+struct Values {
+    currency: &'static str,
+    before: [f64; 4],
+    after: Option<[f64; 4]>,
+}
+
+impl Values {
+    fn corrected(currency: &'static str, before: [f64; 4], after: [f64; 4]) -> Self {
+        Values {
+            currency,
+            before,
+            after: Some(after),
+        }
+    }
+
+    fn gone(currency: &'static str, before: [f64; 4]) -> Self {
+        Values {
+            currency,
+            before,
+            after: None,
+        }
+    }
+}
+
+/// The changes a revision of these values makes: every value that differs.
+fn expected_changes(currencies: &[Values]) -> BTreeSet<Change> {
     const FIELDS: [&str; 4] = [
         "cashBuying",
         "cashSelling",
@@ -206,16 +228,14 @@ fn expected_changes(
         "transactionalSelling",
     ];
     let mut expected = BTreeSet::new();
-    for (currency, before, after) in rows {
+    for values in currencies {
         for (i, field) in FIELDS.iter().enumerate() {
-            let after = after.map_or("null".to_owned(), |a| format!("{}", a[i]));
-            if after != format!("{}", before[i]) {
-                expected.insert((
-                    currency.to_string(),
-                    field.to_string(),
-                    format!("{}", before[i]),
-                    after,
-                ));
+            let before = format!("{}", values.before[i]);
+            let after = values
+                .after
+                .map_or("null".to_owned(), |a| format!("{}", a[i]));
+            if after != before {
+                expected.insert([values.currency.to_owned(), field.to_string(), before, after]);
             }
         }
     }
@@ -535,7 +555,7 @@ async fn every_answer_as_known_at_each_step_is_the_one_served_live_then_also_aft
     // asked through an API started afterwards (nothing of the first
     // instance's cache).
     stack.assert_fold_matches_replay().await?;
-    stack.replay(&[]).await?;
+    stack.replay(&["--schema", "known_at_replayed"]).await?;
     let (replayed_api, _) = stack.start_api_as("api-after-replay").await?;
     until_live_answers_are(&stack, &replayed_api, &key, &paths, &last).await?;
     let differences = stack
@@ -738,17 +758,17 @@ async fn the_revision_log_lists_the_correction_and_the_retraction(
     assert_eq!(
         changes(correction),
         expected_changes(&[
-            (
+            Values::corrected(
                 "USD",
                 [1553.5, 1582.0, 1555.0, 1578.0],
-                Some([155.35, 158.20, 155.85, 157.70])
+                [155.35, 158.20, 155.85, 157.70],
             ),
-            (
+            Values::corrected(
                 "EUR",
                 [180.10, 184.40, 180.60, 183.90],
-                Some([180.10, 184.40, 180.60, 183.90])
+                [180.10, 184.40, 180.60, 183.90],
             ),
-            ("GBP", [200.00, 205.00, 201.00, 204.00], None),
+            Values::gone("GBP", [200.00, 205.00, 201.00, 204.00]),
         ]),
         "the correction's changes: {correction}"
     );
@@ -775,8 +795,8 @@ async fn the_revision_log_lists_the_correction_and_the_retraction(
     assert_eq!(
         changes(retraction),
         expected_changes(&[
-            ("USD", [155.00, 157.80, 155.50, 157.40], None),
-            ("EUR", [179.90, 184.50, 180.30, 184.00], None),
+            Values::gone("USD", [155.00, 157.80, 155.50, 157.40]),
+            Values::gone("EUR", [179.90, 184.50, 180.30, 184.00]),
         ]),
         "a retraction takes every field of every currency: {retraction}"
     );
