@@ -5,17 +5,19 @@
 //! the answer shown after it has the served answer's shape:
 //! the same fields at every level, each of the same JSON type, the same
 //! `status` and `message`, and for CSV the same header. Values that depend
-//! on the run (rates, times) are free to differ. The README's alert
-//! walkthrough, whose receiver runs until stopped, is run whole by a test
-//! of its own.
+//! on the run (rates, times) are free to differ. Beside the demo feed's
+//! rounds, bank 1 corrects a board (one with its source) and bank 2
+//! retracts one, for the examples of the revision log and a board's
+//! provenance. The README's alert walkthrough, whose receiver runs until
+//! stopped, is run whole by a test of its own.
 
 use std::path::Path;
 
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use ratewire_e2e::{eventually, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
-use serde_json::Value;
+use ratewire_e2e::{ago, eventually, Board, Stack, ADMIN_TOKEN, VISIBLE_WITHIN};
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// "Within seconds": the demo feed publishes every 3 s, and a board is
@@ -243,6 +245,57 @@ async fn demo_stack() -> anyhow::Result<(Stack, String)> {
     Ok((stack, key))
 }
 
+/// A publisher's bad day, for the examples of the revision log and a
+/// board's provenance (api.md, "As known at, revisions and provenance"):
+/// bank 1 publishes a board of an hour ago, with its source and a typo,
+/// and corrects it with a reason; bank 2 retracts a board of its own. Both
+/// boards are older than the feed's, so every other example is unchanged.
+async fn a_correction_and_a_retraction(stack: &Stack, key: &str) -> anyhow::Result<()> {
+    let board = |usd_selling: &str, as_of: &str| {
+        Board::at(as_of)
+            .rate("USD", "155.35", usd_selling)
+            .transactional("USD", "155.85", "157.70")
+            .rate("EUR", "180.10", "184.40")
+            .transactional("EUR", "180.60", "183.90")
+    };
+    let publish = |bank: i64, token: String, board: Board| async move {
+        let (status, answer) = stack.publish_board(bank, &token, &board).await?;
+        anyhow::ensure!(status == 202, "{board}: {status} {answer}");
+        anyhow::Ok(answer)
+    };
+    let as_of = ago(0, 1);
+    let source = json!({"url": "https://www.combanketh.et/en/exchange-rate", "method": "page",
+        "capturedAt": as_of, "sha256": "9f2c4b1e0d8a7c6b5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"});
+    let cbe = stack.publisher_token(1).await?;
+    publish(1, cbe.clone(), board("1582.0", &as_of).source(source)).await?;
+    let correction = board("158.20", &as_of).reason("the board read 1582.0 for 158.20");
+    publish(1, cbe, correction).await?;
+
+    let awash = stack.publisher_token(2).await?;
+    let wrong = publish(2, awash.clone(), board("158.00", &ago(0, 2))).await?;
+    let retraction = stack
+        .http()
+        .delete(format!(
+            "{}/v1/banks/2/boards/{}",
+            stack.ingest_url,
+            wrong["eventId"].as_str().context("an eventId")?
+        ))
+        .bearer_auth(&awash)
+        .json(&json!({"reason": "published in error"}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        retraction.status() == 202,
+        "retracting: {}",
+        retraction.status()
+    );
+    eventually("both revisions listed", VISIBLE_WITHIN, || async {
+        let (_, page) = stack.get("/api/v1/revisions", Some(key)).await.ok()?;
+        (page["data"]["revisions"].as_array()?.len() == 2).then_some(())
+    })
+    .await
+}
+
 /// `commands` with the stack's addresses for the documented default ports.
 fn on_stack(commands: &str, stack: &Stack) -> String {
     commands
@@ -255,6 +308,7 @@ fn on_stack(commands: &str, stack: &Stack) -> String {
 #[tokio::test]
 async fn every_documented_example_holds_on_a_fresh_stack() -> anyhow::Result<()> {
     let (stack, key) = demo_stack().await?;
+    a_correction_and_a_retraction(&stack, &key).await?;
 
     // Where the README's commands find the operator token and the key.
     let dir = stack.logs.join("documented-examples");
