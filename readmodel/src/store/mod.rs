@@ -41,6 +41,24 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::views::{BankInfo, PreviousRate, RateView};
 
+/// The latest as-of a board known at the model's instant can have, as
+/// SQL. Proto's rules, checked when the fold decodes an event, date a board
+/// at most `MAX_FUTURE_SKEW` after it was sent and send it at most that
+/// after its log time, which is never after its known-at time. A bank's
+/// latest board is looked for from there down: read as known at a past
+/// instant, the boards known since (nearly all dated later) are not
+/// scanned one by one. The present ('infinity') bounds nothing. (Rows from
+/// before known-at times were kept read as known since '-infinity'; past
+/// this bound, a board dated after the instant is not shown then.)
+macro_rules! latest_as_of {
+    () => {
+        "((SELECT ratewire_known_at()) + interval '10 minutes')"
+    };
+}
+
+/// [`latest_as_of!`] for `format!`ed statements.
+pub(super) const LATEST_AS_OF: &str = latest_as_of!();
+
 macro_rules! bank_fields {
     () => {
         "b.id, b.code, b.name, b.image_url, b.social_links, b.active"
@@ -56,7 +74,9 @@ pub(super) const BANK_FIELDS: &str = bank_fields!();
 pub(super) const BANK_COLUMNS: &str = concat!(
     bank_fields!(),
     ",
-    (SELECT max(as_of) FROM boards WHERE bank_id = b.id) AS last_rates_updated_at"
+    (SELECT max(as_of) FROM boards WHERE bank_id = b.id AND as_of <= ",
+    latest_as_of!(),
+    ") AS last_rates_updated_at"
 );
 
 pub(super) fn bank_from_row(
@@ -117,8 +137,23 @@ pub(super) fn rate_from_row(row: &sqlx::postgres::PgRow) -> Result<RateView> {
 /// and the `currencies` it quotes), as a reusable SQL fragment. A board's
 /// rates are found by the rates' key: `r.bank_id = l.bank_id AND
 /// r.currency = ANY (l.currencies) AND r.as_of = l.as_of`.
-pub(super) const ACTIVE_LATEST: &str = "SELECT l.bank_id, l.as_of, l.currencies
+pub(super) const ACTIVE_LATEST: &str = concat!(
+    "SELECT l.bank_id, l.as_of, l.currencies
     FROM banks b
     CROSS JOIN LATERAL (SELECT bank_id, as_of, currencies FROM boards
-                        WHERE bank_id = b.id ORDER BY as_of DESC LIMIT 1) l
-    WHERE b.active";
+                        WHERE bank_id = b.id AND as_of <= ",
+    latest_as_of!(),
+    "
+                        ORDER BY as_of DESC LIMIT 1) l
+    WHERE b.active"
+);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_latest_as_of_is_two_skews_after_the_instant() {
+        let skew = ratewire_proto::rules::MAX_FUTURE_SKEW;
+        assert_eq!((skew * 2).num_minutes(), 10);
+        assert!(super::LATEST_AS_OF.contains("interval '10 minutes'"));
+    }
+}
