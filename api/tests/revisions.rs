@@ -108,6 +108,11 @@ impl Api {
     /// i seconds, its correction (event `…0001-i`, 0.5 more each, reason
     /// "typo") at 2026-11-21 plus i seconds.
     async fn corrections(&self, n: i32) {
+        self.corrections_of(n, &["USD"]).await;
+    }
+
+    /// [`Api::corrections`], each board quoting `currencies` alike.
+    async fn corrections_of(&self, n: i32, currencies: &[&str]) {
         let statements = [
             "INSERT INTO bank_versions (id, code, name, image_url, active, registered_at, updated_at, known_from)
              VALUES (1, 'B1', 'Bank 1', '', true, now(), now(), '-infinity')",
@@ -119,19 +124,22 @@ impl Api {
                     '2026-11-21T00:00:00Z'::timestamptz + i * interval '1 second' AS corrected
              FROM generate_series(1, $1) i",
             "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to, closed_by)
-             SELECT 1, as_of, board, '{USD}', published, corrected, correction FROM story",
+             SELECT 1, as_of, board, $1::bpchar[], published, corrected, correction FROM story",
             "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, reason)
-             SELECT 1, as_of, correction, '{USD}', corrected, 'typo' FROM story",
+             SELECT 1, as_of, correction, $1::bpchar[], corrected, 'typo' FROM story",
             "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling, known_from, known_to)
-             SELECT 1, 'USD', as_of, 100 + i, 103 + i, published, corrected FROM story
+             SELECT 1, c, as_of, 100 + i, 103 + i, published, corrected FROM story, unnest($1::text[]) c
              UNION ALL
-             SELECT 1, 'USD', as_of, 100.5 + i, 103.5 + i, corrected, NULL FROM story",
+             SELECT 1, c, as_of, 100.5 + i, 103.5 + i, corrected, NULL FROM story, unnest($1::text[]) c",
         ];
         let mut connection = self.read.acquire().await.unwrap();
         for sql in statements {
             let query = sqlx::query(sql);
-            let query = if sql.contains("$1") {
+            // The story's size, or the currencies its boards quote.
+            let query = if sql.contains("generate_series") {
                 query.bind(n)
+            } else if sql.contains("$1") {
+                query.bind(currencies)
             } else {
                 query
             };
@@ -297,4 +305,27 @@ async fn a_board_shows_what_it_published_and_what_became_of_it_with_an_etag() {
     assert_eq!(status, StatusCode::NOT_MODIFIED);
     assert!(body.is_empty());
     assert!(headers.contains_key("x-ratelimit-remaining"));
+}
+
+#[tokio::test]
+async fn a_page_larger_than_the_gate_fingerprints_is_sent_whole_and_tagged() {
+    let api = Api::new().await;
+    let currencies = [
+        "AED", "AUD", "BHD", "CAD", "CHF", "CNY", "DKK", "EUR", "GBP", "HKD", "INR", "JPY", "KES",
+        "KRW", "KWD", "NOK", "NZD", "QAR", "SAR", "SEK", "SGD", "USD", "ZAR", "TRY", "EGP", "BRL",
+        "MXN", "RUB", "THB", "PLN",
+    ];
+    api.corrections_of(1_000, &currencies).await;
+    let (status, headers, body) = api.get("/api/v1/revisions", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.len() > 4 * 1024 * 1024, "{} bytes", body.len());
+    let json: Value = serde_json::from_str(&body).unwrap();
+    let revisions = json["data"]["revisions"].as_array().unwrap();
+    assert_eq!(revisions.len(), 1_000);
+    assert_eq!(revisions[999]["changes"].as_array().unwrap().len(), 60);
+    let etag = headers[header::ETAG].to_str().unwrap().to_owned();
+    let (status, _, _) = api
+        .get("/api/v1/revisions", &[("if-none-match", &etag)])
+        .await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
 }

@@ -9,7 +9,7 @@ use axum::response::Response;
 use ratewire_readmodel::revisions::store;
 use ratewire_readmodel::revisions::view::board_json;
 
-use super::revisions::EventId;
+use super::revisions::{fingerprinted, EventId};
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -42,5 +42,8 @@ pub async fn board(
     let board = store::board(read.history(), id)
         .await?
         .ok_or(Error::NotFound("Board not found"))?;
-    Ok(json_body(board_json(&board, &state.views.style)))
+    Ok(fingerprinted(
+        board_json(&board, &state.views.style),
+        json_body,
+    ))
 }

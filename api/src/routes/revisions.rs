@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::query::{query, Checker, Choice, Query, QueryParam};
 use crate::routes::series::Format;
 use crate::state::AppState;
+use crate::views::answer::with_etag;
 use crate::views::body::json_body;
 
 /// The most revisions one answer holds; `next` links to the rest.
@@ -217,7 +218,7 @@ pub async fn revisions(
         .map(RevisionRow::into_revision)
         .collect();
     let mut response = if csv {
-        csv_body(revisions_csv(&revisions))
+        fingerprinted(revisions_csv(&revisions), csv_body)
     } else {
         let of = RevisionsOf {
             bank: query.bank_id,
@@ -225,7 +226,7 @@ pub async fn revisions(
             to: filter.to,
             next: next.as_deref(),
         };
-        json_body(revisions_json(of, &revisions))
+        fingerprinted(revisions_json(of, &revisions), json_body)
     };
     if let Some(next) = next {
         if let Ok(link) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
@@ -233,6 +234,13 @@ pub async fn revisions(
         }
     }
     Ok(response)
+}
+
+/// `body` answered by `answer`, with its strong `ETag` made here: a page
+/// of the log can be larger than the gate fingerprints answers up to.
+pub fn fingerprinted(body: String, answer: fn(String) -> Response) -> Response {
+    let etag = ratewire_readmodel::views::digest(&body);
+    with_etag(answer(body), Some(&etag))
 }
 
 fn csv_body(body: String) -> Response {
