@@ -118,6 +118,19 @@ async fn each_read_sees_the_model_as_known_at_its_instant() -> anyhow::Result<()
 
     let d = Decimal::from;
     assert_eq!(db.rates_at(t(-1)).await?, [], "before anything");
+    let year_zero = "0000-01-01T00:00:00Z".parse()?;
+    assert_eq!(
+        db.rates_at(year_zero).await?,
+        [],
+        "RFC 3339's first instant"
+    );
+    for instant in [year_zero, t(7) + Duration::milliseconds(123)] {
+        let mut tx = store::begin_known_at(&db.pool, instant).await?;
+        let read: DateTime<Utc> = sqlx::query_scalar("SELECT ratewire_known_at()")
+            .fetch_one(&mut *tx)
+            .await?;
+        assert_eq!(read, instant, "the instant as the views read it");
+    }
     assert_eq!(
         db.rates_at(t(5)).await?,
         [(1, None)],

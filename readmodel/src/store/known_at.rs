@@ -17,7 +17,6 @@ use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 
 use super::begin_snapshot;
 use crate::error::Result;
-use crate::views::timestamp;
 
 /// A read-only snapshot of the model as known at `at`: every read through
 /// it sees only the rows known then.
@@ -27,9 +26,11 @@ pub async fn begin_known_at(
 ) -> Result<Transaction<'static, Postgres>> {
     let mut tx = begin_snapshot(pool).await?;
     // `true`: the setting ends with the transaction, so the pooled
-    // connection goes back reading the present.
-    sqlx::query("SELECT set_config('ratewire.known_at', $1, true)")
-        .bind(timestamp(at))
+    // connection goes back reading the present. Written as Postgres writes
+    // the instant, so that it reads it back whatever it is (RFC 3339's
+    // year 0000 is 1 BC to Postgres).
+    sqlx::query("SELECT set_config('ratewire.known_at', $1::timestamptz::text, true)")
+        .bind(at)
         .execute(&mut *tx)
         .await?;
     Ok(tx)
