@@ -375,6 +375,14 @@ async fn bad_instants_are_refused_naming_as_known_at() {
             assert!(body["errors"]["asKnownAt"].is_array(), "{uri}: {body}");
         }
     }
+    // The first instant RFC 3339 can name: nothing was known.
+    let (status, _, body) = api
+        .get("/api/v1/rates?asKnownAt=0000-01-01T00:00:00Z", &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["data"], json!([]));
+    assert_eq!(body["asKnownAt"], "0000-01-01T00:00:00.000Z");
     // Without the parameter: the present, with no instant in the envelope.
     let (status, _, body) = api.get("/api/v1/rates", &[]).await;
     assert_eq!(status, StatusCode::OK, "{body}");
