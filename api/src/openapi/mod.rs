@@ -431,6 +431,16 @@ mod tests {
         assert!(content["text/csv"].is_object() && content["application/json"].is_object());
         let board = "/api/v1/boards/{eventId}";
         assert_eq!(parameter(&doc, board, "eventId")["format"], "uuid");
+        assert_eq!(
+            parameter(&doc, board, "eventId"),
+            parameter(&doc, log, "after"),
+            "one type reads both"
+        );
+        let event_id = &doc["paths"][board]["get"]["parameters"][0];
+        assert_eq!(
+            (&event_id["in"], &event_id["required"]),
+            (&"path".into(), &true.into())
+        );
         let required = &doc["components"]["schemas"]["Board"]["required"];
         for field in [
             "rates",

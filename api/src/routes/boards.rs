@@ -9,11 +9,28 @@ use axum::response::Response;
 use ratewire_readmodel::revisions::store;
 use ratewire_readmodel::revisions::view::board_json;
 
+use utoipa::openapi::path::{Parameter, ParameterIn};
+
 use super::revisions::{fingerprinted, EventId};
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::views::body::json_body;
+
+/// The path's one parameter, described as `after` of the revision log is
+/// (the same type reads both).
+pub struct BoardPath;
+
+impl utoipa::IntoParams for BoardPath {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let mut event_id = crate::query::parameter::<EventId>(
+            "eventId",
+            &["The board's event id (the eventId ingest's 202 gave)"],
+        );
+        event_id.parameter_in = ParameterIn::Path;
+        vec![event_id]
+    }
+}
 
 /// A board and its provenance.
 ///
@@ -23,7 +40,7 @@ use crate::views::body::json_body;
 /// boards folded before provenance was kept, and `source` for a board
 /// published without one.
 #[utoipa::path(get, path = "/api/v1/boards/{eventId}", tag = "revisions",
-    params(("eventId" = String, Path, format = Uuid, description = "The board's event id (the eventId ingest's 202 gave)")),
+    params(BoardPath),
     responses(
         (status = 200, description = "success", body = crate::openapi::BoardResponse),
         (status = 404, description = "Board not found", body = crate::openapi::ErrorBody),

@@ -63,6 +63,11 @@ impl QueryParam for Instant {
     }
 }
 
+/// A UUID as the API writes them (the parsing takes the other forms too):
+/// what a client generated from the document sends is always accepted.
+pub const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
 /// An event's id: a UUID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventId(pub Uuid);
@@ -98,6 +103,7 @@ impl QueryParam for EventId {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+            .pattern(Some(UUID_PATTERN))
             .into()
     }
 }
