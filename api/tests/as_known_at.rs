@@ -317,6 +317,18 @@ async fn every_read_answers_what_was_known_at_the_instant() {
     let points = series["data"]["points"].as_array().unwrap();
     assert_eq!(points.len(), 1, "{series}");
     assert_eq!(points[0]["cashBuying"], json!(150), "{series}");
+
+    // The best across banks, in the hour in progress then: bank 2's board
+    // once it is known.
+    let best = "/api/v1/rates/series?currencyCode=USD&interval=hour&from=2026-11-20T08:00:00Z";
+    let best_at = |minutes| async move {
+        let (_, series) = api.known_at(best, minutes).await;
+        let points = series["data"]["points"].as_array().unwrap().clone();
+        assert_eq!(points.len(), 1, "{series}");
+        (points[0]["bankId"].clone(), points[0]["value"].clone())
+    };
+    assert_eq!(best_at(21).await, (json!(1), json!(150)));
+    assert_eq!(best_at(25).await, (json!(2), json!(160)));
 }
 
 #[tokio::test]
