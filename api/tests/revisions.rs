@@ -300,6 +300,35 @@ async fn a_board_shows_what_it_published_and_what_became_of_it_with_an_etag() {
     assert_eq!(body["data"]["status"], "inForce");
     assert_eq!(body["data"]["reason"], "typo");
 
+    let (status, _, by_rate) = api
+        .json("/api/v1/boards?bankId=1&asOf=2026-11-20T00:01:00.000Z")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        by_rate["data"]["eventId"],
+        correction(1),
+        "a rate's bank and updatedAt name the board in force"
+    );
+    let (status, _, body) = api
+        .json("/api/v1/boards?bankId=1&asOf=2026-11-20T00:01:00.001Z")
+        .await;
+    assert_eq!(
+        (status, &body["message"]),
+        (StatusCode::NOT_FOUND, &json!("Board not found"))
+    );
+    let (status, _, body) = api
+        .json("/api/v1/boards?bankId=2&asOf=2026-11-20T00:01:00Z")
+        .await;
+    assert_eq!(
+        (status, &body["message"]),
+        (StatusCode::NOT_FOUND, &json!("Bank not found"))
+    );
+    let (status, _, body) = api.json("/api/v1/boards?asOf=noon").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let mut fields: Vec<&String> = body["errors"].as_object().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(fields, ["asOf", "bankId"]);
+
     let etag = headers[header::ETAG].to_str().unwrap().to_owned();
     let (status, headers, body) = api.get(&uri, &[("if-none-match", &etag)]).await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);

@@ -312,5 +312,21 @@ async fn each_board_shows_its_provenance_and_what_became_of_it() -> anyhow::Resu
         "folded before provenance was kept"
     );
     assert!(store::board(&db.pool, Uuid::from_u128(99)).await?.is_none());
+
+    let bank = BankId::new(1)?;
+    let at_noon = |at: &str| store::board_at(&db.pool, bank, at.parse().unwrap());
+    let noon = at_noon("2026-11-20T12:00:00Z")
+        .await?
+        .expect("noon's board");
+    assert_eq!(
+        (noon.event_id, noon.status),
+        (b, Status::Retracted),
+        "none in force: the last published"
+    );
+    let later = at_noon("2026-11-20T15:00:00Z")
+        .await?
+        .expect("the later board");
+    assert_eq!(later.event_id, c);
+    assert!(at_noon("2026-11-20T15:00:00.001Z").await?.is_none());
     Ok(())
 }

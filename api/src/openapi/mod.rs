@@ -336,6 +336,7 @@ mod tests {
             "/api/v1/reference-rates/series",
             "/api/v1/revisions",
             "/api/v1/boards/{eventId}",
+            "/api/v1/boards",
             "/api/v1/stream",
             "/api/v1/me",
             "/api/v1/usage",
@@ -435,6 +436,10 @@ mod tests {
             parameter(&doc, board, "eventId"),
             parameter(&doc, log, "after"),
             "one type reads both"
+        );
+        assert_eq!(
+            parameter(&doc, "/api/v1/boards", "asOf")["format"],
+            "date-time"
         );
         let event_id = &doc["paths"][board]["get"]["parameters"][0];
         assert_eq!(

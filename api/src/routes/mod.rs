@@ -63,6 +63,7 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(reference_rates::reference_series))
         .routes(routes!(revisions::revisions))
         .routes(routes!(boards::board))
+        .routes(routes!(boards::board_at))
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))

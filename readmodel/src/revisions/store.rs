@@ -267,6 +267,33 @@ pub async fn board(pool: &PgPool, event_id: Uuid) -> Result<Option<Board>> {
     Ok(board)
 }
 
+/// The board `bank` published at `as_of` (to the millisecond, as every
+/// read shows times): the one in force for that as-of, else (retracted)
+/// the last one published for it; `None` when there is none.
+pub async fn board_at(pool: &PgPool, bank: BankId, as_of: DateTime<Utc>) -> Result<Option<Board>> {
+    let mut tx = begin_snapshot(pool).await?;
+    let versions: Vec<(Uuid, bool)> = sqlx::query_as(
+        "SELECT event_id, known_to IS NULL AS open FROM board_versions
+         WHERE bank_id = $1 AND as_of >= $2 AND as_of < $2 + interval '1 millisecond'
+         ORDER BY known_from, as_of",
+    )
+    .bind(bank.get())
+    .bind(as_of)
+    .fetch_all(&mut *tx)
+    .await?;
+    let chosen = versions
+        .iter()
+        .rfind(|(_, open)| *open)
+        .or(versions.last())
+        .map(|(event_id, _)| *event_id);
+    let board = match chosen {
+        Some(event_id) => board_in(&mut tx, event_id).await?,
+        None => None,
+    };
+    tx.commit().await?;
+    Ok(board)
+}
+
 async fn board_in(db: &mut PgConnection, event_id: Uuid) -> Result<Option<Board>> {
     let Some(row) = sqlx::query(BOARD)
         .bind(event_id)
