@@ -241,6 +241,28 @@ impl Stack {
         Ok((status, body))
     }
 
+    /// Each partition's fold as the active generation records it (next
+    /// offset, last known-at time, settled time), for messages about
+    /// finality.
+    pub async fn fold_positions(&self) -> Result<String> {
+        let schema = self.active_generation().await?;
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
+        let rows: Vec<(i32, i64, Option<String>, Option<String>)> = sqlx::query_as(&format!(
+            "SELECT partition, next_offset, known_at::text, settled_at::text
+             FROM {schema}.consumer_offsets ORDER BY partition"
+        ))
+        .fetch_all(&pool)
+        .await?;
+        pool.close().await;
+        Ok(rows
+            .iter()
+            .map(|(partition, next, known, settled)| {
+                format!("partition {partition}: next offset {next}, known at {known:?}, settled {settled:?}")
+            })
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
+
     /// Where each event is on the stack's topic, by event id: read from
     /// the start of every partition.
     pub fn log_positions(&self) -> Result<BTreeMap<String, LogPosition>> {
