@@ -118,6 +118,7 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
         doc["paths"][short] = item;
     }
     conditional_reads(&mut doc);
+    paged_reads(&mut doc);
     signing::signed_answers(&mut doc);
     body_limit(&mut doc);
     limit_headers(&mut doc);
@@ -227,6 +228,20 @@ fn conditional_reads(doc: &mut serde_json::Value) {
         get["responses"]["304"] = json!({
             "description": "Not Modified: the copy named in If-None-Match is current (counted like any request).",
         });
+    }
+}
+
+/// The reads answered a page at a time give the next page's link in a
+/// `Link` header too (besides `data.next`), declared once here.
+fn paged_reads(doc: &mut serde_json::Value) {
+    for path in ["/api/v1/rates/series", "/api/v1/revisions"] {
+        if let Some(ok) = doc["paths"][path]["get"]["responses"].get_mut("200") {
+            ok["headers"]["Link"] = serde_json::json!({
+                "description": "`<next>; rel=\"next\"` when the answer is one page of more: the same link as `data.next`.",
+                "required": false,
+                "schema": {"type": "string"},
+            });
+        }
     }
 }
 
@@ -430,6 +445,8 @@ mod tests {
         assert_eq!(parameter(&doc, log, "format")["pattern"], "^(json|csv)$");
         let content = &doc["paths"][log]["get"]["responses"]["200"]["content"];
         assert!(content["text/csv"].is_object() && content["application/json"].is_object());
+        let ok = &doc["paths"][log]["get"]["responses"]["200"];
+        assert!(ok["headers"]["Link"].is_object(), "the next page's link");
         let board = "/api/v1/boards/{eventId}";
         assert_eq!(parameter(&doc, board, "eventId")["format"], "uuid");
         assert_eq!(
