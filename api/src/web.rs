@@ -27,7 +27,7 @@ use crate::error::Error;
 
 /// Every file: its name under `/assets/` (the pages by their own paths),
 /// its type and its bytes.
-const FILES: [(&str, &str, &[u8]); 12] = [
+const FILES: [(&str, &str, &[u8]); 14] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -87,6 +87,16 @@ const FILES: [(&str, &str, &[u8]); 12] = [
         "docs.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../web/docs.js"),
+    ),
+    (
+        "known.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/known.js"),
+    ),
+    (
+        "revisions.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/revisions.js"),
     ),
 ];
 
@@ -299,7 +309,7 @@ mod tests {
                 assert!(web.assets.contains_key(name), "{page} loads {name}");
             }
         }
-        for script in ["app.js", "docs.js", "stream.js"] {
+        for script in ["app.js", "docs.js", "stream.js", "known.js", "revisions.js"] {
             let js = String::from_utf8(web.assets[script].plain.to_vec()).unwrap();
             for line in js.lines().filter(|l| l.contains(" from './")) {
                 let name = line

@@ -41,7 +41,8 @@ export const key = {
   forget: () => localStorage.removeItem(KEY),
 };
 
-// GET `path` (with its query); the parsed body, or an ApiError.
+// GET `path` (with its query); the parsed body, or an ApiError (with the
+// answer's field `errors` for a 400).
 export async function get(path, { signal } = {}) {
   const headers = { accept: 'application/json' };
   const k = key.get();
@@ -55,8 +56,10 @@ export async function get(path, { signal } = {}) {
   }
   const body = await response.json().catch(() => null);
   if (!response.ok) {
-    throw new ApiError(response.status, body?.message ?? response.statusText,
+    const error = new ApiError(response.status, body?.message ?? response.statusText,
       response.headers.get('retry-after'));
+    error.errors = body?.errors;
+    throw error;
   }
   return body;
 }

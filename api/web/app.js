@@ -1,7 +1,10 @@
 // The dashboard: for one currency, the best rates, every bank side by side
 // (its rates, or its spread and premium over the National Bank's reference
 // rate), a chart over 30 days or a year and a converter, kept current by
-// the live stream. The view (currency, table, chart, sort) lives in the URL.
+// the live stream; or all of it as known at a past instant (known.js). A
+// rate opens its board's provenance, and a bank's revisions show as a table
+// (revisions.js). The view (currency, table, chart, sort, instant) lives in
+// the URL.
 
 import { alertFired, alertsFor, loadAlerts, wireAlerts } from './alerts.js';
 import { ApiError, get, key } from './api.js';
@@ -11,6 +14,10 @@ import {
   anonymousAccess, arrow, formatAmount, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
 } from './format.js';
+import { known, knownNow, showKnownAt, wireKnownAt, withKnownAt } from './known.js';
+import {
+  boardLanded, openRateBoard, revisionsFor, wireRevisions,
+} from './revisions.js';
 import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
 import { Stream } from './stream.js';
 
@@ -74,6 +81,7 @@ function saveView() {
     ssort: `${state.spreadSort.key}-${state.spreadSort.dir}`,
   });
   if (state.chartReference) query.set('reference', '1');
+  if (known.at) query.set('knownAt', known.at);
   history.replaceState(null, '', `?${query}`);
 }
 
@@ -95,7 +103,12 @@ function askForKey(reason) {
 // What the live badge says in each state; `key`: nothing is read until the
 // reader gives a key.
 const LIVE = {
-  live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', key: 'enter an API key',
+  live: 'live',
+  connecting: 'connecting',
+  reconnecting: 'reconnecting…',
+  offline: 'offline',
+  key: 'enter an API key',
+  paused: 'paused',
 };
 
 function setLive(stateName, error) {
@@ -120,6 +133,11 @@ function failed(error, retry) {
     setLive('key', error);
     return;
   }
+  // A refused instant (later than the service's clock): said, not retried.
+  if (error.status === 400 && error.errors?.asKnownAt) {
+    notice(`Known at: ${error.errors.asKnownAt.join(' ')}`);
+    return;
+  }
   notice(error.explain());
   const seconds = Number(error.retryAfter);
   setTimeout(retry, (Number.isFinite(seconds) && seconds > 0 ? seconds : 5) * 1000);
@@ -138,7 +156,7 @@ function renderBest() {
     const change = arrow(best.difference);
     return h('article', { class: 'card', 'data-field': field, 'data-value': best.price, 'data-bank': best.bank.id },
       h('h3', {}, LABELS[field]),
-      h('p', { class: 'price' }, formatRate(best.price),
+      h('p', { class: 'price' }, h('button', { type: 'button', class: 'rate', title: 'Where this rate came from' }, formatRate(best.price)),
         change && h('span', { class: `change ${change.cls}`, 'aria-label': change.label }, change.text)),
       h('p', { class: 'bank' }, best.bank.name),
       h('p', { class: 'muted' }, `Updated ${formatTime(best.updatedAt)}`));
@@ -190,7 +208,8 @@ function renderTable() {
       class: `num${v != null && v === best[field] ? ' best' : ''}`,
       'data-field': field,
       'data-value': v ?? '',
-    }, formatRate(v), v != null && change && h('span', { class: `change ${change.cls}`, 'aria-label': change.label }, change.text));
+    }, v == null ? formatRate(v) : h('button', { type: 'button', class: 'rate', title: 'Where this rate came from' }, formatRate(v)),
+    v != null && change && h('span', { class: `change ${change.cls}`, 'aria-label': change.label }, change.text));
   }),
   h('td', {}, h('time', { datetime: entry.updatedAt }, formatRecent(entry.updatedAt)),
     stale.has(bank.id) && h('span', { class: 'stale-tag' }, 'stale'))));
@@ -229,7 +248,7 @@ async function loadSpreads() {
   const generation = state.generation;
   let body;
   try {
-    body = await get(`/api/v1/rates/spreads?currencyCode=${state.currency}&transactional=true`);
+    body = await get(withKnownAt(`/api/v1/rates/spreads?currencyCode=${state.currency}&transactional=true`));
   } catch (e) {
     if (e instanceof ApiError && e.status === 404) body = { data: null };
     else {
@@ -272,10 +291,11 @@ async function loadChart() {
   state.chartTimer = null;
   const generation = state.generation;
   const days = state.range === '1y' ? 365 : 30;
+  const now = knownNow().getTime();
   const query = new URLSearchParams({
     currencyCode: state.currency,
     interval: 'day',
-    from: isoDay(new Date(Date.now() - days * DAY_MS)),
+    from: isoDay(new Date(now - days * DAY_MS)),
   });
   const bankId = state.chartBank === 'best' ? null : state.chartBank;
   if (bankId) query.set('bankId', bankId);
@@ -283,15 +303,15 @@ async function loadChart() {
   let body;
   let reference = null;
   try {
-    const referenceFrom = isoDay(new Date(Date.now() - (days + REFERENCE_LEAD_DAYS) * DAY_MS));
+    const referenceFrom = isoDay(new Date(now - (days + REFERENCE_LEAD_DAYS) * DAY_MS));
     const wanted = state.chartReference
-      ? get(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: referenceFrom })}`)
+      ? get(withKnownAt(`/api/v1/reference-rates/series?${new URLSearchParams({ currencyCode: state.currency, from: referenceFrom })}`))
         .catch((e) => {
           if (e instanceof ApiError && e.status === 404) return { data: { points: [] } };
           throw e;
         })
       : null;
-    [body, reference] = await Promise.all([get(`/api/v1/rates/series?${query}`), wanted]);
+    [body, reference] = await Promise.all([get(withKnownAt(`/api/v1/rates/series?${query}`)), wanted]);
   } catch (e) {
     failed(e, loadChart);
     return;
@@ -335,9 +355,9 @@ async function loadChart() {
     : `${LABELS[state.chartField]} of ${state.currency} at ${name}: no rates in this range.`;
 }
 
-// Drawn up to now, which moves on between redraws.
+// Drawn up to now, which moves on between redraws (or to the instant shown).
 function redrawChart() {
-  if (state.chart) drawChart($('#chart'), state.chart.points, { ...state.chart.options, to: new Date() });
+  if (state.chart) drawChart($('#chart'), state.chart.points, { ...state.chart.options, to: knownNow() });
 }
 
 function refreshChartSoon() {
@@ -369,7 +389,7 @@ async function convert(event) {
   if ($('#transactional').checked) query.set('transactional', 'true');
   let body;
   try {
-    body = await get(`/api/v1/convert?${query}`);
+    body = await get(withKnownAt(`/api/v1/convert?${query}`));
   } catch (e) {
     // A bad amount (400), or what no bank quotes (404): said, not retried.
     if (e instanceof ApiError && (e.status === 400 || e.status === 404)) {
@@ -407,6 +427,7 @@ function onEvent(name, data) {
     }
     renderTable();
     refreshSpreadsSoon();
+    boardLanded(data.id);
     if (String(data.id) === state.chartBank) refreshChartSoon();
   } else if (name === 'best' && data) {
     state.best = data;
@@ -423,13 +444,14 @@ async function loadCurrency() {
   state.stream?.stop();
   saveView();
   document.title = `${state.currency}: ratewire`;
+  $('#best-title').textContent = known.at ? 'Best rates then' : 'Best rates today';
   try {
     const [best, rates] = await Promise.all([
-      get(`/api/v1/rates/best-rates?currencyCode=${state.currency}`).catch((e) => {
+      get(withKnownAt(`/api/v1/rates/best-rates?currencyCode=${state.currency}`)).catch((e) => {
         if (e instanceof ApiError && e.status === 404) return { data: null };
         throw e;
       }),
-      get('/api/v1/rates?transactional=true'),
+      get(withKnownAt('/api/v1/rates?transactional=true')),
     ]);
     if (generation !== state.generation) return;
     state.best = best.data;
@@ -442,9 +464,15 @@ async function loadCurrency() {
   renderBest();
   renderTable();
   alertsFor(state.currency, state.banks);
+  revisionsFor(state.banks, state.chartBank);
   renderSpreads();
   loadSpreads();
   loadChart();
+  // What was known then does not change: no stream while it is shown.
+  if (known.at) {
+    setLive('paused');
+    return;
+  }
   state.stream = new Stream({ currencyCode: state.currency, transactional: 'true' }, {
     onEvent,
     onState: setLive,
@@ -453,6 +481,7 @@ async function loadCurrency() {
 
 async function start() {
   $('#zone').textContent = zoneLabel();
+  showKnownAt();
   if (!key.get() && !anonymousAccess) {
     setLive('key');
     askForKey('This service needs an API key.');
@@ -461,7 +490,7 @@ async function start() {
   $('#change-key').hidden = !key.get() && anonymousAccess;
   let currencies;
   try {
-    currencies = await get('/api/v1/currencies');
+    currencies = await get(withKnownAt('/api/v1/currencies'));
   } catch (e) {
     failed(e, start);
     return;
@@ -481,8 +510,29 @@ async function start() {
   if (key.get()) loadAlerts();
 }
 
+// A rate of the table or of a best card: its board's provenance.
+function openRate(event) {
+  const button = event.target.closest('button.rate');
+  if (!button) return;
+  const card = button.closest('[data-field]');
+  const row = button.closest('tr[data-bank]');
+  const bank = state.banks.get(Number(row ? row.dataset.bank : card.dataset.bank));
+  const entry = bank?.exchangeRates?.find((e) => e.currency.id === state.currency);
+  const asOf = row ? entry?.updatedAt : state.best?.[card.dataset.field]?.updatedAt;
+  if (bank && entry && asOf) openRateBoard(bank, state.currency, asOf, entry);
+}
+
 function wire() {
   wireAlerts();
+  wireRevisions();
+  wireKnownAt(() => {
+    state.stream?.stop();
+    saveView();
+    notice('');
+    start();
+  }, notice);
+  $('#banks tbody').addEventListener('click', openRate);
+  $('#best').addEventListener('click', openRate);
   $('#currency').addEventListener('change', (e) => {
     state.currency = e.target.value;
     state.chartBank = 'best';

@@ -48,6 +48,9 @@ export const formatRecent = (iso) => {
   return date.getUTCFullYear() === new Date().getUTCFullYear() ? recent.format(date) : when.format(date);
 };
 export const formatDay = (iso) => day.format(new Date(iso));
+// An instant as the API keeps it, in UTC to the millisecond (known-at
+// times): "2026-11-29 08:12:41.377".
+export const formatInstant = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/(\.000)?Z$/, '') : '–');
 export const formatShortDay = (iso) => shortDay.format(new Date(iso));
 
 // The zone as the reader sees it: its name and its abbreviation now.
