@@ -48,12 +48,15 @@ pub async fn answer(
     tagged(if_none_match, response)
 }
 
-/// A successful read answer that has its `ETag`: kept with `no-cache`, or
-/// 304 when `if_none_match` names it.
+/// A successful read answer that has its `ETag`: kept with `no-cache`
+/// (unless its handler said otherwise: a final answer as known at an
+/// instant is `immutable`, see `views::known_at`), or 304 when
+/// `if_none_match` names it.
 pub fn tagged(if_none_match: Option<&HeaderValue>, mut response: Response) -> Response {
     response
         .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-cache"));
     let current = response.headers().get(header::ETAG);
     match (if_none_match, current) {
         (Some(wanted), Some(current)) if names(wanted, current) => not_modified(response),

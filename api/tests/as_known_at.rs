@@ -434,7 +434,6 @@ async fn the_document_describes_as_known_at_on_every_read_of_rate_data() {
 }
 
 #[tokio::test]
-#[ignore = "needs the conditional layer to keep a Cache-Control its handler set (/work/dev/R1-conditional.patch)"]
 async fn a_final_answer_is_served_immutable() {
     let api = Api::new().await;
     let uri = format!("/api/v1/rates?asKnownAt={}", at(25));
