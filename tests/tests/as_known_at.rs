@@ -48,6 +48,11 @@ fn paths(banks: [i64; 3]) -> Vec<String> {
     ]
     .map(str::to_owned)
     .into();
+    // CSV, as a spreadsheet asks for it.
+    paths.push(format!(
+        "/api/v1/rates/series?bankId={}&currencyCode=USD&interval=raw&format=csv",
+        banks[0]
+    ));
     for bank in banks {
         paths.push(format!("/api/v1/rates?bankId={bank}&transactional=true"));
         paths.push(format!("/api/v1/history?bankId={bank}&date={today}"));
