@@ -73,7 +73,17 @@ fn is_stream(headers: &HeaderMap) -> bool {
 
 /// The answer with an `ETag` made from its body.
 async fn fingerprint(response: Response) -> Response {
+    use axum::body::HttpBody;
     let (mut parts, body) = response.into_parts();
+    // Too large to fingerprint, or of no known size: sent as it is (read
+    // past the limit, the body would be lost).
+    if body
+        .size_hint()
+        .upper()
+        .is_none_or(|size| size > MOST_FINGERPRINTED as u64)
+    {
+        return Response::from_parts(parts, body);
+    }
     match axum::body::to_bytes(body, MOST_FINGERPRINTED).await {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
@@ -83,8 +93,7 @@ async fn fingerprint(response: Response) -> Response {
             }
             Response::from_parts(parts, Body::from(bytes))
         }
-        // Too large to fingerprint, or the body failed: sent as it was
-        // (a failed body fails the response either way).
+        // The body failed: the response fails either way.
         Err(e) => {
             tracing::debug!(error = %e, "answer not fingerprinted");
             Response::from_parts(parts, Body::empty())
@@ -123,6 +132,17 @@ mod tests {
 
     fn value(s: &str) -> HeaderValue {
         HeaderValue::from_str(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_answer_too_large_to_fingerprint_is_sent_whole_without_a_tag() {
+        let big = vec![b'x'; MOST_FINGERPRINTED + 1];
+        let sent = answer(true, None, Response::new(Body::from(big.clone()))).await;
+        assert!(sent.headers().get(header::ETAG).is_none());
+        let body = axum::body::to_bytes(sent.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(body.len(), big.len());
     }
 
     #[test]
