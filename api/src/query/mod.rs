@@ -8,6 +8,7 @@
 //! [`checker`] holds the checks they are made of.
 
 pub mod checker;
+pub mod instants;
 pub mod params;
 pub mod request;
 
