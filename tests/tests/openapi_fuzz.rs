@@ -70,6 +70,23 @@ def _series(query):
         query.pop("to", None)
 
 
+def _revisions(query):
+    # Known-at times do not run backward.
+    start = _instant(str(query.get("from", "")).upper())
+    end = _instant(str(query.get("to", "")).upper())
+    if start and end and start > end:
+        query.pop("from", None)
+
+
+def _known_at(query):
+    # An instant that has come: the model is not known ahead of now.
+    if "asKnownAt" not in query:
+        return
+    at = _instant(str(query["asKnownAt"]).upper())
+    if at is None or at > datetime.datetime.now(datetime.timezone.utc):
+        query.pop("asKnownAt", None)
+
+
 def _day(text):
     try:
         return datetime.date.fromisoformat(str(text)) if len(str(text)) == 10 else None
@@ -142,6 +159,11 @@ def before_call(context, case, kwargs):
             # An address that resolves (loopback, allowed in this stack).
             case.body["url"] = "http://127.0.0.1:9/fuzz"
             return
+    if isinstance(case.query, dict):
+        _known_at(case.query)
+    if case.operation.path == "/api/v1/revisions" and isinstance(case.query, dict):
+        _revisions(case.query)
+        return
     if case.operation.path == "/api/v1/rates/series" and isinstance(case.query, dict):
         _series(case.query)
         return
