@@ -560,20 +560,23 @@ async fn every_answer_as_known_at_each_step_is_the_one_served_live_then_also_aft
     // instance's cache).
     stack.assert_fold_matches_replay().await?;
     stack.replay(&["--schema", "known_at_replayed"]).await?;
+    assert_eq!(stack.active_generation().await?, "known_at_replayed");
     let (replayed_api, _) = stack.start_api_as("api-after-replay").await?;
-    until_live_answers_are(&stack, &replayed_api, &key, &paths, &last).await?;
-    let differences = stack
-        .differences_as_known_at(&replayed_api, &key, &moments)
-        .await?;
-    assert!(
-        differences.is_empty(),
-        "as known at, after a replay:\n{}",
-        differences.join("\n")
-    );
-    let provenance_replayed = stack
-        .answers_from(&replayed_api, &key, &provenance_paths, None)
-        .await?;
-    assert_same(&provenance_before, &provenance_replayed, "after a replay")?;
+    // The API that ran all along follows the switch too: what it keeps of
+    // final answers is of the generation it read them from.
+    for api in [replayed_api.clone(), stack.api_url.clone()] {
+        until_live_answers_are(&stack, &api, &key, &paths, &last).await?;
+        let differences = stack.differences_as_known_at(&api, &key, &moments).await?;
+        assert!(
+            differences.is_empty(),
+            "as known at, after a replay ({api}):\n{}",
+            differences.join("\n")
+        );
+        let provenance_replayed = stack
+            .answers_from(&api, &key, &provenance_paths, None)
+            .await?;
+        assert_same(&provenance_before, &provenance_replayed, "after a replay")?;
+    }
     stack.kill("api-after-replay")?;
 
     // Postgres replaced by an empty cluster: the log gives it all back.
@@ -812,6 +815,22 @@ async fn the_revision_log_lists_the_correction_and_the_retraction(
             Values::gone("EUR", [179.90, 184.50, 180.30, 184.00]),
         ]),
         "a retraction takes every field of every currency: {retraction}"
+    );
+    // As CSV: a row per change, the reason in each, `after` empty.
+    let path = format!("/api/v1/revisions?bankId={awash}&format=csv");
+    let (status, csv) = stack.get_raw(&path, Some(key)).await?;
+    assert_eq!(status, 200, "{path}: {csv}");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        rows[0],
+        "eventId,kind,revisedEventId,bankId,asOf,knownAt,reason,currencyCode,field,before,after"
+    );
+    assert_eq!(rows.len(), 1 + 8, "{csv}");
+    assert!(
+        rows[1..].iter().all(|row| row.contains(",retraction,")
+            && row.contains(revised.retraction_reason)
+            && row.ends_with(',')),
+        "{csv}"
     );
 
     // Both, in the order they became known; from an instant after the
