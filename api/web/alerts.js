@@ -5,14 +5,8 @@
 
 import { ApiError, get, send } from './api.js';
 import { $, h, labelCells } from './dom.js';
-import { formatRate, formatRecent } from './format.js';
+import { LABELS, formatRate, formatRecent } from './format.js';
 
-const LABELS = {
-  cashBuying: 'Cash buying',
-  cashSelling: 'Cash selling',
-  transactionalBuying: 'Transactional buying',
-  transactionalSelling: 'Transactional selling',
-};
 // Firings kept in the list.
 const RECENT = 10;
 

@@ -11,23 +11,14 @@ import { ApiError, get, key } from './api.js';
 import { drawChart } from './chart.js';
 import { $, h, labelCells } from './dom.js';
 import {
-  anonymousAccess, arrow, formatAmount, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
+  FIELDS, LABELS, anonymousAccess, arrow, formatAmount, formatDay, formatRate, formatRecent, formatShortDay, formatTime,
   timeZone, zoneLabel,
 } from './format.js';
 import { known, knownNow, showKnownAt, wireKnownAt, withKnownAt } from './known.js';
-import {
-  boardLanded, openRateBoard, revisionsFor, wireRevisions,
-} from './revisions.js';
+import { boardLanded, openRateBoard, revisionsFor, wireRevisions } from './revisions.js';
 import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
 import { Stream } from './stream.js';
 
-const FIELDS = ['cashBuying', 'cashSelling', 'transactionalBuying', 'transactionalSelling'];
-const LABELS = {
-  cashBuying: 'Cash buying',
-  cashSelling: 'Cash selling',
-  transactionalBuying: 'Transactional buying',
-  transactionalSelling: 'Transactional selling',
-};
 // Buying: the bank pays the customer, so higher is better; selling: lower.
 const HIGHER_IS_BETTER = { cashBuying: true, cashSelling: false, transactionalBuying: true, transactionalSelling: false };
 // A live change redraws the chart at most this often (each redraw is a request).
@@ -517,9 +508,10 @@ function openRate(event) {
   const card = button.closest('[data-field]');
   const row = button.closest('tr[data-bank]');
   const bank = state.banks.get(Number(row ? row.dataset.bank : card.dataset.bank));
-  const entry = bank?.exchangeRates?.find((e) => e.currency.id === state.currency);
-  const asOf = row ? entry?.updatedAt : state.best?.[card.dataset.field]?.updatedAt;
-  if (bank && entry && asOf) openRateBoard(bank, state.currency, asOf, entry);
+  const asOf = row
+    ? bank?.exchangeRates?.find((e) => e.currency.id === state.currency)?.updatedAt
+    : state.best?.[card.dataset.field]?.updatedAt;
+  if (bank && asOf) openRateBoard(bank, asOf);
 }
 
 function wire() {

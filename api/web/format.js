@@ -1,5 +1,14 @@
 // Numbers in the reader's locale; times in the service's time zone, named.
 
+// The four rates of a board, in the order the API lists them, and their names.
+export const FIELDS = ['cashBuying', 'cashSelling', 'transactionalBuying', 'transactionalSelling'];
+export const LABELS = {
+  cashBuying: 'Cash buying',
+  cashSelling: 'Cash selling',
+  transactionalBuying: 'Transactional buying',
+  transactionalSelling: 'Transactional selling',
+};
+
 const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content ?? '';
 
 export const timeZone = (() => {

@@ -1,33 +1,22 @@
 // A bank's revision log as a table (/api/v1/revisions), and a board's
-// provenance in a panel (/api/v1/boards/{eventId}): when it was received
-// and known, where it is on the log, the publisher's source and reason,
-// what became of it and the events that revised it.
-//
-// The reads name a board's event id only in the revision log (a correcting
-// board's `eventId`, a revised board's `revisedEventId`), so a rate's board
-// is looked up there: the last correction of its bank's board of that
-// `asOf`. A board that was never revised is named by no read yet; its
-// panel shows what the rates say of it.
+// provenance in a panel (/api/v1/boards): when it was received and known,
+// where it is on the log, the publisher's source and reason, what became
+// of it and the events that revised it. A board opens from the log (by
+// its event id) or from a rate (by its bank and `updatedAt`).
 
 import { ApiError, get } from './api.js';
 import { $, h, labelCells } from './dom.js';
-import { formatInstant, formatRate, formatTime } from './format.js';
+import { FIELDS, LABELS, formatInstant, formatRate, formatTime } from './format.js';
 import { known } from './known.js';
 
-const FIELDS = ['cashBuying', 'cashSelling', 'transactionalBuying', 'transactionalSelling'];
-const LABELS = {
-  cashBuying: 'Cash buying',
-  cashSelling: 'Cash selling',
-  transactionalBuying: 'Transactional buying',
-  transactionalSelling: 'Transactional selling',
-};
 const STATUS = {
   inForce: 'in force',
   superseded: 'superseded by a later board',
   corrected: 'corrected',
   retracted: 'retracted',
 };
-// Pages of a bank's log read to find a rate's board (1,000 revisions each).
+// Pages of a bank's log read to find the board a rate showed then (1,000
+// revisions each).
 const PAGES = 10;
 // A list of changes longer than this is folded.
 const FOLD = 4;
@@ -39,10 +28,13 @@ const log = { bank: null, banks: new Map(), next: null, generation: 0, timer: nu
 const utc = (iso) => h('time', { datetime: iso }, `${formatInstant(iso)} UTC`);
 const bankName = (id) => log.banks.get(id)?.name ?? `Bank ${id}`;
 
+// The instant a millisecond after `iso`, the first not known at `iso`.
+const after = (iso) => new Date(new Date(iso).getTime() + 1).toISOString();
+
 // The bank's log as known at the instant shown (`to` is exclusive).
 function logPath(bankId) {
   const query = new URLSearchParams({ bankId });
-  if (known.at) query.set('to', new Date(new Date(known.at).getTime() + 1).toISOString());
+  if (known.at) query.set('to', after(known.at));
   return `/api/v1/revisions?${query}`;
 }
 
@@ -181,48 +173,50 @@ function showBoard(b) {
       : h('p', { class: 'muted', id: 'provenance-revisions' }, 'None: the board stands as published.'));
 }
 
-// The panel of the board `eventId`.
-export async function openBoard(eventId) {
-  panel('A board', h('p', { class: 'muted' }, 'Reading…'));
+// Shows the board `path` answers (a /api/v1/boards read) in the panel.
+async function show(path, title) {
   try {
-    showBoard((await get(`/api/v1/boards/${encodeURIComponent(eventId)}`)).data);
+    showBoard((await get(path)).data);
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
-    panel('A board', h('p', { class: 'notice' }, e.explain()));
+    panel(title, h('p', { class: 'notice', id: 'provenance-missing' }, e.explain()));
   }
 }
 
-// The board `bank` published at `asOf`, in force for `currency` (its
-// entry of /rates, `entry`), found in the bank's revision log.
-export async function openRateBoard(bank, currency, asOf, entry) {
-  panel(`${bank.name}: the board of ${formatTime(asOf)}`, h('p', { class: 'muted' }, 'Looking for the board…'));
-  const t = new Date(asOf).getTime();
-  let found = null;
-  try {
-    let path = logPath(bank.id);
-    for (let page = 0; path && page < PAGES; page += 1) {
-      const answer = await get(path);
-      // In the log's order: the last revision of that board says which is in force.
-      for (const r of answer.data.revisions) {
-        if (new Date(r.asOf).getTime() === t) found = r.kind === 'correction' ? r.eventId : null;
+// The panel of the board `eventId`.
+export function openBoard(eventId) {
+  panel('A board', h('p', { class: 'muted' }, 'Reading…'));
+  return show(`/api/v1/boards/${encodeURIComponent(eventId)}`, 'A board');
+}
+
+// The board of `bank` that a rate of it shows, by the rate's `updatedAt`
+// (`asOf`): the one in force for that asOf. As known at a past instant, a
+// board revised since was the one in force then: the first revision of
+// that asOf known after the instant names it.
+export async function openRateBoard(bank, asOf) {
+  const title = `${bank.name}: the board of ${formatTime(asOf)}`;
+  panel(title, h('p', { class: 'muted' }, 'Reading…'));
+  let path = `/api/v1/boards?${new URLSearchParams({ bankId: bank.id, asOf })}`;
+  if (known.at) {
+    const t = new Date(asOf).getTime();
+    let page = `/api/v1/revisions?${new URLSearchParams({ bankId: bank.id, from: after(known.at) })}`;
+    try {
+      for (let n = 0; page && n < PAGES; n += 1) {
+        const answer = await get(page);
+        const revision = answer.data.revisions.find((r) => new Date(r.asOf).getTime() === t);
+        if (revision) {
+          path = `/api/v1/boards/${revision.revisedEventId}`;
+          break;
+        }
+        page = answer.data.next;
       }
-      path = answer.data.next;
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      panel(title, h('p', { class: 'notice' }, e.explain()));
+      return;
     }
-  } catch (e) {
-    if (!(e instanceof ApiError)) throw e;
-    panel(`${bank.name}: the board of ${formatTime(asOf)}`, h('p', { class: 'notice' }, e.explain()));
-    return;
   }
-  if (found) {
-    await openBoard(found);
-    return;
-  }
-  panel(`${bank.name}: the board of ${formatTime(asOf)}`,
-    h('p', { class: 'muted', id: 'provenance-unnamed' }, 'This board was never revised, and the API names a board\'s event id '
-      + 'only in its revision log: where it came from cannot be looked up from here yet.'),
-    h('dl', { class: 'facts' },
-      ...fact('As of', 'asOf', asOf, formatTime(asOf))),
-    ratesTable([{ ...entry, currency: { id: currency } }]));
+  await show(path, title);
 }
 
 export function wireRevisions() {

@@ -332,6 +332,32 @@ async fn close_panel(page: &chromiumoxide::Page) -> Result<()> {
     .await
 }
 
+/// Clicks the rate `field` of `bank` in the rates table.
+async fn click_rate(page: &chromiumoxide::Page, bank: i64, field: &str) -> Result<()> {
+    let clicked = js(page, &format!("(() => {{ const b = document.querySelector('#banks tr[data-bank=\"{bank}\"] td[data-field={field}] button.rate'); b?.click(); return !!b; }})()")).await?;
+    ensure!(clicked == true, "bank {bank}'s {field} is a button");
+    Ok(())
+}
+
+/// A page of the dashboard as known at `at`, by its link.
+async fn open_at(
+    chromium: &Chromium,
+    stack: &Stack,
+    key: &str,
+    at: &str,
+) -> Result<chromiumoxide::Page> {
+    let path = format!("/?currency=USD&knownAt={}", at.replace(':', "%3A"));
+    let page = chromium.open_with_key(stack, key, &path).await?;
+    until(
+        &page,
+        &format!("the banner of {at}"),
+        &format!("!document.querySelector('#known-at-banner').hidden && document.querySelector('#known-at-time').dateTime === '{at}'"),
+        SHOWN_WITHIN,
+    )
+    .await?;
+    Ok(page)
+}
+
 /// Chooses `bank` for the revision log.
 async fn choose_revisions_of(page: &chromiumoxide::Page, bank: i64) -> Result<()> {
     let chosen = js(page, &format!("(() => {{ const s = document.querySelector('#revisions-bank'); s.value = '{bank}'; s.dispatchEvent(new Event('change')); return s.value === '{bank}'; }})()")).await?;
@@ -467,25 +493,25 @@ async fn the_dashboard_shows_what_was_known_the_revision_log_and_where_a_board_c
     .await?;
     fits_every_width(&page, "dashboard-known-at").await?;
 
-    // A rate of a board never revised: the panel says what the rates say
-    // of it, and why its provenance cannot be read.
+    // A rate opens its board as it was then: CBE's first, with its source,
+    // and a note that its status is today's.
     js(
         &page,
         "document.querySelector('input[name=view][value=rates]').click(); true",
     )
     .await?;
-    js(
-        &page,
-        &format!("document.querySelector('#banks tr[data-bank=\"{cbe}\"] td[data-field=cashBuying] button.rate').click(); true"),
-    )
-    .await?;
-    until(
-        &page,
-        "the unrevised board's panel",
-        "document.querySelector('#provenance').open && !!document.querySelector('#provenance-unnamed') && Number(document.querySelector('#provenance-rates td[data-field=cashBuying]')?.dataset.value) === 155.1",
-        SHOWN_WITHIN,
-    )
-    .await?;
+    click_rate(&page, cbe, "cashBuying").await?;
+    let board = panel_shows_board(&page, &stack, &key, field(&first, "eventId")?).await?;
+    assert_eq!(board["source"], source);
+    assert_eq!(board["status"], "superseded", "later boards came");
+    assert_eq!(
+        js(
+            &page,
+            "document.querySelector('#provenance').textContent.includes('as known now')"
+        )
+        .await?,
+        true
+    );
     close_panel(&page).await?;
 
     // While the past is shown, a new board does not reach the page.
@@ -496,20 +522,7 @@ async fn the_dashboard_shows_what_was_known_the_revision_log_and_where_a_board_c
     // A link with the instant (to the millisecond: the instant CBE's first
     // board became known, before Awash's) shows the same as the API.
     let first_known = field(&first, "knownAt")?;
-    let linked = chromium
-        .open_with_key(
-            &stack,
-            &key,
-            &format!("/?currency=USD&knownAt={}", first_known.replace(':', "%3A")),
-        )
-        .await?;
-    until(
-        &linked,
-        "the linked instant's banner",
-        &format!("!document.querySelector('#known-at-banner').hidden && document.querySelector('#known-at-time').dateTime === '{first_known}'"),
-        SHOWN_WITHIN,
-    )
-    .await?;
+    let linked = open_at(&chromium, &stack, &key, first_known).await?;
     panels_show(&linked, &stack, &key, Some(first_known)).await?;
     // A tab in the background is not laid out again: the first comes back.
     linked.close().await?;
@@ -597,38 +610,37 @@ async fn the_dashboard_shows_what_was_known_the_revision_log_and_where_a_board_c
     fits_every_width(&page, "dashboard-provenance").await?;
     close_panel(&page).await?;
 
-    // A rate of the latest board, which nothing revised: the reads do not
-    // name its event id, and the panel says so.
-    js(
-        &page,
-        &format!("document.querySelector('#banks tr[data-bank=\"{cbe}\"] td[data-field=cashSelling] button.rate').click(); true"),
-    )
-    .await?;
+    // A rate of the latest board: in force.
+    click_rate(&page, cbe, "cashSelling").await?;
+    let board = panel_shows_board(&page, &stack, &key, field(&latest, "eventId")?).await?;
+    assert_eq!(board["status"], "inForce");
+    close_panel(&page).await?;
+
+    // As known when the typo was, CBE's rate is the typo's, and its panel
+    // shows the typo's board, corrected since, though a correction of the
+    // same asOf is in force now.
+    let typo_known = field(&typo, "knownAt")?;
+    let then_page = open_at(&chromium, &stack, &key, typo_known).await?;
     until(
-        &page,
-        "the latest board's panel",
-        "document.querySelector('#provenance').open && !!document.querySelector('#provenance-unnamed') && Number(document.querySelector('#provenance-rates td[data-field=cashSelling]')?.dataset.value) === 165",
+        &then_page,
+        "the typo's rate shown",
+        &format!("Number(document.querySelector('#banks tr[data-bank=\"{cbe}\"] td[data-field=cashBuying]')?.dataset.value) === 1553.5"),
         SHOWN_WITHIN,
     )
     .await?;
-    close_panel(&page).await?;
+    click_rate(&then_page, cbe, "cashBuying").await?;
+    let board = panel_shows_board(&then_page, &stack, &key, typo_id).await?;
+    assert_eq!(board["status"], "corrected");
+    then_page.close().await?;
 
-    // As known before the latest board, CBE's rate is the correction's:
-    // its panel shows the correcting board, its source and reason.
-    let before_latest = field(&latest, "knownAt")?;
-    let before_latest: DateTime<Utc> = DateTime::parse_from_rfc3339(before_latest)?.into();
+    // As known just before the latest board, CBE's rate is the
+    // correction's: its panel shows the correcting board, its source and
+    // reason.
+    let before_latest: DateTime<Utc> =
+        DateTime::parse_from_rfc3339(field(&latest, "knownAt")?)?.into();
     let before_latest = (before_latest - chrono::Duration::milliseconds(1))
         .to_rfc3339_opts(SecondsFormat::Millis, true);
-    let corrected = chromium
-        .open_with_key(
-            &stack,
-            &key,
-            &format!(
-                "/?currency=USD&knownAt={}",
-                before_latest.replace(':', "%3A")
-            ),
-        )
-        .await?;
+    let corrected = open_at(&chromium, &stack, &key, &before_latest).await?;
     until(
         &corrected,
         "the correction's rate shown",
@@ -636,13 +648,8 @@ async fn the_dashboard_shows_what_was_known_the_revision_log_and_where_a_board_c
         SHOWN_WITHIN,
     )
     .await?;
-    js(
-        &corrected,
-        &format!("document.querySelector('#banks tr[data-bank=\"{cbe}\"] td[data-field=cashBuying] button.rate').click(); true"),
-    )
-    .await?;
-    let correction_id = field(&correction, "eventId")?;
-    let board = panel_shows_board(&corrected, &stack, &key, correction_id).await?;
+    click_rate(&corrected, cbe, "cashBuying").await?;
+    let board = panel_shows_board(&corrected, &stack, &key, field(&correction, "eventId")?).await?;
     assert_eq!(board["reason"], reason);
     assert_eq!(board["source"]["method"], "manual");
     assert_eq!(board["status"], "superseded", "the latest board came after");
