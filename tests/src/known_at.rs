@@ -10,12 +10,19 @@
 //! to `f64`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::Stack;
+
+/// How long every answer must stay the same to count as settled.
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// The projector's count of bank views written (see
+/// [`Stack::wait_aggregates_written`]).
+const BANK_VIEWS_WRITTEN: &str = "ratewire_projector_visible_delay_seconds_count";
 
 /// What one endpoint answered: its status and its body with the volatile
 /// fields taken out.
@@ -137,25 +144,32 @@ impl Stack {
         Ok(answers)
     }
 
-    /// Every path's live answer once it has settled: two rounds in a row
-    /// the same (the views over all banks follow a board by milliseconds).
+    /// Every path's live answer once it has settled: the projector has
+    /// written the views over all banks for every bank view it wrote, and
+    /// no answer has changed for [`QUIET`] (an API instance drops a view
+    /// it keeps a millisecond or two after the projector wrote it).
     pub async fn settled_answers(
         &self,
         base: &str,
         key: &str,
         paths: &[String],
     ) -> Result<Vec<Answer>> {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        if self.metric("ratewire-projector", BANK_VIEWS_WRITTEN).await > 0.0 {
+            self.wait_aggregates_written().await?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = self.answers_from(base, key, paths, None).await?;
+        let mut since = Instant::now();
         loop {
             let now = self.answers_from(base, key, paths, None).await?;
-            if now == last {
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if since.elapsed() >= QUIET {
                 return Ok(now);
             }
-            if std::time::Instant::now() > deadline {
+            if Instant::now() > deadline {
                 bail!("the answers did not settle within 20 s");
             }
-            last = now;
         }
     }
 
@@ -287,8 +301,8 @@ impl Stack {
         consumer.assign(&assignment)?;
         let mut positions = BTreeMap::new();
         let mut read = 0;
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while read < total && std::time::Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while read < total && Instant::now() < deadline {
             let Some(message) = consumer.poll(Duration::from_millis(200)) else {
                 continue;
             };
