@@ -15,11 +15,7 @@ async fn provenance(stack: &Stack, key: &str, board: &str) -> anyhow::Result<Val
         .get(&format!("/api/v1/boards/{board}"), Some(key))
         .await?;
     ensure!(status == 200, "/api/v1/boards/{board}: {status} {body}");
-    Ok(if body["data"].is_object() {
-        body["data"].clone()
-    } else {
-        body
-    })
+    Ok(body["data"].clone())
 }
 
 /// What the story's boards were, by name, and what ingest answered each.
@@ -29,8 +25,8 @@ pub(crate) struct Published {
 }
 
 /// `/api/v1/boards/{id}` shows each board as published, where it is on the
-/// log, when it became known, its source and its status; an unknown id is
-/// 404 and a malformed one 400.
+/// log, when it became known, its source and its status; a rate finds its
+/// board by its bank and `updatedAt` (`/api/v1/boards?bankId=&asOf=`).
 pub(crate) async fn each_board_shows_its_source_log_position_and_status(
     stack: &Stack,
     key: &str,
@@ -68,6 +64,22 @@ pub(crate) async fn each_board_shows_its_source_log_position_and_status(
             at("rates")
         );
         assert!(time(&board["asOf"]).is_some(), "{}", at("asOf"));
+        // By its bank and asOf: the board in force for that asOf (the
+        // typo's correction), else the last published (the retracted one).
+        let lookup = format!(
+            "/api/v1/boards?bankId={bank}&asOf={}",
+            board["asOf"].as_str().unwrap_or_default()
+        );
+        let in_force = match name {
+            "CBE's typo" => event_id(&published[3].answer),
+            _ => id.clone(),
+        };
+        let (found, by_as_of) = stack.get(&lookup, Some(key)).await?;
+        assert_eq!(
+            (found, by_as_of["data"]["eventId"].as_str()),
+            (200, Some(in_force.as_str())),
+            "{lookup}: {by_as_of}"
+        );
         assert!(time(&board["receivedAt"]).is_some(), "{}", at("receivedAt"));
         assert_eq!(
             time(&board["knownAt"]),
