@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use chrono::Utc;
-use ratewire_e2e::known_at::{as_known_at, instant, Moment};
+use ratewire_e2e::known_at::{as_known_at, instant, without_volatile, Moment};
 use ratewire_e2e::{eventually, Stack, VISIBLE_WITHIN};
 
 /// An answer as known at an instant every partition's fold has passed is
@@ -54,6 +54,17 @@ pub(crate) async fn final_answers_are_immutable_and_revalidate(
         "{path} with If-None-Match {tag}"
     );
     assert!(again.bytes().await?.is_empty());
+    // Asked again whole: the same bytes under the same tag, still final
+    // (kept, not rendered again), and what was answered live then.
+    let first = answer.text().await?;
+    let whole = get(None).await?;
+    assert_eq!(header(&whole, "etag").as_ref(), Some(&tag));
+    assert_eq!(
+        header(&whole, "cache-control").as_deref(),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert_eq!(whole.text().await?, first);
+    assert_eq!(without_volatile(&first), moment.answers[0].body);
 
     // As known at now: the fold has not passed it (the skew allowance
     // alone keeps it open for a second).
