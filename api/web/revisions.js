@@ -24,6 +24,9 @@ const FOLD = 4;
 const REFRESH_MS = 2000;
 
 const log = { bank: null, banks: new Map(), next: null, generation: 0, timer: null };
+// Each board asked for in the panel counts one: an answer to an earlier
+// click, come late, is dropped.
+let asked = 0;
 
 const utc = (iso) => h('time', { datetime: iso }, `${formatInstant(iso)} UTC`);
 const bankName = (id) => log.banks.get(id)?.name ?? `Bank ${id}`;
@@ -109,7 +112,7 @@ export function revisionsFor(banks, preferred) {
 
 // A live board of `bankId`: a correction or retraction shows soon.
 export function boardLanded(bankId) {
-  if (bankId === log.bank && !log.timer) log.timer = setTimeout(loadRevisions, REFRESH_MS);
+  if (bankId === log.bank && !log.timer) log.timer = setTimeout(() => loadRevisions(), REFRESH_MS);
 }
 
 // --- a board's provenance --------------------------------------------------
@@ -139,7 +142,8 @@ function ratesTable(rates) {
 function source(s) {
   if (!s) return fact('Source', 'source', null, h('span', { class: 'muted' }, 'none given'));
   return [
-    ...fact('Source', 'source', s.url, s.url ? h('a', { href: s.url, rel: 'noopener noreferrer', target: '_blank' }, s.url) : '–'),
+    ...fact('Source', 'source', s.url, /^https?:/i.test(s.url ?? '')
+      ? h('a', { href: s.url, rel: 'noopener noreferrer', target: '_blank' }, s.url) : (s.url ?? '–')),
     ...fact('Taken by', 'method', s.method, s.method),
     ...fact('Captured at', 'capturedAt', s.capturedAt, s.capturedAt ? utc(s.capturedAt) : '–'),
     ...fact('SHA-256', 'sha256', s.sha256, s.sha256 ? h('code', {}, s.sha256) : '–'),
@@ -173,20 +177,23 @@ function showBoard(b) {
       : h('p', { class: 'muted', id: 'provenance-revisions' }, 'None: the board stands as published.'));
 }
 
-// Shows the board `path` answers (a /api/v1/boards read) in the panel.
-async function show(path, title) {
+// Shows the board `path` answers (a /api/v1/boards read) in the panel,
+// unless another was asked for since `ask`.
+async function show(path, title, ask) {
   try {
-    showBoard((await get(path)).data);
+    const { data } = await get(path);
+    if (ask === asked) showBoard(data);
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
-    panel(title, h('p', { class: 'notice', id: 'provenance-missing' }, e.explain()));
+    if (ask === asked) panel(title, h('p', { class: 'notice', id: 'provenance-missing' }, e.explain()));
   }
 }
 
 // The panel of the board `eventId`.
 export function openBoard(eventId) {
+  asked += 1;
   panel('A board', h('p', { class: 'muted' }, 'Reading…'));
-  return show(`/api/v1/boards/${encodeURIComponent(eventId)}`, 'A board');
+  return show(`/api/v1/boards/${encodeURIComponent(eventId)}`, 'A board', asked);
 }
 
 // The board of `bank` that a rate of it shows, by the rate's `updatedAt`
@@ -194,6 +201,8 @@ export function openBoard(eventId) {
 // board revised since was the one in force then: the first revision of
 // that asOf known after the instant names it.
 export async function openRateBoard(bank, asOf) {
+  asked += 1;
+  const ask = asked;
   const title = `${bank.name}: the board of ${formatTime(asOf)}`;
   panel(title, h('p', { class: 'muted' }, 'Reading…'));
   let path = `/api/v1/boards?${new URLSearchParams({ bankId: bank.id, asOf })}`;
@@ -212,11 +221,11 @@ export async function openRateBoard(bank, asOf) {
       }
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
-      panel(title, h('p', { class: 'notice' }, e.explain()));
+      if (ask === asked) panel(title, h('p', { class: 'notice' }, e.explain()));
       return;
     }
   }
-  await show(path, title);
+  await show(path, title, ask);
 }
 
 export function wireRevisions() {
