@@ -48,6 +48,21 @@ pub fn ago(days: i64, hours: i64) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// An RFC 3339 time up to an hour before now, but on today's date in UTC
+/// (the stack's service time zone): a board that is today's whatever the
+/// hour the test runs at (an hour before 00:30 is yesterday, and a daily
+/// series would then carry it over two days).
+pub fn earlier_today() -> String {
+    let now = chrono::Utc::now();
+    let midnight = now
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc();
+    let back = chrono::Duration::hours(1).min((now - midnight) / 2);
+    (now - back).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// An RFC 3339 time `minutes` minutes before now, to the millisecond: a
 /// board's as-of time, for sequences of boards within the hour.
 pub fn minutes_ago(minutes: i64) -> String {

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use ratewire_e2e::browser::{
     artifacts, enter_key, fits, fits_every_width, js, until, Chromium, WIDTHS,
 };
-use ratewire_e2e::{ago, eventually, reference_day, Board, Stack};
+use ratewire_e2e::{ago, earlier_today, eventually, reference_day, Board, Stack};
 use serde_json::Value;
 
 /// What the issue promises a reader: a pushed board on the page within 2 s.
@@ -134,7 +134,7 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
                     ("EUR", 171.5, 177.0),
                     ("AED", 42.0, 43.5),
                 ],
-                &ago(0, 1),
+                &earlier_today(),
             ),
         )
         .await?
@@ -150,7 +150,7 @@ async fn seeded() -> Result<(Stack, i64, String, i64)> {
                     ("EUR", 172.25, 176.5),
                     ("AED", 42.1, 43.4),
                 ],
-                &ago(0, 1),
+                &earlier_today(),
             ),
         )
         .await?
