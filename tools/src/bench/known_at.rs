@@ -150,42 +150,50 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     ]
     .concat();
     let baseline_addr = format!("127.0.0.1:{}", procs::BASELINE);
+    let convert = format!("{api}/api/v1/convert?from=USD&to=ETB&amount=100");
     let reads = [
         Target::random(
+            "known-rates",
             format!("{api}/api/v1/rates\\?bankId={bank_ids}&asKnownAt={pattern}"),
             &headers,
         ),
         Target::random(
+            "known-best",
             format!("{api}/api/v1/rates/best-rates\\?currencyCode={codes}&asKnownAt={pattern}"),
             &headers,
         ),
-        Target::random(format!("{api}/api/v1/rates\\?bankId={bank_ids}"), &headers),
         Target::random(
+            "live-rates",
+            format!("{api}/api/v1/rates\\?bankId={bank_ids}"),
+            &headers,
+        ),
+        Target::random(
+            "live-best",
             format!("{api}/api/v1/rates/best-rates\\?currencyCode={codes}"),
             &headers,
         ),
         Target::exact(
+            "baseline",
             format!("http://{baseline_addr}/api/v1/rates?bankId={one}"),
             &headers,
         ),
     ];
     let throughputs = [
         Target::exact(
+            "final",
             format!(
                 "{api}/api/v1/rates?bankId={one}&asKnownAt={}",
                 instant(final_at)
             ),
             &headers,
         ),
-        Target::exact(format!("{api}/api/v1/rates?bankId={one}"), &headers),
         Target::exact(
-            format!("{api}/api/v1/convert?from=USD&to=ETB&amount=100"),
+            "live-one",
+            format!("{api}/api/v1/rates?bankId={one}"),
             &headers,
         ),
-        Target::exact(
-            format!("{api}/api/v1/convert?from=USD&to=ETB&amount=100"),
-            &signed,
-        ),
+        Target::exact("convert", convert.clone(), &headers),
+        Target::exact("convert-signed", convert, &signed),
     ];
 
     // The baseline answers what the live path answers for bank one.

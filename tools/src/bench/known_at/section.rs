@@ -125,7 +125,7 @@ retractions of boards spread over it (each with a reason), published through the
 (`ratewire-feed backfill`'s code: ingest, the log, the fold; 50 banks in parallel, each bank's
 boards in order) in stretches of days, the revisions of each stretch's boards after it:
 {load_s} s, {load_rate} boards/s; the fold had everything {lag} s after the last 202.
-Known-at times are the broker's append times, so the year became known over the load: the
+Known-at times are the broker's append times, so the history became known over the load: the
 instants asked (`asKnownAt`, to the millisecond) are drawn uniformly from {from} to {to}, from
 when every bank had a board to the last board known; every answer was final (`immutable`).
 
@@ -145,7 +145,8 @@ when every bank had a board to the last board known; every answer was final (`im
 Saturation: `oha -z {seconds}s -c {connections}` (closed loop). Latency: `oha -z {seconds}s -c
 {connections} -q {RATE} --latency-correction` (open loop, each request timed from when it was
 due). A random bank, currency or instant per request: `--rand-regex-url` (targets.rs in
-tools/src/bench/known_at says why not `paced` here). Bodies: `/rates?bankId=1` live
+tools/src/bench/known_at says why not `paced` here). Requests oha cut off when a run's time
+was up are not counted as failed; each run's summary is kept in `.stack/bench/oha-*.jsonl`. Bodies: `/rates?bankId=1` live
 {live_bytes} bytes, as known at an instant {final_bytes} bytes.
 
 | request | requests/s | p50 ms | p99 ms | p99.9 ms | not 2xx |

@@ -9,6 +9,7 @@
 //! copied each time it doubles, docs/benchmarks.md) does not arise at
 //! 200 requests/s: a 10 s run keeps 2,000 results.
 
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
@@ -20,6 +21,9 @@ use super::super::Settings;
 /// A request (or a family of them, as a `--rand-regex-url` pattern).
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// What oha's summaries are kept as: `oha-NAME.jsonl` in the bench
+    /// directory, a line per run.
+    pub name: &'static str,
     /// An exact URL, or a pattern (`random`).
     pub url: String,
     pub random: bool,
@@ -79,8 +83,9 @@ pub fn instant(at: DateTime<Utc>) -> String {
 }
 
 impl Target {
-    pub fn exact(url: String, headers: &[String]) -> Self {
+    pub fn exact(name: &'static str, url: String, headers: &[String]) -> Self {
         Self {
+            name,
             url,
             random: false,
             headers: headers.to_vec(),
@@ -88,8 +93,9 @@ impl Target {
     }
 
     /// `pattern` is a URL whose `?` is written `\?`.
-    pub fn random(pattern: String, headers: &[String]) -> Self {
+    pub fn random(name: &'static str, pattern: String, headers: &[String]) -> Self {
         Self {
+            name,
             url: pattern,
             random: true,
             headers: headers.to_vec(),
@@ -153,9 +159,21 @@ impl Target {
         if !output.status.success() {
             bail!("oha failed against {}: {}", self.url, output.status);
         }
-        read_run(&String::from_utf8_lossy(&output.stdout))
+        let summary = String::from_utf8_lossy(&output.stdout);
+        let kept = serde_json::json!({"rate": rate, "seconds": seconds,
+            "summary": serde_json::from_str::<serde_json::Value>(&summary).ok()});
+        let log = settings.dir().join(format!("oha-{}.jsonl", self.name));
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        writeln!(file, "{kept}")?;
+        read_run(&summary)
     }
 }
+
+/// oha's error for a request cut off at the end of a run.
+const DEADLINE: &str = "aborted due to deadline";
 
 /// oha's JSON summary as a [`Run`] (its latencies are in seconds).
 fn read_run(json: &str) -> anyhow::Result<Run> {
@@ -172,8 +190,10 @@ fn read_run(json: &str) -> anyhow::Result<Run> {
             .unwrap_or(0)
     };
     let ok = count("statusCodeDistribution", |k| k.starts_with('2'));
+    // Requests still in flight when the run's time is up are cut off by
+    // oha, not failed by the API.
     let failed = count("statusCodeDistribution", |k| !k.starts_with('2'))
-        + count("errorDistribution", |_| true);
+        + count("errorDistribution", |k| k != DEADLINE);
     let ms = |p: &str| {
         summary["latencyPercentiles"][p]
             .as_f64()
@@ -227,7 +247,7 @@ mod tests {
         let json = r#"{"summary":{"requestsPerSec":250.5,"slowest":0.04},
             "latencyPercentiles":{"p50":0.001,"p99":0.012,"p99.9":0.03},
             "statusCodeDistribution":{"200":990,"503":4},
-            "errorDistribution":{"connection closed":6}}"#;
+            "errorDistribution":{"connection closed":6,"aborted due to deadline":32}}"#;
         let run = read_run(json).unwrap();
         assert_eq!((run.requests, run.failed), (1000, 10));
         assert_eq!(run.rps, 250.5);
