@@ -4,8 +4,9 @@
 //! the test records the instant and what every endpoint answered live;
 //! at the end every endpoint asked `asKnownAt` each instant answers what
 //! was served then, byte for byte once ages and render times are taken out
-//! (`ratewire_e2e::known_at`), on the live read model, after a replay into
-//! a new generation, and after Postgres is replaced by an empty cluster.
+//! (`ratewire_e2e::known_at`; the ages are counted to the instant, see
+//! [`ages`]), on the live read model, after a replay into a new
+//! generation, and after Postgres is replaced by an empty cluster.
 //! The revision log lists the correction and the retraction with their
 //! reasons and changes ([`revisions`]), each board shows where it came
 //! from ([`provenance`]), final answers are immutable ([`finality`]), and
@@ -20,11 +21,13 @@ use ratewire_e2e::known_at::{first_difference, Answer, Moment};
 use ratewire_e2e::{ago, eventually, reference_day, Stack};
 use serde_json::json;
 
+use ages::ages_as_known_at_are_counted_to_the_instant;
 use finality::final_answers_are_immutable_and_revalidate;
 use provenance::{each_board_shows_its_source_log_position_and_status, Published};
 use revisions::{the_revision_log_lists_the_correction_and_the_retraction, Revised};
 use steps::{board, event_id, import_reference_day, publish, retract, wait_for};
 
+mod ages;
 mod bad_input;
 mod finality;
 mod provenance;
@@ -287,6 +290,7 @@ async fn every_answer_as_known_at_each_step_is_the_one_served_live_then_also_aft
         "as known at, live read model:\n{}",
         differences.join("\n")
     );
+    ages_as_known_at_are_counted_to_the_instant(&stack, &key, &moments).await?;
 
     let published = [
         Published {
