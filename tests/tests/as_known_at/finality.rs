@@ -66,8 +66,10 @@ pub(crate) async fn final_answers_are_immutable_and_revalidate(
     assert_eq!(whole.text().await?, first);
     assert_eq!(without_volatile(&first), moment.answers[0].body);
 
-    // As known at now: the fold has not passed it (the skew allowance
-    // alone keeps it open for a second).
+    // As known at now: the fold has not passed it. Its settled time is a
+    // time it saw itself caught up less the skew allowance (a second), so
+    // an answer that took less than that cannot be final yet.
+    let started = std::time::Instant::now();
     let now = instant(Utc::now());
     let response = stack
         .http()
@@ -81,9 +83,11 @@ pub(crate) async fn final_answers_are_immutable_and_revalidate(
         .await?;
     assert_eq!(response.status(), 200);
     let cache = header(&response, "cache-control").unwrap_or_default();
-    assert!(
-        !cache.contains("immutable"),
-        "as known at {now}, just now: {cache}"
-    );
+    if started.elapsed() < std::time::Duration::from_millis(900) {
+        assert!(
+            !cache.contains("immutable"),
+            "as known at {now}, just now: {cache}"
+        );
+    }
     Ok(())
 }
