@@ -6,32 +6,16 @@
 //! present), with the instant as the render's now; final answers are
 //! immutable and revalidate; bad instants are refused.
 
-use axum::body::Body;
-use axum::http::{header, HeaderMap, Request, StatusCode};
-use axum::Router;
-use clap::Parser;
-use ratewire_api::access::key_records::{self, NewKey};
-use ratewire_api::redis_guard::RedisGuard;
-use ratewire_api::{app, db, routes, Config};
-use ratewire_service::testing::TestDatabase;
+mod common;
+
+use axum::http::{header, HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use sqlx::PgPool;
-use tower::ServiceExt;
 
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    config: Config,
-}
+use common::InProcess;
 
-/// The public router on a database and Redis prefix of its own, with a
-/// key, and the read model's pool to write rows with.
-struct Api {
-    public: Router,
-    read: PgPool,
-    key: String,
-    _database: TestDatabase,
-}
+/// The public router on a read model of its own, with an enterprise key;
+/// the story's rows written by hand.
+type Api = InProcess;
 
 /// The story's instants: minutes after 2026-11-20T08:00Z.
 fn at(minutes: i64) -> String {
@@ -41,49 +25,7 @@ fn at(minutes: i64) -> String {
 
 impl Api {
     async fn new() -> Self {
-        let database = TestDatabase::create("as_known_at_api").await.unwrap();
-        let id = &database.name()["as_known_at_api_".len()..];
-        let url = database.url();
-        let config = Args::parse_from([
-            "ratewire-api",
-            "--database-url",
-            &url,
-            "--redis-prefix",
-            &format!("as-known-at-api-{id}:"),
-            "--admin-token",
-            "as-known-at-test-admin-token-0123456789",
-        ])
-        .config;
-        let read = ratewire_readmodel::db::pool(&url, &config.read_model.read_schema, 2).unwrap();
-        ratewire_readmodel::db::migrate(&read, &config.read_model.read_schema)
-            .await
-            .unwrap();
-        let pool = db::pool(&url, &config.schema).unwrap();
-        let redis = RedisGuard::new(
-            ratewire_readmodel::redis::connect(&config.read_model.redis_url).unwrap(),
-            std::time::Duration::from_millis(config.redis_budget_ms),
-        );
-        let state = app::state(&config, pool.clone(), redis).unwrap();
-        let prepared = state
-            .readiness
-            .prepare("preparing", &Default::default(), || {
-                app::prepare(&state, &config.schema)
-            })
-            .await;
-        assert!(prepared);
-        let new = NewKey {
-            name: "as known at tests".into(),
-            plan: Some("enterprise".into()),
-        };
-        let created = key_records::create(&pool, &config.plans, new)
-            .await
-            .unwrap();
-        let api = Self {
-            public: routes::public(state),
-            read,
-            key: created.key,
-            _database: database,
-        };
+        let api = Self::start("as_known_at_api", Some("enterprise")).await;
         api.story().await;
         api
     }
@@ -165,23 +107,7 @@ impl Api {
     }
 
     async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, String) {
-        let mut request = Request::get(uri).header("x-api-key", &self.key);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = self
-            .public
-            .clone()
-            .oneshot(request.body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let (parts, body) = response.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-        (
-            parts.status,
-            parts.headers,
-            String::from_utf8(bytes.to_vec()).unwrap(),
-        )
+        self.call(uri, headers).await
     }
 
     /// `path` as known at `minutes` into the story: its status and body.

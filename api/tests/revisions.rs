@@ -3,98 +3,24 @@
 //! bitemporal rows written here by hand as migration 0008 lays them out:
 //! pages and their links, CSV, the 400s and 404s, and conditional GETs.
 
-use axum::body::Body;
-use axum::http::{header, HeaderMap, Request, StatusCode};
-use axum::Router;
-use clap::Parser;
-use ratewire_api::access::key_records::{self, NewKey};
-use ratewire_api::redis_guard::RedisGuard;
-use ratewire_api::{app, db, routes, Config};
-use ratewire_service::testing::TestDatabase;
+mod common;
+
+use axum::http::{header, HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use sqlx::PgPool;
-use tower::ServiceExt;
 
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    config: Config,
-}
+use common::InProcess;
 
-/// The public router on a database and Redis prefix of its own, with a
-/// key, and the read model's pool to write rows with.
-struct Api {
-    public: Router,
-    read: PgPool,
-    key: String,
-    _database: TestDatabase,
-}
+/// The public router on a read model of its own, with an enterprise key;
+/// rows written by hand.
+type Api = InProcess;
 
 impl Api {
     async fn new() -> Self {
-        let database = TestDatabase::create("revisions_api").await.unwrap();
-        let id = &database.name()["revisions_api_".len()..];
-        let url = database.url();
-        let config = Args::parse_from([
-            "ratewire-api",
-            "--database-url",
-            &url,
-            "--redis-prefix",
-            &format!("revisions-api-{id}:"),
-            "--admin-token",
-            "revisions-test-admin-token-0123456789",
-        ])
-        .config;
-        let read = ratewire_readmodel::db::pool(&url, &config.read_model.read_schema, 2).unwrap();
-        ratewire_readmodel::db::migrate(&read, &config.read_model.read_schema)
-            .await
-            .unwrap();
-        let pool = db::pool(&url, &config.schema).unwrap();
-        let redis = RedisGuard::new(
-            ratewire_readmodel::redis::connect(&config.read_model.redis_url).unwrap(),
-            std::time::Duration::from_millis(config.redis_budget_ms),
-        );
-        let state = app::state(&config, pool.clone(), redis).unwrap();
-        let prepared = state
-            .readiness
-            .prepare("preparing", &Default::default(), || {
-                app::prepare(&state, &config.schema)
-            })
-            .await;
-        assert!(prepared);
-        let new = NewKey {
-            name: "revisions tests".into(),
-            plan: Some("enterprise".into()),
-        };
-        let created = key_records::create(&pool, &config.plans, new)
-            .await
-            .unwrap();
-        Self {
-            public: routes::public(state),
-            read,
-            key: created.key,
-            _database: database,
-        }
+        Self::start("revisions_api", Some("enterprise")).await
     }
 
     async fn get(&self, uri: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, String) {
-        let mut request = Request::get(uri).header("x-api-key", &self.key);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = self
-            .public
-            .clone()
-            .oneshot(request.body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let (parts, body) = response.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-        (
-            parts.status,
-            parts.headers,
-            String::from_utf8(bytes.to_vec()).unwrap(),
-        )
+        self.call(uri, headers).await
     }
 
     async fn json(&self, uri: &str) -> (StatusCode, HeaderMap, Value) {

@@ -3,81 +3,22 @@
 //! request gets, whatever the data (validation, errors, headers). What
 //! needs the real processes and the broker is in `tests/`.
 
+mod common;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
-use clap::Parser;
-use ratewire_api::access::key_records::{self, NewKey};
-use ratewire_api::redis_guard::RedisGuard;
-use ratewire_api::{app, db, routes, Config};
-use ratewire_service::testing::TestDatabase;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
-const ADMIN_TOKEN: &str = "router-test-admin-token-0123456789";
-
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    config: Config,
-}
+use common::{InProcess, ADMIN_TOKEN};
 
 /// The two routers of an API on a database and Redis prefix of its own,
 /// prepared as at start, with a key on the free plan.
-struct Api {
-    public: Router,
-    operator: Router,
-    key: String,
-    /// Dropped last, with the routers' connections.
-    _database: TestDatabase,
-}
+type Api = InProcess;
 
 impl Api {
     async fn new() -> Self {
-        let database = TestDatabase::create("router").await.unwrap();
-        let id = &database.name()["router_".len()..];
-        let url = database.url();
-        let config = Args::parse_from([
-            "ratewire-api",
-            "--database-url",
-            &url,
-            "--redis-prefix",
-            &format!("router-{id}:"),
-            "--admin-token",
-            ADMIN_TOKEN,
-        ])
-        .config;
-        // The read model is the projector's to migrate; an empty one here.
-        let read = ratewire_readmodel::db::pool(&url, &config.read_model.read_schema, 1).unwrap();
-        ratewire_readmodel::db::migrate(&read, &config.read_model.read_schema)
-            .await
-            .unwrap();
-        let pool = db::pool(&url, &config.schema).unwrap();
-        let redis = RedisGuard::new(
-            ratewire_readmodel::redis::connect(&config.read_model.redis_url).unwrap(),
-            std::time::Duration::from_millis(config.redis_budget_ms),
-        );
-        let state = app::state(&config, pool.clone(), redis).unwrap();
-        let prepared = state
-            .readiness
-            .prepare("preparing", &Default::default(), || {
-                app::prepare(&state, &config.schema)
-            })
-            .await;
-        assert!(prepared);
-        let new = NewKey {
-            name: "router tests".into(),
-            plan: None,
-        };
-        let created = key_records::create(&pool, &config.plans, new)
-            .await
-            .unwrap();
-        Self {
-            public: routes::public(state.clone()),
-            operator: routes::operator(state),
-            key: created.key,
-            _database: database,
-        }
+        Self::start("router", None).await
     }
 
     async fn get(&self, uri: &str, key: Option<&str>) -> (StatusCode, header::HeaderMap, Value) {
@@ -90,16 +31,14 @@ impl Api {
 }
 
 async fn send(router: &Router, request: Request<Body>) -> (StatusCode, header::HeaderMap, Value) {
-    let response = router.clone().oneshot(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let (status, headers, bytes) = common::send(router, request).await;
     let body = if bytes.is_empty() {
         Value::Null
     } else {
         serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
-    (parts.status, parts.headers, body)
+    (status, headers, body)
 }
 
 fn error_fields(body: &Value) -> Vec<&str> {

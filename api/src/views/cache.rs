@@ -360,11 +360,13 @@ mod tests {
 
     #[test]
     fn a_view_asked_for_late_in_its_age_is_read_again_by_one_caller() {
-        let cache = ViewCache::new(Duration::from_millis(400), 1 << 20);
+        // Ages long enough that a loaded machine's late wake-up still
+        // lands inside the view's age.
+        let cache = ViewCache::new(Duration::from_millis(2_000), 1 << 20);
         cache.resume();
         cache.keep(cache.ticket(), "k", &stored("a"));
         assert!(!cache.get("k").unwrap().read_again, "young");
-        std::thread::sleep(Duration::from_millis(320));
+        std::thread::sleep(Duration::from_millis(1_600));
         assert!(cache.get("k").unwrap().read_again, "the first to ask late");
         assert!(!cache.get("k").unwrap().read_again, "asked already");
         // Kept again: young again, and asked for again in its own time.
