@@ -61,6 +61,15 @@ impl Api {
                 m30 = at(30)
             ),
             format!(
+                "INSERT INTO bank_latest_versions (bank_id, as_of, known_from, known_to) VALUES
+                 (1, '{b1}', '{m10}', NULL),
+                 (2, '{b2}', '{m22}', NULL)",
+                b1 = at(1),
+                b2 = at(21),
+                m10 = at(10),
+                m22 = at(22)
+            ),
+            format!(
                 "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
                                             known_from, known_to) VALUES
                  (1, 'USD', '{b1}', 150, 155, '{m10}', '{m30}'),

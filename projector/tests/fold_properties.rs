@@ -879,6 +879,22 @@ fn as_known_at_each_event_the_read_model_is_the_fold_of_the_log_so_far() {
                         .await?;
                     let (stored, _) = dump(&reader).await?;
                     let (expected, _) = folded(&messages[..=i]);
+                    // Each bank's latest board, as readers find it.
+                    for bank in expected.banks.keys() {
+                        let latest: Option<DateTime<Utc>> = sqlx::query_scalar(
+                            "SELECT as_of FROM bank_latest WHERE bank_id = $1
+                             ORDER BY known_from DESC LIMIT 1",
+                        )
+                        .bind(bank.get())
+                        .fetch_optional(&reader)
+                        .await?
+                        .flatten();
+                        let wanted = expected.latest(*bank).map(|(as_of, _)| as_of);
+                        anyhow::ensure!(
+                            latest == wanted,
+                            "as known at event {i}, bank {bank}'s latest: {latest:?}, not {wanted:?}"
+                        );
+                    }
                     anyhow::ensure!(
                         seen(&stored) == seen(&expected),
                         "as known at event {i}: {}",

@@ -78,6 +78,28 @@ FROM board_versions
 WHERE known_from <= (SELECT ratewire_known_at())
   AND (known_to IS NULL OR known_to > (SELECT ratewire_known_at()));
 
+-- Each bank's latest as-of, as it moved (NULL: no board in force): a
+-- bank's latest board as known at any instant is one probe here, where
+-- looking for it among the boards would pass every board not yet known
+-- then (a backfilled year, say). Kept by the fold beside the boards.
+CREATE TABLE bank_latest_versions (
+    bank_id    BIGINT      NOT NULL,
+    as_of      TIMESTAMPTZ,
+    known_from TIMESTAMPTZ NOT NULL,
+    known_to   TIMESTAMPTZ
+);
+CREATE INDEX bank_latest_versions_by_bank ON bank_latest_versions (bank_id, known_from);
+INSERT INTO bank_latest_versions (bank_id, as_of, known_from)
+SELECT bank_id, max(as_of), '-infinity' FROM board_versions GROUP BY bank_id;
+
+-- Read as `ORDER BY known_from DESC LIMIT 1` for a bank: the version in
+-- force is the last one known by the instant.
+CREATE VIEW bank_latest AS
+SELECT bank_id, as_of, known_from
+FROM bank_latest_versions
+WHERE known_from <= (SELECT ratewire_known_at())
+  AND (known_to IS NULL OR known_to > (SELECT ratewire_known_at()));
+
 -- Rates carry their board's interval (closed with it).
 ALTER TABLE rates RENAME TO rate_versions;
 ALTER TABLE rate_versions DROP CONSTRAINT IF EXISTS rates_pkey;

@@ -91,6 +91,25 @@ impl Database {
         Ok(())
     }
 
+    /// Bank `bank`'s latest as-of, `as_of` from `from` on (the fold keeps
+    /// this history beside the boards).
+    async fn latest(
+        &self,
+        bank: i64,
+        as_of: DateTime<Utc>,
+        from: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO bank_latest_versions (bank_id, as_of, known_from) VALUES ($1, $2, $3)",
+        )
+        .bind(bank)
+        .bind(as_of)
+        .bind(from)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// What `/rates` is made of, as known at `at`: each active bank and
     /// its board's USD buying rate.
     async fn rates_at(&self, at: DateTime<Utc>) -> anyhow::Result<Vec<(i64, Option<Decimal>)>> {
@@ -115,6 +134,8 @@ async fn each_read_sees_the_model_as_known_at_its_instant() -> anyhow::Result<()
     db.board(1, t(5), 150, t(10), Some(t(30))).await?;
     db.board(1, t(5), 151, t(30), None).await?;
     db.board(2, t(21), 160, t(22), None).await?;
+    db.latest(1, t(5), t(10)).await?;
+    db.latest(2, t(21), t(22)).await?;
 
     let d = Decimal::from;
     assert_eq!(db.rates_at(t(-1)).await?, [], "before anything");

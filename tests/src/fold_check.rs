@@ -12,7 +12,7 @@ use crate::Stack;
 /// (numbers as text, so 155.10 and 155.1 differ as they do when served).
 /// The views show the model as it is now; the version tables behind them
 /// hold its whole bitemporal history, which a replay must rebuild too.
-const TABLES: [(&str, &str, &str); 17] = [
+const TABLES: [(&str, &str, &str); 18] = [
     (
         "banks",
         "id, code, name, image_url, social_links::text, active, registered_at, updated_at",
@@ -74,6 +74,11 @@ const TABLES: [(&str, &str, &str); 17] = [
     (
         "currencies_known",
         "code, name, first_quoted_at, known_from",
+        "",
+    ),
+    (
+        "bank_latest_versions",
+        "bank_id, as_of, known_from, known_to",
         "",
     ),
     (

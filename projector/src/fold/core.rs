@@ -72,6 +72,13 @@ pub enum Change {
         date: NaiveDate,
         day: ReferenceDay,
     },
+    /// The as-of of the bank's latest board moved (`None`: it has none):
+    /// kept as a history of its own, so that readers find a bank's latest
+    /// board as known at any instant with one probe.
+    Latest {
+        bank: BankId,
+        as_of: Option<DateTime<Utc>>,
+    },
 }
 
 /// Where a board came from, kept with its version (a board's provenance).
@@ -119,7 +126,8 @@ pub fn apply(model: &mut Model, envelope: &Envelope, at: Position) -> Step {
             .unwrap_or_default()
     };
     let before = quoted(model);
-    let (verdict, changes) = match decide(model, envelope, at) {
+    let latest_before = model.latest(bank).map(|(as_of, _)| as_of);
+    let (verdict, mut changes) = match decide(model, envelope, at) {
         Ok(changes) => (Verdict::Applied, changes),
         Err(verdict) => (verdict, Vec::new()),
     };
@@ -140,6 +148,13 @@ pub fn apply(model: &mut Model, envelope: &Envelope, at: Position) -> Step {
         if !matches!(envelope.event, Event::ReferenceBoardPublished(_)) {
             currencies.extend(before);
             currencies.extend(quoted(model));
+            let latest = model.latest(bank).map(|(as_of, _)| as_of);
+            if latest != latest_before {
+                changes.push(Change::Latest {
+                    bank,
+                    as_of: latest,
+                });
+            }
         }
     }
     Step {
@@ -357,6 +372,7 @@ pub fn absorb(model: &mut Model, change: &Change) {
         Change::ReferenceDay { source, date, day } => {
             model.reference.insert((source.clone(), *date), day.clone());
         }
+        Change::Latest { .. } => {}
     }
 }
 
@@ -400,6 +416,8 @@ pub struct Net {
     pub closed_boards: BTreeMap<(BankId, DateTime<Utc>), Stamp>,
     /// Stored reference days the run replaces, and when.
     pub closed_days: BTreeMap<(String, NaiveDate), DateTime<Utc>>,
+    /// Banks whose stored latest as-of the run moves, and when.
+    pub closed_latest: BTreeMap<BankId, DateTime<Utc>>,
     pub banks: Vec<Version<(BankId, Bank)>>,
     /// Banks whose history was rewritten behind their newest row.
     pub rewritten: BTreeSet<BankId>,
@@ -410,6 +428,44 @@ pub struct Net {
     /// Retractions, with when each became known.
     pub retracted: BTreeMap<Uuid, (Retraction, DateTime<Utc>)>,
     pub reference: Vec<Version<((String, NaiveDate), ReferenceDay)>>,
+    /// Each bank's latest as-of, as it moved.
+    pub latest: Vec<Version<(BankId, Option<DateTime<Utc>>)>>,
+}
+
+/// Versions of rows one key holds at a time: a new row closes the one the
+/// run made before it, or else the stored one (whose end `closed` keeps).
+struct Keyed<K> {
+    open: BTreeMap<K, usize>,
+}
+
+impl<K: Ord + Clone> Keyed<K> {
+    fn new() -> Self {
+        Self {
+            open: BTreeMap::new(),
+        }
+    }
+
+    fn revise<T>(
+        &mut self,
+        key: &K,
+        row: T,
+        stamp: Stamp,
+        versions: &mut Vec<Version<T>>,
+        closed: &mut BTreeMap<K, DateTime<Utc>>,
+    ) {
+        match self.open.get(key) {
+            Some(i) => versions[*i].closed = Some(stamp),
+            None => {
+                closed.entry(key.clone()).or_insert(stamp.known_at);
+            }
+        }
+        self.open.insert(key.clone(), versions.len());
+        versions.push(Version {
+            row,
+            known_from: stamp.known_at,
+            closed: None,
+        });
+    }
 }
 
 impl Net {
@@ -418,27 +474,28 @@ impl Net {
     pub fn of<'a>(changes: impl IntoIterator<Item = (&'a Change, Stamp)>, model: &Model) -> Net {
         let mut net = Net::default();
         // Versions made by the run and not yet closed, by key.
-        let mut open_banks: BTreeMap<BankId, usize> = BTreeMap::new();
+        let mut banks = Keyed::new();
+        let mut latest = Keyed::new();
+        let mut days = Keyed::new();
         let mut open_boards: BTreeMap<(BankId, DateTime<Utc>), usize> = BTreeMap::new();
-        let mut open_days: BTreeMap<(String, NaiveDate), usize> = BTreeMap::new();
         for (change, stamp) in changes {
             let known_at = stamp.known_at;
             match change {
                 Change::Applied { event_id, at } => net.applied.push((*event_id, *at)),
-                Change::Bank { id, bank } => {
-                    match open_banks.get(id) {
-                        Some(i) => net.banks[*i].closed = Some(stamp),
-                        None => {
-                            net.closed_banks.entry(*id).or_insert(known_at);
-                        }
-                    }
-                    open_banks.insert(*id, net.banks.len());
-                    net.banks.push(Version {
-                        row: (*id, bank.clone()),
-                        known_from: known_at,
-                        closed: None,
-                    });
-                }
+                Change::Bank { id, bank } => banks.revise(
+                    id,
+                    (*id, bank.clone()),
+                    stamp,
+                    &mut net.banks,
+                    &mut net.closed_banks,
+                ),
+                Change::Latest { bank, as_of } => latest.revise(
+                    bank,
+                    (*bank, *as_of),
+                    stamp,
+                    &mut net.latest,
+                    &mut net.closed_latest,
+                ),
                 Change::HistoryRewritten(id) => {
                     net.rewritten.insert(*id);
                 }
@@ -483,18 +540,13 @@ impl Net {
                 }
                 Change::ReferenceDay { source, date, day } => {
                     let key = (source.clone(), *date);
-                    match open_days.get(&key) {
-                        Some(i) => net.reference[*i].closed = Some(stamp),
-                        None => {
-                            net.closed_days.entry(key.clone()).or_insert(known_at);
-                        }
-                    }
-                    open_days.insert(key.clone(), net.reference.len());
-                    net.reference.push(Version {
-                        row: (key, day.clone()),
-                        known_from: known_at,
-                        closed: None,
-                    });
+                    days.revise(
+                        &key,
+                        (key.clone(), day.clone()),
+                        stamp,
+                        &mut net.reference,
+                        &mut net.closed_days,
+                    );
                 }
             }
         }

@@ -47,7 +47,11 @@ pub async fn write(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
 /// their rates) replaced or withdrawn, reference days (with theirs)
 /// published again.
 async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
-    if net.closed_banks.is_empty() && net.closed_boards.is_empty() && net.closed_days.is_empty() {
+    if net.closed_banks.is_empty()
+        && net.closed_boards.is_empty()
+        && net.closed_days.is_empty()
+        && net.closed_latest.is_empty()
+    {
         return Ok(());
     }
     let (banks, bank_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
@@ -65,6 +69,8 @@ async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
         days.1.push(*date);
         days.2.push(*end);
     }
+    let (latest, latest_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
+        net.closed_latest.iter().map(|(b, t)| (b.get(), *t)).unzip();
     sqlx::query(CLOSE)
         .bind(&banks)
         .bind(&bank_ends)
@@ -75,6 +81,8 @@ async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
         .bind(&days.0)
         .bind(&days.1)
         .bind(&days.2)
+        .bind(&latest)
+        .bind(&latest_ends)
         .execute(db)
         .await?;
     Ok(())
@@ -94,6 +102,15 @@ const CLOSE: &str = "
     ), old_banks AS (
         UPDATE bank_versions t SET known_to = r.known_to
         FROM bank_rows r WHERE t.ctid = r.row
+    ), latest_rows AS (
+        SELECT l.ctid AS row, k.known_to
+        FROM UNNEST($10::bigint[], $11::timestamptz[]) AS k (bank_id, known_to)
+        CROSS JOIN LATERAL (SELECT ctid FROM bank_latest_versions l
+                            WHERE l.bank_id = k.bank_id AND l.known_to IS NULL
+                            ORDER BY known_from DESC LIMIT 1) l
+    ), old_latest AS (
+        UPDATE bank_latest_versions t SET known_to = r.known_to
+        FROM latest_rows r WHERE t.ctid = r.row
     ), board_rows AS (
         SELECT b.ctid AS row, k.known_to, k.closed_by
         FROM UNNEST($3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
@@ -153,6 +170,13 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.bank_to.push(ends(version.closed).0);
     }
     rows.rewritten = net.rewritten.iter().map(|b| b.get()).collect();
+    for version in &net.latest {
+        let (bank, as_of) = version.row;
+        rows.latest_banks.push(bank.get());
+        rows.latest_times.push(as_of);
+        rows.latest_from.push(version.known_from);
+        rows.latest_to.push(ends(version.closed).0);
+    }
     // Rates in the order of their index (bank, currency, as-of): a bank's
     // boards then insert each currency's rows one after another into the
     // same index leaf.
@@ -291,6 +315,10 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.reference_averages)
         .bind(&rows.reference_from)
         .bind(&rows.reference_to)
+        .bind(&rows.latest_banks)
+        .bind(&rows.latest_times)
+        .bind(&rows.latest_from)
+        .bind(&rows.latest_to)
         .fetch_one(db)
         .await?;
     let expected = rows.applied_ids.len();
@@ -345,6 +373,10 @@ struct Rows {
     reference_averages: Vec<Decimal>,
     reference_from: Vec<DateTime<Utc>>,
     reference_to: Vec<Option<DateTime<Utc>>>,
+    latest_banks: Vec<i64>,
+    latest_times: Vec<Option<DateTime<Utc>>>,
+    latest_from: Vec<DateTime<Utc>>,
+    latest_to: Vec<Option<DateTime<Utc>>>,
 }
 
 /// Versions are inserted whole (their rows as the core made them, with
@@ -413,6 +445,10 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          SELECT * FROM UNNEST($52::text[], $53::date[], $54::text[], $55::numeric[],
                               $56::numeric[], $57::numeric[], $58::timestamptz[],
                               $59::timestamptz[])
+     ), latest AS (
+         INSERT INTO bank_latest_versions (bank_id, as_of, known_from, known_to)
+         SELECT * FROM UNNEST($60::bigint[], $61::timestamptz[], $62::timestamptz[],
+                              $63::timestamptz[])
      )
      SELECT count(*) FROM applied"
         .to_owned()

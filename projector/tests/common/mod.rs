@@ -222,6 +222,7 @@ pub async fn versions(pool: &PgPool) -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
     for table in [
         "bank_versions",
+        "bank_latest_versions",
         "board_versions",
         "rate_versions",
         "currencies_known",
@@ -248,6 +249,7 @@ pub async fn empty(pool: &PgPool) -> anyhow::Result<()> {
         "board_versions",
         "bank_versions",
         "bank_history_revs",
+        "bank_latest_versions",
         "currencies_known",
         "consumer_offsets",
         "dead_letters",

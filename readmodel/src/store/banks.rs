@@ -8,8 +8,8 @@ use ratewire_proto::BankId;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::{
-    bank_from_row, rate_from_row, Version, BANK_COLUMNS, BANK_FIELDS, LATEST_AS_OF, PREVIOUS_JOIN,
-    RATE_COLUMNS, SNAPSHOT_VERSION,
+    bank_from_row, rate_from_row, Version, BANK_COLUMNS, BANK_FIELDS, LATEST_AS_OF_LISTED,
+    LATEST_AS_OF_PARAM, PREVIOUS_JOIN, RATE_COLUMNS, SNAPSHOT_VERSION,
 };
 use crate::error::Result;
 use crate::views::{BankInfo, BankView, RateView};
@@ -43,8 +43,8 @@ pub async fn bank_ids<'e>(db: impl PgExecutor<'e>) -> Result<Vec<BankId>> {
 pub async fn latest_board<'e>(db: impl PgExecutor<'e>, id: BankId) -> Result<Vec<RateView>> {
     let rows = sqlx::query(&format!(
         "WITH latest AS (
-             SELECT as_of, currencies FROM boards WHERE bank_id = $1 AND as_of <= {LATEST_AS_OF}
-             ORDER BY as_of DESC LIMIT 1
+             SELECT as_of, currencies FROM boards
+             WHERE bank_id = $1 AND as_of = {LATEST_AS_OF_PARAM}
          )
          SELECT {RATE_COLUMNS}
          FROM latest l
@@ -101,8 +101,8 @@ pub async fn bank_views_at<'e>(
              SELECT w.bank_id, l.as_of, l.currencies
              FROM unnest($1::bigint[]) AS w(bank_id)
              LEFT JOIN LATERAL (SELECT as_of, currencies FROM boards
-                                WHERE bank_id = w.bank_id AND as_of <= {LATEST_AS_OF}
-                                ORDER BY as_of DESC LIMIT 1) l ON true
+                                WHERE bank_id = w.bank_id
+                                  AND as_of = {LATEST_AS_OF_LISTED}) l ON true
          )
          SELECT snapshot.*, v.*
          FROM snapshot

@@ -41,23 +41,26 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::views::{BankInfo, PreviousRate, RateView};
 
-/// The latest as-of a board known at the model's instant can have, as
-/// SQL. Proto's rules, checked when the fold decodes an event, date a board
-/// at most `MAX_FUTURE_SKEW` after it was sent and send it at most that
-/// after its log time, which is never after its known-at time. A bank's
-/// latest board is looked for from there down: read as known at a past
-/// instant, the boards known since (nearly all dated later) are not
-/// scanned one by one. The present ('infinity') bounds nothing. (Rows from
-/// before known-at times were kept read as known since '-infinity'; past
-/// this bound, a board dated after the instant is not shown then.)
+/// The as-of of the latest board of the bank `$bank` names (an SQL
+/// expression), as SQL: NULL when it has none. Read from the history of
+/// each bank's latest as-of that the fold keeps (readmodel migration 0008),
+/// one probe whatever the instant the model is read as known at; looked
+/// for among the boards, a past instant had to pass every board not yet
+/// known then.
 macro_rules! latest_as_of {
-    () => {
-        "((SELECT ratewire_known_at()) + interval '10 minutes')"
+    ($bank:literal) => {
+        concat!(
+            "(SELECT as_of FROM bank_latest WHERE bank_id = ",
+            $bank,
+            " ORDER BY known_from DESC LIMIT 1)"
+        )
     };
 }
 
-/// [`latest_as_of!`] for `format!`ed statements.
-pub(super) const LATEST_AS_OF: &str = latest_as_of!();
+/// [`latest_as_of!`] of the bank `$1`, for `format!`ed statements.
+pub(super) const LATEST_AS_OF_PARAM: &str = latest_as_of!("$1");
+/// [`latest_as_of!`] of the bank `w.bank_id`.
+pub(super) const LATEST_AS_OF_LISTED: &str = latest_as_of!("w.bank_id");
 
 macro_rules! bank_fields {
     () => {
@@ -74,9 +77,9 @@ pub(super) const BANK_FIELDS: &str = bank_fields!();
 pub(super) const BANK_COLUMNS: &str = concat!(
     bank_fields!(),
     ",
-    (SELECT max(as_of) FROM boards WHERE bank_id = b.id AND as_of <= ",
-    latest_as_of!(),
-    ") AS last_rates_updated_at"
+    ",
+    latest_as_of!("b.id"),
+    " AS last_rates_updated_at"
 );
 
 pub(super) fn bank_from_row(
@@ -141,19 +144,8 @@ pub(super) const ACTIVE_LATEST: &str = concat!(
     "SELECT l.bank_id, l.as_of, l.currencies
     FROM banks b
     CROSS JOIN LATERAL (SELECT bank_id, as_of, currencies FROM boards
-                        WHERE bank_id = b.id AND as_of <= ",
-    latest_as_of!(),
-    "
-                        ORDER BY as_of DESC LIMIT 1) l
+                        WHERE bank_id = b.id AND as_of = ",
+    latest_as_of!("b.id"),
+    ") l
     WHERE b.active"
 );
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_latest_as_of_is_two_skews_after_the_instant() {
-        let skew = ratewire_proto::rules::MAX_FUTURE_SKEW;
-        assert_eq!((skew * 2).num_minutes(), 10);
-        assert!(super::LATEST_AS_OF.contains("interval '10 minutes'"));
-    }
-}
