@@ -30,8 +30,9 @@ impl Database {
 
     async fn bank(&self, id: i64, active: bool) -> anyhow::Result<()> {
         sqlx::query(
-            "INSERT INTO banks (id, code, name, image_url, active, registered_at, updated_at)
-             VALUES ($1, $2, $2, '', $3, now(), now())",
+            "INSERT INTO bank_versions (id, code, name, image_url, active, registered_at,
+                                        updated_at, known_from)
+             VALUES ($1, $2, $2, '', $3, now(), now(), '-infinity')",
         )
         .bind(id)
         .bind(format!("B{id}"))
@@ -43,20 +44,36 @@ impl Database {
 
     async fn publish(&self, bank: i64, at: DateTime<Utc>, buying: i64) -> anyhow::Result<()> {
         sqlx::query(
-            "INSERT INTO boards (bank_id, as_of, event_id, currencies) VALUES ($1, $2, $3, '{USD}')",
+            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from)
+             VALUES ($1, $2, $3, '{USD}', '-infinity')",
         )
-            .bind(bank)
-            .bind(at)
-            .bind(uuid::Uuid::new_v4())
-            .execute(&self.pool)
-            .await?;
+        .bind(bank)
+        .bind(at)
+        .bind(uuid::Uuid::new_v4())
+        .execute(&self.pool)
+        .await?;
         sqlx::query(
-            "INSERT INTO rates (bank_id, currency, as_of, cash_buying, cash_selling)
-             VALUES ($1, 'USD', $2, $3, $3 + 5)",
+            "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
+                                        known_from)
+             VALUES ($1, 'USD', $2, $3, $3 + 5, '-infinity')",
         )
         .bind(bank)
         .bind(at)
         .bind(Decimal::from(buying))
+        .execute(&self.pool)
+        .await?;
+        // The bank's latest as-of, as the fold keeps it.
+        sqlx::query(
+            "WITH closed AS (
+                 UPDATE bank_latest_versions SET known_to = clock_timestamp()
+                 WHERE bank_id = $1 AND known_to IS NULL
+             )
+             INSERT INTO bank_latest_versions (bank_id, as_of, known_from)
+             SELECT $1, GREATEST($2, (SELECT max(as_of) FROM bank_latest_versions
+                                      WHERE bank_id = $1)), clock_timestamp()",
+        )
+        .bind(bank)
+        .bind(at)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -165,7 +182,7 @@ async fn equal_values_go_to_the_earlier_record_then_the_lower_bank() -> anyhow::
     };
     let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
     assert_eq!(winner(best), [Some(3), Some(3)]);
-    sqlx::query("UPDATE banks SET active = false WHERE id = 3")
+    sqlx::query("UPDATE bank_versions SET active = false WHERE id = 3")
         .execute(&db.pool)
         .await?;
     let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
