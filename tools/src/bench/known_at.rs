@@ -7,9 +7,12 @@
 //! run.
 //!
 //! [`history`] loads the history, [`targets`] asks the API (oha),
-//! [`storage`] measures Postgres, [`section`] writes the page's section.
+//! [`storage`] measures Postgres, [`live_times`] gives the history the
+//! known-at times of a year published live (the reads as known at are
+//! measured on both), [`section`] writes the page's section.
 
 mod history;
+mod live_times;
 mod section;
 mod storage;
 mod targets;
@@ -33,11 +36,18 @@ pub const RATE: u64 = 200;
 
 /// The reads measured at saturation and at [`RATE`], in the table's order.
 const READS: [&str; 5] = [
-    "`/rates?bankId`, asKnownAt a random instant, a random bank",
-    "best-rates, asKnownAt a random instant, a random currency",
+    "`/rates?bankId`, as loaded, asKnownAt a random instant of the load, a random bank",
+    "best-rates, as loaded, asKnownAt a random instant of the load, a random currency",
     "`/rates?bankId`, live, a random bank",
     "best-rates, live, a random currency",
     "baseline: axum returning `/rates?bankId=1`'s bytes",
+];
+
+/// The reads as known at measured again on the history as if published
+/// live, at random instants of its year.
+const PUBLISHED_LIVE: [&str; 2] = [
+    "`/rates?bankId`, published live, asKnownAt a random instant of the year, a random bank",
+    "best-rates, published live, asKnownAt a random instant of the year, a random currency",
 ];
 
 /// The reads measured at saturation only.
@@ -83,6 +93,9 @@ pub struct Measured {
     pub final_at: DateTime<Utc>,
     pub reads: Vec<Figures>,
     pub throughputs: Vec<Figures>,
+    /// [`PUBLISHED_LIVE`], and the span of their instants.
+    pub published_live: Vec<Figures>,
+    pub year: (DateTime<Utc>, DateTime<Utc>),
     pub footprint: Footprint,
     pub bodies: [u64; 2],
 }
@@ -235,6 +248,41 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let footprint = storage::measure(&pool, &schema).await?;
     storage::drop_copy(&pool).await?;
 
+    say("the same history as if published live (known-at times beside the as-of times); the API restarted, its final answers forgotten");
+    live_times::as_if_published_live(&pool, &schema).await?;
+    procs.stop("api");
+    let signing = procs.dir.join("signing-key.pem").display().to_string();
+    procs.start(
+        "api",
+        &settings.bin("ratewire-api"),
+        &[],
+        &[("RATEWIRE_SIGNING_KEY_FILE", signing)],
+    )?;
+    procs::wait_url(&format!("{api}/readyz")).await?;
+    let year = (
+        loaded.first_as_of + chrono::Duration::hours(1),
+        loaded.last_as_of,
+    );
+    let in_year = instants(year.0, year.1).context("no whole second in the history")?;
+    let live_reads = [
+        Target::random(
+            "year-known-rates",
+            format!("{api}/api/v1/rates\\?bankId={bank_ids}&asKnownAt={in_year}"),
+            &headers,
+        ),
+        Target::random(
+            "year-known-best",
+            format!("{api}/api/v1/rates/best-rates\\?currencyCode={codes}&asKnownAt={in_year}"),
+            &headers,
+        ),
+    ];
+    for target in &live_reads {
+        for url in target.samples(settings, 2)? {
+            get(&http, &url, &target.headers).await?;
+        }
+    }
+    let (published_live, _) = tokio::task::block_in_place(|| measure(settings, &live_reads, &[]))?;
+
     let measured = Measured {
         command: format!(
             "RATEWIRE_BENCH_DAYS={} RATEWIRE_BENCH_ROUNDS={} RATEWIRE_BENCH_SECONDS={} deploy/bench known-at",
@@ -246,6 +294,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         final_at,
         reads: read_figures,
         throughputs: throughput_figures,
+        published_live,
+        year,
         footprint,
         bodies: [live_body.1.len() as u64, final_body.1.len() as u64],
     };

@@ -47,9 +47,9 @@ pub fn any_of<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> Strin
 }
 
 /// A pattern of instants with milliseconds uniformly spread over
-/// `[from, to)`: whole minutes when the span holds at least three,
-/// whole seconds otherwise (every choice spans as long, so each instant
-/// is as likely). The span is trimmed to those wholes; `None` when
+/// `[from, to)`: whole days when the span holds at least three, else
+/// whole minutes when it holds three, else whole seconds (every choice
+/// spans as long, so each instant is as likely). The span is trimmed to those wholes; `None` when
 /// nothing is left. Written for oha, which reads every `.` of a pattern
 /// as a literal dot.
 pub fn instants(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<String> {
@@ -64,6 +64,15 @@ pub fn instants(from: DateTime<Utc>, to: DateTime<Utc>) -> Option<String> {
         }
         Some(all)
     };
+    let days = whole(Duration::days(1))?;
+    if days.len() >= 3 {
+        let heads = days.iter().map(|d| d.format("%Y-%m-%d"));
+        let hours = any_of((0..24).map(|h| format!("{h:02}")));
+        return Some(format!(
+            "{}T{hours}:[0-5][0-9]:[0-5][0-9].[0-9]{{3}}Z",
+            any_of(heads)
+        ));
+    }
     let minutes = whole(Duration::minutes(1))?;
     if minutes.len() >= 3 {
         let heads = minutes.iter().map(|m| m.format("%Y-%m-%dT%H:%M"));
@@ -229,6 +238,19 @@ mod tests {
         assert_eq!(
             p,
             "(2026-11-29T01:05|2026-11-29T01:06|2026-11-29T01:07):[0-5][0-9].[0-9]{3}Z"
+        );
+    }
+
+    #[test]
+    fn a_long_span_gives_whole_days_and_every_hour_alike() {
+        let p = instants(at("2026-01-01T00:30:00Z"), at("2026-01-05T00:00:00Z")).unwrap();
+        assert!(
+            p.starts_with("(2026-01-02|2026-01-03|2026-01-04)T(00|01|02|"),
+            "{p}"
+        );
+        assert!(
+            p.ends_with("|22|23):[0-5][0-9]:[0-5][0-9].[0-9]{3}Z"),
+            "{p}"
         );
     }
 
