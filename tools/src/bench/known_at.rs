@@ -6,10 +6,10 @@
 //! unsigned `/convert`, and the live `/rates?bankId` beside the last full
 //! run.
 //!
-//! [`history`] loads the history, [`targets`] asks the API (oha),
-//! [`storage`] measures Postgres, [`live_times`] gives the history the
+//! `history` loads the history, `targets` asks the API (oha),
+//! `storage` measures Postgres, `live_times` gives the history the
 //! known-at times of a year published live (the reads as known at are
-//! measured on both), [`section`] writes the page's section.
+//! measured on both), `section` writes the page's section.
 
 mod history;
 mod live_times;
