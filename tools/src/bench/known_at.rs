@@ -93,7 +93,7 @@ pub struct Measured {
     pub final_at: DateTime<Utc>,
     pub reads: Vec<Figures>,
     pub throughputs: Vec<Figures>,
-    /// [`PUBLISHED_LIVE`], and the span of their instants.
+    /// `PUBLISHED_LIVE`, and the span of their instants.
     pub published_live: Vec<Figures>,
     pub year: (DateTime<Utc>, DateTime<Utc>),
     pub footprint: Footprint,
