@@ -61,6 +61,16 @@ pub async fn as_if_published_live(pool: &PgPool, schema: &str) -> anyhow::Result
             "UPDATE {schema}.rate_versions r SET known_from = s.new_from, known_to = s.new_to
              FROM shift s WHERE r.bank_id = s.bank_id AND r.as_of = s.as_of AND r.known_from = s.old_from"
         ),
+        // Each bank's latest as-of moves with each board as it becomes
+        // known (a correction keeps the as-of; a retraction came hours
+        // after later boards).
+        format!("DELETE FROM {schema}.bank_latest_versions"),
+        format!(
+            "INSERT INTO {schema}.bank_latest_versions (bank_id, as_of, known_from, known_to)
+             SELECT bank_id, as_of, as_of + interval '30 seconds',
+                    lead(as_of) OVER (PARTITION BY bank_id ORDER BY as_of) + interval '30 seconds'
+             FROM (SELECT DISTINCT bank_id, as_of FROM shift) b"
+        ),
         "DROP TABLE shift".to_owned(),
         format!("VACUUM ANALYZE {schema}.rate_versions"),
         format!("VACUUM ANALYZE {schema}.board_versions"),
