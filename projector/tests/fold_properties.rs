@@ -463,7 +463,12 @@ fn regrouping_a_log_into_other_batches_over_partitions_changes_nothing() {
                 // bank's retraction of another's board is remembered
                 // depends on that order).
                 let log = envelopes(&ops, false);
-                let messages = messages(&log, 3);
+                let mut messages = messages(&log, 3);
+                // Appended a second apart, in log order: partitions folded
+                // side by side then see known-at times in any order.
+                for (i, message) in messages.iter_mut().enumerate() {
+                    message.timestamp = Some(received() + Duration::seconds(i as i64));
+                }
                 fold(&property.pool, &messages, &one, Writes::Together, 3).await?;
                 let first = dump(&property.pool).await?;
                 let first_history = versions(&property.pool).await?;

@@ -422,8 +422,9 @@ pub struct Net {
     /// Banks whose history was rewritten behind their newest row.
     pub rewritten: BTreeSet<BankId>,
     pub boards: Vec<Version<BoardRow>>,
-    /// Each currency first quoted by the run: its first as-of, and the
-    /// earliest known-at time that quoted it.
+    /// Each currency a board of the run quotes: its first as-of (the
+    /// earliest board naming it, replaced or not), and the earliest
+    /// known-at time of the run's boards quoting it.
     pub first_quoted: BTreeMap<CurrencyCode, (DateTime<Utc>, DateTime<Utc>)>,
     /// Retractions, with when each became known.
     pub retracted: BTreeMap<Uuid, (Retraction, DateTime<Utc>)>,
@@ -513,6 +514,18 @@ impl Net {
                     board,
                     published,
                 } => {
+                    // Every currency a board quotes is known from the
+                    // earliest known-at time of any board quoting it,
+                    // whichever lowered its first quote: the same
+                    // whatever order partitions are folded in.
+                    for currency in board.currencies() {
+                        let first = model.first_quoted.get(&currency).copied().unwrap_or(*as_of);
+                        let entry = net
+                            .first_quoted
+                            .entry(currency)
+                            .or_insert((first, known_at));
+                        entry.1 = entry.1.min(known_at);
+                    }
                     open_boards.insert((*bank, *as_of), net.boards.len());
                     net.boards.push(Version {
                         row: BoardRow {
@@ -525,14 +538,8 @@ impl Net {
                         closed: None,
                     });
                 }
-                Change::FirstQuoted { currency, .. } => {
-                    let first = model.first_quoted[currency];
-                    let entry = net
-                        .first_quoted
-                        .entry(*currency)
-                        .or_insert((first, known_at));
-                    entry.1 = entry.1.min(known_at);
-                }
+                // Taken from the boards above.
+                Change::FirstQuoted { .. } => {}
                 Change::Retracted { board, retraction } => {
                     net.retracted
                         .entry(*board)
