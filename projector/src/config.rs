@@ -102,9 +102,10 @@ pub struct Config {
     /// two.
     #[arg(long, env = "RATEWIRE_PROJECTOR_IDLE_AFTER_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub idle_after_ms: u64,
-    /// Milliseconds the broker's clock may run ahead of this process's:
-    /// a partition read to its end at time W is settled (every answer as
-    /// known at or before W less this is final) only up to W less this.
+    /// Milliseconds the broker's clock may be ahead of this process's: a
+    /// partition read to its end at time W counts as settled only up to W
+    /// less this (an answer as known at T is final once every partition is
+    /// settled past T).
     #[arg(long, env = "RATEWIRE_KNOWN_AT_SKEW_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub known_at_skew_ms: u64,
     /// Most messages this instance may be behind the log and still report
