@@ -4,7 +4,7 @@
 //! to older ones, as the series do), and a message sent again now.
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_alerts::registry::deliveries::Attempt;
@@ -17,6 +17,7 @@ use super::owned::{answer, id_of, Owner};
 use crate::error::Result;
 use crate::query::{query, Query, When};
 use crate::state::AppState;
+use crate::views::body::next_page_link;
 
 query! {
     /// `GET /api/v1/webhooks/{id}/deliveries`: a page of a webhook's attempts.
@@ -74,9 +75,7 @@ pub async fn deliveries(
             next: next.clone(),
         },
     );
-    if let Some(link) =
-        next.and_then(|next| HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok())
-    {
+    if let Some(link) = next.and_then(|next| next_page_link(&next)) {
         response.headers_mut().insert(header::LINK, link);
     }
     Ok(response)

@@ -4,7 +4,7 @@
 //! (`data.next` and `Link`), as JSON or CSV.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_proto::BankId;
@@ -21,7 +21,7 @@ use crate::query::{query, Checker, Choice, Query, QueryParam};
 use crate::routes::series::Format;
 use crate::state::AppState;
 use crate::views::answer::with_etag;
-use crate::views::body::json_body;
+use crate::views::body::{csv_body, json_body, next_page_link, wants_csv};
 
 /// The most revisions one answer holds; `next` links to the rest.
 pub const PAGE_REVISIONS: usize = 1_000;
@@ -157,15 +157,6 @@ impl RevisionsQuery {
     }
 }
 
-/// Whether `Accept` prefers CSV to JSON (as the series decides).
-fn wants_csv(headers: &HeaderMap) -> bool {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    accept.contains("text/csv") && !accept.contains("application/json")
-}
-
 /// Every correction and retraction of a board, in the order they became known.
 ///
 /// Ties go by the revising event's id. `knownAt` is when the revising
@@ -235,7 +226,7 @@ pub async fn revisions(
         fingerprinted(revisions_json(of, &revisions), json_body)
     };
     if let Some(next) = next {
-        if let Ok(link) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
+        if let Some(link) = next_page_link(&next) {
             response.headers_mut().insert(header::LINK, link);
         }
     }
@@ -247,15 +238,6 @@ pub async fn revisions(
 pub fn fingerprinted(body: String, answer: fn(String) -> Response) -> Response {
     let etag = ratewire_readmodel::views::digest(&body);
     with_etag(answer(body), Some(&etag))
-}
-
-fn csv_body(body: String) -> Response {
-    let mut response = Response::new(body.into());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]

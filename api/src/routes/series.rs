@@ -2,7 +2,7 @@
 //! range, or the best value across active banks, as JSON or CSV.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
@@ -17,7 +17,7 @@ use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
 use crate::query::{query, start_of_day, Checker, Choice, CurrencyArg, KnownAt, Query, When};
 use crate::state::AppState;
-use crate::views::body::json_body;
+use crate::views::body::{csv_body, json_body, next_page_link, wants_csv};
 use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
 
 /// The most one `raw` or `hour` answer spans; a longer range is paged.
@@ -254,15 +254,6 @@ impl SeriesRequest {
     }
 }
 
-/// Whether `Accept` prefers CSV to JSON.
-fn wants_csv(headers: &HeaderMap) -> bool {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    accept.contains("text/csv") && !accept.contains("application/json")
-}
-
 /// The start of each interval of the range, and the instant whose value
 /// it shows (its end, or now for the one in progress); none after now.
 fn intervals(
@@ -343,7 +334,7 @@ pub async fn series(
             Rendered::Json(body)
         };
         return known_read
-            .answer(rendered, next.as_deref().and_then(link))
+            .answer(rendered, next.as_deref().and_then(next_page_link))
             .await;
     }
     let mut db = read.history().acquire().await?;
@@ -353,15 +344,10 @@ pub async fn series(
     } else {
         json_body(body)
     };
-    if let Some(link) = next.as_deref().and_then(link) {
+    if let Some(link) = next.as_deref().and_then(next_page_link) {
         response.headers_mut().insert(header::LINK, link);
     }
     Ok(response)
-}
-
-/// The `Link` header naming the next page.
-fn link(next: &str) -> Option<HeaderValue> {
-    HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok()
 }
 
 /// The page of `request` from its start, as `db` holds it at `now`: its
@@ -486,15 +472,6 @@ async fn bank_points(
         .filter_map(|((start, _), (_, record))| record.map(|r| (*start, r)))
         .collect();
     Ok((points, page_end))
-}
-
-fn csv_body(body: String) -> Response {
-    let mut response = Response::new(body.into());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]

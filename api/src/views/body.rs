@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use ratewire_readmodel::views::{LIST_HEAD, LIST_TAIL};
@@ -36,6 +36,30 @@ pub fn json_body(body: impl Into<Body>) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// A CSV body, sent as it is.
+pub fn csv_body(body: String) -> Response {
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    response
+}
+
+/// Whether `Accept` prefers CSV to JSON (for reads answered in either).
+pub fn wants_csv(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    accept.contains("text/csv") && !accept.contains("application/json")
+}
+
+/// A `Link` header naming `next` as the next page.
+pub fn next_page_link(next: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok()
 }
 
 /// Comma-joined elements inside the list envelope.

@@ -134,7 +134,10 @@ fn any_range_is_accepted_and_raw_needs_a_bank() {
     let csv = parse("format=csv").unwrap();
     assert!(csv.csv);
     let mut headers = HeaderMap::new();
-    headers.insert(header::ACCEPT, HeaderValue::from_static("text/csv"));
+    headers.insert(
+        header::ACCEPT,
+        axum::http::HeaderValue::from_static("text/csv"),
+    );
     let by_accept = SeriesRequest::parse(None, &headers, chrono_tz::UTC, now).unwrap();
     assert!(by_accept.csv);
 }
