@@ -262,6 +262,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         ),
         timezone: config.timezone,
         stale_after: config.stale_after,
+        spread_cap_percent: config.read_model.spread_cap_percent,
         series_page_points: config.series_page_points as usize,
         limits: config.serving.limits,
         cors_origins: config.cors_origins.clone(),

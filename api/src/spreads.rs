@@ -39,6 +39,12 @@ pub fn spread_percent(buying: Decimal, selling: Decimal) -> Option<Decimal> {
     ))
 }
 
+/// Whether a pair's spread percent (as shown) is over `cap`; `None` for a
+/// pair without one.
+pub fn over_cap(spread_percent: Option<Decimal>, cap: Decimal) -> Option<bool> {
+    spread_percent.map(|percent| percent > cap)
+}
+
 /// `(side / weightedAverage − 1) × 100`, computed as
 /// `(side − weightedAverage) × 100 / weightedAverage`.
 pub fn premium_percent(side: Decimal, weighted_average: Decimal) -> Option<Decimal> {

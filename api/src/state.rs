@@ -50,6 +50,8 @@ pub struct Shared {
     pub timezone: chrono_tz::Tz,
     /// Boards older than this are `stale`.
     pub stale_after: std::time::Duration,
+    /// `RATEWIRE_SPREAD_CAP_PERCENT`.
+    pub spread_cap_percent: rust_decimal::Decimal,
     /// Points one `raw` series answer holds at most.
     pub series_page_points: usize,
     /// The listeners' limits (each public route keeps the request timeout

@@ -35,6 +35,16 @@ function sorted(banks, { key: k, dir }) {
 const percentCell = (row, k) => h('td', { class: 'num', 'data-field': k, 'data-value': row[k] ?? '' },
   formatPercent(row[k], k.endsWith('PremiumPercent')));
 
+// A spread percent cell, marked when the pair is over the spread cap.
+const spreadCell = (row, k, overCap, cap) => {
+  const cell = percentCell(row, k);
+  if (overCap) {
+    cell.classList.add('over-cap');
+    cell.title = `Above the ${cap} % spread cap`;
+  }
+  return cell;
+};
+
 // The rows of `data` (the spreads answer's data, or null) sorted by `sort`.
 export function spreadRows(data, sort, currency) {
   if (!data || data.banks.length === 0) {
@@ -47,22 +57,24 @@ export function spreadRows(data, sort, currency) {
   },
   h('th', { scope: 'row' }, row.bank.name),
   h('td', { class: 'num', 'data-field': 'cashSpread', 'data-value': row.cashSpread }, formatRate(row.cashSpread)),
-  percentCell(row, 'cashSpreadPercent'),
+  spreadCell(row, 'cashSpreadPercent', row.cashOverSpreadCap, data.spreadCapPercent),
   percentCell(row, 'cashBuyingPremiumPercent'),
   percentCell(row, 'cashSellingPremiumPercent'),
-  percentCell(row, 'transactionalSpreadPercent'),
+  spreadCell(row, 'transactionalSpreadPercent', row.transactionalOverSpreadCap, data.spreadCapPercent),
   h('td', {}, h('time', { datetime: row.updatedAt }, formatRecent(row.updatedAt)),
     row.stale && h('span', { class: 'stale-tag', title: 'Older than the service\'s freshness limit' }, 'stale'))));
 }
 
-// What the caption says of the reference in force.
+// What the caption says of the reference in force, and of the spread cap.
 export function referenceNote(data, currency) {
   const reference = data?.reference;
+  const cap = data?.spreadCapPercent == null ? ''
+    : ` Spreads above the ${data.spreadCapPercent} % cap are marked.`;
   if (!reference) {
-    return `No National Bank reference rate for ${currency} yet: premiums are empty.`;
+    return `No National Bank reference rate for ${currency} yet: premiums are empty.${cap}`;
   }
   return `National Bank reference for ${currency} in force today (${formatDay(`${reference.date}T12:00:00+03:00`)}): `
     + `buying ${formatRate(reference.buying)}, selling ${formatRate(reference.selling)}, `
     + `weighted average ${formatRate(reference.weightedAverage)}. `
-    + 'Premiums compare each bank with the weighted average in force on the day of its board.';
+    + `Premiums compare each bank with the weighted average in force on the day of its board.${cap}`;
 }

@@ -3,6 +3,7 @@
 //! writer and its readers cannot be configured apart by a typo.
 
 use ratewire_service::settings::parse_schema;
+use rust_decimal::Decimal;
 
 use crate::views::ViewStyle;
 
@@ -43,6 +44,25 @@ pub struct ReadModelSettings {
     /// missed; later, a fresh snapshot.
     #[arg(long, env = "RATEWIRE_STREAM_RETENTION_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(10..=604_800))]
     pub stream_retention_secs: u64,
+    /// The spread cap, in percent: a pair whose `spreadPercent` (as
+    /// /rates/spreads shows it) is above it is over the cap. 2 by default,
+    /// after the National Bank of Ethiopia's directive of 2024-10-16 (a
+    /// bank's trading spread on posted rates "generally should not exceed
+    /// 2 per cent"); a number above 0 and at most 100.
+    #[arg(long, env = "RATEWIRE_SPREAD_CAP_PERCENT", default_value = "2", value_parser = parse_cap)]
+    pub spread_cap_percent: Decimal,
+}
+
+/// A spread cap: a decimal number above 0 and at most 100.
+fn parse_cap(text: &str) -> Result<Decimal, String> {
+    let cap: Decimal = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number such as 2 or 2.5"))?;
+    if cap <= Decimal::ZERO || cap > Decimal::ONE_HUNDRED {
+        return Err(format!("`{text}` is not above 0 and at most 100"));
+    }
+    Ok(cap.normalize())
 }
 
 impl ReadModelSettings {
@@ -53,6 +73,20 @@ impl ReadModelSettings {
     pub fn view_style(&self) -> ViewStyle {
         ViewStyle {
             currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spread_cap_is_a_percent_above_zero() {
+        assert_eq!(parse_cap("2"), Ok(Decimal::TWO));
+        assert_eq!(parse_cap(" 2.50 "), Ok(Decimal::new(25, 1)));
+        for bad in ["", "two", "0", "-1", "100.5", "2%"] {
+            assert!(parse_cap(bad).is_err(), "{bad:?}");
         }
     }
 }

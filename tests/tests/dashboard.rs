@@ -676,6 +676,30 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         .filter_map(|r| r["bank"]["id"].as_i64())
         .collect();
     assert_eq!(stale, [dashen], "only the five-day-old board is stale");
+    // Spreads over the 2 % cap are marked as the endpoint flags them:
+    // Dashen's 2.5 % at least.
+    let marked = js(
+        &page,
+        "[...document.querySelectorAll('#spreads td.over-cap')].map(c => [Number(c.closest('tr').dataset.bank), c.dataset.field])",
+    )
+    .await?;
+    let flagged: Vec<Value> = rows
+        .iter()
+        .flat_map(|r| {
+            [
+                ("cashOverSpreadCap", "cashSpreadPercent"),
+                ("transactionalOverSpreadCap", "transactionalSpreadPercent"),
+            ]
+            .into_iter()
+            .filter(|(flag, _)| r[*flag] == true)
+            .map(|(_, field)| serde_json::json!([r["bank"]["id"], field]))
+        })
+        .collect();
+    assert!(
+        flagged.contains(&serde_json::json!([dashen, "cashSpreadPercent"])),
+        "{spreads}"
+    );
+    assert_eq!(marked, Value::Array(flagged));
     assert!(
         js(
             &page,

@@ -197,6 +197,8 @@ async fn every_answer_carries_a_request_id() -> anyhow::Result<()> {
 fn a_bad_setting_stops_each_process_with_its_variable_named() -> anyhow::Result<()> {
     for (process, variable, value) in [
         ("ratewire-api", "RATEWIRE_PLANS", "free=ten/100"),
+        ("ratewire-api", "RATEWIRE_SPREAD_CAP_PERCENT", "2%"),
+        ("ratewire-projector", "RATEWIRE_SPREAD_CAP_PERCENT", "0"),
         ("ratewire-ingest", "RATEWIRE_PUBLISH_TIMEOUT_MS", "soon"),
         (
             "ratewire-projector",

@@ -457,6 +457,18 @@ async fn check_spreads(stack: &Stack, key: &str, cbe: i64, awash: i64) -> anyhow
     assert_eq!(awash_row["transactionalSpread"], Value::Null, "cash only");
     assert_eq!(awash_row["stale"], false);
 
+    // The 2 % cap: CBE's spreads (1.97 and 1.92 %) keep to it, Awash's
+    // cash spread (2.41 %) does not; Awash quotes no transactional pair.
+    assert_eq!(data["spreadCapPercent"], 2);
+    let flags = |row: &Value| {
+        (
+            row["cashOverSpreadCap"].clone(),
+            row["transactionalOverSpreadCap"].clone(),
+        )
+    };
+    assert_eq!(flags(cbe_row), (Value::from(false), Value::from(false)));
+    assert_eq!(flags(awash_row), (Value::from(true), Value::Null));
+
     // Without transactional=true, no transactional fields.
     let (_, cash) = stack
         .get("/api/v1/rates/spreads?currencyCode=USD", Some(key))
@@ -464,6 +476,10 @@ async fn check_spreads(stack: &Stack, key: &str, cbe: i64, awash: i64) -> anyhow
     assert!(cash["data"]["banks"][0]
         .get("transactionalSpread")
         .is_none());
+    assert_eq!(
+        cash["data"]["banks"][0]["transactionalOverSpreadCap"], false,
+        "the flag is there without transactional=true"
+    );
     // A currency only the reference quotes: no banks, the reference.
     let (status, dkk) = stack
         .get("/api/v1/rates/spreads?currencyCode=DKK", Some(key))

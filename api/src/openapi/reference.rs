@@ -113,6 +113,12 @@ pub struct SpreadRow {
     pub transactional_spread_percent: Option<f64>,
     pub transactional_buying_premium_percent: Option<f64>,
     pub transactional_selling_premium_percent: Option<f64>,
+    /// Whether `cashSpreadPercent` is above `spreadCapPercent`.
+    pub cash_over_spread_cap: Option<bool>,
+    /// Whether the transactional pair's spread percent is above
+    /// `spreadCapPercent`; null when the bank quotes no transactional pair
+    /// (present with or without `transactional=true`).
+    pub transactional_over_spread_cap: Option<bool>,
     /// The reference day the premiums are measured against.
     #[schema(format = Date)]
     pub reference_date: Option<String>,
@@ -128,6 +134,9 @@ pub struct Spreads {
     pub currency: Currency,
     /// The National Bank's rate in force today, or null.
     pub reference: Option<SpreadsReference>,
+    /// The spread cap in percent (`RATEWIRE_SPREAD_CAP_PERCENT`, 2 unless
+    /// configured): a pair whose spread percent is above it is over the cap.
+    pub spread_cap_percent: f64,
     /// Every active bank quoting the currency, narrowest cash spread first
     /// (ties by bank id).
     pub banks: Vec<SpreadRow>,

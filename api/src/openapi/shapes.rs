@@ -292,6 +292,11 @@ pub struct BankSeriesPoint {
     pub timestamp: String,
     #[schema(format = DateTime)]
     pub updated_at: String,
+    /// `hour` and `day` only: `updatedAt` when the value was published
+    /// before the interval (carried into it, as over a weekend), null when
+    /// it was published within it. Absent on `raw` points.
+    #[schema(format = DateTime)]
+    pub carried_from: Option<String>,
     pub cash_buying: f64,
     pub cash_selling: f64,
     #[schema(required = true)]
@@ -327,6 +332,11 @@ pub struct BestSeriesPoint {
     pub timestamp: String,
     #[schema(format = DateTime)]
     pub updated_at: String,
+    /// `hour` and `day` only: `updatedAt` when the value was published
+    /// before the interval (carried into it, as over a weekend), null when
+    /// it was published within it. Absent on `raw` points.
+    #[schema(format = DateTime)]
+    pub carried_from: Option<String>,
     pub value: f64,
     pub bank_id: i64,
 }

@@ -406,9 +406,9 @@ async fn page(
         next: next.as_deref(),
     };
     let body = match (&points, request.csv) {
-        (Points::Bank(_, points), true) => bank_series_csv(points),
+        (Points::Bank(_, points), true) => bank_series_csv(of, points),
         (Points::Bank(bank, points), false) => bank_series_json(of, *bank, points),
-        (Points::Best(points), true) => best_series_csv(points),
+        (Points::Best(points), true) => best_series_csv(of, points),
         (Points::Best(points), false) => best_series_json(of, request.field, points),
     };
     Ok((body, next))

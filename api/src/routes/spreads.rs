@@ -20,7 +20,7 @@ use serde::{Serialize, Serializer};
 use crate::access::auth::Authorized;
 use crate::error::{Error, Result};
 use crate::query::{query, CurrencyArg, KnownAt};
-use crate::spreads::{premium_percent, spread, spread_percent, Age};
+use crate::spreads::{over_cap, premium_percent, spread, spread_percent, Age};
 use crate::state::AppState;
 use crate::views::answer::aged_text;
 use crate::views::boards::boards;
@@ -89,6 +89,10 @@ struct Row<'a> {
     /// Leave `ageSeconds` out (the body the `ETag` is made from).
     ageless: bool,
     cash_spread_percent: Option<Decimal>,
+    /// Whether each pair's `spreadPercent` is over the cap (`None`: the
+    /// pair is not quoted).
+    cash_over_cap: Option<bool>,
+    transactional_over_cap: Option<bool>,
 }
 
 impl Serialize for Row<'_> {
@@ -102,6 +106,8 @@ impl Serialize for Row<'_> {
             Some(Some(pair)) => pair.write(&mut map, "transactional")?,
             Some(None) => PairFigures::write_none(&mut map, "transactional")?,
         }
+        map.serialize_entry("cashOverSpreadCap", &self.cash_over_cap)?;
+        map.serialize_entry("transactionalOverSpreadCap", &self.transactional_over_cap)?;
         map.serialize_entry("referenceDate", &self.reference_date)?;
         if !self.ageless {
             map.serialize_entry("ageSeconds", &self.age.seconds)?;
@@ -214,6 +220,12 @@ async fn answer(
         };
         let in_force = reference.on(reference_day(rate.updated_at)).await?;
         let weighted_average = in_force.as_ref().map(|(_, row)| row.weighted_average);
+        let cash_spread_percent = spread_percent(rate.cash_buying, rate.cash_selling);
+        let transactional_spread_percent = rate
+            .transactional_buying
+            .zip(rate.transactional_selling)
+            .and_then(|(buying, selling)| spread_percent(buying, selling));
+        let cap = state.spread_cap_percent;
         rows.push(Row {
             bank: &board.bank,
             updated_at: rate.updated_at,
@@ -232,7 +244,9 @@ async fn answer(
             reference_date: in_force.map(|(date, _)| date),
             age: Age::of(rate.updated_at, now, state.stale_after),
             ageless: false,
-            cash_spread_percent: spread_percent(rate.cash_buying, rate.cash_selling),
+            cash_spread_percent,
+            cash_over_cap: over_cap(cash_spread_percent, cap),
+            transactional_over_cap: over_cap(transactional_spread_percent, cap),
         });
     }
     if rows.is_empty() && today.is_none() {
@@ -254,6 +268,7 @@ async fn answer(
             reference: today
                 .as_ref()
                 .map(|(date, row)| ReferencePoint { date: *date, row }),
+            spread_cap_percent: Num(state.spread_cap_percent),
             banks: rows,
         },
     };
@@ -266,8 +281,10 @@ async fn answer(
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Data<'a> {
     currency: CurrencyJson<'a>,
     reference: Option<ReferencePoint<'a>>,
+    spread_cap_percent: Num,
     banks: Vec<Row<'a>>,
 }

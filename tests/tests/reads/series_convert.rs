@@ -2,7 +2,7 @@
 //! `crate::world::World`) and cross-origin reads, each answer checked
 //! against the API's OpenAPI document.
 
-use chrono::{Duration, Utc};
+use chrono::{Datelike, Duration, Utc};
 use ratewire_e2e::{ago, Board, Stack};
 
 use crate::world::World;
@@ -34,6 +34,90 @@ async fn two_banks(world: &mut World) -> anyhow::Result<(i64, i64, String)> {
         .publish(b, &board(&[("USD", "149", "158")], &ago(1, 2)))
         .await?;
     Ok((a, b, key))
+}
+
+#[tokio::test]
+async fn days_and_hours_carried_over_a_weekend_say_from_which_board() -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let key = world.api_key("weekend").await?;
+    let bank = world.register_bank("WKND", "Weekend Bank").await?;
+    // The Friday of two weeks ago at 09:00 UTC (the service time zone), and
+    // the Monday after it.
+    let today = Utc::now().date_naive();
+    let friday = today - Duration::days(14 + i64::from(today.weekday().num_days_from_monday()))
+        + Duration::days(4);
+    let at = |day: chrono::NaiveDate| format!("{day}T09:00:00Z");
+    let monday = friday + Duration::days(3);
+    world
+        .publish(bank, &board(&[("USD", "155.10", "158")], &at(friday)))
+        .await?;
+    world
+        .publish(bank, &board(&[("USD", "155.30", "158")], &at(monday)))
+        .await?;
+    let friday_board = format!("{friday}T09:00:00.000Z");
+
+    let (status, days) = world
+        .get(
+            &format!("/api/v1/rates/series?bankId={bank}&from={friday}&to={monday}"),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 200, "{days}");
+    let carried: Vec<&Value> = days["data"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["carriedFrom"])
+        .collect();
+    let from_friday = Value::from(friday_board.as_str());
+    assert_eq!(
+        carried,
+        [&Value::Null, &from_friday, &from_friday, &Value::Null],
+        "Friday's and Monday's own boards, the weekend carried: {days}"
+    );
+
+    // Saturday 00:00-01:00 UTC is carried; Friday 09:00-10:00 is not.
+    let saturday = friday + Duration::days(1);
+    let (_, hours) = world
+        .get(
+            &format!(
+                "/api/v1/rates/series?bankId={bank}&interval=hour&from={friday}T09:00:00Z&to={saturday}T01:00:00Z"
+            ),
+            Some(&key),
+        )
+        .await?;
+    let points = hours["data"]["points"].as_array().unwrap();
+    assert!(points.first().unwrap()["carriedFrom"].is_null(), "{hours}");
+    assert_eq!(
+        points.last().unwrap()["carriedFrom"],
+        from_friday,
+        "{hours}"
+    );
+
+    // The best series says it too, and CSV has it as its last column.
+    let (_, best) = world
+        .get_raw(
+            &format!("/api/v1/rates/series?currencyCode=USD&from={friday}&to={monday}&format=csv"),
+            Some(&key),
+        )
+        .await?;
+    let lines: Vec<&str> = best.lines().collect();
+    assert_eq!(lines[0], "timestamp,updatedAt,value,bankId,carriedFrom");
+    assert!(lines[1].ends_with(','), "{best}");
+    assert!(lines[2].ends_with(&format!(",{friday_board}")), "{best}");
+
+    // A raw point is a board: it has no carriedFrom.
+    let (_, raw) = world
+        .get(
+            &format!("/api/v1/rates/series?bankId={bank}&interval=raw&from={friday}&to={monday}"),
+            Some(&key),
+        )
+        .await?;
+    assert!(
+        raw["data"]["points"][0].get("carriedFrom").is_none(),
+        "{raw}"
+    );
+    Ok(())
 }
 
 #[tokio::test]
@@ -81,7 +165,7 @@ async fn a_bank_series_and_the_best_series_as_json_and_csv() -> anyhow::Result<(
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "timestamp,updatedAt,cashBuying,cashSelling,transactionalBuying,transactionalSelling"
+        "timestamp,updatedAt,cashBuying,cashSelling,transactionalBuying,transactionalSelling,carriedFrom"
     );
     assert_eq!(lines.len(), 4);
     assert!(
