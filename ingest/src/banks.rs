@@ -7,9 +7,10 @@
 //! events (or, while it is unavailable, once they are safely waiting).
 
 use chrono::Utc;
+use ratewire_proto::schedule::nullable;
 use ratewire_proto::{
     BankDeactivated, BankId, BankReactivated, BankRegistered, BankUpdated, Envelope, Event,
-    SocialLink,
+    Schedule, SocialLink,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
@@ -33,7 +34,13 @@ pub struct Bank {
     #[sqlx(json)]
     pub social_links: Vec<SocialLink>,
     pub active: bool,
+    /// When the bank is expected to publish; null when it has no schedule.
+    #[sqlx(json(nullable))]
+    pub schedule: Option<Schedule>,
 }
+
+/// A bank row's columns, in [`Bank`]'s order.
+const BANK_COLUMNS: &str = "id, code, name, image_url, social_links, active, schedule";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -43,11 +50,15 @@ pub struct NewBank {
     pub image_url: String,
     #[serde(default)]
     pub social_links: Vec<SocialLink>,
+    /// Read as JSON and checked on validation, so that a 400 names the field.
+    #[serde(default)]
+    pub schedule: Option<serde_json::Value>,
 }
 
 impl ratewire_service::body::Fields for NewBank {
     const WHAT: &'static str = "a new bank";
-    const FIELDS: &'static [&'static str] = &["code", "name", "imageUrl", "socialLinks"];
+    const FIELDS: &'static [&'static str] =
+        &["code", "name", "imageUrl", "socialLinks", "schedule"];
     const REQUIRED: &'static [&'static str] = &["code", "name", "imageUrl"];
 }
 
@@ -59,6 +70,10 @@ pub struct BankPatch {
     pub image_url: Option<String>,
     pub social_links: Option<Vec<SocialLink>>,
     pub active: Option<bool>,
+    /// Absent: unchanged; `null`: cleared; else the new schedule (checked
+    /// on validation).
+    #[serde(default, with = "nullable")]
+    pub schedule: Option<Option<serde_json::Value>>,
 }
 
 fn check_text(errors: &mut FieldErrors, field: &str, value: &str, max: usize) {
@@ -93,6 +108,20 @@ fn check_url(errors: &mut FieldErrors, field: &str, value: &str) {
     }
 }
 
+/// The schedule `value` gives, or why it is none (under `schedule`).
+fn schedule(errors: &mut FieldErrors, value: Option<&serde_json::Value>) -> Option<Schedule> {
+    match Schedule::from_json(value?) {
+        Ok(schedule) => Some(schedule),
+        Err(problem) => {
+            errors
+                .entry(problem.field)
+                .or_default()
+                .push(problem.message);
+            None
+        }
+    }
+}
+
 fn check_links(errors: &mut FieldErrors, links: &[SocialLink]) {
     for (i, link) in links.iter().enumerate() {
         check_text(
@@ -106,14 +135,16 @@ fn check_links(errors: &mut FieldErrors, links: &[SocialLink]) {
 }
 
 impl NewBank {
-    fn validate(&self) -> Result<()> {
+    /// The bank's schedule, once every field is checked.
+    fn validate(&self) -> Result<Option<Schedule>> {
         let mut errors = FieldErrors::new();
         check_text(&mut errors, "code", &self.code, 32);
         check_text(&mut errors, "name", &self.name, 200);
         check_url(&mut errors, "imageUrl", &self.image_url);
         check_links(&mut errors, &self.social_links);
+        let schedule = schedule(&mut errors, self.schedule.as_ref());
         if errors.is_empty() {
-            Ok(())
+            Ok(schedule)
         } else {
             Err(Error::Validation(errors))
         }
@@ -122,7 +153,14 @@ impl NewBank {
 
 impl ratewire_service::body::Fields for BankPatch {
     const WHAT: &'static str = "a bank change";
-    const FIELDS: &'static [&'static str] = &["code", "name", "imageUrl", "socialLinks", "active"];
+    const FIELDS: &'static [&'static str] = &[
+        "code",
+        "name",
+        "imageUrl",
+        "socialLinks",
+        "active",
+        "schedule",
+    ];
     const REQUIRED: &'static [&'static str] = &[];
 }
 
@@ -134,13 +172,17 @@ impl BankPatch {
             && self.image_url.is_none()
             && self.social_links.is_none()
             && self.active.is_none()
+            && self.schedule.is_none()
     }
 
-    fn validate(&self) -> Result<()> {
+    /// The schedule change (`Some(None)`: clear it), once every field is
+    /// checked.
+    fn validate(&self) -> Result<Option<Option<Schedule>>> {
         let mut errors = FieldErrors::new();
         if self.is_empty() {
             errors.entry("body".into()).or_default().push(
-                "a change needs at least one of code, name, imageUrl, socialLinks, active".into(),
+                "a change needs at least one of code, name, imageUrl, socialLinks, active, schedule"
+                    .into(),
             );
         }
         if let Some(code) = &self.code {
@@ -155,8 +197,12 @@ impl BankPatch {
         if let Some(links) = &self.social_links {
             check_links(&mut errors, links);
         }
+        let schedule = self
+            .schedule
+            .as_ref()
+            .map(|value| schedule(&mut errors, value.as_ref()));
         if errors.is_empty() {
-            Ok(())
+            Ok(schedule)
         } else {
             Err(Error::Validation(errors))
         }
@@ -178,16 +224,18 @@ fn bank_id(id: i64) -> Result<BankId> {
 }
 
 pub async fn register(pool: &PgPool, publisher: &Publisher, new: NewBank) -> Result<Bank> {
-    new.validate()?;
+    let schedule = new.validate()?;
     let mut tx = pool.begin().await?;
-    let bank: Bank = sqlx::query_as(
-        "INSERT INTO banks (code, name, image_url, social_links) VALUES ($1, $2, $3, $4)
-         RETURNING id, code, name, image_url, social_links, active",
-    )
+    let bank: Bank = sqlx::query_as(&format!(
+        "INSERT INTO banks (code, name, image_url, social_links, schedule)
+         VALUES ($1, $2, $3, $4, $5)
+         RETURNING {BANK_COLUMNS}"
+    ))
     .bind(&new.code)
     .bind(&new.name)
     .bind(&new.image_url)
     .bind(Json(&new.social_links))
+    .bind(schedule.as_ref().map(Json))
     .fetch_one(&mut *tx)
     .await
     .map_err(|e| code_taken(e, &new.code))?;
@@ -196,6 +244,7 @@ pub async fn register(pool: &PgPool, publisher: &Publisher, new: NewBank) -> Res
         name: new.name,
         image_url: new.image_url,
         social_links: new.social_links,
+        schedule,
     });
     outbox::add(
         &mut tx,
@@ -214,26 +263,30 @@ pub async fn update(
     id: BankId,
     patch: BankPatch,
 ) -> Result<Bank> {
-    patch.validate()?;
+    let schedule = patch.validate()?;
     let mut tx = pool.begin().await?;
-    let before: Bank =
-        sqlx::query_as("SELECT id, code, name, image_url, social_links, active FROM banks WHERE id = $1 FOR UPDATE")
-            .bind(id.get())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| Error::NotFound("Bank not found".into()))?;
+    let before: Bank = sqlx::query_as(&format!(
+        "SELECT {BANK_COLUMNS} FROM banks WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id.get())
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| Error::NotFound("Bank not found".into()))?;
     agrees_with_log(&mut *tx, id).await?;
-    let after: Bank = sqlx::query_as(
+    let after: Bank = sqlx::query_as(&format!(
         "UPDATE banks SET code = COALESCE($2, code), name = COALESCE($3, name), image_url = COALESCE($4, image_url),
-             social_links = COALESCE($5, social_links), active = COALESCE($6, active), updated_at = now()
-         WHERE id = $1 RETURNING id, code, name, image_url, social_links, active",
-    )
+             social_links = COALESCE($5, social_links), active = COALESCE($6, active),
+             schedule = CASE WHEN $7 THEN $8 ELSE schedule END, updated_at = now()
+         WHERE id = $1 RETURNING {BANK_COLUMNS}"
+    ))
     .bind(id.get())
     .bind(&patch.code)
     .bind(&patch.name)
     .bind(&patch.image_url)
     .bind(patch.social_links.as_ref().map(Json))
     .bind(patch.active)
+    .bind(schedule.is_some())
+    .bind(schedule.as_ref().and_then(|s| s.as_ref().map(Json)))
     .fetch_one(&mut *tx)
     .await
     .map_err(|e| code_taken(e, patch.code.as_deref().unwrap_or_default()))?;
@@ -244,6 +297,7 @@ pub async fn update(
         name: patch.name.filter(|n| *n != before.name),
         image_url: patch.image_url.filter(|u| *u != before.image_url),
         social_links: patch.social_links.filter(|l| *l != before.social_links),
+        schedule: schedule.filter(|s| *s != before.schedule),
     };
     let now = Utc::now();
     if changed != BankUpdated::default() {
@@ -275,20 +329,20 @@ async fn publish_waiting(pool: &PgPool, publisher: &Publisher) {
 }
 
 pub async fn list(pool: &PgPool) -> Result<Vec<Bank>> {
-    Ok(sqlx::query_as(
-        "SELECT id, code, name, image_url, social_links, active FROM banks ORDER BY id",
+    Ok(
+        sqlx::query_as(&format!("SELECT {BANK_COLUMNS} FROM banks ORDER BY id"))
+            .fetch_all(pool)
+            .await?,
     )
-    .fetch_all(pool)
-    .await?)
 }
 
 pub async fn get(pool: &PgPool, id: BankId) -> Result<Option<Bank>> {
-    Ok(sqlx::query_as(
-        "SELECT id, code, name, image_url, social_links, active FROM banks WHERE id = $1",
+    Ok(
+        sqlx::query_as(&format!("SELECT {BANK_COLUMNS} FROM banks WHERE id = $1"))
+            .bind(id.get())
+            .fetch_optional(pool)
+            .await?,
     )
-    .bind(id.get())
-    .fetch_optional(pool)
-    .await?)
 }
 
 /// A new token for the bank; the secret is returned once and never stored.

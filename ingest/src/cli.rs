@@ -30,6 +30,10 @@ pub enum BanksCommand {
         /// A social link as `platform=url`; repeat for several.
         #[arg(long = "social", value_parser = parse_social_link)]
         social_links: Vec<SocialLink>,
+        /// When the bank is expected to publish, as JSON:
+        /// `{"every":"PT1H"}` or `{"days":["Mon","Fri"],"by":"09:30"}`.
+        #[arg(long, value_parser = parse_json)]
+        schedule: Option<serde_json::Value>,
     },
     /// Change a bank's metadata (publishes BankUpdated with what changed).
     Update {
@@ -46,6 +50,12 @@ pub enum BanksCommand {
         /// Removes all social links.
         #[arg(long)]
         no_social: bool,
+        /// A new publishing schedule, as JSON (as for `register`).
+        #[arg(long, value_parser = parse_json, conflicts_with = "no_schedule")]
+        schedule: Option<serde_json::Value>,
+        /// Removes the publishing schedule.
+        #[arg(long)]
+        no_schedule: bool,
     },
     /// Take a bank out of every list (its history stays readable).
     Deactivate { id: BankId },
@@ -77,6 +87,10 @@ pub enum BoardsCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+}
+
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("`{text}` is not JSON: {e}"))
 }
 
 fn parse_social_link(text: &str) -> Result<SocialLink, String> {
@@ -159,6 +173,7 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
             name,
             image_url,
             social_links,
+            schedule,
         } => {
             let publisher = publisher(config, &pool).await?;
             let new = NewBank {
@@ -166,6 +181,7 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
                 name,
                 image_url,
                 social_links,
+                schedule,
             };
             let bank = banks::register(&pool, &publisher, new)
                 .await
@@ -179,6 +195,8 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
             image_url,
             social_links,
             no_social,
+            schedule,
+            no_schedule,
         } => {
             let social_links = if no_social {
                 Some(Vec::new())
@@ -191,10 +209,15 @@ pub async fn banks(config: &Config, command: BanksCommand) -> anyhow::Result<Str
                 image_url,
                 social_links,
                 active: None,
+                schedule: if no_schedule {
+                    Some(None)
+                } else {
+                    schedule.map(Some)
+                },
             };
             if patch.is_empty() {
                 bail!(
-                    "nothing to change: give --code, --name, --image-url, --social or --no-social"
+                    "nothing to change: give --code, --name, --image-url, --social, --no-social, --schedule or --no-schedule"
                 );
             }
             (id, patch)

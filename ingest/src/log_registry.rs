@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use ratewire_proto::{decode_message, Decoded, Event, Message, SocialLink};
+use ratewire_proto::{decode_message, Decoded, Event, Message, Schedule, SocialLink};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -42,6 +42,7 @@ pub struct LogBank {
     pub image_url: String,
     pub social_links: Vec<SocialLink>,
     pub active: bool,
+    pub schedule: Option<Schedule>,
 }
 
 /// What the log's bank events make of the banks, in log order per bank.
@@ -71,6 +72,7 @@ impl Registry {
                         image_url: e.image_url.clone(),
                         social_links: e.social_links.clone(),
                         active: true,
+                        schedule: e.schedule.clone(),
                     },
                 );
             }
@@ -93,6 +95,9 @@ impl Registry {
                     }
                     if let Some(links) = &e.social_links {
                         b.social_links.clone_from(links);
+                    }
+                    if let Some(schedule) = &e.schedule {
+                        b.schedule.clone_from(schedule);
                     }
                 }
             }
@@ -196,7 +201,8 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
     .await?;
     for (id, bank) in &read.registry.banks {
         let row: Option<Json<LogBank>> = sqlx::query_scalar(
-            "SELECT to_jsonb(b) FROM (SELECT code, name, image_url, social_links, active
+            "SELECT to_jsonb(b) FROM (SELECT code, name, image_url, social_links, active,
+                                             schedule
                                       FROM banks WHERE id = $1) b",
         )
         .bind(id)
@@ -221,8 +227,8 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
                     continue;
                 }
                 sqlx::query(
-                    "INSERT INTO banks (id, code, name, image_url, social_links, active)
-                     VALUES ($1, $2, $3, $4, $5, $6)",
+                    "INSERT INTO banks (id, code, name, image_url, social_links, active, schedule)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(id)
                 .bind(&bank.code)
@@ -230,6 +236,7 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
                 .bind(&bank.image_url)
                 .bind(Json(&bank.social_links))
                 .bind(bank.active)
+                .bind(bank.schedule.as_ref().map(Json))
                 .execute(&mut **tx)
                 .await?;
                 warn!(bank_id = id, code = bank.code,
@@ -247,7 +254,7 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
             Some(stored) if stored != *bank => {
                 sqlx::query(
                     "UPDATE banks SET name = $2, image_url = $3, social_links = $4, active = $5,
-                         updated_at = now()
+                         schedule = $6, updated_at = now()
                      WHERE id = $1",
                 )
                 .bind(id)
@@ -255,6 +262,7 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
                 .bind(&bank.image_url)
                 .bind(Json(&bank.social_links))
                 .bind(bank.active)
+                .bind(bank.schedule.as_ref().map(Json))
                 .execute(&mut **tx)
                 .await?;
                 info!(bank_id = id, "bank brought up to the log's metadata");
@@ -284,10 +292,10 @@ async fn bring_in_line(tx: &mut Transaction<'_, Postgres>, read: &LogRead) -> Re
 async fn record(tx: &mut Transaction<'_, Postgres>, topic: &str, read: &LogRead) -> Result<()> {
     for (id, bank) in &read.registry.banks {
         sqlx::query(
-            "INSERT INTO log_banks (id, code, name, image_url, social_links, active)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO log_banks (id, code, name, image_url, social_links, active, schedule)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (id) DO UPDATE SET code = $2, name = $3, image_url = $4,
-                 social_links = $5, active = $6",
+                 social_links = $5, active = $6, schedule = $7",
         )
         .bind(id)
         .bind(&bank.code)
@@ -295,6 +303,7 @@ async fn record(tx: &mut Transaction<'_, Postgres>, topic: &str, read: &LogRead)
         .bind(&bank.image_url)
         .bind(Json(&bank.social_links))
         .bind(bank.active)
+        .bind(bank.schedule.as_ref().map(Json))
         .execute(&mut **tx)
         .await?;
     }
@@ -450,6 +459,7 @@ mod tests {
             name: format!("{code} Bank"),
             image_url: "https://img.example/b.png".into(),
             social_links: Vec::new(),
+            schedule: None,
         })
     }
 

@@ -123,6 +123,7 @@ async fn a_topic_ingest_creates_stamps_each_event_with_the_brokers_append_time()
         name: "Commercial Bank of Ethiopia".into(),
         image_url: "https://img.example/cbe.png".into(),
         social_links: vec![],
+        schedule: None,
     });
     let envelope = Envelope::new(BankId::new(1).unwrap(), Utc::now(), registered);
     let acknowledged = publisher.publish(&envelope).await.unwrap();

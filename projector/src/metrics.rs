@@ -73,7 +73,7 @@ pub const DOCUMENTED: &[Documented] = &[
 
 /// Every rule a dead letter is filed under: the contract's
 /// (`ratewire_proto::Rule`) and the read model's (`fold::core`, `fold`).
-const DEAD_LETTER_RULES: [&str; 19] = [
+const DEAD_LETTER_RULES: [&str; 20] = [
     "envelope",
     "payload",
     "version",
@@ -89,6 +89,7 @@ const DEAD_LETTER_RULES: [&str; 19] = [
     "retraction",
     "source",
     "reason",
+    "schedule",
     crate::fold::core::UNKNOWN_BANK,
     crate::fold::core::BANK_REGISTERED,
     crate::fold::DATA,

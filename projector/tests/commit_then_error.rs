@@ -25,6 +25,7 @@ async fn a_batch_applied_again_after_its_commit_still_names_its_banks_and_curren
                 name: "Bank 7".into(),
                 image_url: "https://i.test/b7.png".into(),
                 social_links: vec![],
+                schedule: None,
             }),
         ),
         Envelope::new(

@@ -28,7 +28,8 @@ use ratewire_projector::fold::model::Model;
 use ratewire_projector::fold::{apply_batch_written, apply_lanes, Incoming, Writes};
 use ratewire_proto::{
     BankDeactivated, BankId, BankReactivated, BankRegistered, BankUpdated, BoardRetracted,
-    CurrencyCode, Decoded, Envelope, Event, ReferenceBoardPublished, ReferenceEntry, SocialLink,
+    CurrencyCode, Decoded, Envelope, Event, Period, ReferenceBoardPublished, ReferenceEntry,
+    Schedule, SocialLink,
 };
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::Field;
@@ -69,6 +70,8 @@ enum Op {
         bank: u8,
         name: bool,
         links: bool,
+        /// 0: unchanged, 1: cleared, else set.
+        schedule: u8,
     },
     Deactivate(u8),
     Reactivate(u8),
@@ -110,8 +113,8 @@ fn op() -> impl Strategy<Value = Op> {
     let bank = 1..=BANKS;
     prop_oneof![
         2 => (1..BANKS).prop_map(Op::Register),
-        1 => (bank.clone(), any::<bool>(), any::<bool>())
-            .prop_map(|(bank, name, links)| Op::Update { bank, name, links }),
+        1 => (bank.clone(), any::<bool>(), any::<bool>(), 0u8..3)
+            .prop_map(|(bank, name, links, schedule)| Op::Update { bank, name, links, schedule }),
         1 => bank.clone().prop_map(Op::Deactivate),
         1 => bank.clone().prop_map(Op::Reactivate),
         8 => (bank.clone(), 0u32..40, rates())
@@ -156,12 +159,25 @@ fn envelopes(ops: &[Op], cross: bool) -> Vec<Envelope> {
                     name: format!("Bank {bank}"),
                     image_url: "https://i.test/b.png".into(),
                     social_links: vec![],
+                    schedule: None,
                 }),
             ),
-            Op::Update { bank, name, links } => (
+            Op::Update {
+                bank,
+                name,
+                links,
+                schedule,
+            } => (
                 at(*bank),
                 Event::BankUpdated(BankUpdated {
                     name: name.then(|| format!("Bank {bank}, renamed at {i}")),
+                    schedule: match schedule {
+                        0 => None,
+                        1 => Some(None),
+                        _ => Some(Some(Schedule::Every(
+                            Period::parse(&format!("PT{}M", 1 + i % 59)).unwrap(),
+                        ))),
+                    },
                     social_links: links.then(|| {
                         vec![SocialLink {
                             platform: "web".into(),
@@ -804,6 +820,7 @@ async fn a_busy_bank_s_series_is_evened_out_to_at_most_100_points() -> anyhow::R
             name: "Bank 1".into(),
             image_url: "https://i.test/b.png".into(),
             social_links: vec![],
+            schedule: None,
         }),
     )];
     // 400 boards, one every 2 hours: 33 days, more than the window holds.

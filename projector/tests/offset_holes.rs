@@ -24,6 +24,7 @@ fn log() -> Vec<Incoming> {
             name: "Bank 3".into(),
             image_url: "https://i.test/b3.png".into(),
             social_links: vec![],
+            schedule: None,
         }),
     )];
     for minute in 1..=3 {

@@ -88,6 +88,7 @@ async fn check(seed: u64) -> anyhow::Result<()> {
                     name: format!("Bank {bank}"),
                     image_url: "https://i.test/b.png".into(),
                     social_links: vec![],
+                    schedule: None,
                 }),
             )
         })

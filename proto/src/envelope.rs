@@ -368,6 +368,7 @@ mod tests {
                     platform: "x".into(),
                     url: "https://x.com/cbe".into(),
                 }],
+                schedule: None,
             }),
             Event::BankUpdated(BankUpdated {
                 name: Some("CBE".into()),

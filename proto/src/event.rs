@@ -7,6 +7,7 @@ use uuid::Uuid;
 pub use crate::board::BoardPublished;
 pub use crate::reference::ReferenceBoardPublished;
 use crate::rules::{check_reason, Rule, Violation};
+use crate::schedule::{nullable, Schedule};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocialLink {
@@ -23,6 +24,9 @@ pub struct BankRegistered {
     pub image_url: String,
     #[serde(default)]
     pub social_links: Vec<SocialLink>,
+    /// When the bank is expected to publish (an optional addition to v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
 }
 
 /// Some of a bank's metadata changed; absent fields are unchanged.
@@ -37,6 +41,10 @@ pub struct BankUpdated {
     pub image_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub social_links: Option<Vec<SocialLink>>,
+    /// `Some(None)` (`null` on the log) clears the schedule (an optional
+    /// addition to v1).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub schedule: Option<Option<Schedule>>,
 }
 
 /// The bank leaves every list; its history stays readable.

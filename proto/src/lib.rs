@@ -35,6 +35,10 @@
 //!   them holds them to their rules ([`Rule::Source`], [`Rule::Reason`]),
 //!   as every other field: a message whose source breaks one is refused
 //!   whole, by whoever produced it.
+//! - `BankRegistered.schedule` and `BankUpdated.schedule` (see
+//!   [`schedule`]; on an update, `null` clears it), held to
+//!   [`Rule::Schedule`]. A reader that predates them ignores them: it
+//!   knows no schedules.
 
 pub mod board;
 pub mod envelope;
@@ -43,6 +47,7 @@ pub mod ids;
 pub mod rate;
 pub mod reference;
 pub mod rules;
+pub mod schedule;
 pub mod source;
 pub mod topic;
 
@@ -56,5 +61,6 @@ pub use ids::{BankId, CurrencyCode, InvalidId};
 pub use rate::Rate;
 pub use reference::{ReferenceBoardPublished, ReferenceEntry, NATIONAL_BANK, REFERENCE_SUBJECT};
 pub use rules::{Rule, Violation};
+pub use schedule::{Period, Schedule};
 pub use source::{Method, Source};
 pub use topic::{partition_key, APPENDED_CHANNEL, DEFAULT_TOPIC};

@@ -79,10 +79,12 @@ pub enum Rule {
     Source,
     /// A board's reason too long, or holding NUL.
     Reason,
+    /// A bank's publishing schedule that is none of its two forms.
+    Schedule,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 15] = [
+    pub const ALL: [Rule; 16] = [
         Rule::Envelope,
         Rule::Payload,
         Rule::Version,
@@ -98,6 +100,7 @@ impl Rule {
         Rule::Retraction,
         Rule::Source,
         Rule::Reason,
+        Rule::Schedule,
     ];
 
     /// The rule's stable name, as stored with a dead letter.
@@ -118,6 +121,7 @@ impl Rule {
             Rule::Retraction => "retraction",
             Rule::Source => "source",
             Rule::Reason => "reason",
+            Rule::Schedule => "schedule",
         }
     }
 

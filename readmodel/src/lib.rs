@@ -12,7 +12,8 @@
 //! - [`settings`]: the settings both sides read to find the model;
 //! - [`continuity`]: noticing that Redis lost its data or went back in time;
 //! - [`revisions`]: the revision log and a board's provenance, read from
-//!   the bitemporal board tables, and their bodies.
+//!   the bitemporal board tables, and their bodies;
+//! - [`quality`]: how well a bank keeps to its publishing schedule.
 //!
 //! Depends on the event contract (`ratewire-proto`, for ids) and the
 //! service shell (`ratewire-service`, for the Postgres and settings
@@ -24,6 +25,7 @@ pub mod continuity;
 pub mod db;
 pub mod error;
 pub mod generation;
+pub mod quality;
 pub mod redis;
 pub mod revisions;
 pub mod settings;

@@ -156,6 +156,27 @@ impl Stack {
         Ok(body)
     }
 
+    /// Sends `body` (if any) to ingest's operator endpoint `path` with the
+    /// admin token: the status and the JSON answer (null when it has none).
+    pub async fn ingest_admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value)> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.ingest_operator_url))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
     /// Registers a bank and takes a publisher token for it.
     pub async fn bank_with_token(&self, code: &str, name: &str) -> Result<(i64, String)> {
         let id = self.register_bank(code, name).await?;
@@ -397,6 +418,23 @@ impl Stack {
         let value: Option<i64> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
         pool.close().await;
         Ok(value)
+    }
+
+    /// The first column of the first row of `query` as JSON (`None`
+    /// without a row).
+    pub async fn sql_json(&self, query: &str) -> Result<Option<Value>> {
+        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
+        let value: Option<Option<Value>> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
+        pool.close().await;
+        Ok(value.map(|v| v.unwrap_or(Value::Null)))
+    }
+
+    /// Waits until `query`'s first column is `expected` (see [`Self::sql_json`]).
+    pub async fn wait_json(&self, what: &str, query: &str, expected: &Value) -> Result<()> {
+        eventually(what, VISIBLE_WITHIN, || async {
+            (self.sql_json(query).await.ok()?.as_ref() == Some(expected)).then_some(())
+        })
+        .await
     }
 
     /// Deletes every Redis key of this stack, as a flush would.

@@ -103,6 +103,10 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
     let key = stack.api_key_on("ops", "pro").await?;
     let (cbe, cbe_token) = stack.bank_with_token("CBE", "Commercial Bank").await?;
     let (awash, awash_token) = stack.bank_with_token("AWASH", "Awash Bank").await?;
+    let schedule = serde_json::json!({"days": ["Mon", "Fri"], "by": "10:00"});
+    stack
+        .update_bank(cbe, serde_json::json!({"schedule": schedule}))
+        .await?;
     for (bank, token, usd, hours) in [
         (cbe, &cbe_token, "155.10", 5),
         (cbe, &cbe_token, "155.35", 2),
@@ -149,6 +153,25 @@ async fn postgres_replaced_by_an_empty_cluster_comes_back_from_the_log() -> anyh
         let at = paths.iter().position(|p| *p == path).unwrap();
         assert_eq!(answers(&stack, &key, &[path]).await?[0], before[at]);
     }
+
+    // The schedule came back from the log with the bank, in ingest and in
+    // the read model.
+    let (_, restored) = stack
+        .ingest_admin(
+            reqwest::Method::GET,
+            &format!("/v1/admin/banks/{cbe}"),
+            None,
+        )
+        .await?;
+    assert_eq!(restored["schedule"], schedule, "{restored}");
+    assert_eq!(
+        stack
+            .sql_json(&format!(
+                "SELECT schedule FROM readmodel.banks WHERE id = {cbe}"
+            ))
+            .await?,
+        Some(schedule)
+    );
 
     // Publisher tokens died with the old cluster; a restored bank takes a
     // new one, and its boards are served again.

@@ -3,7 +3,7 @@
 //! row's columns are listed once.
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{BankId, CurrencyCode, SocialLink};
+use ratewire_proto::{BankId, CurrencyCode, Schedule, SocialLink};
 use rust_decimal::Decimal;
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -21,6 +21,7 @@ pub struct BankColumns {
     pub bank_active: Vec<bool>,
     pub bank_registered: Vec<DateTime<Utc>>,
     pub bank_updated: Vec<DateTime<Utc>>,
+    pub bank_schedules: Vec<Option<Json<Schedule>>>,
 }
 
 impl BankColumns {
@@ -33,6 +34,7 @@ impl BankColumns {
         self.bank_active.push(bank.active);
         self.bank_registered.push(bank.registered_at);
         self.bank_updated.push(bank.updated_at);
+        self.bank_schedules.push(bank.schedule.clone().map(Json));
     }
 
     pub fn rows(self) -> impl Iterator<Item = (BankId, Bank)> {
@@ -43,6 +45,7 @@ impl BankColumns {
         let mut active = self.bank_active.into_iter();
         let mut registered = self.bank_registered.into_iter();
         let mut updated = self.bank_updated.into_iter();
+        let mut schedules = self.bank_schedules.into_iter();
         self.bank_ids.into_iter().filter_map(move |id| {
             let bank = Bank {
                 code: codes.next()?,
@@ -52,6 +55,7 @@ impl BankColumns {
                 active: active.next()?,
                 registered_at: registered.next()?,
                 updated_at: updated.next()?,
+                schedule: schedules.next()?.map(|s| s.0),
             };
             Some((BankId::new(id).ok()?, bank))
         })

@@ -198,6 +198,7 @@ fn decide(model: &Model, envelope: &Envelope, at: Position) -> Result<Vec<Change
                 active: true,
                 registered_at: time,
                 updated_at: time,
+                schedule: e.schedule.clone(),
             };
             changes.push(Change::Bank { id, bank });
         }
@@ -214,6 +215,9 @@ fn decide(model: &Model, envelope: &Envelope, at: Position) -> Result<Vec<Change
             }
             if let Some(links) = &e.social_links {
                 bank.social_links = links.clone();
+            }
+            if let Some(schedule) = &e.schedule {
+                bank.schedule = schedule.clone();
             }
             bank.updated_at = time;
             changes.push(Change::Bank { id, bank });

@@ -130,6 +130,7 @@ const LOAD: &str = r#"
            ARRAY(SELECT active FROM bank) AS bank_active,
            ARRAY(SELECT registered_at FROM bank) AS bank_registered,
            ARRAY(SELECT updated_at FROM bank) AS bank_updated,
+           ARRAY(SELECT schedule FROM bank) AS bank_schedules,
            ARRAY(SELECT bank_id FROM board) AS board_banks,
            ARRAY(SELECT as_of FROM board) AS board_times,
            ARRAY(SELECT event_id FROM board) AS board_ids,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use ratewire_proto::{BankId, CurrencyCode, SocialLink};
+use ratewire_proto::{BankId, CurrencyCode, Schedule, SocialLink};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
@@ -27,6 +27,8 @@ pub struct Bank {
     pub active: bool,
     pub registered_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When the bank is expected to publish.
+    pub schedule: Option<Schedule>,
 }
 
 /// One currency's rates on a board, as stored (exact decimals).

@@ -319,6 +319,7 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.latest_times)
         .bind(&rows.latest_from)
         .bind(&rows.latest_to)
+        .bind(&rows.banks.bank_schedules)
         .fetch_one(db)
         .await?;
     let expected = rows.applied_ids.len();
@@ -393,10 +394,10 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          ON CONFLICT DO NOTHING RETURNING 1
      ), bank AS (
          INSERT INTO bank_versions (id, code, name, image_url, social_links, active,
-                                    registered_at, updated_at, known_from, known_to)
+                                    registered_at, updated_at, known_from, known_to, schedule)
          SELECT * FROM UNNEST($4::bigint[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
                               $9::bool[], $10::timestamptz[], $11::timestamptz[],
-                              $12::timestamptz[], $13::timestamptz[])
+                              $12::timestamptz[], $13::timestamptz[], $64::jsonb[])
      ), rewritten AS (
          INSERT INTO bank_history_revs (bank_id, history_rev)
          SELECT b, 1 FROM UNNEST($14::bigint[]) AS b

@@ -90,7 +90,8 @@ pub async fn dump(pool: &PgPool) -> anyhow::Result<(Model, BTreeSet<(Option<Uuid
         model.applied.insert(id, Position { partition, offset });
     }
     let banks: Vec<BankRow> = sqlx::query_as(
-        "SELECT id, code, name, image_url, social_links, active, registered_at, updated_at FROM banks",
+        "SELECT id, code, name, image_url, social_links, active, registered_at, updated_at,
+                schedule FROM banks",
     )
     .fetch_all(pool)
     .await?;
@@ -103,6 +104,7 @@ pub async fn dump(pool: &PgPool) -> anyhow::Result<(Model, BTreeSet<(Option<Uuid
             active: row.active,
             registered_at: row.registered_at,
             updated_at: row.updated_at,
+            schedule: row.schedule.map(|s| s.0),
         };
         model.banks.insert(BankId::new(row.id)?, bank);
     }
@@ -274,6 +276,7 @@ struct BankRow {
     active: bool,
     registered_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    schedule: Option<Json<ratewire_proto::Schedule>>,
 }
 
 #[derive(sqlx::FromRow)]

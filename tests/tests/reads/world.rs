@@ -204,6 +204,7 @@ impl World {
                 platform: "telegram".to_owned(),
                 url: format!("https://t.me/{code}"),
             }],
+            schedule: None,
         };
         self.fold(id, Event::BankRegistered(registered)).await?;
         Ok(id)
