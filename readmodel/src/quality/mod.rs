@@ -1,6 +1,8 @@
 //! How well a bank keeps to what is expected of it: its publishing
-//! schedule ([`slots`]).
+//! schedule ([`slots`]) and plausible values ([`outliers`]).
 
+pub mod outliers;
 pub mod slots;
 
+pub use outliers::References;
 pub use slots::{judge, median, Judged};
