@@ -115,20 +115,15 @@ impl Stack {
 
     /// Registers a bank through the operator endpoint; returns its id.
     pub async fn register_bank(&self, code: &str, name: &str) -> Result<i64> {
-        let response = self
-            .http
-            .post(format!("{}/v1/admin/banks", self.ingest_operator_url))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({
-                "code": code,
-                "name": name,
-                "imageUrl": format!("https://img.test/{code}.png"),
-                "socialLinks": [{"platform": "telegram", "url": format!("https://t.me/{code}")}],
-            }))
-            .send()
+        let new = json!({
+            "code": code,
+            "name": name,
+            "imageUrl": format!("https://img.test/{code}.png"),
+            "socialLinks": [{"platform": "telegram", "url": format!("https://t.me/{code}")}],
+        });
+        let (status, body) = self
+            .ingest_admin(reqwest::Method::POST, "/v1/admin/banks", Some(new))
             .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
         if status != 201 {
             bail!("registering {code}: {status} {body}");
         }
@@ -138,18 +133,10 @@ impl Stack {
     /// Changes a bank through the operator endpoint (`{"active": false}`
     /// deactivates it).
     pub async fn update_bank(&self, bank_id: i64, patch: Value) -> Result<Value> {
-        let response = self
-            .http
-            .patch(format!(
-                "{}/v1/admin/banks/{bank_id}",
-                self.ingest_operator_url
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&patch)
-            .send()
+        let path = format!("/v1/admin/banks/{bank_id}");
+        let (status, body) = self
+            .ingest_admin(reqwest::Method::PATCH, &path, Some(patch))
             .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
         if status != 200 {
             bail!("updating bank {bank_id}: {status} {body}");
         }
@@ -184,18 +171,13 @@ impl Stack {
     }
 
     pub async fn publisher_token(&self, bank_id: i64) -> Result<String> {
-        let body: Value = self
-            .http
-            .post(format!(
-                "{}/v1/admin/banks/{bank_id}/tokens",
-                self.ingest_operator_url
-            ))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
+        let path = format!("/v1/admin/banks/{bank_id}/tokens");
+        let (status, body) = self
+            .ingest_admin(reqwest::Method::POST, &path, None)
             .await?;
+        if status != 201 {
+            bail!("a token for bank {bank_id}: {status} {body}");
+        }
         Ok(body["token"].as_str().context("no token")?.to_owned())
     }
 
@@ -412,20 +394,26 @@ impl Stack {
         Ok(())
     }
 
-    /// The first column of the first row of `query` as a number, if any.
-    pub async fn sql_number(&self, query: &str) -> Result<Option<i64>> {
+    /// The first column of the first row of `query`, if there is a row.
+    async fn sql_scalar<T>(&self, query: &str) -> Result<Option<T>>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+    {
         let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
-        let value: Option<i64> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
+        let value = sqlx::query_scalar(query).fetch_optional(&pool).await?;
         pool.close().await;
         Ok(value)
+    }
+
+    /// The first column of the first row of `query` as a number, if any.
+    pub async fn sql_number(&self, query: &str) -> Result<Option<i64>> {
+        self.sql_scalar(query).await
     }
 
     /// The first column of the first row of `query` as JSON (`None`
     /// without a row).
     pub async fn sql_json(&self, query: &str) -> Result<Option<Value>> {
-        let pool = sqlx::PgPool::connect(&format!("{}/{}", self.postgres, self.database)).await?;
-        let value: Option<Option<Value>> = sqlx::query_scalar(query).fetch_optional(&pool).await?;
-        pool.close().await;
+        let value: Option<Option<Value>> = self.sql_scalar(query).await?;
         Ok(value.map(|v| v.unwrap_or(Value::Null)))
     }
 

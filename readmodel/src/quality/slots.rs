@@ -67,10 +67,7 @@ pub fn judge(
     if from >= until {
         return Judged::default();
     }
-    let within = |at: &DateTime<Utc>| *at >= from && *at < until;
-    let start = received.partition_point(|at| *at < from);
-    let received = &received[start..];
-    let received = &received[..received.iter().take_while(|at| within(at)).count()];
+    let received = between(received, from, until);
     match schedule {
         Schedule::Every(period) => every(period.seconds(), from, until, received),
         Schedule::Days { days, by } => daily(days, *by, zone, from, until, received),
@@ -135,8 +132,7 @@ fn daily(
         );
         if days.contains(&chrono::Datelike::weekday(&day)) && start >= from && end <= until {
             judged.expected += 1;
-            let first = received.iter().find(|at| **at >= start && **at < end);
-            match first {
+            match between(received, start, end).first() {
                 Some(at) => {
                     let deadline = local(zone, day, by);
                     judged.delays.push((*at - deadline).num_seconds().max(0));
@@ -150,6 +146,17 @@ fn daily(
         day = next_day;
     }
     judged
+}
+
+/// The times of `received` (in order) in `[from, until)`.
+fn between(
+    received: &[DateTime<Utc>],
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> &[DateTime<Utc>] {
+    let start = received.partition_point(|at| *at < from);
+    let end = received.partition_point(|at| *at < until).max(start);
+    &received[start..end]
 }
 
 /// `time` on `day` in `zone`; a time a clock change skips is read an hour

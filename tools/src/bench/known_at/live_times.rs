@@ -5,15 +5,15 @@
 //!
 //! Loaded through the backfill in minutes, the year became known during
 //! the load: every board's known-at time is a moment of the load, long
-//! after its as-of. A read as known at `T` then finds each bank's boards
-//! dated after its latest one known at `T` but known later, and skips
-//! them one by one (the read model bounds its search by `T` plus the as-of
-//! horizon, which bounds nothing here). A year published live has its
-//! known-at times beside its as-of times, and a read as known at `T`
-//! starts at `T`. The bench measures both: the history as loaded (a
-//! backfill), then these times, written over the same rows by the same
-//! rules the fold keeps (a rate row carries its board version's interval;
-//! a closed version ends where the version closing it begins).
+//! after its as-of, and an instant of the load sees a history cut at some
+//! day of the year. A year published live has its known-at times beside
+//! its as-of times: an instant anywhere in the year sees the year up to
+//! then, with full 30-day series windows and the versions of every board
+//! dated after it present but not yet known. The bench measures both: the
+//! history as loaded (a backfill), then these times, written over the same
+//! rows by the same rules the fold keeps (a rate row carries its board
+//! version's interval; a closed version ends where the version closing it
+//! begins).
 
 use sqlx::PgPool;
 
