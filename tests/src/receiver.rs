@@ -54,6 +54,12 @@ pub struct Receiver {
     running: Option<CancellationToken>,
 }
 
+fn is_in_use(error: &anyhow::Error) -> bool {
+    error
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
+}
+
 impl Receiver {
     pub async fn start() -> Result<Receiver> {
         let mut receiver = Receiver {
@@ -61,6 +67,14 @@ impl Receiver {
             shared: Arc::default(),
             running: None,
         };
+        // A port found free can be taken by another test's process before
+        // it is bound here: take another then.
+        for _ in 0..5 {
+            match receiver.up().await {
+                Err(e) if is_in_use(&e) => receiver.port = crate::free_port(),
+                done => return done.map(|()| receiver),
+            }
+        }
         receiver.up().await?;
         Ok(receiver)
     }
