@@ -135,6 +135,13 @@ async fn fold_batch(
         .into_iter()
         .collect();
     let mut tx = pool.begin().await?;
+    // The fold's statements are index probes by key, written to keep one
+    // plan for any input: planned again for each batch's arrays (which
+    // Postgres otherwise chooses, as their lengths change the estimates),
+    // the load and the close cost more to plan than to run.
+    sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan")
+        .execute(&mut *tx)
+        .await?;
     // Two projectors that were configured to overlap take turns instead
     // of both applying.
     let (stored, known) = positions::lock(&mut tx, topic, &partitions).await?;
@@ -296,8 +303,8 @@ fn observe(
     let Some(row) = model.banks.get(&bank) else {
         return;
     };
-    let quotes = match (evaluation.watches(), model.latest(bank)) {
-        (true, Some((as_of, board))) => board
+    let quotes = match model.latest(bank) {
+        Some((as_of, board)) => board
             .quotes
             .iter()
             .map(|q| ratewire_alerts::judge::Quote {
@@ -310,10 +317,12 @@ fn observe(
                 updated_at: as_of,
             })
             .collect(),
-        _ => Vec::new(),
+        None => Vec::new(),
     };
     let now = BankNow {
         bank: bank.get(),
+        code: row.code.clone(),
+        name: row.name.clone(),
         active: row.active,
         quotes,
     };

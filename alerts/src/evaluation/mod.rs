@@ -34,6 +34,7 @@ mod watching;
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -137,7 +138,7 @@ impl Judge {
         Ok(Some(Evaluation {
             from,
             watching,
-            observed: BTreeSet::new(),
+            observed: BTreeMap::new(),
         }))
     }
 }
@@ -149,8 +150,9 @@ pub struct Evaluation {
     from: BTreeMap<i32, i64>,
     /// `None`: no watch exists; only the quotes are kept.
     watching: Option<Watching>,
-    /// Banks whose quotes are copied at the batch's end.
-    observed: BTreeSet<i64>,
+    /// How the batch left each bank it observed: its quotes are stored at
+    /// the batch's end.
+    observed: BTreeMap<i64, BankNow>,
 }
 
 impl Evaluation {
@@ -161,19 +163,14 @@ impl Evaluation {
             .is_some_and(|from| offset >= *from)
     }
 
-    /// Whether [`Evaluation::observe`] needs each bank's latest rates.
-    pub fn watches(&self) -> bool {
-        self.watching.is_some()
-    }
-
     /// Judges the watches an applied event (`event_id`, occurred at
     /// `occurred_at`) moved, as it left its bank. Events that do not
     /// change what alerts compare (reference boards) are not observed.
     pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
-        self.observed.insert(now.bank);
         if let Some(watching) = &mut self.watching {
-            watching.observe(event_id, occurred_at, now);
+            watching.observe(event_id, occurred_at, &now);
         }
+        self.observed.insert(now.bank, now);
     }
 
     /// Stores what the batch moved: the quotes of the banks observed, the
@@ -187,11 +184,7 @@ impl Evaluation {
         positions: &BTreeMap<i32, i64>,
     ) -> sqlx::Result<u64> {
         if !self.observed.is_empty() {
-            let banks: Vec<i64> = self.observed.iter().copied().collect();
-            sqlx::query(&judge.sql.refresh)
-                .bind(&banks)
-                .execute(&mut *db)
-                .await?;
+            store_quotes(&judge.sql, db, self.observed.values()).await?;
         }
         let fired = match self.watching {
             Some(watching) => watching.store(&judge.sql, db).await?,
@@ -207,4 +200,57 @@ impl Evaluation {
             .await?;
         Ok(fired)
     }
+}
+
+/// Stores the banks' quotes as the batch left them: their details, their
+/// latest board's rates, and no rate of a currency that board lacks.
+async fn store_quotes(
+    sql: &Statements,
+    db: &mut PgConnection,
+    banks: impl Iterator<Item = &BankNow>,
+) -> sqlx::Result<()> {
+    let mut ids = Vec::new();
+    let mut codes = Vec::new();
+    let mut names = Vec::new();
+    let mut active = Vec::new();
+    let mut q_banks = Vec::new();
+    let mut currencies = Vec::new();
+    let mut fields: [Vec<Option<Decimal>>; 4] = Default::default();
+    let mut updated = Vec::new();
+    for now in banks {
+        ids.push(now.bank);
+        codes.push(now.code.as_str());
+        names.push(now.name.as_str());
+        active.push(now.active);
+        for quote in &now.quotes {
+            q_banks.push(now.bank);
+            currencies.push(quote.currency.as_str().to_owned());
+            let values = [
+                quote.cash_buying,
+                quote.cash_selling,
+                quote.transactional_buying,
+                quote.transactional_selling,
+            ];
+            for (field, value) in fields.iter_mut().zip(values) {
+                field.push(value);
+            }
+            updated.push(quote.updated_at);
+        }
+    }
+    let [cash_buying, cash_selling, transactional_buying, transactional_selling] = fields;
+    sqlx::query(&sql.refresh)
+        .bind(&ids)
+        .bind(&codes)
+        .bind(&names)
+        .bind(&active)
+        .bind(&q_banks)
+        .bind(&currencies)
+        .bind(&cash_buying)
+        .bind(&cash_selling)
+        .bind(&transactional_buying)
+        .bind(&transactional_selling)
+        .bind(&updated)
+        .execute(db)
+        .await?;
+    Ok(())
 }

@@ -61,18 +61,23 @@ impl Statements {
                  WHERE bank_id = ANY ($1) OR bank_id = 0"
             ),
             quotes: crate::quotes::statement(s),
-            // Copies the banks' ($1) latest boards and details from
-            // the generation.
+            // Stores the banks' ($1..$4) details and their latest
+            // boards' quotes ($5..$11), dropping currencies they no
+            // longer quote.
             refresh: format!(
-                "WITH latest AS (
-                     SELECT * FROM ({latest}) l WHERE l.bank_id = ANY ($1)
+                "WITH now AS (
+                     SELECT * FROM UNNEST($5::bigint[], $6::text[], $7::numeric[], $8::numeric[],
+                                          $9::numeric[], $10::numeric[], $11::timestamptz[])
+                         AS n (bank_id, currency, cash_buying, cash_selling,
+                               transactional_buying, transactional_selling, updated_at)
                  ), gone AS (
                      DELETE FROM {s}.quotes q WHERE q.bank_id = ANY ($1)
-                       AND (q.bank_id, q.currency) NOT IN (SELECT bank_id, currency FROM latest)
+                       AND NOT EXISTS (SELECT 1 FROM now n
+                                       WHERE n.bank_id = q.bank_id AND n.currency = q.currency)
                  ), put AS (
                      INSERT INTO {s}.quotes (bank_id, currency, cash_buying, cash_selling,
                                              transactional_buying, transactional_selling, updated_at)
-                     SELECT * FROM latest
+                     SELECT * FROM now
                      ON CONFLICT (bank_id, currency) DO UPDATE SET
                          cash_buying = EXCLUDED.cash_buying, cash_selling = EXCLUDED.cash_selling,
                          transactional_buying = EXCLUDED.transactional_buying,
@@ -80,7 +85,7 @@ impl Statements {
                          updated_at = EXCLUDED.updated_at
                  )
                  INSERT INTO {s}.quote_banks (bank_id, code, name, active)
-                 SELECT id, code, name, active FROM banks WHERE id = ANY ($1)
+                 SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::bool[])
                  ON CONFLICT (bank_id) DO UPDATE SET code = EXCLUDED.code,
                      name = EXCLUDED.name, active = EXCLUDED.active"
             ),

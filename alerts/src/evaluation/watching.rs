@@ -15,11 +15,13 @@ use super::sql::Statements;
 use crate::judge::{self, Armed, Condition, Field, Move, Quote, WatchBank, BEST};
 use crate::schema::EVALUATION_LOCK;
 
-/// How an applied event left its bank: listed or not, and its latest
-/// board's rates (none when it has no board).
+/// How an applied event left its bank: its code and name, listed or not,
+/// and its latest board's rates (none when it has no board).
 #[derive(Debug, Clone)]
 pub struct BankNow {
     pub bank: i64,
+    pub code: String,
+    pub name: String,
     pub active: bool,
     pub quotes: Vec<Quote>,
 }
@@ -122,7 +124,7 @@ impl Watching {
     }
 
     /// Judges the watches an applied event moved, as it left its bank.
-    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
+    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: &BankNow) {
         let bank = now.bank;
         let mut affected: BTreeSet<CurrencyCode> = self
             .quotes
@@ -131,9 +133,9 @@ impl Watching {
             .map(|(_, c)| *c)
             .collect();
         self.quotes.retain(|(b, _), _| *b != bank);
-        for quote in now.quotes {
+        for quote in &now.quotes {
             affected.insert(quote.currency);
-            self.quotes.insert((bank, quote.currency), quote);
+            self.quotes.insert((bank, quote.currency), quote.clone());
         }
         self.active.insert(bank, now.active);
         let Watching {

@@ -81,11 +81,17 @@ pub async fn load<'a>(
     Ok(rows.into_model())
 }
 
-/// Every part is an index probe or a short range of one.
+/// Every part is an index probe or a short range of one, by a lateral
+/// probe per key (a join here became a scan of every board once Postgres
+/// kept one plan for the prepared statement). The fold reads
+/// the versions in force now (`known_to IS NULL`) from the tables: the
+/// views' filter, as known at a settable instant, costs planning on every
+/// batch and means the same thing here.
 const LOAD: &str = r#"
     WITH latest AS MATERIALIZED (
         SELECT t.bank_id, l.as_of FROM UNNEST($2::bigint[], $3::int[]) AS t (bank_id, n)
-        CROSS JOIN LATERAL (SELECT as_of FROM boards b WHERE b.bank_id = t.bank_id
+        CROSS JOIN LATERAL (SELECT as_of FROM board_versions b
+                            WHERE b.bank_id = t.bank_id AND b.known_to IS NULL
                             ORDER BY as_of DESC LIMIT t.n) l
     ), replaced AS (
         -- Only a board at or before its bank's newest can replace one: a
@@ -97,27 +103,33 @@ const LOAD: &str = r#"
     ), picked AS MATERIALIZED (
         SELECT bank_id, as_of FROM latest
         UNION
-        SELECT bank_id, as_of FROM boards WHERE event_id = ANY ($5)
+        SELECT bank_id, as_of FROM board_versions WHERE event_id = ANY ($5) AND known_to IS NULL
         UNION
         SELECT b.bank_id, b.as_of FROM replaced k
-        CROSS JOIN LATERAL (SELECT bank_id, as_of FROM boards b
-                            WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of OFFSET 0) b
+        CROSS JOIN LATERAL (SELECT bank_id, as_of FROM board_versions b
+                            WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
+                              AND b.known_to IS NULL OFFSET 0) b
     ), board AS MATERIALIZED (
         SELECT b.bank_id, b.as_of, b.event_id, b.currencies FROM picked p
-        JOIN boards b ON b.bank_id = p.bank_id AND b.as_of = p.as_of
+        CROSS JOIN LATERAL (SELECT bank_id, as_of, event_id, currencies FROM board_versions b
+                            WHERE b.bank_id = p.bank_id AND b.as_of = p.as_of
+                              AND b.known_to IS NULL OFFSET 0) b
     ), rate AS MATERIALIZED (
         SELECT r.* FROM board b
-        CROSS JOIN LATERAL (SELECT * FROM rates r
+        CROSS JOIN LATERAL (SELECT * FROM rate_versions r
                             WHERE r.bank_id = b.bank_id AND r.currency = ANY (b.currencies)
-                              AND r.as_of = b.as_of OFFSET 0) r
+                              AND r.as_of = b.as_of AND r.known_to IS NULL OFFSET 0) r
     ), applied AS MATERIALIZED (
         SELECT event_id, partition, "offset" FROM applied_events WHERE event_id = ANY ($1)
     ), bank AS MATERIALIZED (
-        SELECT * FROM banks WHERE id = ANY ($2)
+        SELECT b.* FROM UNNEST($2::bigint[]) AS k (id)
+        CROSS JOIN LATERAL (SELECT * FROM bank_versions b
+                            WHERE b.id = k.id AND b.known_to IS NULL OFFSET 0) b
     ), retracted AS MATERIALIZED (
         SELECT * FROM retracted_boards WHERE event_id = ANY ($4)
     ), currency AS MATERIALIZED (
-        SELECT code::text, first_quoted_at FROM currencies WHERE code = ANY ($8::text[]::char(3)[])
+        SELECT code::text, first_quoted_at FROM currencies_known
+        WHERE code = ANY ($8::text[]::char(3)[])
     )
     SELECT ARRAY(SELECT event_id FROM applied) AS applied_ids,
            ARRAY(SELECT partition FROM applied) AS applied_partitions,

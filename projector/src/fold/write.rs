@@ -45,15 +45,11 @@ pub async fn write(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
 
 /// Closes the stored versions `net` revises: banks changed, boards (with
 /// their rates) replaced or withdrawn, reference days (with theirs)
-/// published again.
+/// published again, and each bank's latest board moved on. Only the parts
+/// with something to close are sent: a live board closes one row of
+/// `bank_latest_versions`, and a statement of every part cost more to
+/// plan than to run.
 async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
-    if net.closed_banks.is_empty()
-        && net.closed_boards.is_empty()
-        && net.closed_days.is_empty()
-        && net.closed_latest.is_empty()
-    {
-        return Ok(());
-    }
     let (banks, bank_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
         net.closed_banks.iter().map(|(b, t)| (b.get(), *t)).unzip();
     let mut boards = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -71,84 +67,144 @@ async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
     }
     let (latest, latest_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
         net.closed_latest.iter().map(|(b, t)| (b.get(), *t)).unzip();
-    sqlx::query(CLOSE)
-        .bind(&banks)
-        .bind(&bank_ends)
-        .bind(&boards.0)
-        .bind(&boards.1)
-        .bind(&boards.2)
-        .bind(&boards.3)
-        .bind(&days.0)
-        .bind(&days.1)
-        .bind(&days.2)
-        .bind(&latest)
-        .bind(&latest_ends)
-        .execute(db)
-        .await?;
+    let parts = [
+        (!banks.is_empty(), Close::Banks),
+        (!latest.is_empty(), Close::Latest),
+        (!boards.0.is_empty(), Close::Boards),
+        (!days.0.is_empty(), Close::Days),
+    ];
+    let sql = close_statement(parts.iter().filter(|(any, _)| *any).map(|(_, p)| *p));
+    let Some(sql) = sql else {
+        return Ok(());
+    };
+    let mut query = sqlx::query(&sql);
+    if !banks.is_empty() {
+        query = query.bind(&banks).bind(&bank_ends);
+    }
+    if !latest.is_empty() {
+        query = query.bind(&latest).bind(&latest_ends);
+    }
+    if !boards.0.is_empty() {
+        query = query
+            .bind(&boards.0)
+            .bind(&boards.1)
+            .bind(&boards.2)
+            .bind(&boards.3);
+    }
+    if !days.0.is_empty() {
+        query = query.bind(&days.0).bind(&days.1).bind(&days.2);
+    }
+    query.execute(db).await?;
     Ok(())
 }
 
-/// Each open version is found by a probe of its key and closed by row
-/// address (a join against the unnested keys became a scan of every row
-/// once Postgres stopped planning each execution of the prepared
-/// statement); a board's rates are found by the rates' key from the
-/// currencies it held (OFFSET 0 keeps those probes from becoming a join).
-const CLOSE: &str = "
-    WITH bank_rows AS (
-        SELECT b.ctid AS row, k.known_to
-        FROM UNNEST($1::bigint[], $2::timestamptz[]) AS k (id, known_to)
-        CROSS JOIN LATERAL (SELECT ctid FROM bank_versions b
-                            WHERE b.id = k.id AND b.known_to IS NULL OFFSET 0) b
-    ), old_banks AS (
-        UPDATE bank_versions t SET known_to = r.known_to
-        FROM bank_rows r WHERE t.ctid = r.row
-    ), latest_rows AS (
-        SELECT l.ctid AS row, k.known_to
-        FROM UNNEST($10::bigint[], $11::timestamptz[]) AS k (bank_id, known_to)
-        CROSS JOIN LATERAL (SELECT ctid FROM bank_latest_versions l
-                            WHERE l.bank_id = k.bank_id AND l.known_to IS NULL
-                            ORDER BY known_from DESC LIMIT 1) l
-    ), old_latest AS (
-        UPDATE bank_latest_versions t SET known_to = r.known_to
-        FROM latest_rows r WHERE t.ctid = r.row
-    ), board_rows AS (
-        SELECT b.ctid AS row, k.known_to, k.closed_by
-        FROM UNNEST($3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::uuid[])
-             AS k (bank_id, as_of, known_to, closed_by)
-        CROSS JOIN LATERAL (SELECT ctid FROM board_versions b
-                            WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
-                              AND b.known_to IS NULL OFFSET 0) b
-    ), old_boards AS (
-        UPDATE board_versions t SET known_to = r.known_to, closed_by = r.closed_by
-        FROM board_rows r WHERE t.ctid = r.row
-        RETURNING t.bank_id, t.as_of, t.currencies, t.known_to
-    ), rate_rows AS (
-        SELECT r.ctid AS row, o.known_to FROM old_boards o
-        CROSS JOIN LATERAL (SELECT ctid FROM rate_versions r
-                            WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
-                              AND r.as_of = o.as_of AND r.known_to IS NULL
-                            OFFSET 0) r
-    ), old_rates AS (
-        UPDATE rate_versions t SET known_to = r.known_to
-        FROM rate_rows r WHERE t.ctid = r.row
-    ), day_rows AS (
-        SELECT d.ctid AS row, k.known_to
-        FROM UNNEST($7::text[], $8::date[], $9::timestamptz[]) AS k (source, date, known_to)
-        CROSS JOIN LATERAL (SELECT ctid FROM reference_board_versions d
-                            WHERE d.source = k.source AND d.date = k.date
-                              AND d.known_to IS NULL OFFSET 0) d
-    ), old_days AS (
-        UPDATE reference_board_versions t SET known_to = r.known_to
-        FROM day_rows r WHERE t.ctid = r.row
-        RETURNING t.source, t.date, t.known_to
-    ), day_rate_rows AS (
-        SELECT r.ctid AS row, o.known_to FROM old_days o
-        CROSS JOIN LATERAL (SELECT ctid FROM reference_rate_versions r
-                            WHERE r.source = o.source AND r.date = o.date
-                              AND r.known_to IS NULL OFFSET 0) r
-    )
-    UPDATE reference_rate_versions t SET known_to = r.known_to
-    FROM day_rate_rows r WHERE t.ctid = r.row";
+/// What a run may close, each a part of [`close_statement`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    Banks,
+    Latest,
+    Boards,
+    Days,
+}
+
+/// The statement closing `parts`, their parameters numbered in that order;
+/// `None` when there are none. Each open version is found by a probe of
+/// its key and closed by row address (a join against the unnested keys
+/// became a scan of every row once Postgres stopped planning each
+/// execution of the prepared statement); a board's rates are found by the
+/// rates' key from the currencies it held (OFFSET 0 keeps those probes
+/// from becoming a join).
+fn close_statement(parts: impl Iterator<Item = Close>) -> Option<String> {
+    let mut next = 0;
+    let mut param = || {
+        next += 1;
+        next
+    };
+    let ctes: Vec<String> = parts
+        .map(|part| match part {
+            Close::Banks => format!(
+                "bank_rows AS (
+                    SELECT b.ctid AS row, k.known_to
+                    FROM UNNEST(${}::bigint[], ${}::timestamptz[]) AS k (id, known_to)
+                    CROSS JOIN LATERAL (SELECT ctid FROM bank_versions b
+                                        WHERE b.id = k.id AND b.known_to IS NULL OFFSET 0) b
+                ), old_banks AS (
+                    UPDATE bank_versions t SET known_to = r.known_to
+                    FROM bank_rows r WHERE t.ctid = r.row
+                )",
+                param(),
+                param()
+            ),
+            Close::Latest => format!(
+                "latest_rows AS (
+                    SELECT l.ctid AS row, k.known_to
+                    FROM UNNEST(${}::bigint[], ${}::timestamptz[]) AS k (bank_id, known_to)
+                    CROSS JOIN LATERAL (SELECT ctid FROM bank_latest_versions l
+                                        WHERE l.bank_id = k.bank_id AND l.known_to IS NULL
+                                        ORDER BY known_from DESC LIMIT 1) l
+                ), old_latest AS (
+                    UPDATE bank_latest_versions t SET known_to = r.known_to
+                    FROM latest_rows r WHERE t.ctid = r.row
+                )",
+                param(),
+                param()
+            ),
+            Close::Boards => format!(
+                "board_rows AS (
+                    SELECT b.ctid AS row, k.known_to, k.closed_by
+                    FROM UNNEST(${}::bigint[], ${}::timestamptz[], ${}::timestamptz[], ${}::uuid[])
+                         AS k (bank_id, as_of, known_to, closed_by)
+                    CROSS JOIN LATERAL (SELECT ctid FROM board_versions b
+                                        WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
+                                          AND b.known_to IS NULL OFFSET 0) b
+                ), old_boards AS (
+                    UPDATE board_versions t SET known_to = r.known_to, closed_by = r.closed_by
+                    FROM board_rows r WHERE t.ctid = r.row
+                    RETURNING t.bank_id, t.as_of, t.currencies, t.known_to
+                ), rate_rows AS (
+                    SELECT r.ctid AS row, o.known_to FROM old_boards o
+                    CROSS JOIN LATERAL (SELECT ctid FROM rate_versions r
+                                        WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
+                                          AND r.as_of = o.as_of AND r.known_to IS NULL
+                                        OFFSET 0) r
+                ), old_rates AS (
+                    UPDATE rate_versions t SET known_to = r.known_to
+                    FROM rate_rows r WHERE t.ctid = r.row
+                )",
+                param(),
+                param(),
+                param(),
+                param()
+            ),
+            Close::Days => format!(
+                "day_rows AS (
+                    SELECT d.ctid AS row, k.known_to
+                    FROM UNNEST(${}::text[], ${}::date[], ${}::timestamptz[]) AS k (source, date, known_to)
+                    CROSS JOIN LATERAL (SELECT ctid FROM reference_board_versions d
+                                        WHERE d.source = k.source AND d.date = k.date
+                                          AND d.known_to IS NULL OFFSET 0) d
+                ), old_days AS (
+                    UPDATE reference_board_versions t SET known_to = r.known_to
+                    FROM day_rows r WHERE t.ctid = r.row
+                    RETURNING t.source, t.date, t.known_to
+                ), day_rate_rows AS (
+                    SELECT r.ctid AS row, o.known_to FROM old_days o
+                    CROSS JOIN LATERAL (SELECT ctid FROM reference_rate_versions r
+                                        WHERE r.source = o.source AND r.date = o.date
+                                          AND r.known_to IS NULL OFFSET 0) r
+                ), old_day_rates AS (
+                    UPDATE reference_rate_versions t SET known_to = r.known_to
+                    FROM day_rate_rows r WHERE t.ctid = r.row
+                )",
+                param(),
+                param(),
+                param()
+            ),
+        })
+        .collect();
+    // Data-modifying parts of a WITH run to completion whether read or not.
+    (!ctes.is_empty()).then(|| format!("WITH {} SELECT 1", ctes.join(", ")))
+}
 
 /// The end of a version the run closed itself, and what closed it.
 fn ends(closed: Option<Stamp>) -> (Option<DateTime<Utc>>, Option<Uuid>) {

@@ -34,6 +34,8 @@ enum Scenario {
     /// 10,000 alerts crossed by one board: the time to the last signed
     /// call, and the board's freshness beside it.
     Alerts,
+    /// The freshness load alone, printed and not written to the page.
+    Freshness,
     /// Answers as known at a past instant on a year of hourly history:
     /// latency and throughput beside the live path, a final answer asked
     /// again, Postgres bytes before and after the bitemporal change, signed
@@ -52,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Live => bench::live::run(settings).await,
         Scenario::Projectors => bench::projectors::run(settings).await,
         Scenario::Alerts => bench::alerts::run(settings).await,
+        Scenario::Freshness => bench::full::freshness_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
     }
 }
