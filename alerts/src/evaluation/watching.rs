@@ -135,7 +135,7 @@ impl Watching {
         self.quotes.retain(|(b, _), _| *b != bank);
         for quote in &now.quotes {
             affected.insert(quote.currency);
-            self.quotes.insert((bank, quote.currency), quote.clone());
+            self.quotes.insert((bank, quote.currency), *quote);
         }
         self.active.insert(bank, now.active);
         let Watching {
