@@ -129,14 +129,29 @@ function panel(title, ...content) {
   for (const table of dialog.querySelectorAll('table')) labelCells(table);
 }
 
-function ratesTable(rates) {
+// A value the board's `outliers` name: its cell says what it departed from.
+function outlierNote(o) {
+  const from = [o.previous != null && `its previous ${formatRate(o.previous)}`,
+    o.median != null && `the other banks' median ${formatRate(o.median)}`].filter(Boolean);
+  return `An outlier when published: far from ${from.join(' and ')}`;
+}
+
+function ratesTable(rates, outliers = []) {
+  const flagged = new Map(outliers.map((o) => [`${o.currencyCode}/${o.field}`, o]));
+  const cell = (r, f) => {
+    const o = flagged.get(`${r.currency.id}/${f}`);
+    return h('td', { class: o ? 'num outlier' : 'num', 'data-field': f, 'data-value': r[f] ?? '',
+      title: o && outlierNote(o) }, formatRate(r[f]));
+  };
   return h('div', { class: 'scroll' }, h('table', { class: 'stack', id: 'provenance-rates' },
-    h('caption', { class: 'muted' }, 'The rates as published'),
+    h('caption', { class: 'muted' }, outliers.length
+      ? 'The rates as published; marked: outliers when published, not eligible for the best rates'
+      : 'The rates as published'),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Currency'),
       ...FIELDS.map((f) => h('th', { scope: 'col', class: 'num' }, LABELS[f])))),
     h('tbody', {}, ...rates.map((r) => h('tr', { 'data-currency': r.currency.id },
       h('th', { scope: 'row' }, r.currency.id),
-      ...FIELDS.map((f) => h('td', { class: 'num', 'data-field': f, 'data-value': r[f] ?? '' }, formatRate(r[f]))))))));
+      ...FIELDS.map((f) => cell(r, f)))))));
 }
 
 function source(s) {
@@ -170,7 +185,7 @@ function showBoard(b) {
       ...source(b.source),
       ...fact('Reason', 'reason', b.reason, reason(b)),
       ...fact('Event id', 'eventId', b.eventId, h('code', {}, b.eventId))),
-    ratesTable(b.rates),
+    ratesTable(b.rates, b.outliers),
     h('h3', {}, 'Revisions'),
     b.revisions.length
       ? h('ul', { id: 'provenance-revisions' }, ...b.revisions.map(revisionItem))

@@ -31,6 +31,7 @@ use ratewire_proto::{
     CurrencyCode, Decoded, Envelope, Event, Period, ReferenceBoardPublished, ReferenceEntry,
     Schedule, SocialLink,
 };
+use ratewire_readmodel::quality::OutlierRule;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::Field;
 use ratewire_service::testing::TestDatabase;
@@ -731,7 +732,16 @@ async fn answers_match(pool: &PgPool, model: &Model) -> anyhow::Result<()> {
     }
     let now = received();
     for code in CODES.map(|c| CurrencyCode::parse(c).unwrap()) {
-        let best = store::best_rates(pool, code, now).await?;
+        let best = store::best_rates(
+            pool,
+            code,
+            now,
+            OutlierRule {
+                in_best: true,
+                ..OutlierRule::default()
+            },
+        )
+        .await?;
         let quoting: Vec<(
             BankId,
             DateTime<Utc>,

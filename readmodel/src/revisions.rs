@@ -206,6 +206,23 @@ pub struct Board {
     pub status: Status,
     /// The events that revised it, oldest first.
     pub revisions: Vec<Revision>,
+    /// Its values that were outliers when it was published.
+    pub outliers: Vec<Outlier>,
+}
+
+/// A value of a board that departed by more than the outlier percent from
+/// everything it could be held against as known when the board was
+/// published (see [`crate::quality::outliers`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outlier {
+    pub currency: CurrencyCode,
+    pub field: Field,
+    pub value: Decimal,
+    /// The bank's previous value of the field.
+    pub previous: Option<Decimal>,
+    /// The median of the other active banks' values, when two or more
+    /// quoted the currency.
+    pub median: Option<Decimal>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use ratewire_service::settings::parse_schema;
 use rust_decimal::Decimal;
 
+use crate::quality::OutlierRule;
 use crate::views::ViewStyle;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -51,6 +52,18 @@ pub struct ReadModelSettings {
     /// 2 per cent"); a number above 0 and at most 100.
     #[arg(long, env = "RATEWIRE_SPREAD_CAP_PERCENT", default_value = "2", value_parser = parse_cap)]
     pub spread_cap_percent: Decimal,
+    /// The outlier percent: a published value that departs by more than
+    /// this from both the bank's previous value of the field and the median
+    /// of the other active banks' current values (when two or more others
+    /// quote the currency) is an outlier; 20 by default, a number above 0
+    /// and at most 1000.
+    #[arg(long, env = "RATEWIRE_OUTLIER_PERCENT", default_value = "20", value_parser = parse_outlier_percent)]
+    pub outlier_percent: Decimal,
+    /// Whether an outlier may still be a best rate: false (the default)
+    /// leaves flagged values out of best-rates, true restores the plain
+    /// rule (the best value wins, whatever it is).
+    #[arg(long, env = "RATEWIRE_OUTLIERS_IN_BEST", default_value_t = false, action = clap::ArgAction::Set)]
+    pub outliers_in_best: bool,
 }
 
 /// A spread cap: a decimal number above 0 and at most 100.
@@ -65,6 +78,19 @@ fn parse_cap(text: &str) -> Result<Decimal, String> {
     Ok(cap.normalize())
 }
 
+/// An outlier percent: a decimal number above 0 and at most 1000 (a
+/// tenfold typo departs by 900%).
+fn parse_outlier_percent(text: &str) -> Result<Decimal, String> {
+    let percent: Decimal = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number such as 20 or 12.5"))?;
+    if percent <= Decimal::ZERO || percent > Decimal::ONE_THOUSAND {
+        return Err(format!("`{text}` is not above 0 and at most 1000"));
+    }
+    Ok(percent.normalize())
+}
+
 impl ReadModelSettings {
     pub fn stream_retention(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.stream_retention_secs)
@@ -73,6 +99,10 @@ impl ReadModelSettings {
     pub fn view_style(&self) -> ViewStyle {
         ViewStyle {
             currency_image_base: self.currency_image_base.trim_end_matches('/').to_owned(),
+            outliers: OutlierRule {
+                percent: self.outlier_percent,
+                in_best: self.outliers_in_best,
+            },
         }
     }
 }
@@ -87,6 +117,15 @@ mod tests {
         assert_eq!(parse_cap(" 2.50 "), Ok(Decimal::new(25, 1)));
         for bad in ["", "two", "0", "-1", "100.5", "2%"] {
             assert!(parse_cap(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_outlier_percent_is_above_zero_and_at_most_a_thousand() {
+        assert_eq!(parse_outlier_percent("20"), Ok(Decimal::from(20)));
+        assert_eq!(parse_outlier_percent("1000"), Ok(Decimal::ONE_THOUSAND));
+        for bad in ["", "twenty", "0", "-5", "1000.5", "20%"] {
+            assert!(parse_outlier_percent(bad).is_err(), "{bad:?}");
         }
     }
 }

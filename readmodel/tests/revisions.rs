@@ -278,7 +278,9 @@ async fn a_correction_then_a_retraction_are_logged_in_known_at_order_and_paged_b
 #[tokio::test]
 async fn each_board_shows_its_provenance_and_what_became_of_it() -> anyhow::Result<()> {
     let Story { db, a, b, r, c, d } = story().await?;
-    let corrected = store::board(&db.pool, a).await?.expect("board a");
+    let corrected = store::board(&db.pool, a, Decimal::from(20))
+        .await?
+        .expect("board a");
     assert_eq!(corrected.status, Status::Corrected);
     assert_eq!(corrected.rates.len(), 2, "as published: EUR and USD");
     assert_eq!(corrected.rates[0].currency.as_str(), "EUR");
@@ -295,26 +297,37 @@ async fn each_board_shows_its_provenance_and_what_became_of_it() -> anyhow::Resu
     assert_eq!(corrected.revisions.len(), 1);
     assert_eq!(corrected.revisions[0].event_id, b);
 
-    let retracted = store::board(&db.pool, b).await?.expect("board b");
+    let retracted = store::board(&db.pool, b, Decimal::from(20))
+        .await?
+        .expect("board b");
     assert_eq!(retracted.status, Status::Retracted);
     assert_eq!(retracted.reason.as_deref(), Some("USD was mistyped"));
     assert_eq!(retracted.revisions[0].event_id, r);
 
-    let latest = store::board(&db.pool, c).await?.expect("board c");
+    let latest = store::board(&db.pool, c, Decimal::from(20))
+        .await?
+        .expect("board c");
     assert_eq!(latest.status, Status::InForce);
     assert!(latest.revisions.is_empty());
 
-    let older = store::board(&db.pool, d).await?.expect("board d");
+    let older = store::board(&db.pool, d, Decimal::from(20))
+        .await?
+        .expect("board d");
     assert_eq!(older.status, Status::Superseded);
     assert_eq!(
         (older.known_at, older.received_at, older.log, older.source),
         (None, None, None, None),
         "folded before provenance was kept"
     );
-    assert!(store::board(&db.pool, Uuid::from_u128(99)).await?.is_none());
+    assert!(
+        store::board(&db.pool, Uuid::from_u128(99), Decimal::from(20))
+            .await?
+            .is_none()
+    );
 
     let bank = BankId::new(1)?;
-    let at_noon = |at: &str| store::board_at(&db.pool, bank, at.parse().unwrap());
+    let at_noon =
+        |at: &str| store::board_at(&db.pool, bank, at.parse().unwrap(), Decimal::from(20));
     let noon = at_noon("2026-11-20T12:00:00Z")
         .await?
         .expect("noon's board");

@@ -199,6 +199,9 @@ fn a_bad_setting_stops_each_process_with_its_variable_named() -> anyhow::Result<
         ("ratewire-api", "RATEWIRE_PLANS", "free=ten/100"),
         ("ratewire-api", "RATEWIRE_SPREAD_CAP_PERCENT", "2%"),
         ("ratewire-projector", "RATEWIRE_SPREAD_CAP_PERCENT", "0"),
+        ("ratewire-api", "RATEWIRE_OUTLIER_PERCENT", "-5"),
+        ("ratewire-projector", "RATEWIRE_OUTLIER_PERCENT", "twenty"),
+        ("ratewire-api", "RATEWIRE_OUTLIERS_IN_BEST", "maybe"),
         ("ratewire-ingest", "RATEWIRE_PUBLISH_TIMEOUT_MS", "soon"),
         (
             "ratewire-projector",

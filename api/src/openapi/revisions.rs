@@ -136,6 +136,30 @@ pub struct Board {
     pub status: String,
     /// The events that revised it, oldest first.
     pub revisions: Vec<Revision>,
+    /// Its values that were outliers when it was published: each departed
+    /// by more than RATEWIRE_OUTLIER_PERCENT (20 by default) from both the
+    /// bank's previous value of the field and the median of the other
+    /// active banks' values (when two or more quoted the currency), as
+    /// known at `knownAt`. Empty for boards from before provenance was kept.
+    pub outliers: Vec<BoardOutlier>,
+}
+
+/// One outlying value of a board.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BoardOutlier {
+    #[schema(pattern = "^[A-Z]{3}$")]
+    pub currency_code: String,
+    #[schema(pattern = "^(cashBuying|cashSelling|transactionalBuying|transactionalSelling)$")]
+    pub field: String,
+    pub value: f64,
+    /// The bank's previous value of the field; null for its first.
+    #[schema(required = true)]
+    pub previous: Option<f64>,
+    /// The median of the other active banks' values; null when fewer
+    /// than two others quoted the currency.
+    #[schema(required = true)]
+    pub median: Option<f64>,
 }
 
 #[derive(ToSchema)]

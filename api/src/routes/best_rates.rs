@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use ratewire_proto::CurrencyCode;
+use ratewire_readmodel::quality::OutlierRule;
 use ratewire_readmodel::store;
 use ratewire_readmodel::views::best_rates_fingerprinted;
 use sqlx::PgConnection;
@@ -44,17 +45,18 @@ pub async fn best_rates(
             Begun::Reading(read) => read,
         };
         let now = read.now();
-        let stored = render(read.db(), code, now)
+        let stored = render(read.db(), code, now, state.views.style.outliers)
             .await?
             .map_err(Error::NotFound)?;
         let body = String::from_utf8_lossy(&stored.body).into_owned();
         return read.answer(Rendered::Json(body), None).await;
     }
+    let outliers = state.views.style.outliers;
     state
         .views
         .serve(named, MISSING, Shape::Whole, |read| async move {
             let mut db = read.pool.acquire().await?;
-            render(&mut db, code, Utc::now()).await
+            render(&mut db, code, Utc::now(), outliers).await
         })
         .await
 }
@@ -66,8 +68,9 @@ async fn render(
     db: &mut PgConnection,
     code: CurrencyCode,
     now: DateTime<Utc>,
+    outliers: OutlierRule,
 ) -> Result<std::result::Result<Stored, &'static str>> {
-    Ok(match store::best_rates_in(db, code, now).await? {
+    Ok(match store::best_rates_in(db, code, now, outliers).await? {
         Some(entries) => {
             let (body, digest) = best_rates_fingerprinted(&entries, now);
             Ok(Stored {

@@ -60,7 +60,7 @@ pub async fn board(
     let EventId(id) = EventId::parse("eventId", &text)
         .map_err(|message| Error::validation("eventId", message))?;
     let read = state.views.read.current();
-    let board = store::board(read.history(), id)
+    let board = store::board(read.history(), id, state.views.style.outliers.percent)
         .await?
         .ok_or(Error::NotFound("Board not found"))?;
     Ok(fingerprinted(
@@ -103,7 +103,7 @@ pub async fn board_at(
         return Err(Error::NotFound("Bank not found"));
     }
     let Instant(as_of) = query.as_of;
-    let board = store::board_at(db, query.bank_id, as_of)
+    let board = store::board_at(db, query.bank_id, as_of, state.views.style.outliers.percent)
         .await?
         .ok_or(Error::NotFound("Board not found"))?;
     Ok(fingerprinted(

@@ -33,6 +33,7 @@ use crate::metrics as report;
 use crate::views::redis::Target;
 use crate::views::redis::{Rendered, ViewUpdate};
 use crate::views::series_cache::{SeriesCache, SeriesKey};
+use ratewire_readmodel::quality::OutlierRule;
 use ratewire_readmodel::store::{self, Version};
 use ratewire_readmodel::views::{self, BankInfo, BankView, BestEntry, Field, RateView, ViewStyle};
 
@@ -418,6 +419,7 @@ async fn write(
         &target.generation,
         &codes,
         &quotes,
+        style.outliers,
         cache,
         &mut update,
     )
@@ -477,6 +479,7 @@ async fn render_best(
     generation: &str,
     codes: &[CurrencyCode],
     quotes: &HashMap<CurrencyCode, Quotes>,
+    outliers: OutlierRule,
     cache: &mut SeriesCache,
     update: &mut ViewUpdate,
 ) -> Result<()> {
@@ -484,7 +487,7 @@ async fn render_best(
     let picks: Vec<(CurrencyCode, [Option<usize>; 4])> = codes
         .iter()
         .map(|code| {
-            let picks = quotes.get(code).map(|q| store::best_picks(q));
+            let picks = quotes.get(code).map(|q| store::best_picks(q, outliers));
             (*code, picks.unwrap_or_default())
         })
         .collect();
@@ -537,7 +540,17 @@ pub async fn load(
         style,
     )));
     let quotes = store::quotes_of(&mut *tx, currencies).await?;
-    render_best(&mut tx, generation, currencies, &quotes, cache, &mut update).await?;
+    let outliers = style.outliers;
+    render_best(
+        &mut tx,
+        generation,
+        currencies,
+        &quotes,
+        outliers,
+        cache,
+        &mut update,
+    )
+    .await?;
     tx.commit().await?;
     Ok(update)
 }

@@ -4,5 +4,5 @@
 pub mod outliers;
 pub mod slots;
 
-pub use outliers::References;
+pub use outliers::{judge_market, OutlierRule, Quoted, References};
 pub use slots::{judge, median, Judged};

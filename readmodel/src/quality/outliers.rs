@@ -68,6 +68,81 @@ pub fn median(values: &[Decimal]) -> Option<Decimal> {
     }
 }
 
+/// How the best rates treat outliers: the percent that makes one
+/// (`RATEWIRE_OUTLIER_PERCENT`), and whether one may still be a best rate
+/// (`RATEWIRE_OUTLIERS_IN_BEST`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutlierRule {
+    pub percent: Decimal,
+    pub in_best: bool,
+}
+
+impl Default for OutlierRule {
+    fn default() -> Self {
+        Self {
+            percent: Decimal::from(20),
+            in_best: false,
+        }
+    }
+}
+
+impl OutlierRule {
+    /// Which of `market`'s values the best rates leave out.
+    pub fn left_out(&self, market: &[Quoted]) -> Vec<bool> {
+        if self.in_best {
+            return vec![false; market.len()];
+        }
+        judge_market(market, self.percent)
+            .iter()
+            .map(Option::is_some)
+            .collect()
+    }
+}
+
+/// One bank's value of a field, beside its previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quoted {
+    /// `None`: the bank does not quote the field.
+    pub value: Option<Decimal>,
+    pub previous: Option<Decimal>,
+}
+
+/// Judges every bank's value of one field of one currency against its
+/// previous value and the median of the others': for each, the references
+/// it departs from by more than `percent` when it is an outlier, else
+/// `None`. The values are sorted once and each median is read around the
+/// value left out, so a market of fifty banks costs one sort, not fifty.
+pub fn judge_market(market: &[Quoted], percent: Decimal) -> Vec<Option<References>> {
+    let mut sorted: Vec<Decimal> = market.iter().filter_map(|q| q.value).collect();
+    sorted.sort_unstable();
+    market
+        .iter()
+        .map(|quoted| {
+            let value = quoted.value?;
+            let references = References {
+                previous: quoted.previous,
+                median: median_without(&sorted, value),
+            };
+            references.flag(value, percent).then_some(references)
+        })
+        .collect()
+}
+
+/// The median of `sorted` with one occurrence of `left_out` removed, when
+/// two or more values remain.
+fn median_without(sorted: &[Decimal], left_out: Decimal) -> Option<Decimal> {
+    let gap = sorted.binary_search(&left_out).ok()?;
+    let others = sorted.len() - 1;
+    if others < 2 {
+        return None;
+    }
+    let at = |i: usize| sorted[if i < gap { i } else { i + 1 }];
+    Some(match others % 2 {
+        1 => at(others / 2),
+        _ => (at(others / 2 - 1) + at(others / 2)) / Decimal::TWO,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +205,49 @@ mod tests {
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[d("3"), d("1"), d("2")]), Some(d("2")));
         assert_eq!(median(&[d("4"), d("1"), d("3"), d("2")]), Some(d("2.5")));
+    }
+
+    #[test]
+    fn a_market_is_judged_with_each_bank_left_out_of_its_own_median() {
+        let market: Vec<Quoted> = [
+            (Some("155.10"), Some("155.00")),
+            (Some("1555.00"), None),
+            (Some("154.90"), Some("154.80")),
+            (None, Some("150")),
+            (Some("156.00"), Some("156.00")),
+        ]
+        .iter()
+        .map(|(v, p)| Quoted {
+            value: v.map(d),
+            previous: p.map(d),
+        })
+        .collect();
+        let judged = judge_market(&market, twenty());
+        let flagged: Vec<bool> = judged.iter().map(Option::is_some).collect();
+        assert_eq!(flagged, [false, true, false, false, false]);
+        // The typo's median is the others': 155.10, 154.90, 156.00.
+        assert_eq!(
+            judged[1],
+            Some(References {
+                previous: None,
+                median: Some(d("155.10"))
+            })
+        );
+        // Every median read around the gap equals the one computed apart.
+        for (i, quoted) in market.iter().enumerate() {
+            let Some(value) = quoted.value else { continue };
+            let others: Vec<Decimal> = market
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .filter_map(|(_, q)| q.value)
+                .collect();
+            let mut sorted: Vec<Decimal> = market.iter().filter_map(|q| q.value).collect();
+            sorted.sort_unstable();
+            assert_eq!(
+                median_without(&sorted, value),
+                References::of(None, &others).median
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{Board, Revision};
-use crate::views::{timestamp, Envelope, OptNum, QuoteJson, ViewStyle};
+use crate::views::{timestamp, Envelope, Num, OptNum, QuoteJson, ViewStyle};
 
 /// What a page of the log is of, as the request asked.
 #[derive(Debug, Clone, Copy)]
@@ -158,6 +158,17 @@ struct BoardJson<'a> {
     reason: Option<&'a str>,
     status: &'static str,
     revisions: Vec<RevisionJson<'a>>,
+    outliers: Vec<OutlierJson>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutlierJson {
+    currency_code: CurrencyCode,
+    field: &'static str,
+    value: Num,
+    previous: OptNum,
+    median: OptNum,
 }
 
 #[derive(Serialize)]
@@ -199,6 +210,17 @@ pub fn board_json(board: &Board, style: &ViewStyle) -> String {
         reason: board.reason.as_deref(),
         status: board.status.name(),
         revisions: board.revisions.iter().map(RevisionJson::new).collect(),
+        outliers: board
+            .outliers
+            .iter()
+            .map(|o| OutlierJson {
+                currency_code: o.currency,
+                field: o.field.key(),
+                value: Num(o.value),
+                previous: OptNum(o.previous),
+                median: OptNum(o.median),
+            })
+            .collect(),
     })
 }
 
@@ -301,9 +323,11 @@ mod tests {
             reason: None,
             status: Status::Corrected,
             revisions: vec![correction(None)],
+            outliers: Vec::new(),
         };
         let style = ViewStyle {
             currency_image_base: "https://i.test".into(),
+            outliers: crate::quality::OutlierRule::default(),
         };
         let json: serde_json::Value = serde_json::from_str(&board_json(&board, &style)).unwrap();
         let data = &json["data"];

@@ -7,15 +7,18 @@ use sqlx::PgConnection;
 
 use super::{quotes, series_read, Point};
 use crate::error::Result;
-use crate::views::{pick_best, BankInfo, BestEntry, Candidate, Field, RateView};
+use crate::quality::{OutlierRule, Quoted};
+use crate::views::{best_offer, BankInfo, BestEntry, Field, Offer, RateView};
 
-/// The best rates for `code` at `now`; `None` when no active bank quotes it.
+/// The best rates for `code` at `now`, outliers treated by `rule`; `None`
+/// when no active bank quotes it.
 pub async fn best_rates(
     pool: &sqlx::PgPool,
     code: CurrencyCode,
     now: DateTime<Utc>,
+    rule: OutlierRule,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
-    best_rates_in(&mut *pool.acquire().await?, code, now).await
+    best_rates_in(&mut *pool.acquire().await?, code, now, rule).await
 }
 
 /// [`best_rates`] on one connection (in a transaction's snapshot).
@@ -23,18 +26,40 @@ pub async fn best_rates_in(
     db: &mut PgConnection,
     code: CurrencyCode,
     now: DateTime<Utc>,
+    rule: OutlierRule,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
     let quotes = quotes(&mut *db, code).await?;
-    best_rates_from_in(db, code, &quotes, now).await
+    best_rates_from_in(db, code, &quotes, now, rule).await
 }
 
-/// Which quote is best for each field (by [`Field::ALL`] order).
-pub fn best_picks(quotes: &[(BankInfo, RateView)]) -> [Option<usize>; 4] {
-    let candidates: Vec<Candidate<'_>> = quotes
+/// Which quote is best for each field (by [`Field::ALL`] order), the
+/// values `rule` flags as outliers left out.
+pub fn best_picks(quotes: &[(BankInfo, RateView)], rule: OutlierRule) -> [Option<usize>; 4] {
+    Field::ALL.map(|field| {
+        let left_out = rule.left_out(&market(field, quotes));
+        best_offer(
+            field,
+            quotes
+                .iter()
+                .zip(left_out)
+                .map(|((bank, rate), out)| Offer {
+                    value: field.of(rate).filter(|_| !out),
+                    updated_at: rate.updated_at,
+                    bank: bank.id.get(),
+                }),
+        )
+    })
+}
+
+/// Each bank's value of `field` beside its previous one.
+pub fn market(field: Field, quotes: &[(BankInfo, RateView)]) -> Vec<Quoted> {
+    quotes
         .iter()
-        .map(|(bank, rate)| Candidate { bank, rate })
-        .collect();
-    Field::ALL.map(|field| pick_best(field, &candidates))
+        .map(|(_, rate)| Quoted {
+            value: field.of(rate),
+            previous: rate.previous.as_ref().and_then(|p| field.of_previous(p)),
+        })
+        .collect()
 }
 
 /// The entry for `field` of a best quote, with its series.
@@ -45,7 +70,7 @@ pub fn best_entry(
 ) -> BestEntry {
     BestEntry {
         bank: bank.clone(),
-        price: field.of(rate).expect("pick_best only picks quoted fields"),
+        price: field.of(rate).expect("best_picks only picks quoted fields"),
         updated_at: rate.updated_at,
         previous: rate.previous.as_ref().and_then(|p| field.of_previous(p)),
         series,
@@ -58,8 +83,9 @@ pub async fn best_rates_from(
     code: CurrencyCode,
     quotes: &[(BankInfo, RateView)],
     now: DateTime<Utc>,
+    rule: OutlierRule,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
-    best_rates_from_in(&mut *pool.acquire().await?, code, quotes, now).await
+    best_rates_from_in(&mut *pool.acquire().await?, code, quotes, now, rule).await
 }
 
 async fn best_rates_from_in(
@@ -67,12 +93,17 @@ async fn best_rates_from_in(
     code: CurrencyCode,
     quotes: &[(BankInfo, RateView)],
     now: DateTime<Utc>,
+    rule: OutlierRule,
 ) -> Result<Option<[Option<BestEntry>; 4]>> {
     if quotes.is_empty() {
         return Ok(None);
     }
     let mut entries: [Option<BestEntry>; 4] = Default::default();
-    for ((slot, field), pick) in entries.iter_mut().zip(Field::ALL).zip(best_picks(quotes)) {
+    for ((slot, field), pick) in entries
+        .iter_mut()
+        .zip(Field::ALL)
+        .zip(best_picks(quotes, rule))
+    {
         let Some(i) = pick else {
             continue;
         };

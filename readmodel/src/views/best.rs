@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::{timestamp, BankInfo, Num, PreviousRate, RateView};
+use super::{timestamp, BankInfo, HistoryRecord, Num, PreviousRate, RateView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Field {
@@ -64,6 +64,16 @@ impl Field {
         }
     }
 
+    /// The field of a board's record.
+    pub fn of_record(self, record: &HistoryRecord) -> Option<Decimal> {
+        match self {
+            Field::CashBuying => Some(record.cash_buying),
+            Field::CashSelling => Some(record.cash_selling),
+            Field::TransactionalBuying => record.transactional_buying,
+            Field::TransactionalSelling => record.transactional_selling,
+        }
+    }
+
     pub fn of_previous(self, previous: &PreviousRate) -> Option<Decimal> {
         match self {
             Field::CashBuying => Some(previous.cash_buying),
@@ -72,25 +82,6 @@ impl Field {
             Field::TransactionalSelling => previous.transactional_selling,
         }
     }
-}
-
-/// One active bank's current quote for the currency.
-#[derive(Debug, Clone, Copy)]
-pub struct Candidate<'a> {
-    pub bank: &'a BankInfo,
-    pub rate: &'a RateView,
-}
-
-/// The index of the best candidate for `field` (see [`best_offer`]).
-pub fn pick_best(field: Field, candidates: &[Candidate<'_>]) -> Option<usize> {
-    best_offer(
-        field,
-        candidates.iter().map(|c| Offer {
-            value: field.of(c.rate),
-            updated_at: c.rate.updated_at,
-            bank: c.bank.id.get(),
-        }),
-    )
 }
 
 /// One bank's value of a field as the best-rate rule compares them.
@@ -294,6 +285,17 @@ mod tests {
         }
     }
 
+    fn pick_best(field: Field, banks: &[BankInfo], rates: &[RateView]) -> Option<usize> {
+        best_offer(
+            field,
+            banks.iter().zip(rates).map(|(bank, rate)| Offer {
+                value: field.of(rate),
+                updated_at: rate.updated_at,
+                bank: bank.id.get(),
+            }),
+        )
+    }
+
     #[test]
     fn buying_is_best_highest_and_selling_lowest() {
         let banks = [bank(1), bank(2), bank(3)];
@@ -302,14 +304,10 @@ mod tests {
             rate("152", "161", None, "2026-11-20T08:00:00Z"),
             rate("151", "159", None, "2026-11-20T08:00:00Z"),
         ];
-        let candidates: Vec<_> = banks
-            .iter()
-            .zip(&rates)
-            .map(|(bank, rate)| Candidate { bank, rate })
-            .collect();
-        assert_eq!(pick_best(Field::CashBuying, &candidates), Some(1));
-        assert_eq!(pick_best(Field::CashSelling, &candidates), Some(2));
-        assert_eq!(pick_best(Field::TransactionalBuying, &candidates), None);
+        let pick = |field| pick_best(field, &banks, &rates);
+        assert_eq!(pick(Field::CashBuying), Some(1));
+        assert_eq!(pick(Field::CashSelling), Some(2));
+        assert_eq!(pick(Field::TransactionalBuying), None);
     }
 
     #[test]
@@ -320,17 +318,13 @@ mod tests {
             rate("150", "160", None, "2026-11-20T09:00:00Z"),
             rate("150", "160", None, "2026-11-20T08:00:00Z"),
         ];
-        let candidates: Vec<_> = banks
-            .iter()
-            .zip(&rates)
-            .map(|(bank, rate)| Candidate { bank, rate })
-            .collect();
+        let pick = |field| pick_best(field, &banks, &rates);
         assert_eq!(
-            pick_best(Field::CashBuying, &candidates),
+            pick(Field::CashBuying),
             Some(0),
             "earlier update, then bank 5 < 9"
         );
-        assert_eq!(pick_best(Field::CashSelling, &candidates), Some(0));
+        assert_eq!(pick(Field::CashSelling), Some(0));
     }
 
     #[test]

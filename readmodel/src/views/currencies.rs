@@ -30,6 +30,7 @@ mod tests {
         let code = |c| CurrencyCode::parse(c).unwrap();
         let style = ViewStyle {
             currency_image_base: "https://i.test".into(),
+            outliers: crate::quality::OutlierRule::default(),
         };
         let body = currencies_response(
             &[

@@ -61,6 +61,7 @@ mod tests {
         };
         let style = ViewStyle {
             currency_image_base: "https://i.test".into(),
+            outliers: crate::quality::OutlierRule::default(),
         };
         let body = history_response(
             NaiveDate::from_ymd_opt(2026, 11, 22).unwrap(),

@@ -18,8 +18,8 @@ mod series;
 
 pub use banks::banks_element;
 pub use best::{
-    best_offer, best_rates_fingerprinted, best_rates_response, pick_best, signed_difference,
-    BankRef, BestEntry, Candidate, Field, Offer,
+    best_offer, best_rates_fingerprinted, best_rates_response, signed_difference, BankRef,
+    BestEntry, Field, Offer,
 };
 pub use currencies::currencies_response;
 pub use history::{history_response, HistoryRecord};
@@ -62,11 +62,13 @@ use ratewire_proto::{BankId, CurrencyCode, SocialLink};
 use rust_decimal::Decimal;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-/// Presentation settings shared by the projector and the API's fallback.
+/// What the projector and the API's fallback make views with: their
+/// presentation, and how the best rates treat outliers.
 #[derive(Debug, Clone)]
 pub struct ViewStyle {
     /// Base URL for currency images, without a trailing slash.
     pub currency_image_base: String,
+    pub outliers: crate::quality::OutlierRule,
 }
 
 /// A bank as every view shows it.

@@ -130,6 +130,7 @@ mod tests {
         };
         let style = ViewStyle {
             currency_image_base: "https://i.test".into(),
+            outliers: crate::quality::OutlierRule::default(),
         };
         let variant = RatesVariant {
             transactional: true,

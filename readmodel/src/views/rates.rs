@@ -142,6 +142,7 @@ mod tests {
     fn style() -> ViewStyle {
         ViewStyle {
             currency_image_base: "https://img.test/c".into(),
+            outliers: crate::quality::OutlierRule::default(),
         }
     }
 

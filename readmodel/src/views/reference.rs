@@ -187,6 +187,7 @@ mod tests {
         };
         let style = ViewStyle {
             currency_image_base: "https://img.example".into(),
+            outliers: crate::quality::OutlierRule::default(),
         };
         let body = reference_day_response(&day, &style);
         assert!(body.contains(r#""buying":157.2270"#), "{body}");

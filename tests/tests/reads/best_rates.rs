@@ -140,3 +140,86 @@ async fn best_rates_validates_the_currency_code() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The board `id`, required to be 200.
+async fn board(world: &World, key: &str, id: uuid::Uuid) -> anyhow::Result<Value> {
+    let (status, body) = world
+        .get(&format!("/api/v1/boards/{id}"), Some(key))
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
+    Ok(body)
+}
+
+/// A newcomer's board with USD at ten times the market's (issue 60): the
+/// board is accepted, its values are flagged on the board, and best-rates
+/// keeps it out until the newcomer's next board repeats it.
+#[tokio::test]
+async fn a_tenfold_typo_is_flagged_kept_out_of_the_best_rates_and_unflagged_when_confirmed(
+) -> anyhow::Result<()> {
+    let mut world = World::new().await?;
+    let key = world.api_key("outliers").await?;
+    let cbe = world
+        .register_bank("CBE", "Commercial Bank of Ethiopia")
+        .await?;
+    let awash = world.register_bank("AWASH", "Awash Bank").await?;
+    let cbe_board = world
+        .publish(cbe, &Board::at(ago(0, 4)).rate("USD", "155.10", "158.20"))
+        .await?;
+    world
+        .publish(awash, &Board::at(ago(0, 4)).rate("USD", "154.90", "158.00"))
+        .await?;
+    let dashen = world.register_bank("DASHEN", "Dashen Bank").await?;
+    world
+        .publish(
+            dashen,
+            &Board::at(ago(0, 4)).rate("USD", "155.00", "158.30"),
+        )
+        .await?;
+    let newcomer = world.register_bank("NEW", "New Bank").await?;
+    let typo = world
+        .publish(
+            newcomer,
+            &Board::at(ago(0, 3)).rate("USD", "1555.00", "1581.00"),
+        )
+        .await?;
+
+    let flagged = board(&world, &key, typo).await?;
+    assert_eq!(
+        flagged["data"]["outliers"],
+        json!([
+            {"currencyCode": "USD", "field": "cashBuying", "value": 1555.0,
+             "previous": null, "median": 155.0},
+            {"currencyCode": "USD", "field": "cashSelling", "value": 1581.0,
+             "previous": null, "median": 158.2}
+        ]),
+        "held against the median of CBE's, Awash's and Dashen's: {flagged}"
+    );
+    assert_eq!(
+        board(&world, &key, cbe_board).await?["data"]["outliers"],
+        json!([]),
+        "nothing to hold CBE's first board against"
+    );
+    let body = best(&world, &key, "USD").await?;
+    assert_eq!(body["data"]["cashBuying"]["price"], 155.10, "{body}");
+    assert_eq!(body["data"]["cashBuying"]["bank"]["id"], cbe);
+    assert_eq!(
+        body["data"]["cashSelling"]["bank"]["id"], awash,
+        "the newcomer's selling rate is flagged too"
+    );
+
+    // The newcomer's next board repeats the value: confirmed.
+    let confirmed = world
+        .publish(
+            newcomer,
+            &Board::at(ago(0, 2)).rate("USD", "1555.00", "1581.00"),
+        )
+        .await?;
+    assert_eq!(
+        board(&world, &key, confirmed).await?["data"]["outliers"],
+        json!([])
+    );
+    let body = best(&world, &key, "USD").await?;
+    assert_eq!(body["data"]["cashBuying"]["price"], 1555.0, "{body}");
+    assert_eq!(body["data"]["cashBuying"]["bank"]["id"], newcomer);
+    Ok(())
+}

@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Live => bench::live::run(settings).await,
         Scenario::Projectors => bench::projectors::run(settings).await,
         Scenario::Alerts => bench::alerts::run(settings).await,
-        Scenario::Freshness => bench::full::freshness_only(settings).await,
+        Scenario::Freshness => bench::freshness::freshness_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
     }
 }
