@@ -18,6 +18,24 @@ use super::client::{new_bank, IngestClient, Pushed};
 use super::history;
 use super::market::{self, Style, DEMO_CURRENCIES};
 
+/// The demo bank that now and then misses its schedule: silent for a
+/// minute in every ten.
+pub const MISSING_BANK: &str = "ENAT";
+
+/// Whether [`MISSING_BANK`] keeps silent at `now`: the eighth minute of
+/// every ten.
+fn silent(code: &str, now: chrono::DateTime<Utc>) -> bool {
+    code == MISSING_BANK && (now.timestamp() / 60) % 10 == 7
+}
+
+/// The schedule the demo banks are registered with: a board every
+/// `interval`, and never more often than every ten seconds (the shortest
+/// period a schedule takes).
+fn schedule(interval: Duration) -> serde_json::Value {
+    let seconds = interval.as_secs_f64().ceil().max(10.0) as u64;
+    serde_json::json!({ "every": format!("PT{seconds}S") })
+}
+
 /// Weekdays before today whose reference boards the demo imports, so a
 /// fresh stack has a weekend to carry over.
 const REFERENCE_DAYS_BACK: u32 = 4;
@@ -59,6 +77,7 @@ pub struct DemoSettings {
 /// One simulated bank: its quoting style and current mid rates.
 struct SimBank {
     id: i64,
+    code: &'static str,
     token: String,
     style: Style,
     mids: Vec<(String, f64)>,
@@ -96,14 +115,14 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             Some(bank) => bank["id"].as_i64().context("bank without id")?,
             None => {
                 let lower = code.to_ascii_lowercase();
-                let id = client
-                    .register_bank(new_bank(
-                        code,
-                        name,
-                        &format!("https://assets.ratewire.example/banks/{lower}.png"),
-                        &[("telegram", &format!("https://t.me/{lower}bank"))],
-                    ))
-                    .await?;
+                let mut bank = new_bank(
+                    code,
+                    name,
+                    &format!("https://assets.ratewire.example/banks/{lower}.png"),
+                    &[("telegram", &format!("https://t.me/{lower}bank"))],
+                );
+                bank["schedule"] = schedule(settings.interval);
+                let id = client.register_bank(bank).await?;
                 info!(code, id, "registered demo bank");
                 id
             }
@@ -122,6 +141,7 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
         let style = Style::of(code);
         banks.push(SimBank {
             id,
+            code,
             token,
             style,
             mids: currencies
@@ -170,6 +190,9 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
         }
         let (mut accepted, mut failed) = (0, 0);
         for bank in &mut banks {
+            if silent(bank.code, Utc::now()) {
+                continue;
+            }
             let board = bank.next_board(&mut rng);
             match client.push_board(bank.id, &bank.token, board, None).await {
                 Pushed::Accepted { .. } => accepted += 1,
@@ -199,6 +222,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(7);
         let mut bank = SimBank {
             id: 1,
+            code: "CBE",
             token: String::new(),
             style: Style::of("CBE"),
             mids: DEMO_CURRENCIES
@@ -210,5 +234,21 @@ mod tests {
         let board = ratewire_ingest::board::parse(&body, Utc::now())
             .expect("the demo publishes valid boards");
         assert_eq!(board.rates().len(), DEMO_CURRENCIES.len());
+    }
+
+    #[test]
+    fn the_demo_s_schedule_and_its_missing_bank() {
+        assert_eq!(schedule(Duration::from_secs(3))["every"], "PT10S");
+        assert_eq!(schedule(Duration::from_millis(30_500))["every"], "PT31S");
+        let at = |minute: u32| {
+            chrono::NaiveDate::from_ymd_opt(2026, 11, 29)
+                .unwrap()
+                .and_hms_opt(10, minute, 30)
+                .unwrap()
+                .and_utc()
+        };
+        assert!(silent(MISSING_BANK, at(17)));
+        assert!(!silent(MISSING_BANK, at(18)));
+        assert!(!silent("CBE", at(17)));
     }
 }

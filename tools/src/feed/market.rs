@@ -38,6 +38,10 @@ pub fn mid(code: &str, base: f64, date: NaiveDate) -> f64 {
     base * (1.0 + wave(0.04, 365.25, 1.0) + wave(0.015, 47.0, 2.0) + wave(0.005, 11.0, 3.0))
 }
 
+/// The demo bank whose spreads are wider than the National Bank's 2% cap
+/// (`spreadPercent`, as /rates/spreads shows it): the watchdog's case.
+pub const WIDE_SPREAD_BANK: &str = "BERHAN";
+
 /// How a bank quotes: how far its mids sit from the market's, and its
 /// cash and transactional spreads (each side's distance from the mid).
 #[derive(Debug, Clone, Copy)]
@@ -49,12 +53,22 @@ pub struct Style {
 
 impl Style {
     /// The style of the bank with this code, the same on every run.
+    /// Spreads keep under the 2% cap (a side at most 0.9% from the mid),
+    /// but for [`WIDE_SPREAD_BANK`]'s (2.5% cash, 2.2% transactional).
     pub fn of(bank_code: &str) -> Self {
         let mut rng = StdRng::seed_from_u64(seed(&["style", bank_code]));
+        let offset = rng.gen_range(-0.005..0.005);
+        if bank_code == WIDE_SPREAD_BANK {
+            return Self {
+                offset,
+                cash_spread: 0.0125,
+                transactional_spread: 0.011,
+            };
+        }
         Self {
-            offset: rng.gen_range(-0.005..0.005),
-            cash_spread: rng.gen_range(0.010..0.020),
-            transactional_spread: rng.gen_range(0.004..0.009),
+            offset,
+            cash_spread: rng.gen_range(0.004..0.009),
+            transactional_spread: rng.gen_range(0.002..0.004),
         }
     }
 
@@ -170,6 +184,19 @@ mod tests {
             cbe.entry("USD", 155.2),
             Style::of("CBE").entry("USD", 155.2)
         );
-        assert!((0.010..0.020).contains(&cbe.cash_spread));
+        assert!((0.004..0.009).contains(&cbe.cash_spread));
+    }
+
+    #[test]
+    fn one_demo_bank_quotes_spreads_over_the_cap_and_the_others_under() {
+        for (code, _) in crate::feed::demo::DEMO_BANKS {
+            let style = Style::of(code);
+            // spreadPercent = 2 × side / mid × 100, with side = spread × mid.
+            let percents = [style.cash_spread, style.transactional_spread].map(|s| 200.0 * s);
+            match code == WIDE_SPREAD_BANK {
+                true => assert!(percents.iter().all(|p| *p > 2.0), "{code}: {percents:?}"),
+                false => assert!(percents.iter().all(|p| *p < 2.0), "{code}: {percents:?}"),
+            }
+        }
     }
 }
