@@ -100,16 +100,6 @@ impl RevisionRow {
     }
 }
 
-/// A field's value in a record.
-fn value(field: Field, record: &HistoryRecord) -> Option<Decimal> {
-    match field {
-        Field::CashBuying => Some(record.cash_buying),
-        Field::CashSelling => Some(record.cash_selling),
-        Field::TransactionalBuying => record.transactional_buying,
-        Field::TransactionalSelling => record.transactional_selling,
-    }
-}
-
 /// Every value that differs between two boards' rates, by currency code
 /// then field (cash before transactional, buying before selling). A value
 /// quoted on neither side is no change; a retraction (`after` empty) has
@@ -127,8 +117,8 @@ pub fn changes(before: &[HistoryRecord], after: &[HistoryRecord]) -> Vec<Change>
     for code in currencies {
         let (was, is) = (find(before, code), find(after, code));
         for field in Field::ALL {
-            let before = was.as_ref().and_then(|r| value(field, r));
-            let after = is.as_ref().and_then(|r| value(field, r));
+            let before = was.as_ref().and_then(|r| field.of_record(r));
+            let after = is.as_ref().and_then(|r| field.of_record(r));
             if before != after {
                 changes.push(Change {
                     currency: code,

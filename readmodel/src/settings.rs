@@ -68,25 +68,23 @@ pub struct ReadModelSettings {
 
 /// A spread cap: a decimal number above 0 and at most 100.
 fn parse_cap(text: &str) -> Result<Decimal, String> {
-    let cap: Decimal = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number such as 2 or 2.5"))?;
-    if cap <= Decimal::ZERO || cap > Decimal::ONE_HUNDRED {
-        return Err(format!("`{text}` is not above 0 and at most 100"));
-    }
-    Ok(cap.normalize())
+    parse_percent(text, Decimal::ONE_HUNDRED)
 }
 
 /// An outlier percent: a decimal number above 0 and at most 1000 (a
 /// tenfold typo departs by 900%).
 fn parse_outlier_percent(text: &str) -> Result<Decimal, String> {
+    parse_percent(text, Decimal::ONE_THOUSAND)
+}
+
+/// A percent above 0 and at most `most`.
+fn parse_percent(text: &str, most: Decimal) -> Result<Decimal, String> {
     let percent: Decimal = text
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not a number such as 20 or 12.5"))?;
-    if percent <= Decimal::ZERO || percent > Decimal::ONE_THOUSAND {
-        return Err(format!("`{text}` is not above 0 and at most 1000"));
+        .map_err(|_| format!("`{text}` is not a number such as 2 or 12.5"))?;
+    if percent <= Decimal::ZERO || percent > most {
+        return Err(format!("`{text}` is not above 0 and at most {most}"));
     }
     Ok(percent.normalize())
 }

@@ -119,7 +119,7 @@ pub async fn best_at_in(
         };
         for (slot, record) in best.iter_mut().zip(records) {
             let Some(record) = record else { continue };
-            let Some(value) = field_of(field, record) else {
+            let Some(value) = field.of_record(record) else {
                 continue;
             };
             let better = match &*slot {
@@ -141,15 +141,6 @@ pub async fn best_at_in(
         }
     }
     Ok(instants.iter().copied().zip(best).collect())
-}
-
-fn field_of(field: Field, record: &HistoryRecord) -> Option<Decimal> {
-    match field {
-        Field::CashBuying => Some(record.cash_buying),
-        Field::CashSelling => Some(record.cash_selling),
-        Field::TransactionalBuying => record.transactional_buying,
-        Field::TransactionalSelling => record.transactional_selling,
-    }
 }
 
 /// Each bank's record of `code` in force at each of `instants`.

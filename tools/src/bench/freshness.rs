@@ -14,7 +14,7 @@ use super::report::{fixed, row};
 use super::{say, Settings};
 
 /// The freshness load: 100 boards/s from 50 banks of 30 currencies.
-const FRESHNESS_LOAD: [&str; 7] = [
+pub(super) const FRESHNESS_LOAD: [&str; 7] = [
     "load",
     "--banks",
     "50",

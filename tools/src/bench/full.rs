@@ -68,13 +68,18 @@ const SIGNED: &str =
 
 /// Requests/s and latency at 70% of it: medians over the rounds.
 #[derive(Debug, Clone, Copy)]
-struct Measured {
-    rps: f64,
-    latency: Latency,
+pub(super) struct Measured {
+    pub rps: f64,
+    pub latency: Latency,
 }
 
 /// Saturates `url`, then paces it at 70% of that, `rounds` times.
-fn measure(procs: &Procs, name: &str, url: &str, headers: &[String]) -> anyhow::Result<Measured> {
+pub(super) fn measure(
+    procs: &Procs,
+    name: &str,
+    url: &str,
+    headers: &[String],
+) -> anyhow::Result<Measured> {
     let settings = &procs.settings;
     load::warm(settings, url, headers, settings.connections)?;
     let (mut rates, mut latencies) = (Vec::new(), Vec::new());
@@ -99,7 +104,7 @@ fn measure(procs: &Procs, name: &str, url: &str, headers: &[String]) -> anyhow::
 }
 
 /// The bytes of `url`'s body as sent.
-fn body_bytes(
+pub(super) fn body_bytes(
     url: &str,
     headers: &[String],
     into: Option<&std::path::Path>,
@@ -119,7 +124,7 @@ fn body_bytes(
 
 /// The axum baseline answering `body` as it is (with `encoding` as its
 /// Content-Encoding), measured as the API is.
-async fn baseline(
+pub(super) async fn baseline(
     procs: &mut Procs,
     name: &str,
     body: &std::path::Path,

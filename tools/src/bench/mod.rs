@@ -21,6 +21,7 @@ pub mod live;
 pub mod load;
 pub mod procs;
 pub mod projectors;
+pub mod reads;
 pub mod report;
 
 use std::path::PathBuf;

@@ -52,7 +52,12 @@ pub fn stack_env() -> Vec<(String, String)> {
             format!("127.0.0.1:{PROJECTOR}"),
         ),
         ("RATEWIRE_ADMIN_TOKEN", ADMIN_TOKEN.into()),
-        ("RATEWIRE_PLANS", PLANS.into()),
+        // A build from before the plans' fourth part (alerts) takes them
+        // without it (`deploy/bench reads` against an older checkout).
+        (
+            "RATEWIRE_PLANS",
+            std::env::var("RATEWIRE_BENCH_PLANS").unwrap_or_else(|_| PLANS.into()),
+        ),
         ("RATEWIRE_USAGE_SYNC_SECS", "60".into()),
         ("RUST_LOG", "warn".into()),
         ("RATEWIRE_INGEST_URL", format!("http://127.0.0.1:{INGEST}")),

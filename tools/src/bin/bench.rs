@@ -36,6 +36,9 @@ enum Scenario {
     Alerts,
     /// The freshness load alone, printed and not written to the page.
     Freshness,
+    /// The API's hot reads beside the axum baseline, printed and not
+    /// written to the page (pairs two builds: RATEWIRE_BENCH_ROOT).
+    Reads,
     /// Answers as known at a past instant on a year of hourly history:
     /// latency and throughput beside the live path, a final answer asked
     /// again, Postgres bytes before and after the bitemporal change, signed
@@ -54,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Live => bench::live::run(settings).await,
         Scenario::Projectors => bench::projectors::run(settings).await,
         Scenario::Alerts => bench::alerts::run(settings).await,
+        Scenario::Reads => bench::reads::run(settings).await,
         Scenario::Freshness => bench::freshness::freshness_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
     }
