@@ -38,6 +38,7 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::judge::Field;
 use sql::Statements;
 pub use watching::BankNow;
 use watching::Watching;
@@ -215,6 +216,7 @@ async fn store_quotes(
     let mut active = Vec::new();
     let mut q_banks = Vec::new();
     let mut currencies = Vec::new();
+    // One column a field, in `Field::ALL` order ($7..$10).
     let mut fields: [Vec<Option<Decimal>>; 4] = Default::default();
     let mut updated = Vec::new();
     for now in banks {
@@ -225,14 +227,8 @@ async fn store_quotes(
         for quote in &now.quotes {
             q_banks.push(now.bank);
             currencies.push(quote.currency.as_str().to_owned());
-            let values = [
-                quote.cash_buying,
-                quote.cash_selling,
-                quote.transactional_buying,
-                quote.transactional_selling,
-            ];
-            for (field, value) in fields.iter_mut().zip(values) {
-                field.push(value);
+            for (column, field) in fields.iter_mut().zip(Field::ALL) {
+                column.push(quote.value(field));
             }
             updated.push(quote.updated_at);
         }

@@ -67,32 +67,31 @@ async fn close(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
     }
     let (latest, latest_ends): (Vec<i64>, Vec<DateTime<Utc>>) =
         net.closed_latest.iter().map(|(b, t)| (b.get(), *t)).unzip();
-    let parts = [
+    let parts: Vec<Close> = [
         (!banks.is_empty(), Close::Banks),
         (!latest.is_empty(), Close::Latest),
         (!boards.0.is_empty(), Close::Boards),
         (!days.0.is_empty(), Close::Days),
-    ];
-    let sql = close_statement(parts.iter().filter(|(any, _)| *any).map(|(_, p)| *p));
-    let Some(sql) = sql else {
+    ]
+    .into_iter()
+    .filter_map(|(any, part)| any.then_some(part))
+    .collect();
+    let Some(sql) = close_statement(&parts) else {
         return Ok(());
     };
+    // Bound in the parts' order, as the statement numbers them.
     let mut query = sqlx::query(&sql);
-    if !banks.is_empty() {
-        query = query.bind(&banks).bind(&bank_ends);
-    }
-    if !latest.is_empty() {
-        query = query.bind(&latest).bind(&latest_ends);
-    }
-    if !boards.0.is_empty() {
-        query = query
-            .bind(&boards.0)
-            .bind(&boards.1)
-            .bind(&boards.2)
-            .bind(&boards.3);
-    }
-    if !days.0.is_empty() {
-        query = query.bind(&days.0).bind(&days.1).bind(&days.2);
+    for part in &parts {
+        query = match part {
+            Close::Banks => query.bind(&banks).bind(&bank_ends),
+            Close::Latest => query.bind(&latest).bind(&latest_ends),
+            Close::Boards => query
+                .bind(&boards.0)
+                .bind(&boards.1)
+                .bind(&boards.2)
+                .bind(&boards.3),
+            Close::Days => query.bind(&days.0).bind(&days.1).bind(&days.2),
+        };
     }
     query.execute(db).await?;
     Ok(())
@@ -114,13 +113,14 @@ enum Close {
 /// execution of the prepared statement); a board's rates are found by the
 /// rates' key from the currencies it held (OFFSET 0 keeps those probes
 /// from becoming a join).
-fn close_statement(parts: impl Iterator<Item = Close>) -> Option<String> {
+fn close_statement(parts: &[Close]) -> Option<String> {
     let mut next = 0;
     let mut param = || {
         next += 1;
         next
     };
     let ctes: Vec<String> = parts
+        .iter()
         .map(|part| match part {
             Close::Banks => format!(
                 "bank_rows AS (

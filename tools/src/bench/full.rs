@@ -104,7 +104,7 @@ pub(super) fn measure(
 }
 
 /// The bytes of `url`'s body as sent.
-pub(super) fn body_bytes(
+fn body_bytes(
     url: &str,
     headers: &[String],
     into: Option<&std::path::Path>,
@@ -122,9 +122,25 @@ pub(super) fn body_bytes(
     Ok(String::from_utf8_lossy(&output.stdout).trim().parse()?)
 }
 
+/// The axum baseline answering the bytes the API at `api` answers to
+/// `/api/v1/rates?bankId=1` (asked with the `auth` header).
+pub(super) async fn single_bank_baseline(
+    procs: &mut Procs,
+    api: &str,
+    auth: &str,
+) -> anyhow::Result<Measured> {
+    let single = procs.dir.join("body.json");
+    body_bytes(
+        &format!("{api}/api/v1/rates?bankId=1"),
+        &[auth.to_owned()],
+        Some(&single),
+    )?;
+    baseline(procs, "axum", &single, "/api/v1/rates?bankId=1", None).await
+}
+
 /// The axum baseline answering `body` as it is (with `encoding` as its
 /// Content-Encoding), measured as the API is.
-pub(super) async fn baseline(
+async fn baseline(
     procs: &mut Procs,
     name: &str,
     body: &std::path::Path,
@@ -247,13 +263,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
             .map(|_| load::redis_get(settings.connections, &view))
             .collect::<anyhow::Result<Vec<_>>>()?,
     );
-    let single = procs.dir.join("body.json");
-    body_bytes(
-        &format!("{api}/api/v1/rates?bankId=1"),
-        std::slice::from_ref(&auth),
-        Some(&single),
-    )?;
-    let axum = baseline(&mut procs, "axum", &single, "/api/v1/rates?bankId=1", None).await?;
+    let axum = single_bank_baseline(&mut procs, &api, &auth).await?;
     let gzipped = procs.dir.join("body.json.gz");
     body_bytes(
         &format!("{api}/api/v1/rates"),

@@ -6,7 +6,7 @@
 //! between days cannot.
 
 use super::freshness::FRESHNESS_LOAD;
-use super::full::{baseline, body_bytes, measure, Measured};
+use super::full::{measure, single_bank_baseline, Measured};
 use super::procs::{self, Procs};
 use super::{say, Settings};
 
@@ -35,13 +35,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
             tokio::task::block_in_place(|| measure(&procs, &file, &url, &headers))?,
         ));
     }
-    let single = procs.dir.join("body.json");
-    body_bytes(
-        &format!("{api}/api/v1/rates?bankId=1"),
-        std::slice::from_ref(&auth),
-        Some(&single),
-    )?;
-    let axum = baseline(&mut procs, "axum", &single, "/api/v1/rates?bankId=1", None).await?;
+    let axum = single_bank_baseline(&mut procs, &api, &auth).await?;
     println!("| read | requests/s | share of the baseline | p99 at 70% (ms) |");
     println!("|---|---|---|---|");
     for (name, measured) in rows.iter().chain([&("axum baseline", axum)]) {
