@@ -200,20 +200,7 @@ pub struct Board {
     pub outliers: Vec<Outlier>,
 }
 
-/// A value of a board that departed by more than the outlier percent from
-/// everything it could be held against as known when the board was
-/// published (see [`crate::quality::outliers`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outlier {
-    pub currency: CurrencyCode,
-    pub field: Field,
-    pub value: Decimal,
-    /// The bank's previous value of the field.
-    pub previous: Option<Decimal>,
-    /// The median of the other active banks' values, when two or more
-    /// quoted the currency.
-    pub median: Option<Decimal>,
-}
+pub use crate::store::Outlier;
 
 #[cfg(test)]
 mod tests {

@@ -17,12 +17,14 @@ use crate::access::plans::Plans;
 
 pub use alerting::*;
 pub use errors::*;
+pub use quality::*;
 pub use reference::*;
 pub use revisions::*;
 pub use shapes::*;
 
 pub mod alerting;
 pub mod errors;
+pub mod quality;
 pub mod reference;
 pub mod revisions;
 pub mod shapes;

@@ -16,6 +16,7 @@ pub mod health;
 pub mod history;
 pub mod me;
 pub mod owned;
+pub mod quality;
 pub mod rates;
 pub mod reference_rates;
 pub mod revisions;
@@ -64,6 +65,8 @@ pub fn api_v1() -> OpenApiRouter<AppState> {
         .routes(routes!(revisions::revisions))
         .routes(routes!(boards::board))
         .routes(routes!(boards::board_at))
+        .routes(routes!(quality::bank_quality))
+        .routes(routes!(quality::quality))
         .routes(routes!(stream::stream))
         .routes(routes!(me::me))
         .routes(routes!(me::usage))

@@ -1,8 +1,12 @@
 //! How well a bank keeps to what is expected of it: its publishing
-//! schedule ([`slots`]) and plausible values ([`outliers`]).
+//! schedule ([`slots`]), plausible values ([`outliers`]) and the spread cap
+//! ([`spread`]), brought together in a report with a score ([`report`])
+//! (the store reads what they judge; the views write the reports).
 
 pub mod outliers;
+pub mod report;
 pub mod slots;
+pub mod spread;
 
 pub use outliers::{judge_market, OutlierRule, Quoted, References};
 pub use slots::{judge, median, Judged};

@@ -5,8 +5,6 @@
 //! A version's rates are found as migration 0008 keeps them: the rate rows
 //! of its bank, currencies and as-of that carry its interval.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use ratewire_proto::{BankId, CurrencyCode, Source};
 use rust_decimal::Decimal;
@@ -15,11 +13,10 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
-use super::{Board, Kind, LogPosition, Outlier, RevisionRow, Status};
+use super::{Board, Kind, LogPosition, RevisionRow, Status};
 use crate::error::Result;
-use crate::quality::References;
-use crate::store::{begin_known_at, begin_snapshot, quotes_of};
-use crate::views::{Field, HistoryRecord, RateView};
+use crate::store::{begin_snapshot, outliers_at};
+use crate::views::HistoryRecord;
 
 /// Where a page of the log starts: after this revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,9 +302,8 @@ pub async fn board_at(
 }
 
 /// `board` with the values that were outliers at `percent` as known when
-/// it was published: each held against the bank's previous value and the
-/// other active banks' values as they stood then. A board folded before
-/// known-at times were kept has nothing to be judged at.
+/// it was published. A board folded before known-at times were kept has
+/// nothing to be judged at.
 async fn with_outliers(
     pool: &PgPool,
     board: Option<Board>,
@@ -316,74 +312,10 @@ async fn with_outliers(
     let Some(mut board) = board else {
         return Ok(None);
     };
-    let Some(at) = board.known_at else {
-        return Ok(Some(board));
-    };
-    let codes: Vec<CurrencyCode> = board.rates.iter().map(|r| r.currency).collect();
-    let mut tx = begin_known_at(pool, at).await?;
-    let market = quotes_of(&mut *tx, &codes).await?;
-    let previous = previous_values(&mut tx, board.bank_id, board.as_of, &codes).await?;
-    tx.commit().await?;
-    for rate in &board.rates {
-        let others: Vec<&RateView> = market
-            .get(&rate.currency)
-            .into_iter()
-            .flatten()
-            .filter(|(bank, _)| bank.id != board.bank_id)
-            .map(|(_, rate)| rate)
-            .collect();
-        for field in Field::ALL {
-            let Some(value) = field.of_record(rate) else {
-                continue;
-            };
-            let values: Vec<Decimal> = others.iter().filter_map(|r| field.of(r)).collect();
-            let before = previous
-                .get(&rate.currency)
-                .and_then(|p| field.of_record(p));
-            let references = References::of(before, &values);
-            if references.flag(value, percent) {
-                board.outliers.push(Outlier {
-                    currency: rate.currency,
-                    field,
-                    value,
-                    previous: references.previous,
-                    median: references.median,
-                });
-            }
-        }
+    if let Some(at) = board.known_at {
+        board.outliers = outliers_at(pool, board.bank_id, at, &board.rates, percent).await?;
     }
     Ok(Some(board))
-}
-
-/// The bank's last values of `codes` before `as_of`, by currency.
-async fn previous_values(
-    db: &mut PgConnection,
-    bank: BankId,
-    as_of: DateTime<Utc>,
-    codes: &[CurrencyCode],
-) -> Result<HashMap<CurrencyCode, HistoryRecord>> {
-    let codes: Vec<&str> = codes.iter().map(CurrencyCode::as_str).collect();
-    let rows = sqlx::query(
-        "SELECT p.* FROM UNNEST($2::text[]) AS c (code)
-         CROSS JOIN LATERAL (
-             SELECT currency, as_of, cash_buying, cash_selling,
-                    transactional_buying, transactional_selling
-             FROM rates
-             WHERE bank_id = $1 AND currency = c.code::bpchar AND as_of < $3
-             ORDER BY as_of DESC LIMIT 1
-         ) p",
-    )
-    .bind(bank.get())
-    .bind(&codes)
-    .bind(as_of)
-    .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let record = rate_from_row(row, row.try_get("as_of")?)?;
-            Ok((record.currency, record))
-        })
-        .collect()
 }
 
 async fn board_in(db: &mut PgConnection, event_id: Uuid) -> Result<Option<Board>> {

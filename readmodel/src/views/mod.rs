@@ -12,6 +12,7 @@ mod best;
 mod currencies;
 mod history;
 mod parse;
+pub mod quality;
 mod rates;
 mod reference;
 mod series;

@@ -3,11 +3,11 @@
 //! freshness under a steady load, ingest and the projector on a backlog,
 //! the replay, CPU at rest and resident memory.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use ratewire_service::progress::Progress;
 
+use super::backlog::{backlog, Backlog};
 use super::freshness::{freshness, freshness_rows, rss, Freshness};
 use super::load::{self, Latency};
 use super::procs::{self, cpu_pct, rss_mb, Procs};
@@ -165,33 +165,6 @@ async fn baseline(
     measured
 }
 
-/// Waits until the projector's own count of applied events reaches
-/// `target` (polled every 20 ms on one connection: polling more often
-/// slows the fold it times).
-async fn wait_applied(target: f64) -> anyhow::Result<()> {
-    let progress = Progress::new("projector backlog", Some(target as u64));
-    let http = reqwest::Client::new();
-    let url = format!("http://127.0.0.1:{}/metrics", procs::PROJECTOR);
-    let deadline = Instant::now() + Duration::from_secs(3600);
-    while Instant::now() < deadline {
-        if let Ok(answer) = http.get(&url).send().await {
-            let text = answer.text().await.unwrap_or_default();
-            let applied = text
-                .lines()
-                .find_map(|l| l.strip_prefix("ratewire_projector_events_applied_total "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0);
-            progress.set(applied as u64, "events applied");
-            if applied >= target {
-                progress.finish();
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    bail!("the projector did not apply {target} events within an hour")
-}
-
 fn kafka_version(settings: &Settings) -> String {
     std::fs::read_to_string(settings.root.join("deploy/kafka/pom.xml"))
         .ok()
@@ -287,35 +260,14 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     procs.stop("demo");
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let boards = settings.entries.div_ceil(30).to_string();
-    say(format!("ingest: {boards} boards of 30 currencies as fast as 32 publishers can, with the projector stopped"));
-    procs.stop("projector");
-    let ingest = procs.backlog(settings.entries)?;
-    let accepted = ingest.number("accepted");
+    let Backlog {
+        ingest,
+        accepted,
+        fold_seconds,
+        total_entries,
+        replay_seconds,
+    } = backlog(&mut procs, &pool).await?;
     let entries = accepted * 30.0;
-
-    say(format!(
-        "projector: folding the backlog of {entries} rate entries"
-    ));
-    let started = Instant::now();
-    let projector = settings.bin("ratewire-projector");
-    procs.start("projector", &projector, &[], &[])?;
-    wait_applied(accepted).await?;
-    let fold_seconds = started.elapsed().as_secs_f64();
-    let total_entries: i64 = sqlx::query_scalar("SELECT count(*) FROM readmodel.rates")
-        .fetch_one(&pool)
-        .await?;
-
-    say(format!(
-        "replay: the whole log ({total_entries} rate entries) into a fresh schema"
-    ));
-    let started = Instant::now();
-    procs.run(
-        &projector,
-        &["replay", "--schema", "bench_replay", "--no-switch"],
-        "replay.log",
-    )?;
-    let replay_seconds = started.elapsed().as_secs_f64();
 
     let machine = Machine::here();
     let lat = |m: &Measured| {

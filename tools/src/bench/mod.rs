@@ -13,6 +13,7 @@
 
 pub mod abuse;
 pub mod alerts;
+pub mod backlog;
 pub mod freshness;
 pub mod full;
 pub mod known_at;

@@ -36,6 +36,9 @@ enum Scenario {
     Alerts,
     /// The freshness load alone, printed and not written to the page.
     Freshness,
+    /// The projector on a backlog and the replay alone, printed and not
+    /// written to the page.
+    Backlog,
     /// The API's hot reads beside the axum baseline, printed and not
     /// written to the page (pairs two builds: RATEWIRE_BENCH_ROOT).
     Reads,
@@ -59,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Alerts => bench::alerts::run(settings).await,
         Scenario::Reads => bench::reads::run(settings).await,
         Scenario::Freshness => bench::freshness::freshness_only(settings).await,
+        Scenario::Backlog => bench::backlog::backlog_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
     }
 }

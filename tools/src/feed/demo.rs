@@ -40,7 +40,8 @@ fn schedule(interval: Duration) -> serde_json::Value {
 /// fresh stack has a weekend to carry over.
 const REFERENCE_DAYS_BACK: u32 = 4;
 
-/// Ethiopian banks the demo registers, in order: (code, name).
+/// Ethiopian banks the demo registers, in order: (code, name). The
+/// silent one and the wide one are among the first 12, the default count.
 pub const DEMO_BANKS: [(&str, &str); 15] = [
     ("CBE", "Commercial Bank of Ethiopia"),
     ("AWASH", "Awash Bank"),
@@ -52,10 +53,10 @@ pub const DEMO_BANKS: [(&str, &str); 15] = [
     ("BUNNA", "Bunna Bank"),
     ("OROMIA", "Oromia Bank"),
     ("ZEMEN", "Zemen Bank"),
-    ("COOP", "Cooperative Bank of Oromia"),
-    ("ABAY", "Abay Bank"),
     ("ENAT", "Enat Bank"),
     ("BERHAN", "Berhan Bank"),
+    ("COOP", "Cooperative Bank of Oromia"),
+    ("ABAY", "Abay Bank"),
     ("AMHARA", "Amhara Bank"),
 ];
 
@@ -250,5 +251,12 @@ mod tests {
         assert!(silent(MISSING_BANK, at(17)));
         assert!(!silent(MISSING_BANK, at(18)));
         assert!(!silent("CBE", at(17)));
+    }
+
+    #[test]
+    fn the_silent_and_the_wide_bank_are_among_the_12_a_demo_registers_by_default() {
+        let first: Vec<&str> = DEMO_BANKS.iter().take(12).map(|(code, _)| *code).collect();
+        assert!(first.contains(&MISSING_BANK));
+        assert!(first.contains(&crate::feed::market::WIDE_SPREAD_BANK));
     }
 }
