@@ -27,7 +27,7 @@ use crate::error::Error;
 
 /// Every file: its name under `/assets/` (the pages by their own paths),
 /// its type and its bytes.
-const FILES: [(&str, &str, &[u8]); 14] = [
+const FILES: [(&str, &str, &[u8]); 15] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -97,6 +97,11 @@ const FILES: [(&str, &str, &[u8]); 14] = [
         "revisions.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../web/revisions.js"),
+    ),
+    (
+        "quality.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../web/quality.js"),
     ),
 ];
 

@@ -15,6 +15,7 @@ import {
   timeZone, zoneLabel,
 } from './format.js';
 import { known, knownNow, showKnownAt, wireKnownAt, withKnownAt } from './known.js';
+import { qualityFor } from './quality.js';
 import { boardLanded, openRateBoard, revisionsFor, wireRevisions } from './revisions.js';
 import { parseSpreadSort, referenceNote, spreadRows } from './spreads.js';
 import { Stream } from './stream.js';
@@ -456,6 +457,7 @@ async function loadCurrency() {
   renderTable();
   alertsFor(state.currency, state.banks);
   revisionsFor(state.banks, state.chartBank);
+  qualityFor(state.banks);
   renderSpreads();
   loadSpreads();
   loadChart();

@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use ratewire_proto::{BankId, CurrencyCode};
+use ratewire_readmodel::quality::OutlierRule;
 use ratewire_readmodel::store::{best_at, records_at, Best};
 use ratewire_readmodel::views::{Field, HistoryRecord};
 use ratewire_service::testing::TestDatabase;
@@ -136,7 +137,14 @@ async fn each_instant_shows_the_record_in_force_whether_scanned_or_probed() -> a
     assert!(unknown.iter().all(|(_, r)| r.is_none()));
 
     // The best buying among active banks, inactive bank 3 never.
-    let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
+    let best = best_at(
+        &db.pool,
+        usd(),
+        Field::CashBuying,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
     let winners: Vec<Option<(i64, Decimal)>> = best
         .iter()
         .map(|(_, b)| b.map(|(bank, value, _)| (bank.get(), value)))
@@ -153,13 +161,27 @@ async fn each_instant_shows_the_record_in_force_whether_scanned_or_probed() -> a
         .collect();
     assert_eq!(winners, expected);
     // The lowest selling at day 4's midnight: bank 1's 103 + 5.
-    let selling = best_at(&db.pool, usd(), Field::CashSelling, &instants).await?;
+    let selling = best_at(
+        &db.pool,
+        usd(),
+        Field::CashSelling,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
     assert_eq!(
         selling[4].1.map(|(b, v, _)| (b.get(), v)),
         Some((1, Decimal::from(108)))
     );
     // A transactional rate nobody quotes: no best.
-    let none = best_at(&db.pool, usd(), Field::TransactionalBuying, &instants).await?;
+    let none = best_at(
+        &db.pool,
+        usd(),
+        Field::TransactionalBuying,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
     assert!(none.iter().all(|(_, b)| b.is_none()));
     Ok(())
 }
@@ -180,12 +202,74 @@ async fn equal_values_go_to_the_earlier_record_then_the_lower_bank() -> anyhow::
             .map(|(_, b)| b.map(|(bank, _, _)| bank.get()))
             .collect::<Vec<_>>()
     };
-    let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
+    let best = best_at(
+        &db.pool,
+        usd(),
+        Field::CashBuying,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
     assert_eq!(winner(best), [Some(3), Some(3)]);
     sqlx::query("UPDATE bank_versions SET active = false WHERE id = 3")
         .execute(&db.pool)
         .await?;
-    let best = best_at(&db.pool, usd(), Field::CashBuying, &instants).await?;
+    let best = best_at(
+        &db.pool,
+        usd(),
+        Field::CashBuying,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
     assert_eq!(winner(best), [Some(1), Some(1)]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tenfold_typo_is_never_the_best_of_its_instant_until_it_is_confirmed(
+) -> anyhow::Result<()> {
+    let db = Database::fresh().await?;
+    let t0 = DateTime::from_timestamp(1_700_006_400, 0).expect("a time");
+    for id in [1, 2, 3] {
+        db.bank(id, true).await?;
+        db.publish(id, t0 - Duration::hours(1), 150 + id).await?;
+        db.publish(id, t0, 150 + id).await?;
+    }
+    // Bank 3 types 1550 for 155 an hour later, and confirms it an hour
+    // after that.
+    db.publish(3, t0 + Duration::hours(1), 1550).await?;
+    db.publish(3, t0 + Duration::hours(2), 1550).await?;
+    let instants = [
+        t0 + Duration::minutes(30),
+        t0 + Duration::minutes(90),
+        t0 + Duration::minutes(150),
+    ];
+    let best = best_at(
+        &db.pool,
+        usd(),
+        Field::CashBuying,
+        &instants,
+        OutlierRule::default(),
+    )
+    .await?;
+    let winners: Vec<Option<(i64, Decimal)>> = best
+        .iter()
+        .map(|(_, b)| b.map(|(bank, value, _)| (bank.get(), value)))
+        .collect();
+    assert_eq!(
+        winners,
+        [
+            Some((3, Decimal::from(153))),
+            Some((2, Decimal::from(152))),
+            Some((3, Decimal::from(1550))),
+        ]
+    );
+    let kept = OutlierRule {
+        in_best: true,
+        ..OutlierRule::default()
+    };
+    let best = best_at(&db.pool, usd(), Field::CashBuying, &instants, kept).await?;
+    assert_eq!(best[1].1.map(|(bank, _, _)| bank.get()), Some(3));
     Ok(())
 }

@@ -787,6 +787,26 @@ async fn the_national_bank_view_shows_spreads_premiums_and_stale_boards() -> Res
         assert_eq!(marked, false);
     }
 
+    // The week's quality: every bank, Dashen's spread over the cap marked.
+    until(
+        &page,
+        "the quality table",
+        "document.querySelectorAll('#quality tbody tr[data-bank]').length === 3",
+        LOADED_WITHIN,
+    )
+    .await?;
+    let over = js(
+        &page,
+        &format!("document.querySelector('#quality tr[data-bank=\"{dashen}\"] [data-field=overCap]').textContent"),
+    )
+    .await?;
+    assert!(
+        over.as_str()
+            .unwrap_or_default()
+            .starts_with("1 open, up to 2.5"),
+        "{over}"
+    );
+
     let errors = chromium.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
     chromium.close().await;

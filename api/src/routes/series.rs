@@ -383,7 +383,8 @@ async fn page(
         None => {
             let spans = intervals(request.interval, request.from, page_end, tz, now);
             let ends: Vec<DateTime<Utc>> = spans.iter().map(|(_, end)| *end).collect();
-            let best = store::best_at_in(db, currency, request.field, &ends).await?;
+            let rule = state.views.style.outliers;
+            let best = store::best_at_in(db, currency, request.field, &ends, rule).await?;
             Points::Best(
                 spans
                     .iter()

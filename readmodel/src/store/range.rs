@@ -17,6 +17,7 @@ use rust_decimal::Decimal;
 use sqlx::{PgConnection, PgExecutor, PgPool, Row};
 
 use crate::error::Result;
+use crate::quality::{OutlierRule, Quoted};
 use crate::views::{Field, HistoryRecord};
 
 /// Records per instant up to which a bank is scanned rather than probed.
@@ -83,7 +84,11 @@ pub async fn records_at_in(
     let records = in_force
         .remove(&bank)
         .unwrap_or_else(|| vec![None; instants.len()]);
-    Ok(instants.iter().copied().zip(records).collect())
+    Ok(instants
+        .iter()
+        .copied()
+        .zip(records.into_iter().map(|r| r.map(|(record, _)| record)))
+        .collect())
 }
 
 /// The best bank at an instant: the bank, its value and when it published
@@ -93,14 +98,17 @@ pub type Best = Option<(BankId, Decimal, DateTime<Utc>)>;
 /// The best value of `field` across the banks active now, for `code`, in
 /// force at each of `instants`: the bank, its value and when it published
 /// it (best-rates' rule: highest buying, lowest selling, ties to the
-/// earlier record, then the lower bank id). `None` where no bank had one.
+/// earlier record, then the lower bank id; the values `rule` flags as
+/// outliers there and then, each against the bank's record before it and
+/// the other banks' in force, left out). `None` where no bank had one.
 pub async fn best_at(
     pool: &PgPool,
     code: CurrencyCode,
     field: Field,
     instants: &[DateTime<Utc>],
+    rule: OutlierRule,
 ) -> Result<Vec<(DateTime<Utc>, Best)>> {
-    best_at_in(&mut *pool.acquire().await?, code, field, instants).await
+    best_at_in(&mut *pool.acquire().await?, code, field, instants, rule).await
 }
 
 /// [`best_at`] on one connection (in a transaction's snapshot).
@@ -109,17 +117,40 @@ pub async fn best_at_in(
     code: CurrencyCode,
     field: Field,
     instants: &[DateTime<Utc>],
+    rule: OutlierRule,
 ) -> Result<Vec<(DateTime<Utc>, Best)>> {
     let banks = super::banks::active_bank_ids(&mut *db).await?;
     let in_force = in_force_at(db, &banks, code, instants).await?;
+    let columns: Vec<&Vec<InForce>> = banks.iter().filter_map(|b| in_force.get(b)).collect();
+    let ids: Vec<BankId> = banks
+        .iter()
+        .copied()
+        .filter(|b| in_force.contains_key(b))
+        .collect();
+    // Per instant, which banks' values the rule leaves out.
+    let left_out: Vec<Vec<bool>> = (0..instants.len())
+        .map(|i| {
+            let market: Vec<Quoted> = columns
+                .iter()
+                .map(|records| match &records[i] {
+                    Some((record, previous)) => Quoted {
+                        value: field.of_record(record),
+                        previous: previous.as_ref().and_then(|p| field.of_record(p)),
+                    },
+                    None => Quoted {
+                        value: None,
+                        previous: None,
+                    },
+                })
+                .collect();
+            rule.left_out(&market)
+        })
+        .collect();
     let mut best: Vec<Best> = vec![None; instants.len()];
-    for bank in &banks {
-        let Some(records) = in_force.get(bank) else {
-            continue;
-        };
-        for (slot, record) in best.iter_mut().zip(records) {
-            let Some(record) = record else { continue };
-            let Some(value) = field.of_record(record) else {
+    for (column, (bank, records)) in ids.iter().zip(&columns).enumerate() {
+        for (i, (slot, record)) in best.iter_mut().zip(records.iter()).enumerate() {
+            let Some((record, _)) = record else { continue };
+            let Some(value) = field.of_record(record).filter(|_| !left_out[i][column]) else {
                 continue;
             };
             let better = match &*slot {
@@ -143,7 +174,11 @@ pub async fn best_at_in(
     Ok(instants.iter().copied().zip(best).collect())
 }
 
-/// Each bank's record of `code` in force at each of `instants`.
+/// A bank's record in force at an instant, and the record before it.
+type InForce = Option<(HistoryRecord, Option<HistoryRecord>)>;
+
+/// Each bank's record of `code` in force at each of `instants`, with the
+/// record before it (what an outlier is held against).
 ///
 /// A bank that published no more than [`SCAN_PER_INSTANT`] records per
 /// instant over the range is read in one index range scan and carried
@@ -156,7 +191,7 @@ async fn in_force_at(
     banks: &[BankId],
     code: CurrencyCode,
     instants: &[DateTime<Utc>],
-) -> Result<HashMap<BankId, Vec<Option<HistoryRecord>>>> {
+) -> Result<HashMap<BankId, Vec<InForce>>> {
     let (Some(first), Some(last)) = (instants.first(), instants.last()) else {
         return Ok(HashMap::new());
     };
@@ -165,15 +200,15 @@ async fn in_force_at(
     let mut busy = Vec::new();
     if instants.windows(2).all(|w| w[0] <= w[1]) {
         let most = instants.len() * SCAN_PER_INSTANT;
-        // Per bank: the record in force at the first instant, then those
-        // published up to the last one (one more than `most` tells a busy
-        // bank).
+        // Per bank: the record in force at the first instant and the one
+        // before it, then those published up to the last one (one more
+        // than `most` tells a busy bank).
         let rows = sqlx::query(&format!(
             "SELECT b.bank_id, r.* FROM UNNEST($1::bigint[]) AS b (bank_id)
              CROSS JOIN LATERAL (
                  (SELECT {RECORD_COLUMNS} FROM rates
                   WHERE bank_id = b.bank_id AND currency = $2::bpchar AND as_of < $3
-                  ORDER BY as_of DESC LIMIT 1)
+                  ORDER BY as_of DESC LIMIT 2)
                  UNION ALL
                  (SELECT {RECORD_COLUMNS} FROM rates
                   WHERE bank_id = b.bank_id AND currency = $2::bpchar
@@ -185,7 +220,7 @@ async fn in_force_at(
         .bind(code.as_str())
         .bind(first)
         .bind(last)
-        .bind(i64::try_from(most + 2).unwrap_or(i64::MAX))
+        .bind(i64::try_from(most + 1).unwrap_or(i64::MAX))
         .fetch_all(&mut *db)
         .await?;
         let mut scanned: HashMap<i64, Vec<HistoryRecord>> = HashMap::new();
@@ -196,8 +231,9 @@ async fn in_force_at(
                 .push(record(code, row)?);
         }
         for bank in banks {
-            let records = scanned.remove(&bank.get()).unwrap_or_default();
-            if records.len() > most + 1 {
+            let mut records = scanned.remove(&bank.get()).unwrap_or_default();
+            records.sort_by_key(|r| r.as_of);
+            if records.iter().filter(|r| r.as_of >= *first).count() > most {
                 busy.push(*bank);
                 continue;
             }
@@ -212,11 +248,9 @@ async fn in_force_at(
     Ok(found)
 }
 
-/// The last of `records` (oldest first) before each instant (ascending).
-fn carried_forward(
-    records: &[HistoryRecord],
-    instants: &[DateTime<Utc>],
-) -> Vec<Option<HistoryRecord>> {
+/// The last of `records` (oldest first) before each instant (ascending),
+/// and the one before it.
+fn carried_forward(records: &[HistoryRecord], instants: &[DateTime<Utc>]) -> Vec<InForce> {
     let mut next = 0;
     instants
         .iter()
@@ -224,18 +258,21 @@ fn carried_forward(
             while next < records.len() && records[next].as_of < *at {
                 next += 1;
             }
-            next.checked_sub(1).map(|i| records[i].clone())
+            let i = next.checked_sub(1)?;
+            let before = i.checked_sub(1).map(|j| records[j].clone());
+            Some((records[i].clone(), before))
         })
         .collect()
 }
 
-/// One index probe per bank and instant: the last record before it.
+/// One index probe per bank and instant: the last record before it, and
+/// the one before that.
 async fn probed(
     db: &mut PgConnection,
     banks: &[BankId],
     code: CurrencyCode,
     instants: &[DateTime<Utc>],
-) -> Result<HashMap<BankId, Vec<Option<HistoryRecord>>>> {
+) -> Result<HashMap<BankId, Vec<InForce>>> {
     let ids: Vec<i64> = banks.iter().map(|b| b.get()).collect();
     let rows = sqlx::query(&format!(
         "SELECT b.bank_id, t.n, r.* FROM UNNEST($1::bigint[]) AS b (bank_id)
@@ -243,25 +280,31 @@ async fn probed(
          CROSS JOIN LATERAL (
              SELECT {RECORD_COLUMNS} FROM rates
              WHERE bank_id = b.bank_id AND currency = $2::bpchar AND as_of < t.at
-             ORDER BY as_of DESC LIMIT 1
-         ) r"
+             ORDER BY as_of DESC LIMIT 2
+         ) r
+         ORDER BY b.bank_id, t.n, r.as_of DESC"
     ))
     .bind(&ids)
     .bind(code.as_str())
     .bind(instants)
     .fetch_all(db)
     .await?;
-    let mut found: HashMap<BankId, Vec<Option<HistoryRecord>>> = banks
+    let mut found: HashMap<BankId, Vec<InForce>> = banks
         .iter()
         .map(|bank| (*bank, vec![None; instants.len()]))
         .collect();
+    // Each instant's rows: the record in force, then the one before it.
     for row in &rows {
         let bank =
             BankId::new(row.try_get("bank_id")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
         let n: i64 = row.try_get("n")?;
         if let (Some(records), Ok(i)) = (found.get_mut(&bank), usize::try_from(n - 1)) {
             if let Some(slot) = records.get_mut(i) {
-                *slot = Some(record(code, row)?);
+                let read = record(code, row)?;
+                match slot {
+                    None => *slot = Some((read, None)),
+                    Some((_, before)) => *before = Some(read),
+                }
             }
         }
     }
@@ -288,12 +331,28 @@ mod tests {
     }
 
     #[test]
-    fn each_instant_shows_the_last_record_strictly_before_it() {
+    fn each_instant_shows_the_last_record_strictly_before_it_and_the_one_before() {
         let records = [published(1), published(3), published(4)];
-        let shown: Vec<Option<i64>> = carried_forward(&records, &[at(1), at(2), at(4), at(9)])
-            .into_iter()
-            .map(|r| r.map(|r| r.as_of.timestamp() / 3600))
-            .collect();
-        assert_eq!(shown, [None, Some(1), Some(3), Some(4)]);
+        let shown: Vec<Option<(i64, Option<i64>)>> =
+            carried_forward(&records, &[at(1), at(2), at(4), at(9)])
+                .into_iter()
+                .map(|r| {
+                    r.map(|(r, before)| {
+                        (
+                            r.as_of.timestamp() / 3600,
+                            before.map(|b| b.as_of.timestamp() / 3600),
+                        )
+                    })
+                })
+                .collect();
+        assert_eq!(
+            shown,
+            [
+                None,
+                Some((1, None)),
+                Some((3, Some(1))),
+                Some((4, Some(3)))
+            ]
+        );
     }
 }

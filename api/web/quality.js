@@ -1,0 +1,82 @@
+// Each active bank's quality over the last week (/api/v1/quality), worst
+// first: its score, the publications its schedule expected and those it
+// missed, outliers, corrections and retractions, and the pairs quoted over
+// the National Bank's spread cap. Read again every few seconds while live;
+// as known at the instant shown otherwise.
+
+import { ApiError, get } from './api.js';
+import { $, h, labelCells } from './dom.js';
+import { formatPercent, formatTime } from './format.js';
+import { known, withKnownAt } from './known.js';
+
+const DAYS = 7;
+const REFRESH_MS = 10000;
+
+const quality = { banks: new Map(), timer: null, asked: 0 };
+
+const bankName = (id) => quality.banks.get(id)?.name ?? `Bank ${id}`;
+
+function published(r) {
+  if (r.schedule == null) return h('span', { class: 'muted' }, 'no schedule');
+  if (r.publishesExpected === 0) return h('span', { class: 'muted' }, 'none due yet');
+  return `${r.publishesExpected - r.publishesMissed} of ${r.publishesExpected}, ${r.publishesMissed} missed`;
+}
+
+function schedule(s) {
+  if (s == null) return '';
+  return s.every ? `every ${s.every.replace(/^PT?/, '').toLowerCase()}` : `${s.days.join(' ')} by ${s.by}`;
+}
+
+function overCap(r) {
+  const open = r.spreadCapBreaches.filter((b) => b.to == null);
+  if (open.length === 0) {
+    return r.spreadCapBreaches.length === 0 ? '–' : h('span', { class: 'muted' }, `${r.spreadCapBreaches.length} closed`);
+  }
+  const widest = Math.max(...open.map((b) => b.maxSpreadPercent));
+  return h('span', { class: 'over-cap', title: `over the ${r.spreadCapPercent} % cap` },
+    `${open.length} open, up to ${formatPercent(widest)}`);
+}
+
+function row(r) {
+  const components = Object.entries(r.scoreComponents)
+    .map(([name, c]) => `${name}: ${c.points} of ${c.weight}`).join(', ');
+  return h('tr', { 'data-bank': r.bankId, 'data-score': r.score },
+    h('td', { 'data-field': 'bank' }, bankName(r.bankId)),
+    h('td', { class: 'num', 'data-field': 'score', title: components }, String(r.score)),
+    h('td', { 'data-field': 'published', title: schedule(r.schedule) }, published(r)),
+    h('td', { class: 'num', 'data-field': 'outliers' }, String(r.outliers)),
+    h('td', { class: 'num', 'data-field': 'revisions' }, String(r.corrections + r.retractions)),
+    h('td', { class: 'wrap', 'data-field': 'overCap' }, overCap(r)),
+    h('td', { 'data-field': 'lastBoardAt' }, formatTime(r.lastBoardAt)));
+}
+
+function message(text) {
+  return h('tr', {}, h('td', { colspan: 7, class: 'muted' }, text));
+}
+
+export async function loadQuality() {
+  clearTimeout(quality.timer);
+  quality.timer = null;
+  const asked = ++quality.asked;
+  let reports;
+  try {
+    reports = (await get(withKnownAt(`/api/v1/quality?days=${DAYS}`))).data;
+  } catch (e) {
+    if (asked !== quality.asked) return;
+    const text = e instanceof ApiError ? e.explain() : 'The quality reports could not be read.';
+    $('#quality tbody').replaceChildren(message(text));
+    return;
+  }
+  if (asked !== quality.asked) return;
+  const body = $('#quality tbody');
+  body.replaceChildren(...(reports.length ? reports.map(row) : [message('No bank yet.')]));
+  labelCells($('#quality'));
+  // What was known then does not change.
+  if (!known.at) quality.timer = setTimeout(loadQuality, REFRESH_MS);
+}
+
+// The banks shown (for their names); reads the reports again.
+export function qualityFor(banks) {
+  quality.banks = banks;
+  loadQuality();
+}
