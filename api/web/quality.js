@@ -1,18 +1,18 @@
-// Each active bank's quality over the last week (/api/v1/quality), worst
+// Each active bank's quality over the last day (/api/v1/quality), worst
 // first: its score, the publications its schedule expected and those it
 // missed, outliers, corrections and retractions, and the pairs quoted over
-// the National Bank's spread cap. Read again every few seconds while live;
-// as known at the instant shown otherwise.
+// the National Bank's spread cap; as known at the instant shown, when one
+// is. Read when the page's data is (a report is rendered from every board
+// of the day, so it is not polled).
 
 import { ApiError, get } from './api.js';
 import { $, h, labelCells } from './dom.js';
 import { formatPercent, formatTime } from './format.js';
-import { known, withKnownAt } from './known.js';
+import { withKnownAt } from './known.js';
 
-const DAYS = 7;
-const REFRESH_MS = 10000;
+const DAYS = 1;
 
-const quality = { banks: new Map(), timer: null, asked: 0 };
+const quality = { banks: new Map(), asked: 0 };
 
 const bankName = (id) => quality.banks.get(id)?.name ?? `Bank ${id}`;
 
@@ -55,8 +55,6 @@ function message(text) {
 }
 
 export async function loadQuality() {
-  clearTimeout(quality.timer);
-  quality.timer = null;
   const asked = ++quality.asked;
   let reports;
   try {
@@ -71,8 +69,6 @@ export async function loadQuality() {
   const body = $('#quality tbody');
   body.replaceChildren(...(reports.length ? reports.map(row) : [message('No bank yet.')]));
   labelCells($('#quality'));
-  // What was known then does not change.
-  if (!known.at) quality.timer = setTimeout(loadQuality, REFRESH_MS);
 }
 
 // The banks shown (for their names); reads the reports again.

@@ -11,11 +11,11 @@
 //! known-at times of a year published live (the reads as known at are
 //! measured on both), `section` writes the page's section.
 
-mod history;
+pub(super) mod history;
 mod live_times;
 mod section;
 mod storage;
-mod targets;
+pub(super) mod targets;
 
 use std::time::{Duration, Instant};
 
@@ -312,7 +312,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
 /// Every round asks every read at saturation and then at [`RATE`], and
 /// every throughput at saturation, in turn, so that a slow moment of the
 /// machine falls on all of them alike; the figures are medians.
-fn measure(
+pub(super) fn measure(
     settings: &Settings,
     reads: &[Target],
     throughputs: &[Target],
@@ -343,7 +343,11 @@ fn measure(
 
 /// Waits until the fold has every board, correction and retraction of
 /// the history (an hour at most, and never a minute without progress).
-async fn wait_folded(pool: &sqlx::PgPool, schema: &str, loaded: &Loaded) -> anyhow::Result<()> {
+pub(super) async fn wait_folded(
+    pool: &sqlx::PgPool,
+    schema: &str,
+    loaded: &Loaded,
+) -> anyhow::Result<()> {
     let versions = (loaded.boards + loaded.corrections) as i64;
     let retractions = loaded.retractions as i64;
     let progress = ratewire_service::progress::Progress::new("the fold", Some(versions as u64));

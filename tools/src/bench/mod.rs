@@ -22,6 +22,7 @@ pub mod live;
 pub mod load;
 pub mod procs;
 pub mod projectors;
+pub mod quality;
 pub mod reads;
 pub mod report;
 

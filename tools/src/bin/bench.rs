@@ -47,6 +47,9 @@ enum Scenario {
     /// again, Postgres bytes before and after the bitemporal change, signed
     /// `/convert`.
     KnownAt,
+    /// The quality reports on a month of hourly history: live and as
+    /// known at past instants, beside the live path and the baseline.
+    Quality,
 }
 
 #[tokio::main]
@@ -64,5 +67,6 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Freshness => bench::freshness::freshness_only(settings).await,
         Scenario::Backlog => bench::backlog::backlog_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
+        Scenario::Quality => bench::quality::run(settings).await,
     }
 }
