@@ -6,7 +6,7 @@
 //! of its bank, currencies and as-of that carry its interval.
 
 use chrono::{DateTime, Utc};
-use ratewire_proto::{BankId, CurrencyCode, Source};
+use ratewire_proto::{BankId, Source};
 use rust_decimal::Decimal;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -15,8 +15,7 @@ use uuid::Uuid;
 
 use super::{Board, Kind, LogPosition, RevisionRow, Status};
 use crate::error::Result;
-use crate::store::{begin_snapshot, outliers_at};
-use crate::views::HistoryRecord;
+use crate::store::{begin_snapshot, history_record, outliers_at};
 
 /// Where a page of the log starts: after this revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +157,7 @@ async fn read<'e>(
         }
         let revision = revisions.last_mut().expect("pushed above");
         if let Some(side) = row.try_get::<Option<i32>, _>("side")? {
-            let rate = rate_from_row(row, revision.as_of)?;
+            let rate = history_record(row, revision.as_of)?;
             match side {
                 0 => revision.before.push(rate),
                 _ => revision.after.push(rate),
@@ -194,18 +193,6 @@ fn revision_from_row(row: &PgRow) -> Result<RevisionRow> {
 fn bank_id(id: i64) -> Result<BankId> {
     // The fold only ever stores ids that came in a valid BankId.
     Ok(BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?)
-}
-
-fn rate_from_row(row: &PgRow, as_of: DateTime<Utc>) -> Result<HistoryRecord> {
-    let code: String = row.try_get("currency")?;
-    Ok(HistoryRecord {
-        currency: CurrencyCode::parse(code.trim()).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        as_of,
-        cash_buying: row.try_get("cash_buying")?,
-        cash_selling: row.try_get("cash_selling")?,
-        transactional_buying: row.try_get("transactional_buying")?,
-        transactional_selling: row.try_get("transactional_selling")?,
-    })
 }
 
 /// When the revision by `event_id` became known: where a page after it
@@ -332,7 +319,7 @@ async fn board_in(db: &mut PgConnection, event_id: Uuid) -> Result<Option<Board>
         .fetch_all(&mut *db)
         .await?
         .iter()
-        .map(|r| rate_from_row(r, as_of))
+        .map(|r| history_record(r, as_of))
         .collect::<Result<Vec<_>>>()?;
     let filter = Filter {
         revised: Some(event_id),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{Board, Revision};
-use crate::views::{timestamp, Envelope, Num, OptNum, QuoteJson, ViewStyle};
+use crate::views::{success, timestamp, Num, OptNum, QuoteJson, ViewStyle};
 
 /// What a page of the log is of, as the request asked.
 #[derive(Debug, Clone, Copy)]
@@ -76,15 +76,6 @@ impl<'a> RevisionJson<'a> {
                 .collect(),
         }
     }
-}
-
-fn success<T: Serialize>(data: T) -> String {
-    serde_json::to_string(&Envelope {
-        message: "success",
-        status: 200,
-        data,
-    })
-    .expect("views serialize to JSON")
 }
 
 /// `GET /api/v1/revisions` as JSON.

@@ -23,7 +23,7 @@ pub use best::{best_entry, best_picks, best_rates, best_rates_from, best_rates_i
 pub use currencies::{currency_counts, currency_known, known_currencies, quotes, quotes_of};
 pub use history::history;
 pub use known_at::{begin_known_at, fold_positions, is_final, known_at_final, FoldPosition};
-pub use outliers::{outliers_at, Outlier};
+pub use outliers::{history_record, outliers_at, Outlier};
 pub use quality::{banks_known_at, quality_reports, ReportsAsked};
 pub use range::{best_at, best_at_in, records_at, records_at_in, records_between, Best};
 pub use reference::{

@@ -112,7 +112,7 @@ async fn previous_values(
 }
 
 /// A rate row (`currency` and the four values) of a board as of `as_of`.
-pub(super) fn history_record(row: &PgRow, as_of: DateTime<Utc>) -> Result<HistoryRecord> {
+pub fn history_record(row: &PgRow, as_of: DateTime<Utc>) -> Result<HistoryRecord> {
     let code: String = row.try_get("currency")?;
     Ok(HistoryRecord {
         currency: CurrencyCode::parse(code.trim()).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,

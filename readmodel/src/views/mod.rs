@@ -307,3 +307,13 @@ pub struct Envelope<T> {
     pub status: u16,
     pub data: T,
 }
+
+/// `data` in a "success" envelope, as JSON.
+pub fn success<T: Serialize>(data: T) -> String {
+    serde_json::to_string(&Envelope {
+        message: "success",
+        status: 200,
+        data,
+    })
+    .expect("views serialize to JSON")
+}

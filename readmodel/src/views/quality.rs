@@ -6,7 +6,7 @@ use ratewire_proto::Schedule;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use super::{timestamp, Envelope, Num};
+use super::{success, timestamp, Num};
 use crate::quality::report::Report;
 
 /// The most missed spans a report lists: the latest ones
@@ -122,15 +122,6 @@ impl<'a> ReportJson<'a> {
                 .collect(),
         }
     }
-}
-
-fn success<T: Serialize>(data: T) -> String {
-    serde_json::to_string(&Envelope {
-        message: "success",
-        status: 200,
-        data,
-    })
-    .expect("reports serialize to JSON")
 }
 
 /// `GET /api/v1/banks/{id}/quality`.

@@ -123,12 +123,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         .await?;
     wait_folded(&pool, &schema, &loaded).await?;
     let fold_lag = loaded_at.elapsed().as_secs_f64();
-    let (from, to): (DateTime<Utc>, DateTime<Utc>) = sqlx::query_as(&format!(
-        "SELECT max(first), (SELECT max(known_from) FROM {schema}.board_versions)
-         FROM (SELECT min(known_from) AS first FROM {schema}.board_versions GROUP BY bank_id) f"
-    ))
-    .fetch_one(&pool)
-    .await?;
+    let (from, to) = known_window(&pool, &schema).await?;
     let pattern =
         instants(from, to).context("no whole second between the first and last board known")?;
     let final_at = from + (to - from) / 2;
@@ -375,6 +370,20 @@ pub(super) async fn wait_folded(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// From when every bank had a board known to the last board known: the
+/// instants a history's answers as known at are asked at.
+pub(super) async fn known_window(
+    pool: &sqlx::PgPool,
+    schema: &str,
+) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT max(first), (SELECT max(known_from) FROM {schema}.board_versions)
+         FROM (SELECT min(known_from) AS first FROM {schema}.board_versions GROUP BY bank_id) f"
+    ))
+    .fetch_one(pool)
+    .await?)
 }
 
 /// Waits until `url` is answered as final (its partitions settled past

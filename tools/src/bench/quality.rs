@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::known_at::history;
 use super::known_at::targets::{any_of, instant, instants, Target};
-use super::known_at::{measure, wait_folded, Figures, RATE};
+use super::known_at::{known_window, measure, wait_folded, Figures, RATE};
 use super::procs::{self, Procs};
 use super::report::{fixed, replace_section};
 use super::{say, Machine, Settings};
@@ -46,12 +46,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         .fetch_one(&pool)
         .await?;
     wait_folded(&pool, &schema, &loaded).await?;
-    let (from, to): (DateTime<Utc>, DateTime<Utc>) = sqlx::query_as(&format!(
-        "SELECT max(first), (SELECT max(known_from) FROM {schema}.board_versions)
-         FROM (SELECT min(known_from) AS first FROM {schema}.board_versions GROUP BY bank_id) f"
-    ))
-    .fetch_one(&pool)
-    .await?;
+    let (from, to) = known_window(&pool, &schema).await?;
     let pattern =
         instants(from, to).context("no whole second between the first and last board known")?;
 
