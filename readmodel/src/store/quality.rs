@@ -61,9 +61,12 @@ type VersionRow = (i64, bool, Option<Json<Schedule>>, DateTime<Utc>);
 /// A board received in the window.
 struct Received {
     event_id: Uuid,
+    as_of: DateTime<Utc>,
     received: DateTime<Utc>,
     known_from: DateTime<Utc>,
     corrects: bool,
+    /// Still in force at the report's end.
+    open: bool,
     rates: Vec<HistoryRecord>,
 }
 
@@ -119,6 +122,7 @@ pub async fn quality_reports(
     .into_iter()
     .collect();
     let in_force = in_force(db, &ids, from, at).await?;
+    with_rates(db, &mut received, &in_force).await?;
     let mut reports = Vec::with_capacity(banks.len());
     for bank in banks {
         let versions = versions
@@ -248,7 +252,7 @@ fn judge_versions(
 }
 
 /// The boards received (known) in `[from, at]`, by bank, in the order they
-/// became known, each with its rates as published.
+/// became known (their rates still to come: [`with_rates`]).
 async fn received(
     db: &mut PgConnection,
     ids: &[i64],
@@ -258,17 +262,17 @@ async fn received(
     let rows = sqlx::query(
         "SELECT b.bank_id, b.event_id, b.as_of, b.known_from,
                 COALESCE(b.received_at, b.known_from) AS received,
-                EXISTS (SELECT 1 FROM board_versions o
-                        WHERE o.bank_id = b.bank_id AND o.as_of = b.as_of
-                          AND o.closed_by = b.event_id) AS corrects,
-                r.currency, r.cash_buying, r.cash_selling,
-                r.transactional_buying, r.transactional_selling
+                (b.known_to IS NULL OR b.known_to > $3) AS open,
+                c.corrects IS NOT NULL AS corrects
          FROM board_versions b
-         LEFT JOIN rate_versions r
-           ON r.bank_id = b.bank_id AND r.currency = ANY (b.currencies) AND r.as_of = b.as_of
-          AND r.known_from = b.known_from AND r.known_to IS NOT DISTINCT FROM b.known_to
+         LEFT JOIN LATERAL (
+             -- A probe of the board's key (as EXISTS, one hash of every board).
+             SELECT true AS corrects FROM board_versions o
+             WHERE o.bank_id = b.bank_id AND o.as_of = b.as_of AND o.closed_by = b.event_id
+             LIMIT 1
+         ) c ON true
          WHERE b.bank_id = ANY ($1) AND b.known_from >= $2 AND b.known_from <= $3
-         ORDER BY b.bank_id, b.known_from, b.event_id, r.currency",
+         ORDER BY b.bank_id, b.known_from, b.event_id",
     )
     .bind(ids)
     .bind(from)
@@ -277,25 +281,74 @@ async fn received(
     .await?;
     let mut boards: HashMap<i64, Vec<Received>> = HashMap::new();
     for row in &rows {
-        let bank: i64 = row.try_get("bank_id")?;
-        let event_id: Uuid = row.try_get("event_id")?;
-        let list = boards.entry(bank).or_default();
-        if list.last().is_none_or(|b| b.event_id != event_id) {
-            list.push(Received {
-                event_id,
+        boards
+            .entry(row.try_get("bank_id")?)
+            .or_default()
+            .push(Received {
+                event_id: row.try_get("event_id")?,
+                as_of: row.try_get("as_of")?,
                 received: row.try_get("received")?,
                 known_from: row.try_get("known_from")?,
                 corrects: row.try_get("corrects")?,
+                open: row.try_get("open")?,
                 rates: Vec::new(),
             });
-        }
-        if row.try_get::<Option<String>, _>("currency")?.is_some() {
-            let as_of = row.try_get("as_of")?;
-            let board = list.last_mut().expect("pushed above");
-            board.rates.push(history_record(row, as_of)?);
-        }
     }
     Ok(boards)
+}
+
+/// Gives each board received its rates as published: a board still in
+/// force has them among the boards in force (read once for the breaches);
+/// the others (revised since, or older than the window's boards in force)
+/// are read by their event.
+async fn with_rates(
+    db: &mut PgConnection,
+    received: &mut HashMap<i64, Vec<Received>>,
+    in_force: &HashMap<i64, Vec<InForce>>,
+) -> Result<()> {
+    let mut missing = Vec::new();
+    for (bank, boards) in received.iter_mut() {
+        let forced = in_force.get(bank).map(Vec::as_slice).unwrap_or_default();
+        for board in boards.iter_mut() {
+            let found = forced
+                .binary_search_by_key(&board.as_of, |(as_of, _)| *as_of)
+                .ok()
+                .filter(|_| board.open);
+            match found {
+                Some(i) => board.rates = forced[i].1.clone(),
+                None => missing.push(board.event_id),
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let rows = sqlx::query(
+        "SELECT b.event_id, b.as_of, r.currency, r.cash_buying, r.cash_selling,
+                r.transactional_buying, r.transactional_selling
+         FROM board_versions b
+         JOIN rate_versions r
+           ON r.bank_id = b.bank_id AND r.currency = ANY (b.currencies) AND r.as_of = b.as_of
+          AND r.known_from = b.known_from AND r.known_to IS NOT DISTINCT FROM b.known_to
+         WHERE b.event_id = ANY ($1)
+         ORDER BY b.event_id, r.currency",
+    )
+    .bind(&missing)
+    .fetch_all(db)
+    .await?;
+    let mut read: HashMap<Uuid, Vec<HistoryRecord>> = HashMap::new();
+    for row in &rows {
+        let record = history_record(row, row.try_get("as_of")?)?;
+        read.entry(row.try_get("event_id")?)
+            .or_default()
+            .push(record);
+    }
+    for board in received.values_mut().flatten() {
+        if let Some(rates) = read.remove(&board.event_id) {
+            board.rates = rates;
+        }
+    }
+    Ok(())
 }
 
 /// Each bank's boards in force (in the snapshot's view of the model) from
