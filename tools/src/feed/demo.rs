@@ -19,7 +19,8 @@ use super::history;
 use super::market::{self, Style, DEMO_CURRENCIES};
 
 /// The demo bank that now and then misses its schedule: silent for a
-/// minute in every ten.
+/// minute in every ten, after the feed's first round (which publishes for
+/// every bank, so that a fresh stack, or `--once`, serves them all).
 pub const MISSING_BANK: &str = "ENAT";
 
 /// Whether [`MISSING_BANK`] keeps silent at `now`: the eighth minute of
@@ -178,6 +179,7 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
 
     let mut tick = tokio::time::interval(settings.interval);
     let mut referenced: Option<NaiveDate> = None;
+    let mut first = true;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -191,7 +193,7 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
         }
         let (mut accepted, mut failed) = (0, 0);
         for bank in &mut banks {
-            if silent(bank.code, Utc::now()) {
+            if !first && silent(bank.code, Utc::now()) {
                 continue;
             }
             let board = bank.next_board(&mut rng);
@@ -204,6 +206,7 @@ pub async fn run_demo(settings: DemoSettings, shutdown: CancellationToken) -> an
             }
         }
         info!(accepted, failed, "demo round published");
+        first = false;
         if settings.once {
             break;
         }
