@@ -251,6 +251,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
             cache,
             lists: Default::default(),
             fallbacks: Default::default(),
+            refreshed: Default::default(),
             read_back: Default::default(),
             style: Arc::new(config.read_model.view_style()),
         }),

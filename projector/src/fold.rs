@@ -26,6 +26,7 @@ pub mod model;
 mod outcome;
 mod plan;
 mod positions;
+mod screen;
 pub mod write;
 
 use std::collections::BTreeSet;

@@ -1,8 +1,9 @@
 //! `GET /api/v1/banks/{id}/quality` and `GET /api/v1/quality`: how well a
 //! bank kept to its schedule, to plausible values and to the spread cap
 //! over the last days, with a score (`ratewire_readmodel::quality`).
-//! Rendered for each request from Postgres, in one snapshot of the model
-//! as known at the window's end: now, or `asKnownAt`.
+//! Rendered from Postgres in one snapshot of the model as known at the
+//! window's end: now (kept and refreshed behind the requests), or
+//! `asKnownAt`.
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -10,7 +11,7 @@ use axum::response::Response;
 use chrono::{DateTime, SubsecRound, Utc};
 use ratewire_proto::BankId;
 use ratewire_readmodel::quality::report::Report;
-use ratewire_readmodel::store::{banks_known_at, begin_snapshot, quality_reports, ReportsAsked};
+use ratewire_readmodel::store::{begin_snapshot, quality_reports, ReportsAsked, ReportsOf};
 use ratewire_readmodel::views::quality::{report_json, reports_json};
 use tokio::sync::Semaphore;
 use utoipa::openapi::path::{Parameter, ParameterIn};
@@ -154,18 +155,19 @@ pub async fn quality(
 /// rendered by `render`: live in a snapshot of the present, or as known at
 /// an instant.
 ///
-/// A live window ends at the last whole second, and its answer is shared
-/// by the requests for it within that second (`Views::fallbacks`), so a
-/// report costs Postgres at most one render a second however often it is
-/// asked; and at most [`RENDERS_AT_ONCE`] reports render at once in one
-/// process, so that clients asking for many different ones slow the
-/// quality reports only, not the other reads.
+/// A live report is kept and refreshed behind the requests
+/// (`Views::refreshed`): a request is answered with the last render, whose
+/// window ends at the whole second it was made, and waits only when there
+/// is none; so a report costs Postgres at most one render a second however
+/// often it is asked. At most [`RENDERS_AT_ONCE`] reports render at once
+/// in one process, so that clients asking for many different ones slow
+/// the quality reports only, not the other reads.
 async fn answer(
     state: &AppState,
     query: QualityQuery,
     known: KnownAtRequest,
     bank: Option<BankId>,
-    render: impl Fn(Vec<Report>, &AppState) -> Result<String>,
+    render: fn(Vec<Report>, &AppState) -> Result<String>,
 ) -> Result<Response> {
     let days = query.days.map_or(DEFAULT_DAYS, |Days(d)| d);
     let read = state.views.read.current();
@@ -185,30 +187,33 @@ async fn answer(
             .answer(Rendered::Json(render(reports, state)?), None)
             .await;
     }
-    let now = Utc::now().trunc_subsecs(0);
     let key = format!(
-        "quality|{}|{}|{}|{days}|{}",
+        "quality|{}|{}|{}|{days}",
         read.generation.schema,
         read.generation.identity,
         bank.map_or(0, BankId::get),
-        now.timestamp()
     );
+    let (state_for_render, pool) = (state.clone(), pool.clone());
     let stored = state
         .views
-        .fallbacks
-        .get(&key, || async {
-            let _permit = RENDERS
-                .acquire()
-                .await
-                .map_err(|_| Error::Startup("closed".into()))?;
-            let mut tx = begin_snapshot(pool).await?;
-            let reports = reports(state, &mut tx, pool, bank, days, now).await?;
-            tx.commit().await?;
-            Ok(match render(reports, state) {
-                Ok(body) => Ok(rendered(body)),
-                Err(Error::NotFound(message)) => Err(message),
-                Err(e) => return Err(e),
-            })
+        .refreshed
+        .get(&key, move || {
+            let (state, pool) = (state_for_render.clone(), pool.clone());
+            async move {
+                let _permit = RENDERS
+                    .acquire()
+                    .await
+                    .map_err(|_| Error::Startup("closed".into()))?;
+                let now = Utc::now().trunc_subsecs(0);
+                let mut tx = begin_snapshot(&pool).await?;
+                let reports = reports(&state, &mut tx, &pool, bank, days, now).await?;
+                tx.commit().await?;
+                Ok(match render(reports, &state) {
+                    Ok(body) => Ok(rendered(body)),
+                    Err(Error::NotFound(message)) => Err(message),
+                    Err(e) => return Err(e),
+                })
+            }
         })
         .await?;
     Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
@@ -227,12 +232,6 @@ async fn reports(
     days: u32,
     at: DateTime<Utc>,
 ) -> Result<Vec<Report>> {
-    let known = banks_known_at(&mut *db, bank.as_ref().map(std::slice::from_ref), at).await?;
-    let banks: Vec<BankId> = known
-        .into_iter()
-        .filter(|(_, active)| bank.is_some() || *active)
-        .map(|(id, _)| id)
-        .collect();
     let asked = ReportsAsked {
         days,
         at,
@@ -240,5 +239,6 @@ async fn reports(
         spread_cap: state.spread_cap_percent,
         outlier_percent: state.views.style.outliers.percent,
     };
-    Ok(quality_reports(db, pool, &banks, asked).await?)
+    let of = bank.map_or(ReportsOf::Active, ReportsOf::Bank);
+    Ok(quality_reports(db, pool, of, asked).await?)
 }

@@ -110,7 +110,7 @@ impl Fallbacks {
 }
 
 /// Renders, and fingerprints what was rendered (its `ETag`).
-async fn fingerprinted<F, Fut>(render: F) -> Result<Kept>
+pub(crate) async fn fingerprinted<F, Fut>(render: F) -> Result<Kept>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Rendered>>,

@@ -5,7 +5,9 @@
 //! elements: [`lists`]), or, when Redis has none or cannot be asked,
 //! rendered from Postgres with the same renderer ([`fallback`]), all in
 //! [`Views::serve`]. A request as known at a past instant is rendered
-//! from Postgres alone ([`known_at`]). [`read_model`] says which
+//! from Postgres alone ([`known_at`]). Views no projector renders (the
+//! live quality reports) are kept and refreshed here ([`refreshed`]).
+//! [`read_model`] says which
 //! generation is served;
 //! [`reference`](mod@reference) reads the reference rates' days;
 //! [`answer`] and [`body`] make the responses.
@@ -19,6 +21,7 @@ pub mod known_at;
 pub mod lists;
 pub mod read_model;
 pub mod reference;
+pub mod refreshed;
 pub mod requests;
 
 use std::future::Future;
@@ -59,6 +62,9 @@ pub struct Views {
     /// Views rendered from Postgres while Redis has none, shared and kept
     /// a second.
     pub fallbacks: Fallbacks,
+    /// Views rendered from Postgres for this process alone (the live
+    /// quality reports), refreshed behind the requests.
+    pub refreshed: refreshed::Refreshed,
     /// The boards a conversion reads, read back from their stored list.
     pub read_back: ReadBack,
     pub style: Arc<ViewStyle>,

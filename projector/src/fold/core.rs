@@ -25,9 +25,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::{BankId, BoardPublished, CurrencyCode, Envelope, Event, Source};
+use ratewire_readmodel::quality::Screen;
 use uuid::Uuid;
 
 use super::model::{Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction};
+use super::screen::screen;
 
 /// The rule of a bank event for a bank never registered.
 pub const UNKNOWN_BANK: &str = "unknown-bank";
@@ -58,6 +60,7 @@ pub enum Change {
         as_of: DateTime<Utc>,
         board: Board,
         published: Published,
+        screen: Screen,
     },
     FirstQuoted {
         currency: CurrencyCode,
@@ -332,10 +335,13 @@ fn publish(
             transactional_selling: r.transactional_selling(),
         })
         .collect();
+    let board_added = Board::new(envelope.event_id, quotes);
+    let screen = screen(model, bank, as_of, &board_added);
     changes.push(Change::BoardAdded {
         bank,
         as_of,
-        board: Board::new(envelope.event_id, quotes),
+        screen,
+        board: board_added,
         published: Published {
             received_at: envelope.occurred_at,
             at,
@@ -404,6 +410,7 @@ pub struct BoardRow {
     pub as_of: DateTime<Utc>,
     pub board: Board,
     pub published: Published,
+    pub screen: Screen,
 }
 
 /// What a run of changes comes to, as versions: the rows that stood
@@ -517,6 +524,7 @@ impl Net {
                     as_of,
                     board,
                     published,
+                    screen,
                 } => {
                     // Every currency a board quotes is known from the
                     // earliest known-at time of any board quoting it,
@@ -537,6 +545,7 @@ impl Net {
                             as_of: *as_of,
                             board: board.clone(),
                             published: published.clone(),
+                            screen: *screen,
                         },
                         known_from: known_at,
                         closed: None,

@@ -261,6 +261,8 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.board_sources
             .push(row.published.source.clone().map(Json));
         rows.board_reasons.push(row.published.reason.clone());
+        rows.board_widest.push(row.screen.widest_spread);
+        rows.board_moves.push(row.screen.largest_move);
         rates.extend(row.board.quotes.iter().map(|q| {
             (
                 row.bank.get(),
@@ -376,6 +378,8 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.latest_from)
         .bind(&rows.latest_to)
         .bind(&rows.banks.bank_schedules)
+        .bind(&rows.board_widest)
+        .bind(&rows.board_moves)
         .fetch_one(db)
         .await?;
     let expected = rows.applied_ids.len();
@@ -407,6 +411,8 @@ struct Rows {
     board_offsets: Vec<i64>,
     board_sources: Vec<Option<Json<ratewire_proto::Source>>>,
     board_reasons: Vec<Option<String>>,
+    board_widest: Vec<Option<Decimal>>,
+    board_moves: Vec<Option<Decimal>>,
     currency_codes: Vec<String>,
     currency_names: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
@@ -461,12 +467,13 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
      ), board AS (
          INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
                                      closed_by, received_at, log_partition, log_offset, source,
-                                     reason)
-         SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r
+                                     reason, widest_spread, largest_move)
+         SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r, w, m
          FROM UNNEST($15::bigint[], $16::timestamptz[], $17::uuid[], $18::text[],
                      $19::timestamptz[], $20::timestamptz[], $21::uuid[], $22::timestamptz[],
-                     $23::int[], $24::bigint[], $25::jsonb[], $26::text[])
-              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r)
+                     $23::int[], $24::bigint[], $25::jsonb[], $26::text[], $65::numeric[],
+                     $66::numeric[])
+              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r, w, m)
      ), currency AS (
          INSERT INTO currencies_known (code, name, first_quoted_at, known_from)
          SELECT c.code, c.name, c.first, c.known

@@ -2,15 +2,16 @@
 //! as known at the report's end (live, or `asKnownAt`), then judged in
 //! Rust ([`crate::quality`]: slots, spreads, the report and its score).
 //!
-//! Four statements for any number of banks: the banks' versions (their
-//! schedules as they changed), the boards received in the window with
-//! their rates, the retractions, and the boards in force over the window
-//! (from the one in force at its start). Outliers are judged exactly as a
-//! board's provenance shows them ([`outliers_at`]), but
-//! only on the boards with a value that departs from the bank's value
-//! before it: every outlier does, and few boards do.
+//! Five statements for any number of banks, each one row per bank version,
+//! board or retraction, never per rate: the banks' versions (their
+//! schedules as they changed), the boards received in the window, the
+//! retractions, and the boards in force over the window (from the one in
+//! force at its start), each with its screen ([`Screen`]). Then the rates
+//! of only the boards the screens let through: those whose spread may be
+//! over the cap, and those with a value that may be an outlier, judged
+//! exactly as a board's provenance shows them ([`outliers_at`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
@@ -25,8 +26,8 @@ use crate::error::Result;
 use crate::quality::report::{Report, Tally};
 use crate::quality::slots::{judge, Judged};
 use crate::quality::spread::{breaches, Pair, Quote};
-use crate::quality::References;
-use crate::views::{Field, HistoryRecord};
+use crate::quality::Screen;
+use crate::views::HistoryRecord;
 
 /// What every report of one request shares.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +46,15 @@ impl ReportsAsked {
     }
 }
 
+/// Whose reports are asked for.
+#[derive(Debug, Clone, Copy)]
+pub enum ReportsOf {
+    /// One bank's, active or not (none when it was not known then).
+    Bank(BankId),
+    /// Every bank's active at the window's end.
+    Active,
+}
+
 /// One version of a bank, as the reports need it.
 struct BankVersion {
     active: bool,
@@ -52,8 +62,11 @@ struct BankVersion {
     known_from: DateTime<Utc>,
 }
 
-/// A board in force: its as-of and rates.
-type InForce = (DateTime<Utc>, Vec<HistoryRecord>);
+/// A board in force: its as-of and the widest spread of its pairs.
+struct InForce {
+    as_of: DateTime<Utc>,
+    screen: Screen,
+}
 
 /// A bank version's row: id, active, schedule, known from.
 type VersionRow = (i64, bool, Option<Json<Schedule>>, DateTime<Utc>);
@@ -61,53 +74,33 @@ type VersionRow = (i64, bool, Option<Json<Schedule>>, DateTime<Utc>);
 /// A board received in the window.
 struct Received {
     event_id: Uuid,
-    as_of: DateTime<Utc>,
     received: DateTime<Utc>,
     known_from: DateTime<Utc>,
     corrects: bool,
-    /// Still in force at the report's end.
-    open: bool,
-    rates: Vec<HistoryRecord>,
+    screen: Screen,
 }
 
-/// The banks known at `asked.at` among `banks` (every bank when `None`),
-/// with the last of their versions active or not.
-pub async fn banks_known_at(
-    db: &mut PgConnection,
-    banks: Option<&[BankId]>,
-    at: DateTime<Utc>,
-) -> Result<Vec<(BankId, bool)>> {
-    let ids: Option<Vec<i64>> = banks.map(|b| b.iter().map(|id| id.get()).collect());
-    let rows: Vec<(i64, bool)> = sqlx::query_as(
-        "SELECT DISTINCT ON (id) id, active FROM bank_versions
-         WHERE ($1::bigint[] IS NULL OR id = ANY ($1)) AND known_from <= $2
-         ORDER BY id, known_from DESC",
-    )
-    .bind(ids)
-    .bind(at)
-    .fetch_all(db)
-    .await?;
-    rows.into_iter()
-        .map(|(id, active)| {
-            // The fold only ever stores ids that came in a valid BankId.
-            let id = BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            Ok((id, active))
-        })
-        .collect()
-}
-
-/// The reports of `banks` (known at `asked.at`), in the order given. `db`
-/// is a snapshot of the model as known at `asked.at`; `pool` is where the
+/// The reports `of` asks for, as known at `asked.at`, by bank id. `db` is
+/// a snapshot of the model as known at `asked.at`; `pool` is where the
 /// outliers are judged, each as known when its board was published.
 pub async fn quality_reports(
     db: &mut PgConnection,
     pool: &PgPool,
-    banks: &[BankId],
+    of: ReportsOf,
     asked: ReportsAsked,
 ) -> Result<Vec<Report>> {
-    let ids: Vec<i64> = banks.iter().map(|id| id.get()).collect();
     let (from, at) = (asked.from(), asked.at);
-    let versions = bank_versions(db, &ids, at).await?;
+    let one = match of {
+        ReportsOf::Bank(bank) => Some(vec![bank.get()]),
+        ReportsOf::Active => None,
+    };
+    let versions = bank_versions(db, one.as_deref(), at).await?;
+    let mut ids: Vec<i64> = versions
+        .iter()
+        .filter(|(_, v)| one.is_some() || v.last().is_some_and(|v| v.active))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.sort_unstable();
     let mut received = received(db, &ids, from, at).await?;
     let retractions: HashMap<i64, i64> = sqlx::query_as(
         "SELECT bank_id, count(*) FROM retracted_boards
@@ -122,40 +115,46 @@ pub async fn quality_reports(
     .into_iter()
     .collect();
     let in_force = in_force(db, &ids, from, at).await?;
-    with_rates(db, &mut received, &in_force).await?;
-    let mut reports = Vec::with_capacity(banks.len());
-    for bank in banks {
-        let versions = versions
-            .get(&bank.get())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let boards = received.remove(&bank.get()).unwrap_or_default();
-        let in_force = in_force
-            .get(&bank.get())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+    let wide = wide_rates(db, &in_force, asked.spread_cap).await?;
+    let judged: Vec<Uuid> = received
+        .values()
+        .flatten()
+        .filter(|b| b.screen.may_outlie(asked.outlier_percent))
+        .map(|b| b.event_id)
+        .collect();
+    let mut judged = published_rates(db, &judged).await?;
+    let mut reports = Vec::with_capacity(ids.len());
+    for id in ids {
+        // The fold only ever stores ids that came in a valid BankId.
+        let bank = BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        let versions = versions.get(&id).map(Vec::as_slice).unwrap_or_default();
+        let boards = received.remove(&id).unwrap_or_default();
+        let in_force = in_force.get(&id).map(Vec::as_slice).unwrap_or_default();
         let times: Vec<DateTime<Utc>> = {
             let mut times: Vec<_> = boards.iter().map(|b| b.received).collect();
             times.sort_unstable();
             times
         };
         let slots = judge_versions(versions, asked.zone, from, at, &times);
-        // The board in force at the window's start, if any, is what the
-        // first board received in it departs from.
-        let before = in_force.first().filter(|(as_of, _)| *as_of < from);
         let (outliers, boards_with_outliers) =
-            outliers(pool, *bank, &boards, before, asked).await?;
+            outliers(pool, bank, &boards, &mut judged, asked.outlier_percent).await?;
         let tally = Tally {
             boards: boards.len() as u64,
             corrections: boards.iter().filter(|b| b.corrects).count() as u64,
-            retractions: retractions.get(&bank.get()).copied().unwrap_or(0) as u64,
+            retractions: retractions.get(&id).copied().unwrap_or(0) as u64,
             outliers,
             boards_with_outliers,
-            last_board_at: in_force.last().map(|(as_of, _)| *as_of),
+            last_board_at: in_force.last().map(|b| b.as_of),
         };
+        // A board the screen clears has no pair over the cap: it closes
+        // every breach open before it, as a board quoting none would.
         let quoted: Vec<(DateTime<Utc>, Vec<Quote>)> = in_force
             .iter()
-            .map(|(as_of, rates)| (*as_of, rates.iter().flat_map(pairs).collect()))
+            .map(|board| {
+                let rates = wide.get(&(id, board.as_of)).map(Vec::as_slice);
+                let quotes = rates.unwrap_or_default().iter().flat_map(pairs).collect();
+                (board.as_of, quotes)
+            })
             .collect();
         let found = breaches(
             quoted
@@ -168,7 +167,7 @@ pub async fn quality_reports(
         .collect();
         let schedule = versions.last().and_then(|v| v.schedule.clone());
         reports.push(Report::new(
-            *bank,
+            bank,
             asked.days,
             (from, at),
             schedule,
@@ -197,15 +196,16 @@ fn pairs(rate: &HistoryRecord) -> impl Iterator<Item = Quote> + '_ {
     })
 }
 
-/// Each bank's versions known at `at`, oldest first.
+/// The versions known at `at` of each bank in `ids` (every bank when
+/// `None`), oldest first.
 async fn bank_versions(
     db: &mut PgConnection,
-    ids: &[i64],
+    ids: Option<&[i64]>,
     at: DateTime<Utc>,
 ) -> Result<HashMap<i64, Vec<BankVersion>>> {
     let rows: Vec<VersionRow> = sqlx::query_as(
         "SELECT id, active, schedule, known_from FROM bank_versions
-         WHERE id = ANY ($1) AND known_from <= $2
+         WHERE ($1::bigint[] IS NULL OR id = ANY ($1)) AND known_from <= $2
          ORDER BY id, known_from",
     )
     .bind(ids)
@@ -252,7 +252,7 @@ fn judge_versions(
 }
 
 /// The boards received (known) in `[from, at]`, by bank, in the order they
-/// became known (their rates still to come: [`with_rates`]).
+/// became known.
 async fn received(
     db: &mut PgConnection,
     ids: &[i64],
@@ -260,9 +260,8 @@ async fn received(
     at: DateTime<Utc>,
 ) -> Result<HashMap<i64, Vec<Received>>> {
     let rows = sqlx::query(
-        "SELECT b.bank_id, b.event_id, b.as_of, b.known_from,
+        "SELECT b.bank_id, b.event_id, b.known_from, b.largest_move,
                 COALESCE(b.received_at, b.known_from) AS received,
-                (b.known_to IS NULL OR b.known_to > $3) AS open,
                 c.corrects IS NOT NULL AS corrects
          FROM board_versions b
          LEFT JOIN LATERAL (
@@ -286,42 +285,105 @@ async fn received(
             .or_default()
             .push(Received {
                 event_id: row.try_get("event_id")?,
-                as_of: row.try_get("as_of")?,
                 received: row.try_get("received")?,
                 known_from: row.try_get("known_from")?,
                 corrects: row.try_get("corrects")?,
-                open: row.try_get("open")?,
-                rates: Vec::new(),
+                screen: Screen {
+                    widest_spread: None,
+                    largest_move: row.try_get("largest_move")?,
+                },
             });
     }
     Ok(boards)
 }
 
-/// Gives each board received its rates as published: a board still in
-/// force has them among the boards in force (read once for the breaches);
-/// the others (revised since, or older than the window's boards in force)
-/// are read by their event.
-async fn with_rates(
+/// Each bank's boards in force (in the snapshot's view of the model) from
+/// the one in force at `from` to the last by `at`, in as-of order.
+async fn in_force(
     db: &mut PgConnection,
-    received: &mut HashMap<i64, Vec<Received>>,
-    in_force: &HashMap<i64, Vec<InForce>>,
-) -> Result<()> {
-    let mut missing = Vec::new();
-    for (bank, boards) in received.iter_mut() {
-        let forced = in_force.get(bank).map(Vec::as_slice).unwrap_or_default();
-        for board in boards.iter_mut() {
-            let found = forced
-                .binary_search_by_key(&board.as_of, |(as_of, _)| *as_of)
-                .ok()
-                .filter(|_| board.open);
-            match found {
-                Some(i) => board.rates = forced[i].1.clone(),
-                None => missing.push(board.event_id),
-            }
-        }
+    ids: &[i64],
+    from: DateTime<Utc>,
+    at: DateTime<Utc>,
+) -> Result<HashMap<i64, Vec<InForce>>> {
+    let rows: Vec<(i64, DateTime<Utc>, Option<Decimal>)> = sqlx::query_as(
+        "SELECT k.bank_id, b.as_of, b.widest_spread
+         FROM UNNEST($1::bigint[]) AS k (bank_id)
+         CROSS JOIN LATERAL (
+             SELECT as_of, widest_spread FROM boards
+             WHERE bank_id = k.bank_id AND as_of <= $3
+               AND as_of >= COALESCE((SELECT max(p.as_of) FROM boards p
+                                      WHERE p.bank_id = k.bank_id AND p.as_of < $2), $2)
+         ) b
+         ORDER BY k.bank_id, b.as_of",
+    )
+    .bind(ids)
+    .bind(from)
+    .bind(at)
+    .fetch_all(db)
+    .await?;
+    let mut boards: HashMap<i64, Vec<InForce>> = HashMap::new();
+    for (bank, as_of, widest_spread) in rows {
+        boards.entry(bank).or_default().push(InForce {
+            as_of,
+            screen: Screen {
+                widest_spread,
+                largest_move: None,
+            },
+        });
     }
-    if missing.is_empty() {
-        return Ok(());
+    Ok(boards)
+}
+
+/// The rates of the boards in force whose screen says a spread may be over
+/// `cap`, by bank and as-of.
+async fn wide_rates(
+    db: &mut PgConnection,
+    in_force: &HashMap<i64, Vec<InForce>>,
+    cap: Decimal,
+) -> Result<HashMap<(i64, DateTime<Utc>), Vec<HistoryRecord>>> {
+    let (banks, times): (Vec<i64>, Vec<DateTime<Utc>>) = in_force
+        .iter()
+        .flat_map(|(bank, boards)| boards.iter().map(move |b| (*bank, b)))
+        .filter(|(_, board)| board.screen.may_breach(cap))
+        .map(|(bank, board)| (bank, board.as_of))
+        .unzip();
+    if banks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(
+        "SELECT k.bank_id, k.as_of, r.currency, r.cash_buying, r.cash_selling,
+                r.transactional_buying, r.transactional_selling
+         FROM UNNEST($1::bigint[], $2::timestamptz[]) AS k (bank_id, as_of)
+         JOIN boards b ON b.bank_id = k.bank_id AND b.as_of = k.as_of
+         CROSS JOIN LATERAL (
+             SELECT * FROM rates r
+             WHERE r.bank_id = k.bank_id AND r.currency = ANY (b.currencies) AND r.as_of = k.as_of
+             OFFSET 0
+         ) r
+         ORDER BY k.bank_id, k.as_of, r.currency",
+    )
+    .bind(&banks)
+    .bind(&times)
+    .fetch_all(db)
+    .await?;
+    let mut rates: HashMap<(i64, DateTime<Utc>), Vec<HistoryRecord>> = HashMap::new();
+    for row in &rows {
+        let key = (row.try_get("bank_id")?, row.try_get("as_of")?);
+        rates
+            .entry(key)
+            .or_default()
+            .push(history_record(row, key.1)?);
+    }
+    Ok(rates)
+}
+
+/// The rates of the boards published as `events`, as published.
+async fn published_rates(
+    db: &mut PgConnection,
+    events: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<HistoryRecord>>> {
+    if events.is_empty() {
+        return Ok(HashMap::new());
     }
     let rows = sqlx::query(
         "SELECT b.event_id, b.as_of, r.currency, r.cash_buying, r.cash_selling,
@@ -333,7 +395,7 @@ async fn with_rates(
          WHERE b.event_id = ANY ($1)
          ORDER BY b.event_id, r.currency",
     )
-    .bind(&missing)
+    .bind(events)
     .fetch_all(db)
     .await?;
     let mut read: HashMap<Uuid, Vec<HistoryRecord>> = HashMap::new();
@@ -343,108 +405,25 @@ async fn with_rates(
             .or_default()
             .push(record);
     }
-    for board in received.values_mut().flatten() {
-        if let Some(rates) = read.remove(&board.event_id) {
-            board.rates = rates;
-        }
-    }
-    Ok(())
-}
-
-/// Each bank's boards in force (in the snapshot's view of the model) from
-/// the one in force at `from` to the last by `at`, in as-of order.
-async fn in_force(
-    db: &mut PgConnection,
-    ids: &[i64],
-    from: DateTime<Utc>,
-    at: DateTime<Utc>,
-) -> Result<HashMap<i64, Vec<InForce>>> {
-    let rows = sqlx::query(
-        "SELECT k.bank_id, b.as_of, r.currency, r.cash_buying, r.cash_selling,
-                r.transactional_buying, r.transactional_selling
-         FROM UNNEST($1::bigint[]) AS k (bank_id)
-         CROSS JOIN LATERAL (
-             SELECT as_of, currencies FROM boards
-             WHERE bank_id = k.bank_id AND as_of <= $3
-               AND as_of >= COALESCE((SELECT max(p.as_of) FROM boards p
-                                      WHERE p.bank_id = k.bank_id AND p.as_of < $2), $2)
-         ) b
-         LEFT JOIN LATERAL (
-             SELECT * FROM rates r
-             WHERE r.bank_id = k.bank_id AND r.currency = ANY (b.currencies) AND r.as_of = b.as_of
-             OFFSET 0
-         ) r ON true
-         ORDER BY k.bank_id, b.as_of, r.currency",
-    )
-    .bind(ids)
-    .bind(from)
-    .bind(at)
-    .fetch_all(db)
-    .await?;
-    let mut boards: HashMap<i64, Vec<InForce>> = HashMap::new();
-    for row in &rows {
-        let bank: i64 = row.try_get("bank_id")?;
-        let as_of: DateTime<Utc> = row.try_get("as_of")?;
-        let list = boards.entry(bank).or_default();
-        if list.last().is_none_or(|(last, _)| *last != as_of) {
-            list.push((as_of, Vec::new()));
-        }
-        if row.try_get::<Option<String>, _>("currency")?.is_some() {
-            let board = list.last_mut().expect("pushed above");
-            board.1.push(history_record(row, as_of)?);
-        }
-    }
-    Ok(boards)
+    Ok(read)
 }
 
 /// The outlying values of `boards` and the boards with any: each board
-/// with a value that departs from the bank's value before it (on `before`,
-/// then on each board in the order they became known), or that has none,
-/// is judged exactly.
+/// whose screen says a value may be an outlier (its rates in `judged`) is
+/// judged exactly, as known when it was published.
 async fn outliers(
     pool: &PgPool,
     bank: BankId,
     boards: &[Received],
-    before: Option<&InForce>,
-    asked: ReportsAsked,
+    judged: &mut HashMap<Uuid, Vec<HistoryRecord>>,
+    percent: Decimal,
 ) -> Result<(u64, u64)> {
-    let mut last: BTreeMap<(ratewire_proto::CurrencyCode, Field), Decimal> = BTreeMap::new();
-    let remember = |rates: &[HistoryRecord], last: &mut BTreeMap<_, _>| {
-        for rate in rates {
-            for field in Field::ALL {
-                if let Some(value) = field.of_record(rate) {
-                    last.insert((rate.currency, field), value);
-                }
-            }
-        }
-    };
-    if let Some((_, rates)) = before {
-        remember(rates, &mut last);
-    }
     let (mut values, mut flagged) = (0, 0);
-    for board in boards {
-        let departs = board.rates.iter().any(|rate| {
-            Field::ALL.iter().any(|field| {
-                field.of_record(rate).is_some_and(|value| {
-                    let previous = last.get(&(rate.currency, *field)).copied();
-                    previous.is_none()
-                        || References::of(previous, &[]).flag(value, asked.outlier_percent)
-                })
-            })
-        });
-        if departs {
-            let found = outliers_at(
-                pool,
-                bank,
-                board.known_from,
-                &board.rates,
-                asked.outlier_percent,
-            )
-            .await?;
-            values += found.len() as u64;
-            flagged += u64::from(!found.is_empty());
-        }
-        remember(&board.rates, &mut last);
+    for board in boards.iter().filter(|b| b.screen.may_outlie(percent)) {
+        let rates = judged.remove(&board.event_id).unwrap_or_default();
+        let found = outliers_at(pool, bank, board.known_from, &rates, percent).await?;
+        values += found.len() as u64;
+        flagged += u64::from(!found.is_empty());
     }
     Ok((values, flagged))
 }
