@@ -15,9 +15,11 @@
 //!   [`quotes`]: the banks' latest quotes as alerts see them;
 //!   [`message`]: what a webhook receives, written by serde;
 //!   [`evaluation`]: the judge in the fold's transaction, reading and
-//!   storing the watches, quotes and crossings;
+//!   storing the watches, quotes and crossings (and spread-cap breaches);
 //! - [`registry`]: webhooks and alerts as their owners manage them (the
 //!   API's endpoints store through it);
+//! - [`watchdog`]: missed publications judged once every fold has passed
+//!   them, recorded as events like the fold's breaches;
 //! - [`delivery`]: the deliverer, which sends the outbox's messages beside
 //!   the fold.
 //!
@@ -38,6 +40,7 @@ pub mod schema;
 pub mod sealing;
 pub mod settings;
 pub mod signing;
+pub mod watchdog;
 
 pub use address::AddressPolicy;
 pub use error::{Error, Result};

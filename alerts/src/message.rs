@@ -14,6 +14,13 @@ use crate::judge::{Condition, Field};
 /// The event types webhooks receive.
 pub const THRESHOLD_CROSSED: &str = "rate.threshold_crossed";
 pub const WEBHOOK_TEST: &str = "webhook.test";
+/// A bank began missing its schedule's slots (told once per run of
+/// consecutive missed slots).
+pub const PUBLICATION_MISSED: &str = "quality.publication_missed";
+/// A pair of a bank's newest board went over the spread cap.
+pub const SPREAD_CAP_BREACHED: &str = "quality.spread_cap_breached";
+/// The event types a webhook may name in `events`.
+pub const QUALITY_EVENTS: [&str; 2] = [PUBLICATION_MISSED, SPREAD_CAP_BREACHED];
 
 /// A message's body: `{type, timestamp, data}`.
 #[derive(Debug, Serialize)]
@@ -65,6 +72,45 @@ pub struct BankRef {
     pub code: String,
 }
 
+/// `quality.publication_missed`: the first slot of a run of missed ones
+/// ended without a board, as judged once every partition's fold passed
+/// its end.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicationMissed {
+    pub bank: BankRef,
+    pub schedule: ratewire_proto::Schedule,
+    /// The missed slots found, consecutive ones as one span.
+    #[serde(serialize_with = "millis::one")]
+    pub from: DateTime<Utc>,
+    #[serde(serialize_with = "millis::one")]
+    pub to: DateTime<Utc>,
+}
+
+/// `quality.spread_cap_breached`: a pair whose spread was within the cap
+/// (or not quoted) on the bank's board before is over it on its newest.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadCapBreached {
+    pub bank: BankRef,
+    pub currency_code: String,
+    /// `cash` or `transactional`.
+    pub pair: &'static str,
+    #[serde(serialize_with = "numbers::one")]
+    pub buying: Decimal,
+    #[serde(serialize_with = "numbers::one")]
+    pub selling: Decimal,
+    #[serde(serialize_with = "numbers::one")]
+    pub spread_percent: Decimal,
+    #[serde(serialize_with = "numbers::one")]
+    pub spread_cap_percent: Decimal,
+    /// The as-of of the board.
+    #[serde(serialize_with = "millis::one")]
+    pub updated_at: DateTime<Utc>,
+    /// The event that published it.
+    pub event_id: Uuid,
+}
+
 /// `webhook.test`: asked for by the webhook's owner.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -79,7 +125,17 @@ fn field_key<S: serde::Serializer>(field: &Field, s: S) -> Result<S::Ok, S::Erro
 /// A crossing's message id (its `webhook-id`, the same on every attempt):
 /// from the alert and the event, so no evaluation can make it twice.
 pub fn crossing_id(alert: Uuid, event: Uuid) -> String {
-    let digest = Sha256::digest(format!("{alert}:{event}"));
+    digest_id(&format!("{alert}:{event}"))
+}
+
+/// A watchdog event's message id for one webhook: from the event's id
+/// and the webhook, so no expansion can make it twice.
+pub fn quality_message_id(event: &str, webhook: Uuid) -> String {
+    digest_id(&format!("{webhook}:{event}"))
+}
+
+fn digest_id(text: &str) -> String {
+    let digest = Sha256::digest(text);
     format!("msg_{}", &hex::encode(digest)[..32])
 }
 

@@ -31,6 +31,10 @@ pub const DELIVERIES_CHANNEL: &str = "ratewire_deliveries";
 /// evaluation of its watch is its first.
 pub const EVALUATION_LOCK: i64 = 0x7277_616c_6572_7473;
 
+/// The transaction-wide advisory lock a round of the missed-slot judge
+/// (`watchdog`) holds, so that one projector at a time judges.
+pub const SLOT_WATCH_LOCK: i64 = 0x7277_736c_6f74_7773;
+
 /// The Redis stream the crossings are offered on for the live stream's
 /// `alert` events (entries `owner`, `data`), under `RATEWIRE_REDIS_PREFIX`:
 /// of no generation (alerts are not part of one).

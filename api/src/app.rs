@@ -71,7 +71,7 @@ impl Application {
             pool: pool.clone(),
             redis: redis.conn(),
             prefix: prefix.clone(),
-            timezone: config.timezone,
+            timezone: config.read_model.timezone,
             interval: Duration::from_secs(config.usage_sync_secs),
             continuity: Continuity::new(prefix, &config.read_model.control_schema),
         };
@@ -88,7 +88,7 @@ impl Application {
             retention: Retention {
                 schedule: config.retention,
                 keep_months: config.usage_retention_months,
-                timezone: config.timezone,
+                timezone: config.read_model.timezone,
             },
         })
     }
@@ -222,7 +222,11 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         key_store: KeyStore::new(pool.clone(), redis.clone(), prefix).with_directory(
             KeyDirectory::new(&config.schema, config.key_directory_max as usize),
         ),
-        limiter: Arc::new(Limiter::new(redis.clone(), prefix, config.timezone)),
+        limiter: Arc::new(Limiter::new(
+            redis.clone(),
+            prefix,
+            config.read_model.timezone,
+        )),
         plans: Arc::new(config.plans.clone()),
         clients: config.serving.clients.clone(),
         key_lookups: AttemptLimit::new(
@@ -261,7 +265,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
             config.serving.operators.token(),
             config.serving.clients.clone(),
         ),
-        timezone: config.timezone,
+        timezone: config.read_model.timezone,
         stale_after: config.stale_after,
         spread_cap_percent: config.read_model.spread_cap_percent,
         series_page_points: config.series_page_points as usize,

@@ -54,10 +54,6 @@ pub struct Config {
     /// is the next page (`next`, and a `Link` header).
     #[arg(long, env = "RATEWIRE_SERIES_PAGE_POINTS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub series_page_points: u32,
-    /// The service time zone (IANA name): history days are calendar days
-    /// here, and quota months are months here.
-    #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
-    pub timezone: chrono_tz::Tz,
     /// A bank's board older than this is marked `stale` (on
     /// /rates/spreads, /convert and the dashboard): `72h` by default, so
     /// that a weekend does not count; a duration such as `48h` or `3days`.

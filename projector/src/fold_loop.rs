@@ -105,7 +105,8 @@ impl FoldLoop {
             config.pool_size(),
         )?;
         Ok(Self {
-            alerts: ratewire_alerts::evaluation::Judge::new(&config.alerts.alerts_schema),
+            alerts: ratewire_alerts::evaluation::Judge::new(&config.alerts.alerts_schema)
+                .with_spread_cap(config.read_model.spread_cap_percent),
             settle_pool: Arc::new(Mutex::new(pool.clone())),
             pool,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &generation),
@@ -152,6 +153,12 @@ impl FoldLoop {
             chrono::Duration::milliseconds(self.config.known_at_skew_ms as i64),
             self.config.topic.clone(),
             Arc::clone(&self.status),
+            shutdown.clone(),
+        ));
+        let watchdog = tokio::spawn(judge_missed_slots(
+            Arc::clone(&self.settle_pool),
+            self.config.alerts.alerts_schema.clone(),
+            self.config.read_model.timezone,
             shutdown.clone(),
         ));
 
@@ -247,6 +254,7 @@ impl FoldLoop {
             }
         }
         reporter.abort();
+        watchdog.abort();
         Ok(())
     }
 
@@ -482,6 +490,35 @@ impl FoldLoop {
             .complete_views(&self.bank_views, &target)
             .await;
         self.reference.write(&self.pool, &mut self.views).await;
+    }
+}
+
+/// How often the missed-slot judge runs.
+const MISSED_SLOTS_EVERY: Duration = Duration::from_secs(5);
+
+/// Beside the fold, the missed-slot judge's rounds
+/// (`ratewire_alerts::watchdog`): whichever projector takes a round judges
+/// every bank.
+async fn judge_missed_slots(
+    pool: Arc<Mutex<PgPool>>,
+    alerts_schema: String,
+    zone: chrono_tz::Tz,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(MISSED_SLOTS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                let pool = pool.lock().expect("settle pool lock").clone();
+                match ratewire_alerts::watchdog::round(&pool, &alerts_schema, zone).await {
+                    Ok(0) => {}
+                    Ok(told) => tracing::info!(told, "missed publications recorded"),
+                    Err(e) => tracing::warn!(error = %e, "could not judge missed publications"),
+                }
+            }
+        }
     }
 }
 

@@ -137,7 +137,8 @@ pub async fn replay(
             positions: share,
             marks: marks.clone(),
             applied: Arc::clone(&applied),
-            alerts: ratewire_alerts::evaluation::Judge::for_replay(&config.alerts.alerts_schema),
+            alerts: ratewire_alerts::evaluation::Judge::for_replay(&config.alerts.alerts_schema)
+                .with_spread_cap(config.read_model.spread_cap_percent),
         };
         tasks.spawn(lane.run(shutdown.clone()));
     }

@@ -45,6 +45,11 @@ pub struct ReadModelSettings {
     /// missed; later, a fresh snapshot.
     #[arg(long, env = "RATEWIRE_STREAM_RETENTION_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(10..=604_800))]
     pub stream_retention_secs: u64,
+    /// The service time zone (IANA name): history days are calendar days
+    /// here, quota months are months here, and daily publishing schedules
+    /// are kept here.
+    #[arg(long, env = "RATEWIRE_TIMEZONE", default_value = "UTC")]
+    pub timezone: chrono_tz::Tz,
     /// The spread cap, in percent: a pair whose `spreadPercent` (as
     /// /rates/spreads shows it) is above it is over the cap. 2 by default,
     /// after the National Bank of Ethiopia's directive of 2024-10-16 (a

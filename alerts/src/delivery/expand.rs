@@ -2,7 +2,8 @@
 //! moved, naming the alerts it fired; here each becomes one message per
 //! alert still there whose webhook is not disabled (its id from alert and
 //! event), counted on its alert, and the crossing row goes, all in one
-//! transaction.
+//! transaction. The watchdog's events ([`quality_round`]) become one
+//! message per webhook naming their type, the same way.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,9 @@ use tracing::warn;
 use uuid::Uuid;
 
 use crate::judge::{Condition, Field};
-use crate::message::{crossing_id, BankRef, Body, ThresholdCrossed, THRESHOLD_CROSSED};
+use crate::message::{
+    crossing_id, quality_message_id, BankRef, Body, ThresholdCrossed, THRESHOLD_CROSSED,
+};
 
 /// Crossings taken per round at most (each may name thousands of alerts).
 const PER_ROUND: i64 = 16;
@@ -164,6 +167,79 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     .bind(&lasts)
     .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
+    Ok(Some(made))
+}
+
+/// Watchdog events taken per round at most.
+const EVENTS_PER_ROUND: i64 = 256;
+
+#[derive(sqlx::FromRow)]
+struct QualityEvent {
+    id: String,
+    #[sqlx(rename = "type")]
+    kind: String,
+    body: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Subscriber {
+    id: Uuid,
+    owner: String,
+    events: Vec<String>,
+}
+
+/// Turns up to [`EVENTS_PER_ROUND`] watchdog events into one message per
+/// webhook naming its type and not disabled (its id from event and
+/// webhook), and deletes them, in one transaction; how many messages were
+/// made (`None`: there were no events).
+pub async fn quality_round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
+    let mut tx = pool.begin().await?;
+    let taken: Vec<QualityEvent> = sqlx::query_as(
+        "DELETE FROM quality_events e
+         WHERE e.id IN (SELECT id FROM quality_events
+                        ORDER BY occurred_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING e.id, e.type, e.body",
+    )
+    .bind(EVENTS_PER_ROUND)
+    .fetch_all(&mut *tx)
+    .await?;
+    if taken.is_empty() {
+        return Ok(None);
+    }
+    let subscribers: Vec<Subscriber> = sqlx::query_as(
+        "SELECT id, owner, events FROM webhooks
+         WHERE cardinality(events) > 0 AND disabled_at IS NULL",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut messages = Messages::default();
+    let mut kinds = Vec::new();
+    for event in &taken {
+        for webhook in subscribers
+            .iter()
+            .filter(|w| w.events.contains(&event.kind))
+        {
+            messages.id.push(quality_message_id(&event.id, webhook.id));
+            messages.webhook.push(webhook.id);
+            messages.owner.push(webhook.owner.clone());
+            messages.body.push(event.body.clone());
+            kinds.push(event.kind.clone());
+        }
+    }
+    let made = sqlx::query(
+        "INSERT INTO deliveries (id, webhook_id, owner, type, body)
+         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[])
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(&messages.id)
+    .bind(&messages.webhook)
+    .bind(&messages.owner)
+    .bind(&kinds)
+    .bind(&messages.body)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
     Ok(Some(made))
 }

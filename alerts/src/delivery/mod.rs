@@ -279,11 +279,15 @@ impl Deliverer {
         Some(listener)
     }
 
-    /// Turns the crossings the fold recorded into messages (see
-    /// [`expand`]); how many were made.
+    /// Turns the crossings and watchdog events recorded into messages
+    /// (see [`expand`]); how many were made.
     async fn expand(&self) -> sqlx::Result<u64> {
         let mut made = 0;
         while let Some(expanded) = expand::round(&self.pool).await? {
+            made += expanded;
+            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
+        }
+        while let Some(expanded) = expand::quality_round(&self.pool).await? {
             made += expanded;
             metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
         }

@@ -28,6 +28,7 @@
 //! bank's board) and against alerts being made; without watches only the
 //! quotes are kept.
 
+mod breaches;
 mod sql;
 mod watching;
 
@@ -39,6 +40,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::judge::Field;
+use breaches::Breaches;
+pub use breaches::QualityEvent;
 use sql::Statements;
 pub use watching::BankNow;
 use watching::Watching;
@@ -51,6 +54,9 @@ pub struct Judge {
     /// Whether a partition without a position starts one here (the live
     /// fold); a replay never does, or it would judge the whole history.
     seeds: bool,
+    /// The spread cap breaches are judged against, while a webhook names
+    /// `quality.spread_cap_breached`.
+    spread_cap: Option<Decimal>,
 }
 
 impl Judge {
@@ -70,6 +76,15 @@ impl Judge {
             schema: schema.to_owned(),
             seeds: true,
             sql: Statements::new(schema),
+            spread_cap: None,
+        }
+    }
+
+    /// Judges spread-cap breaches against `cap` too.
+    pub fn with_spread_cap(self, cap: Decimal) -> Self {
+        Self {
+            spread_cap: Some(cap),
+            ..self
         }
     }
 
@@ -110,7 +125,7 @@ impl Judge {
         if !pending {
             return Ok(None);
         }
-        let mut rows: Vec<(i32, i64, bool)> = sqlx::query_as(&self.sql.lock)
+        let mut rows: Vec<(i32, i64, bool, bool)> = sqlx::query_as(&self.sql.lock)
             .bind(topic)
             .bind(&partitions)
             .fetch_all(&mut *db)
@@ -130,15 +145,25 @@ impl Judge {
                 .fetch_all(&mut *db)
                 .await?;
         }
-        let any_watch = rows.iter().any(|(_, _, any)| *any);
-        let from = rows.into_iter().map(|(p, n, _)| (p, n)).collect();
+        let any_watch = rows.iter().any(|(_, _, any, _)| *any);
+        let breach_hooks = rows.iter().any(|(_, _, _, hooks)| *hooks);
+        let from = rows.into_iter().map(|(p, n, _, _)| (p, n)).collect();
         let watching = match any_watch {
             true => Some(Watching::load(&self.sql, db, banks).await?),
             false => None,
         };
+        let breaches = match (self.spread_cap, breach_hooks) {
+            (Some(cap), true) => {
+                let banks: Vec<i64> = banks.iter().copied().collect();
+                let before = crate::quotes::read(db, &self.sql.quotes, &[], &banks).await?;
+                Some(Breaches::new(cap, before.into_iter().map(|(q, _)| q)))
+            }
+            _ => None,
+        };
         Ok(Some(Evaluation {
             from,
             watching,
+            breaches,
             observed: BTreeMap::new(),
         }))
     }
@@ -151,6 +176,8 @@ pub struct Evaluation {
     from: BTreeMap<i32, i64>,
     /// `None`: no watch exists; only the quotes are kept.
     watching: Option<Watching>,
+    /// `None`: no webhook names breaches.
+    breaches: Option<Breaches>,
     /// How the batch left each bank it observed: its quotes are stored at
     /// the batch's end.
     observed: BTreeMap<i64, BankNow>,
@@ -170,6 +197,9 @@ impl Evaluation {
     pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
         if let Some(watching) = &mut self.watching {
             watching.observe(event_id, occurred_at, &now);
+        }
+        if let Some(breaches) = &mut self.breaches {
+            breaches.observe(event_id, occurred_at, &now);
         }
         self.observed.insert(now.bank, now);
     }
@@ -191,6 +221,9 @@ impl Evaluation {
             Some(watching) => watching.store(&judge.sql, db).await?,
             None => 0,
         };
+        if let Some(breaches) = self.breaches.filter(|b| !b.found.is_empty()) {
+            store_quality_events(&judge.sql.quality_events, db, &breaches.found).await?;
+        }
         let (partitions, next): (Vec<i32>, Vec<i64>) =
             positions.iter().map(|(p, n)| (*p, *n)).unzip();
         sqlx::query(&judge.sql.advance)
@@ -246,6 +279,27 @@ async fn store_quotes(
         .bind(&transactional_buying)
         .bind(&transactional_selling)
         .bind(&updated)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Records watchdog events (each once: a second record of an id is
+/// dropped).
+pub(crate) async fn store_quality_events(
+    statement: &str,
+    db: &mut PgConnection,
+    events: &[QualityEvent],
+) -> sqlx::Result<()> {
+    let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+    let bodies: Vec<&str> = events.iter().map(|e| e.body.as_str()).collect();
+    let times: Vec<DateTime<Utc>> = events.iter().map(|e| e.occurred_at).collect();
+    sqlx::query(statement)
+        .bind(&ids)
+        .bind(&kinds)
+        .bind(&bodies)
+        .bind(&times)
         .execute(db)
         .await?;
     Ok(())

@@ -16,6 +16,7 @@ pub(super) struct Statements {
     pub moved: String,
     pub crossed: String,
     pub advance: String,
+    pub quality_events: String,
 }
 
 impl Statements {
@@ -34,7 +35,11 @@ impl Statements {
                 "SELECT partition, next_offset FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)"
             ),
             lock: format!(
-                "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.watches) AS any_watch
+                "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.watches) AS any_watch,
+                        EXISTS (SELECT 1 FROM {s}.webhooks
+                                WHERE cardinality(events) > 0
+                                  AND 'quality.spread_cap_breached' = ANY (events)
+                                  AND disabled_at IS NULL) AS breach_hooks
                  FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)
                  ORDER BY partition FOR UPDATE"
             ),
@@ -127,6 +132,11 @@ impl Statements {
                              $10::timestamptz[])
                       AS c (i, event_id, currency, field, bank, previous, current, holder,
                             updated_at, occurred_at)
+                 ON CONFLICT DO NOTHING"
+            ),
+            quality_events: format!(
+                "INSERT INTO {s}.quality_events (id, type, body, occurred_at)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[])
                  ON CONFLICT DO NOTHING"
             ),
             advance: format!(

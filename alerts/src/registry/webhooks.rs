@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::body::BodyFields;
 use super::{lock_owner, Registry};
 use crate::error::{Error, Result};
-use crate::message::{test_id, Body, WebhookTest, WEBHOOK_TEST};
+use crate::message::{test_id, Body, WebhookTest, QUALITY_EVENTS, WEBHOOK_TEST};
 use crate::sealing::SealingKey;
 use crate::signing::Secret;
 
@@ -25,7 +25,7 @@ pub struct NewWebhook;
 
 impl ratewire_service::body::Fields for NewWebhook {
     const WHAT: &'static str = "a webhook";
-    const FIELDS: &'static [&'static str] = &["url", "description"];
+    const FIELDS: &'static [&'static str] = &["url", "description", "events"];
     const REQUIRED: &'static [&'static str] = &["url"];
 }
 
@@ -38,6 +38,8 @@ pub struct CreatedWebhook {
     /// `None` when none was given.
     pub description: Option<String>,
     pub secret: String,
+    /// The watchdog's event types it receives, beside its alerts'.
+    pub events: Vec<String>,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
 }
@@ -60,6 +62,8 @@ pub struct WebhookInfo {
     pub id: Uuid,
     pub url: String,
     pub description: Option<String>,
+    /// The watchdog's event types it receives, beside its alerts'.
+    pub events: Vec<String>,
     pub status: Status,
     #[serde(serialize_with = "millis::one")]
     pub created_at: DateTime<Utc>,
@@ -80,7 +84,7 @@ pub struct WebhookInfo {
 }
 
 /// The webhooks as listed, with their pending messages.
-const LISTED: &str = "SELECT w.id, w.url, w.description, w.created_at, w.failing_since,
+const LISTED: &str = "SELECT w.id, w.url, w.description, w.events, w.created_at, w.failing_since,
            w.disabled_at, w.last_error, w.last_error_at, w.last_success_at, w.previous_until,
            (SELECT count(*) FROM deliveries d WHERE d.webhook_id = w.id
               AND d.delivered_at IS NULL AND d.failed_at IS NULL) AS pending
@@ -92,6 +96,7 @@ struct Row {
     id: Uuid,
     url: String,
     description: Option<String>,
+    events: Vec<String>,
     created_at: DateTime<Utc>,
     failing_since: Option<DateTime<Utc>>,
     disabled_at: Option<DateTime<Utc>>,
@@ -113,6 +118,7 @@ impl Row {
             id: self.id,
             url: self.url,
             description: self.description,
+            events: self.events,
             status,
             created_at: self.created_at,
             failing_since: self.failing_since,
@@ -176,6 +182,17 @@ impl Registry {
             },
             None => None,
         };
+        let events = body
+            .get::<Option<Vec<String>>>("events")
+            .flatten()
+            .and_then(|events| match check_events(events) {
+                Ok(events) => Some(events),
+                Err(problem) => {
+                    body.add("events", problem);
+                    None
+                }
+            })
+            .unwrap_or_default();
         let url = body.finish(url)?;
         let id = Uuid::new_v4();
         let secret = Secret::generate();
@@ -192,7 +209,8 @@ impl Registry {
             )));
         }
         let created_at: DateTime<Utc> = sqlx::query_scalar(
-            "INSERT INTO webhooks (id, owner, url, description, secret) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO webhooks (id, owner, url, description, secret, events)
+             VALUES ($1, $2, $3, $4, $5, $6)
              RETURNING created_at",
         )
         .bind(id)
@@ -200,6 +218,7 @@ impl Registry {
         .bind(url.as_str())
         .bind(&description)
         .bind(key.seal(id, &secret))
+        .bind(&events)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -208,6 +227,7 @@ impl Registry {
             url: url.to_string(),
             description,
             secret: secret.encoded(),
+            events,
             created_at,
         })
     }
@@ -305,6 +325,25 @@ impl Registry {
     }
 }
 
+/// `events` as stored: each one of [`QUALITY_EVENTS`], once, in the order
+/// given.
+fn check_events(events: Vec<String>) -> std::result::Result<Vec<String>, String> {
+    let mut kept: Vec<String> = Vec::with_capacity(events.len());
+    for event in events {
+        if !QUALITY_EVENTS.contains(&event.as_str()) {
+            return Err(format!(
+                "`{event}` is not an event a webhook may name: {}",
+                QUALITY_EVENTS.join(", ")
+            ));
+        }
+        if kept.contains(&event) {
+            return Err(format!("`{event}` is named twice"));
+        }
+        kept.push(event);
+    }
+    Ok(kept)
+}
+
 /// What a webhook that is not the caller's answers.
 pub const WEBHOOK_NOT_FOUND: &str = "Webhook not found";
 
@@ -313,5 +352,22 @@ fn found(yes: bool) -> Result<()> {
         Ok(())
     } else {
         Err(Error::NotFound(WEBHOOK_NOT_FOUND))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_names_each_watchdog_event_at_most_once() {
+        let named = |events: &[&str]| check_events(events.iter().map(|e| e.to_string()).collect());
+        assert_eq!(
+            named(&["quality.spread_cap_breached"]),
+            Ok(vec!["quality.spread_cap_breached".to_owned()])
+        );
+        assert_eq!(named(&[]), Ok(vec![]));
+        assert!(named(&["rate.threshold_crossed"]).is_err());
+        assert!(named(&["quality.publication_missed", "quality.publication_missed"]).is_err());
     }
 }

@@ -13,6 +13,21 @@ pub struct NewWebhook {
     /// For its owner's eyes; optional (null when not given).
     #[schema(max_length = 500)]
     pub description: Option<String>,
+    /// The market watchdog's events it also receives, each named once
+    /// (none when not given); its alerts' crossings come whatever it names.
+    pub events: Option<Vec<WatchdogEvent>>,
+}
+
+/// An event of the market's watchdog a webhook may receive
+/// (docs/api.md, "Quality webhooks").
+#[derive(ToSchema)]
+pub enum WatchdogEvent {
+    /// A bank began missing its schedule's slots.
+    #[serde(rename = "quality.publication_missed")]
+    PublicationMissed,
+    /// A pair of a bank's newest board went over the spread cap.
+    #[serde(rename = "quality.spread_cap_breached")]
+    SpreadCapBreached,
 }
 
 #[derive(ToSchema)]
@@ -26,6 +41,8 @@ pub struct CreatedWebhook {
     /// The signing secret, `whsec_` + base64: shown this once.
     #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
     pub secret: String,
+    /// The watchdog's events it receives.
+    pub events: Vec<WatchdogEvent>,
     #[schema(format = DateTime)]
     pub created_at: String,
 }
@@ -48,6 +65,8 @@ pub struct Webhook {
     pub url: String,
     /// Null when none was given.
     pub description: Option<String>,
+    /// The watchdog's events it receives.
+    pub events: Vec<WatchdogEvent>,
     /// `active`; `failing`: deliveries fail and are retried; `disabled`:
     /// failing for 24 hours, nothing is sent (a test enables it again).
     #[schema(pattern = "^(active|failing|disabled)$")]

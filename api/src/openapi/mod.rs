@@ -106,6 +106,11 @@ pub fn public_document(doc: utoipa::openapi::OpenApi) -> String {
     if alert_currency.is_object() {
         alert_currency["enum"] = serde_json::Value::Array(codes);
     }
+    // Each event a webhook names is named once (utoipa cannot say so).
+    let webhook_events = &mut doc["components"]["schemas"]["NewWebhook"]["properties"]["events"];
+    if webhook_events.is_object() {
+        webhook_events["uniqueItems"] = serde_json::Value::Bool(true);
+    }
     // Served under both paths; the short ones are described as the long.
     for (short, long) in [("/me", "/api/v1/me"), ("/usage", "/api/v1/usage")] {
         let mut item = doc["paths"][long].clone();

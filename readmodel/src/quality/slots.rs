@@ -30,6 +30,10 @@ pub struct Judged {
     /// For daily schedules: each published slot's delay after its
     /// deadline, in seconds (0 when on time).
     pub delays: Vec<i64>,
+    /// The end of the last slot that could end within the span, counted
+    /// or not (a day the schedule does not list): where a judge that goes
+    /// on later picks up, so that no slot is cut in two.
+    pub through: Option<DateTime<Utc>>,
 }
 
 impl Judged {
@@ -41,6 +45,7 @@ impl Judged {
             push_span(&mut self.missed_spans, span);
         }
         self.delays.extend(other.delays);
+        self.through = self.through.max(other.through);
     }
 }
 
@@ -93,6 +98,7 @@ fn every(
     }
     let mut judged = Judged {
         expected: u64::try_from(end - first).unwrap_or(0),
+        through: at(end),
         ..Judged::default()
     };
     let mut next = first;
@@ -130,6 +136,9 @@ fn daily(
             local(zone, day, NaiveTime::MIN),
             local(zone, next_day, NaiveTime::MIN),
         );
+        if start >= from && end <= until {
+            judged.through = Some(end);
+        }
         if days.contains(&chrono::Datelike::weekday(&day)) && start >= from && end <= until {
             judged.expected += 1;
             match between(received, start, end).first() {
