@@ -13,6 +13,7 @@
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::CurrencyCode;
+use ratewire_readmodel::quality::{OutlierRule, Quoted};
 use ratewire_readmodel::views::{best_offer, Offer};
 use rust_decimal::Decimal;
 
@@ -68,9 +69,21 @@ pub struct Quote {
     pub transactional_selling: Option<Decimal>,
     /// The as-of of the board it is on.
     pub updated_at: DateTime<Utc>,
+    /// The bank's previous values of the four fields (in [`Field::ALL`]
+    /// order): its last ones before this board's, which the best rate's
+    /// outliers are judged by, as best-rates judge them.
+    pub previous: [Option<Decimal>; 4],
 }
 
 impl Quote {
+    /// The bank's previous value of `field`.
+    pub fn previous(&self, field: Field) -> Option<Decimal> {
+        Field::ALL
+            .iter()
+            .position(|f| *f == field)
+            .and_then(|i| self.previous[i])
+    }
+
     pub fn value(&self, field: Field) -> Option<Decimal> {
         match field {
             Field::CashBuying => self.cash_buying,
@@ -93,11 +106,13 @@ pub struct Seen {
 /// What the watch on `field` at `bank` reads among `quotes` (one
 /// currency's; `active` says whether a bank is listed): the bank's own
 /// value, or for [`BEST`] the best across active banks by the best-rate
-/// rule. `None` when nobody quotes it.
+/// rule, the values `outliers` leaves out of best-rates left out here too.
+/// `None` when nobody quotes it.
 pub fn watched<'a>(
     field: Field,
     bank: WatchBank,
     quotes: impl IntoIterator<Item = (&'a Quote, bool)>,
+    outliers: OutlierRule,
 ) -> Option<Seen> {
     let candidates: Vec<&Quote> = quotes
         .into_iter()
@@ -107,8 +122,20 @@ pub fn watched<'a>(
         })
         .map(|(quote, _)| quote)
         .collect();
-    let offers = candidates.iter().map(|q| Offer {
-        value: q.value(field),
+    let left_out = match bank {
+        BEST => outliers.left_out(
+            &candidates
+                .iter()
+                .map(|q| Quoted {
+                    value: q.value(field),
+                    previous: q.previous(field),
+                })
+                .collect::<Vec<_>>(),
+        ),
+        _ => vec![false; candidates.len()],
+    };
+    let offers = candidates.iter().zip(left_out).map(|(q, out)| Offer {
+        value: q.value(field).filter(|_| !out),
         updated_at: q.updated_at,
         bank: q.bank,
     });
@@ -283,6 +310,7 @@ mod tests {
             transactional_buying: None,
             transactional_selling: None,
             updated_at: at.parse().unwrap(),
+            previous: [None; 4],
         }
     }
 
@@ -299,6 +327,7 @@ mod tests {
                 Field::CashBuying,
                 bank,
                 quotes.iter().map(|q| (q, active(q))),
+                OutlierRule::default(),
             )
         };
         assert_eq!(
@@ -316,9 +345,38 @@ mod tests {
             watched(
                 Field::TransactionalBuying,
                 BEST,
-                quotes.iter().map(|q| (q, true))
+                quotes.iter().map(|q| (q, true)),
+                OutlierRule::default(),
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_tenfold_typo_is_not_the_best_rate_unless_outliers_count() {
+        let mut typo = quote(4, "1510", "2026-11-20T08:00:00Z");
+        typo.previous[0] = Some(dec("150"));
+        let quotes = [
+            quote(1, "150", "2026-11-20T08:00:00Z"),
+            quote(2, "151", "2026-11-20T08:00:00Z"),
+            quote(3, "149", "2026-11-20T08:00:00Z"),
+            typo,
+        ];
+        // The highest cash buying wins: the typo, were it counted.
+        let best = |rule| {
+            watched(
+                Field::CashBuying,
+                BEST,
+                quotes.iter().map(|q| (q, true)),
+                rule,
+            )
+            .map(|seen| seen.holder)
+        };
+        assert_eq!(best(OutlierRule::default()), Some(2));
+        let plain = OutlierRule {
+            in_best: true,
+            ..OutlierRule::default()
+        };
+        assert_eq!(best(plain), Some(4));
     }
 }

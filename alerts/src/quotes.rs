@@ -1,6 +1,6 @@
-//! The alerts' copy of each bank's latest quotes (`quotes`, with whether
-//! the bank is listed from `quote_banks`), read by the judge in the fold
-//! and by an alert's creation alike.
+//! The alerts' copy of each bank's latest quotes (`quotes`, with the
+//! bank's previous values and whether it is listed from `quote_banks`),
+//! read by the judge in the fold and by an alert's creation alike.
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::CurrencyCode;
@@ -16,6 +16,8 @@ pub fn statement(s: &str) -> String {
     format!(
         "SELECT q.bank_id, q.currency, q.cash_buying, q.cash_selling,
                 q.transactional_buying, q.transactional_selling, q.updated_at,
+                q.previous_cash_buying, q.previous_cash_selling,
+                q.previous_transactional_buying, q.previous_transactional_selling,
                 COALESCE(b.active, FALSE) AS active
          FROM {s}.quotes q LEFT JOIN {s}.quote_banks b ON b.bank_id = q.bank_id
          WHERE q.currency = ANY ($1) OR q.bank_id = ANY ($2)"
@@ -31,6 +33,10 @@ struct Row {
     transactional_buying: Option<Decimal>,
     transactional_selling: Option<Decimal>,
     updated_at: DateTime<Utc>,
+    previous_cash_buying: Option<Decimal>,
+    previous_cash_selling: Option<Decimal>,
+    previous_transactional_buying: Option<Decimal>,
+    previous_transactional_selling: Option<Decimal>,
     active: bool,
 }
 
@@ -58,6 +64,12 @@ pub async fn read(
                 transactional_buying: row.transactional_buying,
                 transactional_selling: row.transactional_selling,
                 updated_at: row.updated_at,
+                previous: [
+                    row.previous_cash_buying,
+                    row.previous_cash_selling,
+                    row.previous_transactional_buying,
+                    row.previous_transactional_selling,
+                ],
             };
             Some((quote, row.active))
         })

@@ -241,6 +241,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
         &config.common.database_url,
         &config.alerts,
         config.webhooks_per_key,
+        config.read_model.view_style().outliers,
     )?);
     Ok(AppState::new(Shared {
         pool,
@@ -256,6 +257,7 @@ pub fn state(config: &Config, pool: sqlx::PgPool, redis: RedisGuard) -> Result<A
             lists: Default::default(),
             fallbacks: Default::default(),
             refreshed: Default::default(),
+            judged_boards: Default::default(),
             read_back: Default::default(),
             style: Arc::new(config.read_model.view_style()),
         }),

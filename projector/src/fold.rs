@@ -31,14 +31,15 @@ pub mod write;
 
 use std::collections::BTreeSet;
 
+use chrono::{DateTime, Utc};
 use ratewire_alerts::evaluation::{BankNow, Evaluation, Judge};
-use ratewire_proto::{Decoded, Envelope, Event};
+use ratewire_proto::{BankId, CurrencyCode, Decoded, Envelope, Event};
 use sqlx::{Acquire, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
 use self::core::{Stamp, Step, Verdict};
 use self::known_at::Clock;
-use self::model::Model;
+use self::model::{Model, Quote};
 use self::write::WriteError;
 use crate::error::Result;
 use crate::holes::Hole;
@@ -304,18 +305,33 @@ fn observe(
     let Some(row) = model.banks.get(&bank) else {
         return;
     };
+    let mut without_previous = BTreeSet::new();
     let quotes = match model.latest(bank) {
         Some((as_of, board)) => board
             .quotes
             .iter()
-            .map(|q| ratewire_alerts::judge::Quote {
-                bank: bank.get(),
-                currency: q.currency,
-                cash_buying: Some(q.cash_buying),
-                cash_selling: Some(q.cash_selling),
-                transactional_buying: q.transactional_buying,
-                transactional_selling: q.transactional_selling,
-                updated_at: as_of,
+            .map(|q| {
+                let previous = previous_quote(model, bank, as_of, q.currency);
+                if previous.is_none() {
+                    without_previous.insert(q.currency);
+                }
+                ratewire_alerts::judge::Quote {
+                    bank: bank.get(),
+                    currency: q.currency,
+                    cash_buying: Some(q.cash_buying),
+                    cash_selling: Some(q.cash_selling),
+                    transactional_buying: q.transactional_buying,
+                    transactional_selling: q.transactional_selling,
+                    updated_at: as_of,
+                    previous: previous.map_or([None; 4], |p| {
+                        [
+                            Some(p.cash_buying),
+                            Some(p.cash_selling),
+                            p.transactional_buying,
+                            p.transactional_selling,
+                        ]
+                    }),
+                }
             })
             .collect(),
         None => Vec::new(),
@@ -326,8 +342,30 @@ fn observe(
         name: row.name.clone(),
         active: row.active,
         quotes,
+        without_previous,
     };
     evaluation.observe(envelope.event_id, envelope.occurred_at, now);
+}
+
+/// The bank's quote of `currency` before its board as of `as_of`, among
+/// the boards loaded (`None` when none loaded quotes it).
+fn previous_quote(
+    model: &Model,
+    bank: BankId,
+    as_of: DateTime<Utc>,
+    currency: CurrencyCode,
+) -> Option<&Quote> {
+    model
+        .boards_of(bank)
+        .rev()
+        .filter(|(at, _)| *at < as_of)
+        .find_map(|(_, board)| {
+            let i = board
+                .quotes
+                .binary_search_by_key(&currency, |q| q.currency)
+                .ok()?;
+            Some(&board.quotes[i])
+        })
 }
 
 /// What became of one event tried on its own.

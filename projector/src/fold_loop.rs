@@ -106,7 +106,8 @@ impl FoldLoop {
         )?;
         Ok(Self {
             alerts: ratewire_alerts::evaluation::Judge::new(&config.alerts.alerts_schema)
-                .with_spread_cap(config.read_model.spread_cap_percent),
+                .with_spread_cap(config.read_model.spread_cap_percent)
+                .with_outliers(config.read_model.view_style().outliers),
             settle_pool: Arc::new(Mutex::new(pool.clone())),
             pool,
             views: RedisViews::for_generation(redis.clone(), &config.read_model, &generation),

@@ -138,7 +138,8 @@ pub async fn replay(
             marks: marks.clone(),
             applied: Arc::clone(&applied),
             alerts: ratewire_alerts::evaluation::Judge::for_replay(&config.alerts.alerts_schema)
-                .with_spread_cap(config.read_model.spread_cap_percent),
+                .with_spread_cap(config.read_model.spread_cap_percent)
+                .with_outliers(config.read_model.view_style().outliers),
         };
         tasks.spawn(lane.run(shutdown.clone()));
     }

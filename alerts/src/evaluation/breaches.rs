@@ -6,8 +6,6 @@
 //! id comes from the board and the pair, so no judgement can record it
 //! twice.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use ratewire_readmodel::quality::spread::{spread_percent, Pair};
 use rust_decimal::Decimal;
@@ -26,36 +24,32 @@ pub struct QualityEvent {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// A batch's breach judge: each bank's quotes before its next event, and
-/// the breaches found.
+/// A batch's breach judge, and the breaches found.
 #[derive(Debug)]
 pub struct Breaches {
     cap: Decimal,
-    before: BTreeMap<i64, Vec<Quote>>,
     pub found: Vec<QualityEvent>,
 }
 
 impl Breaches {
-    /// `before`: the quotes of the batch's banks as stored before it.
-    pub fn new(cap: Decimal, before: impl IntoIterator<Item = Quote>) -> Self {
-        let mut banks: BTreeMap<i64, Vec<Quote>> = BTreeMap::new();
-        for quote in before {
-            banks.entry(quote.bank).or_default().push(quote);
-        }
+    pub fn new(cap: Decimal) -> Self {
         Self {
             cap,
-            before: banks,
             found: Vec::new(),
         }
     }
 
-    /// Judges the pairs of `now` against the bank's quotes before it.
-    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: &BankNow) {
-        let before = self.before.insert(now.bank, now.quotes.clone());
+    /// Judges the pairs of `now` against the bank's quotes `before` it.
+    pub fn observe(
+        &mut self,
+        event_id: Uuid,
+        occurred_at: DateTime<Utc>,
+        now: &BankNow,
+        before: &[Quote],
+    ) {
         let was_over = |quote: &Quote, pair: Pair| {
             before
                 .iter()
-                .flatten()
                 .find(|q| q.currency == quote.currency)
                 .and_then(|q| over(q, pair, self.cap))
                 .is_some()
@@ -123,6 +117,7 @@ mod tests {
             transactional_buying: None,
             transactional_selling: None,
             updated_at: "2026-11-02T09:00:00Z".parse().unwrap(),
+            previous: [None; 4],
         }
     }
 
@@ -133,18 +128,26 @@ mod tests {
             name: "Bank Seven".into(),
             active: true,
             quotes,
+            without_previous: Default::default(),
         }
     }
 
     #[test]
     fn a_breach_is_told_when_it_opens_and_not_while_it_lasts() {
-        let mut breaches = Breaches::new(Decimal::TWO, [usd("150", "152")]);
+        let mut breaches = Breaches::new(Decimal::TWO);
         let at = "2026-11-02T09:00:01Z".parse().unwrap();
         let (first, second, third) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-        breaches.observe(first, at, &now(vec![usd("150", "155")]));
-        breaches.observe(second, at, &now(vec![usd("150", "156")]));
-        breaches.observe(third, at, &now(vec![usd("150", "151")]));
-        breaches.observe(Uuid::nil(), at, &now(vec![usd("150", "155")]));
+        let boards = [
+            (first, usd("150", "155")),
+            (second, usd("150", "156")),
+            (third, usd("150", "151")),
+            (Uuid::nil(), usd("150", "155")),
+        ];
+        let mut before = vec![usd("150", "152")];
+        for (event, quote) in boards {
+            breaches.observe(event, at, &now(vec![quote]), &before);
+            before = vec![quote];
+        }
         let ids: Vec<&str> = breaches.found.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(
             ids,

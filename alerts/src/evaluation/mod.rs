@@ -39,9 +39,10 @@ use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::judge::Field;
+use crate::judge::{Field, Quote};
 use breaches::Breaches;
 pub use breaches::QualityEvent;
+use ratewire_readmodel::quality::OutlierRule;
 use sql::Statements;
 pub use watching::BankNow;
 use watching::Watching;
@@ -57,6 +58,8 @@ pub struct Judge {
     /// The spread cap breaches are judged against, while a webhook names
     /// `quality.spread_cap_breached`.
     spread_cap: Option<Decimal>,
+    /// How best-rate alerts treat outliers: as best-rates do.
+    outliers: OutlierRule,
 }
 
 impl Judge {
@@ -77,6 +80,15 @@ impl Judge {
             seeds: true,
             sql: Statements::new(schema),
             spread_cap: None,
+            outliers: OutlierRule::default(),
+        }
+    }
+
+    /// Leaves outliers out of best-rate alerts by `rule`.
+    pub fn with_outliers(self, rule: OutlierRule) -> Self {
+        Self {
+            outliers: rule,
+            ..self
         }
     }
 
@@ -153,17 +165,20 @@ impl Judge {
             false => None,
         };
         let breaches = match (self.spread_cap, breach_hooks) {
-            (Some(cap), true) => {
-                let banks: Vec<i64> = banks.iter().copied().collect();
-                let before = crate::quotes::read(db, &self.sql.quotes, &[], &banks).await?;
-                Some(Breaches::new(cap, before.into_iter().map(|(q, _)| q)))
-            }
+            (Some(cap), true) => Some(Breaches::new(cap)),
             _ => None,
         };
+        let ids: Vec<i64> = banks.iter().copied().collect();
+        let mut stored: BTreeMap<i64, Vec<Quote>> = BTreeMap::new();
+        for (quote, _) in crate::quotes::read(db, &self.sql.quotes, &[], &ids).await? {
+            stored.entry(quote.bank).or_default().push(quote);
+        }
         Ok(Some(Evaluation {
             from,
             watching,
             breaches,
+            outliers: self.outliers,
+            stored,
             observed: BTreeMap::new(),
         }))
     }
@@ -178,6 +193,10 @@ pub struct Evaluation {
     watching: Option<Watching>,
     /// `None`: no webhook names breaches.
     breaches: Option<Breaches>,
+    outliers: OutlierRule,
+    /// The quotes of the batch's banks as stored before it, then as its
+    /// events left them.
+    stored: BTreeMap<i64, Vec<Quote>>,
     /// How the batch left each bank it observed: its quotes are stored at
     /// the batch's end.
     observed: BTreeMap<i64, BankNow>,
@@ -194,13 +213,25 @@ impl Evaluation {
     /// Judges the watches an applied event (`event_id`, occurred at
     /// `occurred_at`) moved, as it left its bank. Events that do not
     /// change what alerts compare (reference boards) are not observed.
-    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: BankNow) {
+    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, mut now: BankNow) {
+        let before = self.stored.remove(&now.bank).unwrap_or_default();
+        // Previous values not at hand stand as stored for the same board
+        // (a correction, a bank's change): the board before is the same.
+        for quote in &mut now.quotes {
+            if now.without_previous.contains(&quote.currency) {
+                quote.previous = before
+                    .iter()
+                    .find(|b| b.currency == quote.currency && b.updated_at == quote.updated_at)
+                    .map_or([None; 4], |b| b.previous);
+            }
+        }
         if let Some(watching) = &mut self.watching {
-            watching.observe(event_id, occurred_at, &now);
+            watching.observe(event_id, occurred_at, &now, self.outliers);
         }
         if let Some(breaches) = &mut self.breaches {
-            breaches.observe(event_id, occurred_at, &now);
+            breaches.observe(event_id, occurred_at, &now, &before);
         }
+        self.stored.insert(now.bank, now.quotes.clone());
         self.observed.insert(now.bank, now);
     }
 
@@ -249,8 +280,10 @@ async fn store_quotes(
     let mut active = Vec::new();
     let mut q_banks = Vec::new();
     let mut currencies = Vec::new();
-    // One column a field, in `Field::ALL` order ($7..$10).
+    // One column a field, in `Field::ALL` order ($7..$10), and one for
+    // each field's previous value ($12..$15).
     let mut fields: [Vec<Option<Decimal>>; 4] = Default::default();
+    let mut previous: [Vec<Option<Decimal>>; 4] = Default::default();
     let mut updated = Vec::new();
     for now in banks {
         ids.push(now.bank);
@@ -262,6 +295,9 @@ async fn store_quotes(
             currencies.push(quote.currency.as_str().to_owned());
             for (column, field) in fields.iter_mut().zip(Field::ALL) {
                 column.push(quote.value(field));
+            }
+            for (column, value) in previous.iter_mut().zip(quote.previous) {
+                column.push(value);
             }
             updated.push(quote.updated_at);
         }
@@ -279,6 +315,10 @@ async fn store_quotes(
         .bind(&transactional_buying)
         .bind(&transactional_selling)
         .bind(&updated)
+        .bind(&previous[0])
+        .bind(&previous[1])
+        .bind(&previous[2])
+        .bind(&previous[3])
         .execute(db)
         .await?;
     Ok(())

@@ -67,27 +67,38 @@ impl Statements {
             ),
             quotes: crate::quotes::statement(s),
             // Stores the banks' ($1..$4) details and their latest
-            // boards' quotes ($5..$11), dropping currencies they no
-            // longer quote.
+            // boards' quotes ($5..$11) with their previous values
+            // ($12..$15), dropping currencies they no longer quote.
             refresh: format!(
                 "WITH now AS (
                      SELECT * FROM UNNEST($5::bigint[], $6::text[], $7::numeric[], $8::numeric[],
-                                          $9::numeric[], $10::numeric[], $11::timestamptz[])
+                                          $9::numeric[], $10::numeric[], $11::timestamptz[],
+                                          $12::numeric[], $13::numeric[], $14::numeric[],
+                                          $15::numeric[])
                          AS n (bank_id, currency, cash_buying, cash_selling,
-                               transactional_buying, transactional_selling, updated_at)
+                               transactional_buying, transactional_selling, updated_at,
+                               previous_cash_buying, previous_cash_selling,
+                               previous_transactional_buying, previous_transactional_selling)
                  ), gone AS (
                      DELETE FROM {s}.quotes q WHERE q.bank_id = ANY ($1)
                        AND NOT EXISTS (SELECT 1 FROM now n
                                        WHERE n.bank_id = q.bank_id AND n.currency = q.currency)
                  ), put AS (
                      INSERT INTO {s}.quotes (bank_id, currency, cash_buying, cash_selling,
-                                             transactional_buying, transactional_selling, updated_at)
+                                             transactional_buying, transactional_selling, updated_at,
+                                             previous_cash_buying, previous_cash_selling,
+                                             previous_transactional_buying,
+                                             previous_transactional_selling)
                      SELECT * FROM now
                      ON CONFLICT (bank_id, currency) DO UPDATE SET
                          cash_buying = EXCLUDED.cash_buying, cash_selling = EXCLUDED.cash_selling,
                          transactional_buying = EXCLUDED.transactional_buying,
                          transactional_selling = EXCLUDED.transactional_selling,
-                         updated_at = EXCLUDED.updated_at
+                         updated_at = EXCLUDED.updated_at,
+                         previous_cash_buying = EXCLUDED.previous_cash_buying,
+                         previous_cash_selling = EXCLUDED.previous_cash_selling,
+                         previous_transactional_buying = EXCLUDED.previous_transactional_buying,
+                         previous_transactional_selling = EXCLUDED.previous_transactional_selling
                  )
                  INSERT INTO {s}.quote_banks (bank_id, code, name, active)
                  SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::bool[])

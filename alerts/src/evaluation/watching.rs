@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::CurrencyCode;
+use ratewire_readmodel::quality::OutlierRule;
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -16,7 +17,8 @@ use crate::judge::{self, Armed, Condition, Field, Move, Quote, WatchBank, BEST};
 use crate::schema::EVALUATION_LOCK;
 
 /// How an applied event left its bank: its code and name, listed or not,
-/// and its latest board's rates (none when it has no board).
+/// and its latest board's rates (none when it has no board), each with the
+/// bank's previous values when the fold has them at hand.
 #[derive(Debug, Clone)]
 pub struct BankNow {
     pub bank: i64,
@@ -24,6 +26,10 @@ pub struct BankNow {
     pub name: String,
     pub active: bool,
     pub quotes: Vec<Quote>,
+    /// The currencies whose previous values the fold did not have at hand
+    /// (the board before was not loaded): those stored for the same board
+    /// stand.
+    pub without_previous: BTreeSet<CurrencyCode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -124,7 +130,13 @@ impl Watching {
     }
 
     /// Judges the watches an applied event moved, as it left its bank.
-    pub fn observe(&mut self, event_id: Uuid, occurred_at: DateTime<Utc>, now: &BankNow) {
+    pub fn observe(
+        &mut self,
+        event_id: Uuid,
+        occurred_at: DateTime<Utc>,
+        now: &BankNow,
+        outliers: OutlierRule,
+    ) {
         let bank = now.bank;
         let mut affected: BTreeSet<CurrencyCode> = self
             .quotes
@@ -152,7 +164,7 @@ impl Watching {
                 .values()
                 .filter(|q| q.currency == key.currency)
                 .map(|q| (q, active.get(&q.bank).copied().unwrap_or(false)));
-            let seen = judge::watched(key.field, key.bank, candidates);
+            let seen = judge::watched(key.field, key.bank, candidates, outliers);
             moves.push(Moved {
                 key: *key,
                 step: Move {

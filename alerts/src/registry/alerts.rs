@@ -322,7 +322,12 @@ impl Registry {
             &[],
         )
         .await?;
-        let seen = judge::watched(new.field, watch_bank, quotes.iter().map(|(q, a)| (q, *a)));
+        let seen = judge::watched(
+            new.field,
+            watch_bank,
+            quotes.iter().map(|(q, a)| (q, *a)),
+            self.outliers,
+        );
         // Another owner's first alert on it may make it meanwhile: then
         // theirs stands (made in the same interval between evaluations).
         let made = sqlx::query(

@@ -27,6 +27,8 @@ pub struct Registry {
     pub policy: AddressPolicy,
     /// Webhooks one key may register.
     pub webhooks_per_key: u32,
+    /// How a new best-rate alert's watch leaves outliers out.
+    pub outliers: ratewire_readmodel::quality::OutlierRule,
 }
 
 impl Registry {
@@ -34,6 +36,7 @@ impl Registry {
         database_url: &str,
         settings: &AlertSettings,
         webhooks_per_key: u32,
+        outliers: ratewire_readmodel::quality::OutlierRule,
     ) -> Result<Self> {
         Ok(Self {
             pool: crate::schema::pool(database_url, &settings.alerts_schema, 8)?,
@@ -41,6 +44,7 @@ impl Registry {
             key: settings.webhook_secrets_key.clone(),
             policy: settings.address_policy(),
             webhooks_per_key,
+            outliers,
         })
     }
 

@@ -240,5 +240,5 @@ async fn reports(
         outlier_percent: state.views.style.outliers.percent,
     };
     let of = bank.map_or(ReportsOf::Active, ReportsOf::Bank);
-    Ok(quality_reports(db, pool, of, asked).await?)
+    Ok(quality_reports(db, pool, of, asked, &state.views.judged_boards).await?)
 }

@@ -65,6 +65,8 @@ pub struct Views {
     /// Views rendered from Postgres for this process alone (the live
     /// quality reports), refreshed behind the requests.
     pub refreshed: refreshed::Refreshed,
+    /// Boards' outliers judged final, which quality reports count.
+    pub judged_boards: ratewire_readmodel::store::JudgedBoards,
     /// The boards a conversion reads, read back from their stored list.
     pub read_back: ReadBack,
     pub style: Arc<ViewStyle>,

@@ -21,6 +21,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
+use super::known_at::{fold_positions, is_final, FoldPosition};
 use super::outliers::{history_record, outliers_at};
 use crate::error::Result;
 use crate::quality::report::{Report, Tally};
@@ -43,6 +44,20 @@ pub struct ReportsAsked {
 impl ReportsAsked {
     fn from(&self) -> DateTime<Utc> {
         self.at - Duration::days(i64::from(self.days))
+    }
+}
+
+/// The outlying values of boards judged final, by event and outlier
+/// percent, kept across reports by their caller: a board's outliers are
+/// judged as known when it was published, which no later event can change
+/// once every partition's fold has passed that instant.
+#[derive(Clone)]
+pub struct JudgedBoards(moka::sync::Cache<(Uuid, Decimal), u64>);
+
+impl Default for JudgedBoards {
+    fn default() -> Self {
+        // A few dozen bytes each.
+        Self(moka::sync::Cache::new(200_000))
     }
 }
 
@@ -88,6 +103,7 @@ pub async fn quality_reports(
     pool: &PgPool,
     of: ReportsOf,
     asked: ReportsAsked,
+    kept: &JudgedBoards,
 ) -> Result<Vec<Report>> {
     let (from, at) = (asked.from(), asked.at);
     let one = match of {
@@ -116,13 +132,23 @@ pub async fn quality_reports(
     .collect();
     let in_force = in_force(db, &ids, from, at).await?;
     let wide = wide_rates(db, &in_force, asked.spread_cap).await?;
-    let judged: Vec<Uuid> = received
+    let percent = asked.outlier_percent;
+    let unjudged: Vec<Uuid> = received
         .values()
         .flatten()
-        .filter(|b| b.screen.may_outlie(asked.outlier_percent))
+        .filter(|b| b.screen.may_outlie(percent))
+        .filter(|b| !kept.0.contains_key(&(b.event_id, percent)))
         .map(|b| b.event_id)
         .collect();
-    let mut judged = published_rates(db, &judged).await?;
+    let mut judged = Judging {
+        rates: published_rates(db, &unjudged).await?,
+        positions: match unjudged.is_empty() {
+            true => Vec::new(),
+            false => fold_positions(&mut *db).await?,
+        },
+        kept,
+        percent,
+    };
     let mut reports = Vec::with_capacity(ids.len());
     for id in ids {
         // The fold only ever stores ids that came in a valid BankId.
@@ -136,8 +162,7 @@ pub async fn quality_reports(
             times
         };
         let slots = judge_versions(versions, asked.zone, from, at, &times);
-        let (outliers, boards_with_outliers) =
-            outliers(pool, bank, &boards, &mut judged, asked.outlier_percent).await?;
+        let (outliers, boards_with_outliers) = outliers(pool, bank, &boards, &mut judged).await?;
         let tally = Tally {
             boards: boards.len() as u64,
             corrections: boards.iter().filter(|b| b.corrects).count() as u64,
@@ -408,22 +433,46 @@ async fn published_rates(
     Ok(read)
 }
 
+/// What judging a request's boards for outliers needs: the rates of the
+/// boards not judged before, the folds' positions (which judgements are
+/// final, and kept), and those kept.
+struct Judging<'a> {
+    rates: HashMap<Uuid, Vec<HistoryRecord>>,
+    positions: Vec<FoldPosition>,
+    kept: &'a JudgedBoards,
+    percent: Decimal,
+}
+
 /// The outlying values of `boards` and the boards with any: each board
-/// whose screen says a value may be an outlier (its rates in `judged`) is
-/// judged exactly, as known when it was published.
+/// whose screen says a value may be an outlier is judged exactly, as
+/// known when it was published (or its judgement kept from before).
 async fn outliers(
     pool: &PgPool,
     bank: BankId,
     boards: &[Received],
-    judged: &mut HashMap<Uuid, Vec<HistoryRecord>>,
-    percent: Decimal,
+    judging: &mut Judging<'_>,
 ) -> Result<(u64, u64)> {
     let (mut values, mut flagged) = (0, 0);
-    for board in boards.iter().filter(|b| b.screen.may_outlie(percent)) {
-        let rates = judged.remove(&board.event_id).unwrap_or_default();
-        let found = outliers_at(pool, bank, board.known_from, &rates, percent).await?;
-        values += found.len() as u64;
-        flagged += u64::from(!found.is_empty());
+    for board in boards
+        .iter()
+        .filter(|b| b.screen.may_outlie(judging.percent))
+    {
+        let key = (board.event_id, judging.percent);
+        let found = match judging.kept.0.get(&key) {
+            Some(found) => found,
+            None => {
+                let rates = judging.rates.remove(&board.event_id).unwrap_or_default();
+                let found = outliers_at(pool, bank, board.known_from, &rates, judging.percent)
+                    .await?
+                    .len() as u64;
+                if is_final(&judging.positions, board.known_from) {
+                    judging.kept.0.insert(key, found);
+                }
+                found
+            }
+        };
+        values += found;
+        flagged += u64::from(found > 0);
     }
     Ok((values, flagged))
 }
