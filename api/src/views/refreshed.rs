@@ -7,7 +7,7 @@
 //! than that, still served while one refresh at a time renders it again
 //! in the background. It is fresh for ten times what it cost to render,
 //! and at least [`FRESH_AT_LEAST`], so that the refreshes of a costly view
-//! keep Postgres busy a tenth of the time at most; a render older than
+//! keep Postgres and the process busy a tenth of the time at most; a render older than
 //! [`KEPT_AT_MOST`] is no longer served, and the next request renders it
 //! again. Only the first request for a view (and one after a long quiet)
 //! waits, sharing the render with any others asking at once.
@@ -24,8 +24,10 @@ use crate::error::{Error, Result};
 use crate::views::fallback::fingerprinted;
 use crate::views::requests::Stored;
 
-/// The least time a render is served before it is refreshed.
-pub const FRESH_AT_LEAST: Duration = Duration::from_secs(1);
+/// The least time a render is served before it is refreshed: a report of
+/// days is no less true for being seconds old, and refreshing every key
+/// asked for every second costs the other reads their cores.
+pub const FRESH_AT_LEAST: Duration = Duration::from_secs(5);
 
 /// How many times its cost a render is fresh.
 const FRESH_PER_COST: u32 = 10;

@@ -151,6 +151,9 @@ pub async fn quality_reports(
     };
     let mut reports = Vec::with_capacity(ids.len());
     for id in ids {
+        // Judging a bank is a few milliseconds of work without a wait:
+        // between banks the other requests of this worker go first.
+        tokio::task::yield_now().await;
         // The fold only ever stores ids that came in a valid BankId.
         let bank = BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
         let versions = versions.get(&id).map(Vec::as_slice).unwrap_or_default();
