@@ -35,15 +35,34 @@ impl Screen {
         pairs: impl IntoIterator<Item = (Decimal, Decimal)>,
         values: Option<impl IntoIterator<Item = (Decimal, Option<Decimal>)>>,
     ) -> Self {
-        let widest_spread = pairs
-            .into_iter()
-            .filter_map(|(buying, selling)| spread_percent(buying, selling))
-            .max();
+        let pairs: Vec<(Decimal, Decimal)> = pairs.into_iter().collect();
+        let spreads: Vec<(Decimal, Decimal)> = pairs
+            .iter()
+            .map(|(buying, selling)| (selling - buying, buying + selling))
+            .collect();
+        let widest_spread = match largest_fraction(&spreads) {
+            Ok(widest) => widest.and_then(|i| spread_percent(pairs[i].0, pairs[i].1)),
+            Err(Unordered) => pairs
+                .iter()
+                .filter_map(|(buying, selling)| spread_percent(*buying, *selling))
+                .max(),
+        };
         let largest_move = values.and_then(|values| {
-            values
+            // (distance, previous): none when a value has no previous one.
+            let moves: Vec<(Decimal, Decimal)> = values
                 .into_iter()
-                .map(|(value, previous)| moved(value, previous?))
-                .try_fold(Decimal::ZERO, |largest, moved| Some(largest.max(moved?)))
+                .map(|(value, previous)| {
+                    let previous = previous.filter(|p| !p.is_zero())?;
+                    Some(((value - previous).abs(), previous.abs()))
+                })
+                .collect::<Option<_>>()?;
+            match largest_fraction(&moves) {
+                Ok(None) => Some(Decimal::ZERO),
+                Ok(Some(i)) => moved(moves[i]),
+                Err(Unordered) => moves
+                    .iter()
+                    .try_fold(Decimal::ZERO, |largest, m| Some(largest.max(moved(*m)?))),
+            }
         });
         Self {
             widest_spread,
@@ -65,16 +84,38 @@ impl Screen {
     }
 }
 
-/// `|value − previous| / |previous| × 100`; `None` for a previous value of
-/// zero, from which anything else departs.
-fn moved(value: Decimal, previous: Decimal) -> Option<Decimal> {
-    if previous.is_zero() {
-        return None;
-    }
-    (value - previous)
-        .abs()
+/// `distance / previous × 100`, the previous value's magnitude above 0.
+fn moved((distance, previous): (Decimal, Decimal)) -> Option<Decimal> {
+    distance
         .checked_mul(Decimal::ONE_HUNDRED)?
-        .checked_div(previous.abs())
+        .checked_div(previous)
+}
+
+/// Fractions that could not be compared by their products (a denominator
+/// not above 0, or a product too large): each is divided instead.
+struct Unordered;
+
+/// The index of the largest of `fractions` (numerator, denominator),
+/// found by comparing products, not by dividing: the fold screens every
+/// board, and a division costs it far more than two products.
+fn largest_fraction(fractions: &[(Decimal, Decimal)]) -> Result<Option<usize>, Unordered> {
+    let mut largest: Option<usize> = None;
+    for (i, (numerator, denominator)) in fractions.iter().enumerate() {
+        if *denominator <= Decimal::ZERO {
+            return Err(Unordered);
+        }
+        let Some(j) = largest else {
+            largest = Some(i);
+            continue;
+        };
+        let (top, bottom) = fractions[j];
+        let this = numerator.checked_mul(bottom).ok_or(Unordered)?;
+        let that = top.checked_mul(*denominator).ok_or(Unordered)?;
+        if this > that {
+            largest = Some(i);
+        }
+    }
+    Ok(largest)
 }
 
 #[cfg(test)]
@@ -109,6 +150,15 @@ mod tests {
         assert_eq!(new_field.largest_move, None);
         let from_zero = Screen::of([], Some([(d("1"), Some(d("0")))]));
         assert_eq!(from_zero.largest_move, None);
+        let falling = Screen::of(
+            [],
+            Some([(d("80"), Some(d("100"))), (d("-50"), Some(d("-40")))]),
+        );
+        assert_eq!(
+            falling.largest_move,
+            Some(d("25")),
+            "magnitudes, from a negative too"
+        );
         let not_newest = Screen::of([], None::<Vec<_>>);
         assert!(not_newest.may_outlie(d("20")));
         assert!(
