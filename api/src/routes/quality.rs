@@ -11,7 +11,9 @@ use axum::response::Response;
 use chrono::{DateTime, SubsecRound, Utc};
 use ratewire_proto::BankId;
 use ratewire_readmodel::quality::report::Report;
-use ratewire_readmodel::store::{begin_snapshot, quality_reports, ReportsAsked, ReportsOf};
+use ratewire_readmodel::store::{
+    active_banks, begin_snapshot, quality_reports, ReportsAsked, ReportsOf,
+};
 use ratewire_readmodel::views::quality::{report_json, reports_json};
 use tokio::sync::Semaphore;
 use utoipa::openapi::path::{Parameter, ParameterIn};
@@ -25,6 +27,10 @@ use crate::views::answer::with_etag;
 use crate::views::body::json_body;
 use crate::views::fallback::rendered;
 use crate::views::known_at::{Begun, KnownAtRequest, Rendered};
+use crate::views::read_model::ReadModel;
+use crate::views::Stored;
+use serde_json::value::RawValue;
+use std::sync::Arc;
 
 /// The days a report covers when a request does not say.
 pub const DEFAULT_DAYS: u32 = 30;
@@ -187,14 +193,28 @@ async fn answer(
             .answer(Rendered::Json(render(reports, state)?), None)
             .await;
     }
+    let stored = match bank {
+        Some(bank) => live_report(state, &read, bank, days).await?,
+        None => live_list(state, &read, days).await?,
+    };
+    Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
+}
+
+/// A bank's live report, kept and refreshed (`Views::refreshed`).
+async fn live_report(
+    state: &AppState,
+    read: &Arc<ReadModel>,
+    bank: BankId,
+    days: u32,
+) -> Result<Stored> {
     let key = format!(
         "quality|{}|{}|{}|{days}",
         read.generation.schema,
         read.generation.identity,
-        bank.map_or(0, BankId::get),
+        bank.get(),
     );
-    let (state_for_render, pool) = (state.clone(), pool.clone());
-    let stored = state
+    let (state_for_render, pool) = (state.clone(), read.history().clone());
+    state
         .views
         .refreshed
         .get(&key, move || {
@@ -206,17 +226,90 @@ async fn answer(
                     .map_err(|_| Error::Startup("closed".into()))?;
                 let now = Utc::now().trunc_subsecs(0);
                 let mut tx = begin_snapshot(&pool).await?;
-                let reports = reports(&state, &mut tx, &pool, bank, days, now).await?;
+                let reports = reports(&state, &mut tx, &pool, Some(bank), days, now).await?;
                 tx.commit().await?;
-                Ok(match render(reports, &state) {
-                    Ok(body) => Ok(rendered(body)),
-                    Err(Error::NotFound(message)) => Err(message),
-                    Err(e) => return Err(e),
+                Ok(match reports.first() {
+                    Some(report) => Ok(rendered(report_json(report, state.spread_cap_percent))),
+                    None => Err("Bank not found"),
                 })
             }
         })
-        .await?;
-    Ok(with_etag(json_body(stored.body), stored.etag.as_deref()))
+        .await
+}
+
+/// Every active bank's live report, worst score first (ties by bank id),
+/// put together from the banks' own kept reports, each refreshed on its
+/// own: no render reads every bank's days at once, which on two cores
+/// held up the other requests while it ran.
+async fn live_list(state: &AppState, read: &Arc<ReadModel>, days: u32) -> Result<Stored> {
+    let key = format!(
+        "quality|{}|{}|all|{days}",
+        read.generation.schema, read.generation.identity,
+    );
+    let (state_for_render, read) = (state.clone(), Arc::clone(read));
+    state
+        .views
+        .refreshed
+        .get(&key, move || {
+            let (state, read) = (state_for_render.clone(), Arc::clone(&read));
+            async move {
+                let banks = active_banks(read.history()).await?;
+                let reports = futures_util::future::join_all(
+                    banks
+                        .iter()
+                        .map(|bank| live_report(&state, &read, *bank, days)),
+                )
+                .await;
+                let mut ranked = Vec::with_capacity(reports.len());
+                for report in reports {
+                    match report {
+                        Ok(stored) => ranked.extend(Ranked::of(&stored.body)),
+                        // Gone since the list of banks was read.
+                        Err(Error::NotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                ranked.sort_by_key(|r| (r.score, r.bank));
+                let data: Vec<&str> = ranked.iter().map(|r| r.data.get()).collect();
+                Ok(Ok(rendered(format!(
+                    r#"{{"message":"success","status":200,"data":[{}]}}"#,
+                    data.join(",")
+                ))))
+            }
+        })
+        .await
+}
+
+/// A kept report's `data`, with what ranks it.
+struct Ranked {
+    score: u8,
+    bank: i64,
+    data: Box<RawValue>,
+}
+
+impl Ranked {
+    /// `None` (logged) for a body this process did not render as a
+    /// report, which cannot be.
+    fn of(body: &[u8]) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        struct Envelope {
+            data: Box<RawValue>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Rank {
+            bank_id: i64,
+            score: u8,
+        }
+        let read = |e: serde_json::Error| tracing::error!(error = %e, "a kept quality report");
+        let Envelope { data } = serde_json::from_slice(body).map_err(read).ok()?;
+        let rank: Rank = serde_json::from_str(data.get()).map_err(read).ok()?;
+        Some(Self {
+            score: rank.score,
+            bank: rank.bank_id,
+            data,
+        })
+    }
 }
 
 /// The most reports rendered at once in one process.

@@ -24,7 +24,7 @@ pub use currencies::{currency_counts, currency_known, known_currencies, quotes, 
 pub use history::history;
 pub use known_at::{begin_known_at, fold_positions, is_final, known_at_final, FoldPosition};
 pub use outliers::{history_record, outliers_at, Outlier};
-pub use quality::{quality_reports, JudgedBoards, ReportsAsked, ReportsOf};
+pub use quality::{active_banks, quality_reports, JudgedBoards, ReportsAsked, ReportsOf};
 pub use range::{best_at, best_at_in, records_at, records_at_in, records_between, Best};
 pub use reference::{
     in_force, reference_dates, reference_days, reference_series, reference_sources,

@@ -95,6 +95,16 @@ struct Received {
     screen: Screen,
 }
 
+/// The banks active now, by id.
+pub async fn active_banks(pool: &PgPool) -> Result<Vec<BankId>> {
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM banks WHERE active ORDER BY id")
+        .fetch_all(pool)
+        .await?;
+    ids.into_iter()
+        .map(|id| BankId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)).into()))
+        .collect()
+}
+
 /// The reports `of` asks for, as known at `asked.at`, by bank id. `db` is
 /// a snapshot of the model as known at `asked.at`; `pool` is where the
 /// outliers are judged, each as known when its board was published.

@@ -157,11 +157,13 @@ generators and baselines on the same cores. Each figure is the median of {rounds
 The history: {boards} boards of 30 currencies ({entries} rate entries), 50 banks publishing one
 an hour over {DAYS} days, each bank on an hourly schedule, with {corrections} corrections and
 {retractions} retractions, loaded through the backfill in {load} s (the known-at bench's
-history). A live report renders in one Postgres snapshot and is shared by the requests for it
-within its second; a report as known at an instant (drawn uniformly from {from} to {to}) is
-rendered for its request. Every board of the month was received within the load, so each
-report reads all of its bank's 720 boards and their 21,600 rates: the most a month of hourly
-publishing costs.
+history). Every board of the month was received within the load, so each report reads all of
+its bank's 720 boards: the most a month of hourly publishing costs. A report reads one row per
+board, and the rates of only the boards whose screen (kept by the fold) says a spread may be
+over the cap or a value may be an outlier. A live report is kept by the API and refreshed
+behind the requests (fresh for ten times its cost and at least 5 s), so a request waits only
+for the first render of a report; a report as known at an instant (drawn uniformly from {from}
+to {to}) is rendered for its request, the outliers of its boards once judged final kept.
 
 ### Targets
 
