@@ -78,7 +78,7 @@ struct BankVersion {
 }
 
 /// A board in force: its as-of and the widest spread of its pairs.
-struct InForce {
+struct BoardInForce {
     as_of: DateTime<Utc>,
     screen: Screen,
 }
@@ -342,7 +342,7 @@ async fn in_force(
     ids: &[i64],
     from: DateTime<Utc>,
     at: DateTime<Utc>,
-) -> Result<HashMap<i64, Vec<InForce>>> {
+) -> Result<HashMap<i64, Vec<BoardInForce>>> {
     let rows: Vec<(i64, DateTime<Utc>, Option<Decimal>)> = sqlx::query_as(
         "SELECT k.bank_id, b.as_of, b.widest_spread
          FROM UNNEST($1::bigint[]) AS k (bank_id)
@@ -359,9 +359,9 @@ async fn in_force(
     .bind(at)
     .fetch_all(db)
     .await?;
-    let mut boards: HashMap<i64, Vec<InForce>> = HashMap::new();
+    let mut boards: HashMap<i64, Vec<BoardInForce>> = HashMap::new();
     for (bank, as_of, widest_spread) in rows {
-        boards.entry(bank).or_default().push(InForce {
+        boards.entry(bank).or_default().push(BoardInForce {
             as_of,
             screen: Screen {
                 widest_spread,
@@ -376,7 +376,7 @@ async fn in_force(
 /// `cap`, by bank and as-of.
 async fn wide_rates(
     db: &mut PgConnection,
-    in_force: &HashMap<i64, Vec<InForce>>,
+    in_force: &HashMap<i64, Vec<BoardInForce>>,
     cap: Decimal,
 ) -> Result<HashMap<(i64, DateTime<Utc>), Vec<HistoryRecord>>> {
     let (banks, times): (Vec<i64>, Vec<DateTime<Utc>>) = in_force
