@@ -150,6 +150,7 @@ impl Stack {
         self.wait_count(
             "every crossing called",
             "SELECT (SELECT count(*) FROM alerts.crossings) \
+                  + (SELECT count(*) FROM alerts.quality_events) \
                   + (SELECT count(*) FROM alerts.deliveries \
                      WHERE delivered_at IS NULL AND failed_at IS NULL)",
             0,

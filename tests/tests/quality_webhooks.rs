@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use ratewire_e2e::receiver::{Received, Receiver};
-use ratewire_e2e::{eventually, Board, Stack};
+use ratewire_e2e::{eventually, Board, Stack, VISIBLE_WITHIN};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -86,6 +86,10 @@ async fn breaches_and_missed_publications_are_each_told_once_across_a_projector_
     let first = stack
         .push_and_wait(bank, &token, &usd(40, "150", "155"))
         .await?;
+    // Killed once its call is made: a call in flight would wait out its
+    // lease, a minute, to be sent again (with its id).
+    receiver.wait_for(1, Duration::from_secs(30)).await?;
+    stack.wait_calls_settled(VISIBLE_WITHIN).await?;
     stack.kill("ratewire-projector")?;
     stack.start_process("ratewire-projector")?;
     stack
