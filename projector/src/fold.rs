@@ -33,13 +33,13 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use ratewire_alerts::evaluation::{BankNow, Evaluation, Judge};
-use ratewire_proto::{BankId, CurrencyCode, Decoded, Envelope, Event};
+use ratewire_proto::{BankId, Decoded, Envelope, Event};
 use sqlx::{Acquire, PgPool, Postgres, Transaction};
 use tracing::{debug, warn};
 
-use self::core::{Stamp, Step, Verdict};
+use self::core::{Change, Stamp, Step, Verdict};
 use self::known_at::Clock;
-use self::model::{Model, Quote};
+use self::model::{Board, Model};
 use self::write::WriteError;
 use crate::error::Result;
 use crate::holes::Hole;
@@ -189,7 +189,7 @@ async fn fold_batch(
                     refused.push((message, refusal));
                 }
                 if step.verdict == Verdict::Applied {
-                    observe(&mut evaluation, message, envelope, &model);
+                    observe(&mut evaluation, message, envelope, &model, &step);
                 }
                 changes.extend(step.changes.into_iter().map(|c| (c, stamp)));
             }
@@ -214,7 +214,7 @@ async fn fold_batch(
                             refused.push((message, refusal));
                         }
                         if step.verdict == Verdict::Applied {
-                            observe(&mut evaluation, message, envelope, &model);
+                            observe(&mut evaluation, message, envelope, &model, &step);
                         }
                     }
                     Tried::Refused(refusal) => refused.push((message, refusal)),
@@ -292,6 +292,7 @@ fn observe(
     message: &Incoming,
     envelope: &Envelope,
     model: &Model,
+    step: &Step,
 ) {
     let Some(evaluation) = evaluation else {
         return;
@@ -306,12 +307,14 @@ fn observe(
         return;
     };
     let mut without_previous = BTreeSet::new();
-    let quotes = match model.latest(bank) {
+    let latest = model.latest(bank);
+    let predecessor = latest.and_then(|(as_of, _)| predecessor(model, step, bank, as_of));
+    let quotes = match latest {
         Some((as_of, board)) => board
             .quotes
             .iter()
             .map(|q| {
-                let previous = previous_quote(model, bank, as_of, q.currency);
+                let previous = predecessor.and_then(|p| p.quote(q.currency));
                 if previous.is_none() {
                     without_previous.insert(q.currency);
                 }
@@ -347,25 +350,31 @@ fn observe(
     evaluation.observe(envelope.event_id, envelope.occurred_at, now);
 }
 
-/// The bank's quote of `currency` before its board as of `as_of`, among
-/// the boards loaded (`None` when none loaded quotes it).
-fn previous_quote(
-    model: &Model,
+/// The board before `bank`'s newest (as of `as_of`) when `step` added that
+/// newest board on top of the one before, which every batch loads. Any
+/// other time the boards loaded may skip some below the newest, so there
+/// is none: the previous values stored for the same board stand.
+fn predecessor<'m>(
+    model: &'m Model,
+    step: &Step,
     bank: BankId,
     as_of: DateTime<Utc>,
-    currency: CurrencyCode,
-) -> Option<&Quote> {
+) -> Option<&'m Board> {
+    let added = step.changes.iter().any(
+        |c| matches!(c, Change::BoardAdded { bank: b, as_of: a, .. } if *b == bank && *a == as_of),
+    );
+    let rewritten = step
+        .changes
+        .iter()
+        .any(|c| matches!(c, Change::HistoryRewritten(b) if *b == bank));
+    if !added || rewritten {
+        return None;
+    }
     model
         .boards_of(bank)
         .rev()
-        .filter(|(at, _)| *at < as_of)
-        .find_map(|(_, board)| {
-            let i = board
-                .quotes
-                .binary_search_by_key(&currency, |q| q.currency)
-                .ok()?;
-            Some(&board.quotes[i])
-        })
+        .find(|(at, _)| *at < as_of)
+        .map(|(_, board)| board)
 }
 
 /// What became of one event tried on its own.

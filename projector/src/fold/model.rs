@@ -58,6 +58,15 @@ impl Board {
     pub fn currencies(&self) -> impl Iterator<Item = CurrencyCode> + '_ {
         self.quotes.iter().map(|q| q.currency)
     }
+
+    /// Its quote of `currency`, if it quotes it.
+    pub fn quote(&self, currency: CurrencyCode) -> Option<&Quote> {
+        let i = self
+            .quotes
+            .binary_search_by_key(&currency, |q| q.currency)
+            .ok()?;
+        Some(&self.quotes[i])
+    }
 }
 
 /// A board withdrawn by a retraction of `bank`'s, remembered so that it

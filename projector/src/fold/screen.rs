@@ -23,11 +23,7 @@ pub fn screen(model: &Model, bank: BankId, as_of: DateTime<Utc>, board: &Board) 
     let values = previous.and_then(|previous| {
         let mut values = Vec::with_capacity(board.quotes.len() * 4);
         for quote in &board.quotes {
-            let before = previous
-                .quotes
-                .binary_search_by_key(&quote.currency, |q| q.currency)
-                .ok()
-                .map(|i| &previous.quotes[i])?;
+            let before = previous.quote(quote.currency)?;
             values.push((quote.cash_buying, Some(before.cash_buying)));
             values.push((quote.cash_selling, Some(before.cash_selling)));
             let transactional = [
