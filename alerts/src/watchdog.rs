@@ -23,7 +23,7 @@ use sqlx::types::Json;
 use sqlx::PgPool;
 
 use crate::error::Result;
-use crate::evaluation::{store_quality_events, QualityEvent};
+use crate::evaluation::{record_quality_events, store_quality_events, QualityEvent};
 use crate::message::{BankRef, Body, PublicationMissed, PUBLICATION_MISSED};
 use crate::schema::SLOT_WATCH_LOCK;
 
@@ -183,11 +183,7 @@ pub async fn round(pool: &PgPool, schema: &str, zone: Tz) -> Result<usize> {
     .execute(&mut *tx)
     .await?;
     if !events.is_empty() {
-        let statement = format!(
-            "INSERT INTO {schema}.quality_events (id, type, body, occurred_at)
-             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[])
-             ON CONFLICT DO NOTHING"
-        );
+        let statement = record_quality_events(schema);
         store_quality_events(&statement, &mut tx, &events).await?;
     }
     tx.commit().await?;

@@ -43,6 +43,7 @@ use crate::judge::{Field, Quote};
 use breaches::Breaches;
 pub use breaches::QualityEvent;
 use ratewire_readmodel::quality::OutlierRule;
+pub(crate) use sql::record_quality_events;
 use sql::Statements;
 pub use watching::BankNow;
 use watching::Watching;
@@ -168,11 +169,19 @@ impl Judge {
             (Some(cap), true) => Some(Breaches::new(cap)),
             _ => None,
         };
-        let ids: Vec<i64> = banks.iter().copied().collect();
-        let mut stored: BTreeMap<i64, Vec<Quote>> = BTreeMap::new();
-        for (quote, _) in crate::quotes::read(db, &self.sql.quotes, &[], &ids).await? {
-            stored.entry(quote.bank).or_default().push(quote);
-        }
+        // The banks' stored quotes: read with the watches when there are
+        // any (they read the banks' quotes too), else on their own.
+        let stored = match &watching {
+            Some(watching) => watching.quotes_of(banks),
+            None => {
+                let ids: Vec<i64> = banks.iter().copied().collect();
+                let mut stored: BTreeMap<i64, Vec<Quote>> = BTreeMap::new();
+                for (quote, _) in crate::quotes::read(db, &self.sql.quotes, &[], &ids).await? {
+                    stored.entry(quote.bank).or_default().push(quote);
+                }
+                stored
+            }
+        };
         Ok(Some(Evaluation {
             from,
             watching,

@@ -145,11 +145,7 @@ impl Statements {
                             updated_at, occurred_at)
                  ON CONFLICT DO NOTHING"
             ),
-            quality_events: format!(
-                "INSERT INTO {s}.quality_events (id, type, body, occurred_at)
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[])
-                 ON CONFLICT DO NOTHING"
-            ),
+            quality_events: record_quality_events(s),
             advance: format!(
                 "UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
                  FROM UNNEST($2::int[], $3::bigint[]) AS n (partition, next_offset)
@@ -157,4 +153,14 @@ impl Statements {
             ),
         }
     }
+}
+
+/// Records watchdog events ($1..$4: id, type, body, time), each once: the
+/// fold's breaches and the missed-slot judge's rounds alike.
+pub(crate) fn record_quality_events(s: &str) -> String {
+    format!(
+        "INSERT INTO {s}.quality_events (id, type, body, occurred_at)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+         ON CONFLICT DO NOTHING"
+    )
 }

@@ -27,8 +27,8 @@ pub struct BankNow {
     pub active: bool,
     pub quotes: Vec<Quote>,
     /// The currencies whose previous values the fold did not have at hand
-    /// (the board before was not loaded): those stored for the same board
-    /// stand.
+    /// (the event did not add the newest board, or the board before does
+    /// not quote the currency): those stored for the same board stand.
     pub without_previous: BTreeSet<CurrencyCode>,
 }
 
@@ -127,6 +127,17 @@ impl Watching {
             active,
             moves: Vec::new(),
         })
+    }
+
+    /// The stored quotes of `banks` (loaded with the watches), by bank.
+    pub fn quotes_of(&self, banks: &BTreeSet<i64>) -> BTreeMap<i64, Vec<Quote>> {
+        let mut quotes: BTreeMap<i64, Vec<Quote>> = BTreeMap::new();
+        for ((bank, _), quote) in &self.quotes {
+            if banks.contains(bank) {
+                quotes.entry(*bank).or_default().push(*quote);
+            }
+        }
+        quotes
     }
 
     /// Judges the watches an applied event moved, as it left its bank.
