@@ -127,11 +127,15 @@ pub async fn bank_quality(
         .filter(|_| text.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|id| BankId::new(id).ok())
         .ok_or_else(|| Error::validation("id", "must be a positive integer"))?;
-    let render = |reports: Vec<Report>, state: &AppState| match reports.first() {
+    answer(&state, query, known, Some(bank), one_report).await
+}
+
+/// A bank's report as answered: 404 when the bank was not known then.
+fn one_report(reports: Vec<Report>, state: &AppState) -> Result<String> {
+    match reports.first() {
         Some(report) => Ok(report_json(report, state.spread_cap_percent)),
         None => Err(Error::NotFound("Bank not found")),
-    };
-    answer(&state, query, known, Some(bank), render).await
+    }
 }
 
 /// Every active bank's quality report, worst score first.
@@ -228,9 +232,10 @@ async fn live_report(
                 let mut tx = begin_snapshot(&pool).await?;
                 let reports = reports(&state, &mut tx, &pool, Some(bank), days, now).await?;
                 tx.commit().await?;
-                Ok(match reports.first() {
-                    Some(report) => Ok(rendered(report_json(report, state.spread_cap_percent))),
-                    None => Err("Bank not found"),
+                Ok(match one_report(reports, &state) {
+                    Ok(body) => Ok(rendered(body)),
+                    Err(Error::NotFound(message)) => Err(message),
+                    Err(e) => return Err(e),
                 })
             }
         })
