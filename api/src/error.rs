@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ratewire_service::postgres::unavailable as postgres_unavailable;
 use serde_json::json;
 
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
@@ -140,14 +141,6 @@ impl Error {
             }
         }
     }
-}
-
-/// Postgres unreachable (not a bug in a query): answer 503, retry later.
-pub(crate) fn postgres_unavailable(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
-    )
 }
 
 impl IntoResponse for Error {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ratewire_service::postgres::unavailable as is_unavailable;
 use serde_json::json;
 
 /// Field name to the problems found with it.
@@ -82,14 +83,6 @@ impl Error {
             Error::Postgres(_) | Error::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
-}
-
-/// Postgres being unreachable is a 503 (retry later), not a bug.
-fn is_unavailable(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed
-    )
 }
 
 impl IntoResponse for Error {

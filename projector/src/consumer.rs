@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::MaybeDone;
@@ -106,17 +106,33 @@ impl Log {
 /// wait behind its fetch, which the broker may hold for the whole fetch
 /// wait while the log is quiet.
 #[derive(Clone)]
-pub struct LogQueries(Arc<BaseConsumer<KafkaContext>>);
+pub struct LogQueries(Arc<Queries>);
+
+struct Queries {
+    settings: ClientConfig,
+    context: KafkaContext,
+    client: Mutex<Arc<BaseConsumer<KafkaContext>>>,
+    renewed: Mutex<Option<std::time::Instant>>,
+}
+
+/// A failed question is followed by a new client at most this often.
+const RENEW_AFTER: Duration = Duration::from_secs(5);
 
 impl LogQueries {
     /// A client with `context` (the fold's, beside it). It never joins a
     /// group nor reads a partition.
     pub fn create(config: &Config, context: KafkaContext) -> Result<Self> {
-        let client: BaseConsumer<KafkaContext> = client_config(config)
+        let mut settings = client_config(config);
+        settings
             .set("group.id", format!("{}.queries", config.group_id))
-            .set("enable.auto.commit", "false")
-            .create_with_context(context)?;
-        Ok(Self(Arc::new(client)))
+            .set("enable.auto.commit", "false");
+        let client = settings.create_with_context(context.clone())?;
+        Ok(Self(Arc::new(Queries {
+            settings,
+            context,
+            client: Mutex::new(Arc::new(client)),
+            renewed: Mutex::new(None),
+        })))
     }
 
     /// Runs `query` on a blocking thread. Polls first, so the client's error
@@ -126,19 +142,26 @@ impl LogQueries {
         what: &str,
         query: impl FnOnce(&BaseConsumer<KafkaContext>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let client = Arc::clone(&self.0);
+        let queries = Arc::clone(&self.0);
         let answer = tokio::task::spawn_blocking(move || {
+            let client = Arc::clone(&queries.client.lock().expect("queries lock"));
             while let Some(Err(e)) = client.poll(Duration::ZERO) {
                 tracing::debug!(error = %e, "kafka client report");
             }
-            query(&client)
+            let answer = query(&client);
+            if answer.is_err() {
+                // Dropped here, off the runtime: destroying a client waits
+                // for its threads.
+                drop(client);
+                queries.renew();
+            }
+            answer
         })
         .await
         .map_err(|e| Error::Config(format!("{what} task failed: {e}")))??;
-        self.0.context().reached();
+        self.0.context.reached();
         Ok(answer)
     }
-
     /// The topic's partitions that this instance owns; an error while the
     /// topic does not exist yet (the caller retries).
     pub async fn owned_partitions(&self, topic: &str, owned: &Partitions) -> Result<Vec<i32>> {
@@ -251,6 +274,39 @@ impl LogQueries {
                 .collect()
         })
         .await
+    }
+}
+
+impl Queries {
+    /// After a broker dies and comes back, librdkafka can keep answering a
+    /// client's questions from what it knew before (a partition without a
+    /// leader, requests queued for the dead node) long after the cluster
+    /// has moved on, where a new client asks the live brokers. So a failed
+    /// question is followed by a new client, at most every [`RENEW_AFTER`].
+    fn renew(&self) {
+        {
+            let mut renewed = self.renewed.lock().expect("queries lock");
+            if renewed.is_some_and(|at| at.elapsed() < RENEW_AFTER) {
+                return;
+            }
+            *renewed = Some(std::time::Instant::now());
+        }
+        match self
+            .settings
+            .create_with_context::<_, BaseConsumer<KafkaContext>>(self.context.clone())
+        {
+            Ok(fresh) => {
+                let old = std::mem::replace(
+                    &mut *self.client.lock().expect("queries lock"),
+                    Arc::new(fresh),
+                );
+                tracing::info!("asking the log's questions on a new Kafka client after a failure");
+                drop(old);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not make a new Kafka client for the log's questions")
+            }
+        }
     }
 }
 

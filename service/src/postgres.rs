@@ -61,3 +61,38 @@ pub async fn ping(pool: &PgPool) -> bool {
         Ok(Ok(_))
     )
 }
+
+/// Whether `e` says Postgres cannot serve now, not that a query is wrong:
+/// unreachable, shutting down or starting, or a standby that is not yet
+/// (or no longer) the primary, as during a failover. Callers answer 503
+/// and retry; anything else is a bug worth a 500.
+pub fn unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(e) => e.code().is_some_and(|code| unavailable_state(&code)),
+        _ => false,
+    }
+}
+
+/// SQLSTATEs of a server that cannot serve now: connection exceptions
+/// (class 08), a read-only transaction (25006: a standby), operator
+/// intervention (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
+/// connect now) and too many connections (53300).
+fn unavailable_state(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "25006" | "57P01" | "57P02" | "57P03" | "53300")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unavailable_state;
+
+    #[test]
+    fn a_standby_or_a_server_going_away_is_unavailable_but_a_bad_query_is_not() {
+        for code in ["08006", "08001", "25006", "57P01", "57P03", "53300"] {
+            assert!(unavailable_state(code), "{code}");
+        }
+        for code in ["23505", "42P01", "40001", "22003"] {
+            assert!(!unavailable_state(code), "{code}");
+        }
+    }
+}

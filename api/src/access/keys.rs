@@ -22,8 +22,9 @@ use sqlx::{FromRow, PgPool};
 
 use crate::access::key_directory::{Entry, KeyDirectory};
 use crate::access::key_records::{CreatedKey, KEY_KIND};
-use crate::error::{postgres_unavailable, Error, Result};
+use crate::error::{Error, Result};
 use crate::redis_guard::RedisGuard;
+use ratewire_service::postgres::unavailable as postgres_unavailable;
 
 /// The header callers send their API key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
