@@ -537,6 +537,13 @@ cluster_stop_postgres() {
     local name
     # The monitor first: nothing fails over while the nodes stop.
     for name in pg-monitor pg-2 pg-1; do stop_named "$name"; done
+    # The services of a keeper killed with -9 outlive it: known by the
+    # environment they were started with.
+    local pid
+    for pid in $(pgrep -u postgres pg_autoctl 2>/dev/null); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "XDG_RUNTIME_DIR=$PGAF_HOME/xdg/run" &&
+            kill -TERM "$pid" 2>/dev/null
+    done
     # A Postgres left by a keeper killed with -9.
     local data
     for data in "$PGAF_HOME/monitor" "$PGAF_HOME/node-1" "$PGAF_HOME/node-2"; do

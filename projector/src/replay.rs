@@ -230,19 +230,7 @@ impl Lane {
         // (checked before), so every offset the read passes over is proven
         // empty.
         let mut reads = Reads::default();
-        reads.started(
-            &self
-                .positions
-                .iter()
-                .map(|(p, offset)| {
-                    let start = Start {
-                        offset: *offset,
-                        at_log_start: self.marks.get(p).is_some_and(|(low, _)| *offset <= *low),
-                    };
-                    (*p, start)
-                })
-                .collect(),
-        );
+        reads.started(&starts(&self.positions, &self.marks));
         let mut dead_lettered = 0;
         let limits = consumer::BatchLimits::of(config);
         let receive = |kafka: Arc<consumer::LogConsumer>| async move {
@@ -264,12 +252,26 @@ impl Lane {
             let round = tokio::time::sleep(Duration::from_secs(1));
             tokio::pin!(round);
             loop {
-                let batch = tokio::select! {
+                let received = tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = &mut round => break,
-                    batch = &mut next => batch?,
+                    batch = &mut next => batch,
                 };
                 next.set(receive(Arc::clone(&kafka)));
+                let batch = match received {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        // A node of the cluster gone (refused, or every
+                        // connection down for a moment): as the live fold
+                        // does, read again from the positions reached, which
+                        // is always safe, rather than lose the replay.
+                        tracing::warn!(error = %e, "kafka receive failed during the replay; reading again from the positions reached");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        consumer::assign(&kafka, &config.topic, &self.positions)?;
+                        reads.started(&starts(&self.positions, &self.marks));
+                        continue;
+                    }
+                };
                 let holes = reads.holes(batch.iter().map(|m| (m.partition, m.offset)));
                 // Alerts too: messages the live fold has not evaluated yet
                 // are evaluated here, once (see `ratewire_alerts::evaluation`).
@@ -307,6 +309,24 @@ impl Lane {
             positions: self.positions,
         })
     }
+}
+
+/// Where each read of the lane starts: at its position, which is the log's
+/// start when no event the broker still holds comes before it.
+fn starts(
+    positions: &BTreeMap<i32, i64>,
+    marks: &BTreeMap<i32, (i64, i64)>,
+) -> BTreeMap<i32, Start> {
+    positions
+        .iter()
+        .map(|(p, offset)| {
+            let start = Start {
+                offset: *offset,
+                at_log_start: marks.get(p).is_some_and(|(low, _)| *offset <= *low),
+            };
+            (*p, start)
+        })
+        .collect()
 }
 
 /// Events of the lane's partitions not applied yet, by `marks`.

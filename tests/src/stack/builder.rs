@@ -25,6 +25,8 @@ enum Broker {
     /// A broker of the stack's own whose clients' listener takes only
     /// SCRAM-SHA-512 over TLS.
     SaslSsl,
+    /// Three nodes of the stack's own, the topic replicated on each.
+    Cluster,
 }
 
 /// A stack to start: [`Stack::builder`], then options, then
@@ -77,6 +79,15 @@ impl StackBuilder {
     /// file ([`Stack::sasl_password_file`]).
     pub fn sasl_ssl_broker(mut self) -> Self {
         self.broker = Broker::SaslSsl;
+        self
+    }
+
+    /// A Kafka cluster of the stack's own in the production shape: three
+    /// nodes, the topic in 6 partitions replicated on each, with
+    /// `min.insync.replicas` 2. The test may kill and start its nodes
+    /// ([`Stack::kill_cluster_node`], [`Stack::partition_leader`]).
+    pub fn broker_cluster(mut self) -> Self {
+        self.broker = Broker::Cluster;
         self
     }
 
@@ -176,6 +187,7 @@ impl StackBuilder {
             redis_url: REDIS.to_owned(),
             brokers: String::new(),
             own_broker: None,
+            cluster: None,
             broker_env: Vec::new(),
             env: Vec::new(),
             postgres_proxy: None,
@@ -236,6 +248,17 @@ impl StackBuilder {
                 stack.brokers = format!("127.0.0.1:{}", secured.listener);
                 env.extend(secured.clients);
                 stack.start_broker()?;
+            }
+            Broker::Cluster => {
+                let cluster = super::cluster::Cluster::new();
+                stack.brokers = cluster.brokers();
+                stack.cluster = Some(cluster);
+                stack.start_cluster()?;
+                env.push(("RATEWIRE_TOPIC_PARTITIONS", "6".to_owned()));
+                env.push((
+                    "RATEWIRE_TOPIC_REPLICATION",
+                    super::cluster::NODES.to_string(),
+                ));
             }
         }
         env.extend(ports.settings(&stack, &postgres));

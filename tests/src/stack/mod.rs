@@ -17,6 +17,7 @@ use crate::support::{eventually, free_port};
 use crate::{contract, proxy, REDIS};
 
 pub mod builder;
+mod cluster;
 mod inspect;
 mod services;
 
@@ -40,7 +41,7 @@ pub struct Stack {
     pub group: String,
     pub logs: PathBuf,
     pub(crate) http: reqwest::Client,
-    processes: Vec<(String, Child)>,
+    pub(super) processes: Vec<(String, Child)>,
     /// Every projector started with the stack or by
     /// [`Stack::start_another_projector`]: its name and health listener.
     projectors: Vec<(String, String)>,
@@ -54,6 +55,9 @@ pub struct Stack {
     /// The ports (client, controller) of this stack's own broker, when it
     /// has one ([`StackBuilder::own_broker`]).
     own_broker: Option<(u16, u16)>,
+    /// This stack's own Kafka cluster, when it has one
+    /// ([`StackBuilder::broker_cluster`]).
+    cluster: Option<cluster::Cluster>,
     /// What `deploy/stack kafka-exec` is given besides its ports (a secured
     /// listener's properties and SCRAM user).
     broker_env: Vec<(String, String)>,

@@ -44,27 +44,45 @@ impl Stack {
     /// Starts (again) this stack's own broker on its ports, with the log it
     /// kept, and waits until it takes connections.
     pub fn start_broker(&mut self) -> Result<()> {
-        let (port, controller) = self
+        let ports = self
             .own_broker
             .context("start the stack with its own broker")?;
-        let log_path = self.logs.join("broker.log");
+        let env = self.broker_env.clone();
+        self.spawn_broker("broker", ports, &env)?;
+        self.wait_broker("broker", ports.0)
+    }
+
+    /// Starts `deploy/stack kafka-exec` as the process `name`, its data in
+    /// the stack's directory of that name, with `env` besides its ports.
+    pub(super) fn spawn_broker(
+        &mut self,
+        name: &str,
+        (port, controller): (u16, u16),
+        env: &[(String, String)],
+    ) -> Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_path)?;
-        let mut child = broker::command(&self.logs.join("broker"), port, controller)
-            .envs(
-                self.broker_env
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_str())),
-            )
+            .open(self.logs.join(format!("{name}.log")))?;
+        let child = broker::command(&self.logs.join(name), port, controller)
+            .envs(env.iter().map(|(n, v)| (n.as_str(), v.as_str())))
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .context("starting deploy/stack kafka-exec")?;
-        let listening = broker::wait_listening(&mut child, port, &log_path);
-        self.processes.push(("broker".to_owned(), child));
-        listening
+        self.processes.push((name.to_owned(), child));
+        Ok(())
+    }
+
+    /// Waits until the broker `name` takes connections on `port`.
+    pub(super) fn wait_broker(&mut self, name: &str, port: u16) -> Result<()> {
+        let log = self.logs.join(format!("{name}.log"));
+        let (_, child) = self
+            .processes
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .with_context(|| format!("no {name} running"))?;
+        broker::wait_listening(child, port, &log)
     }
 
     /// The file holding the SASL password of a stack with a

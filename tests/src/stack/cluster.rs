@@ -1,0 +1,142 @@
+//! A Kafka cluster of the stack's own in the production shape: three KRaft
+//! nodes (broker and controller each) started by `deploy/stack kafka-exec`,
+//! the topic replicated three times with `min.insync.replicas` 2
+//! ([`super::StackBuilder::broker_cluster`]). A test kills and starts its
+//! nodes one by one.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use base64::Engine;
+use rand::RngCore;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::ClientConfig;
+
+use super::Stack;
+use crate::support::free_port;
+
+/// The cluster's nodes.
+pub const NODES: usize = 3;
+
+/// A cluster's nodes: their (client, controller) ports, and what each
+/// node is told of the others.
+#[derive(Debug, Clone)]
+pub(super) struct Cluster {
+    nodes: Vec<(u16, u16)>,
+    id: String,
+}
+
+impl Cluster {
+    pub(super) fn new() -> Self {
+        let mut bytes = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        Self {
+            nodes: (0..NODES).map(|_| (free_port(), free_port())).collect(),
+            id: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+        }
+    }
+
+    /// The bootstrap addresses of every node.
+    pub(super) fn brokers(&self) -> String {
+        let addresses: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|(port, _)| format!("127.0.0.1:{port}"))
+            .collect();
+        addresses.join(",")
+    }
+
+    /// What `deploy/stack kafka-exec` is given to run node `i` (0-based).
+    fn node_env(&self, i: usize) -> Vec<(String, String)> {
+        let voters: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(n, (_, controller))| format!("{}@127.0.0.1:{controller}", n + 1))
+            .collect();
+        [
+            ("RATEWIRE_KAFKA_NODE_ID", (i + 1).to_string()),
+            ("RATEWIRE_KAFKA_VOTERS", voters.join(",")),
+            ("RATEWIRE_KAFKA_CLUSTER_ID", self.id.clone()),
+            ("RATEWIRE_KAFKA_REPLICATION", NODES.to_string()),
+            // Three JVMs beside the stack's processes.
+            ("RATEWIRE_KAFKA_HEAP", "320m".to_owned()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect()
+    }
+}
+
+fn node_name(i: usize) -> String {
+    format!("broker-{}", i + 1)
+}
+
+impl Stack {
+    fn kafka_cluster(&self) -> Result<&Cluster> {
+        self.cluster
+            .as_ref()
+            .context("start the stack with a broker cluster")
+    }
+
+    /// Starts every node, then waits until each takes connections (a node
+    /// does only once the controllers have a quorum).
+    pub(super) fn start_cluster(&mut self) -> Result<()> {
+        for i in 0..NODES {
+            self.spawn_cluster_node(i)?;
+        }
+        for i in 0..NODES {
+            self.wait_cluster_node(i)?;
+        }
+        Ok(())
+    }
+
+    fn spawn_cluster_node(&mut self, i: usize) -> Result<()> {
+        let cluster = self.kafka_cluster()?.clone();
+        let ports = cluster.nodes[i];
+        self.spawn_broker(&node_name(i), ports, &cluster.node_env(i))
+    }
+
+    fn wait_cluster_node(&mut self, i: usize) -> Result<()> {
+        let port = self.kafka_cluster()?.nodes[i].0;
+        self.wait_broker(&node_name(i), port)
+    }
+
+    /// Starts node `i` (0-based) again, with the log it kept, and waits
+    /// until it takes connections.
+    pub fn start_cluster_node(&mut self, i: usize) -> Result<()> {
+        self.spawn_cluster_node(i)?;
+        self.wait_cluster_node(i)
+    }
+
+    /// Kills node `i` (0-based) at once, as a crash would.
+    pub fn kill_cluster_node(&mut self, i: usize) -> Result<()> {
+        self.kafka_cluster()?;
+        self.kill(&node_name(i))
+    }
+
+    /// The node (0-based) leading `partition` of the stack's topic, as the
+    /// cluster's metadata says now.
+    pub async fn partition_leader(&self, partition: i32) -> Result<usize> {
+        let brokers = self.kafka_cluster()?.brokers();
+        let topic = self.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            let client: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &brokers)
+                .create()?;
+            let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            let leader = metadata
+                .topics()
+                .iter()
+                .flat_map(|t| t.partitions())
+                .find(|p| p.id() == partition)
+                .map(|p| p.leader())
+                .with_context(|| {
+                    format!("partition {partition} of {topic} is not in the metadata")
+                })?;
+            anyhow::ensure!(leader >= 1, "partition {partition} has no leader");
+            Ok(leader as usize - 1)
+        })
+        .await?
+    }
+}
