@@ -298,16 +298,35 @@ cluster_start_processes() {
     wait_ready haproxy "http://127.0.0.1:$INGEST_PORT/readyz"
 }
 
-# Every process of the cluster by name, in the order `down` stops them.
-cluster_names() {
+# The processes of each kind, by name.
+cluster_processes() {
     local i
     echo feed
     for i in $(seq 1 $CLUSTER_APIS); do echo "api-$i"; done
     for i in $(seq 1 $CLUSTER_INGESTS); do echo "ingest-$i"; done
     projector_names
+}
+cluster_brokers_named() { local i; for i in $(seq 1 $CLUSTER_BROKERS); do echo "broker-$i"; done; }
+cluster_redis_named() { local i; for i in $(seq 1 $REDIS_NODES); do echo "redis-$i"; done; }
+
+# Every process of the cluster by name, in the order `down` stops them.
+cluster_names() {
+    cluster_processes
     echo haproxy
-    for i in $(seq 1 $CLUSTER_BROKERS); do echo "broker-$i"; done
-    for i in $(seq 1 $REDIS_NODES); do echo "redis-$i"; done
+    cluster_brokers_named
+    cluster_redis_named
+}
+
+# Each kind stops at once, the processes first, the data last.
+cluster_down() {
+    # shellcheck disable=SC2046
+    stop_together $(cluster_processes)
+    stop_named haproxy
+    # shellcheck disable=SC2046
+    stop_together $(cluster_brokers_named)
+    # shellcheck disable=SC2046
+    stop_together $(cluster_redis_named)
+    cluster_stop_postgres
 }
 
 cluster_status() {
