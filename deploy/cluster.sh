@@ -85,15 +85,10 @@ cluster_start_kafka() {
             RATEWIRE_KAFKA_HEAP=$CLUSTER_KAFKA_HEAP \
             start "broker-$i" "$ROOT" "$ROOT/deploy/stack" kafka-exec "$STACK_DIR/broker-$i" "$port" "$((port + 1))"
     done
-    # A node takes connections only once the controllers have a quorum.
+    # Every node is started before any is waited for: none takes
+    # connections before the controllers have a quorum.
     for i in $(seq 1 $CLUSTER_BROKERS); do
-        port=$(cluster_broker_port "$i")
-        for _ in $(seq 1 900); do
-            port_open 127.0.0.1 "$port" && break
-            pid_of "broker-$i" >/dev/null || { tail -n 20 "$STACK_DIR/broker-$i.log" >&2; die "Kafka node $i exited; see $STACK_DIR/broker-$i.log"; }
-            sleep 0.1
-        done
-        port_open 127.0.0.1 "$port" || die "Kafka node $i did not start; see $STACK_DIR/broker-$i.log"
+        wait_kafka "broker-$i" "$(cluster_broker_port "$i")" 900
     done
 }
 
