@@ -26,7 +26,8 @@
 //!   Redis after the commit, each a task beside the fold. Redis is derived
 //!   state, rendered again from Postgres when it lost them; a restored
 //!   Postgres is told by [`restore_marks`];
-//! - [`replay`] folds the whole log into a new generation.
+//! - [`replay`] folds the whole log into a new generation; [`verify`]
+//!   compares one generation with another, or with a replay of the log.
 //!
 //! Depends on the event contract (`ratewire-proto`), the read model
 //! (`ratewire-readmodel`), the alerts (`ratewire-alerts`) and the service
@@ -52,6 +53,7 @@ pub mod metrics;
 pub mod replay;
 pub mod restore_marks;
 pub mod retention;
+pub mod verify;
 pub mod views;
 
 pub use app::Application;

@@ -2,6 +2,7 @@ use clap::Subcommand;
 
 use ratewire_projector::cli::{self, DeadLettersCommand};
 use ratewire_projector::replay::{replay, ReplaySettings};
+use ratewire_projector::verify::{self, Report, VerifySettings};
 use ratewire_projector::views::rebuild::rebuild_once;
 use ratewire_projector::{Application, Config};
 use ratewire_service::allocator::purge_freed_memory_after;
@@ -33,6 +34,45 @@ enum Command {
         #[arg(long)]
         no_switch: bool,
     },
+    /// Check that the active generation equals a replay of the whole log.
+    ///
+    /// Replays the log into a check schema without switching, compares the
+    /// active generation with it (tables and Redis views), then drops it.
+    /// Prints a JSON report; exits with 1 when they differ.
+    Verify {
+        /// The check generation's schema (default: verify_ and 8 random
+        /// hex digits; must not hold tables yet).
+        #[arg(long, value_parser = ratewire_service::settings::parse_schema)]
+        schema: Option<String>,
+        /// Keep the check generation (schema and views) afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Compare two existing generations' tables and Redis views.
+    ///
+    /// E.g. the one a replay replaced with the one it built. Prints a JSON
+    /// report; exits with 1 when they differ.
+    Compare {
+        /// The generation compared (its rows are counted).
+        #[arg(value_parser = ratewire_service::settings::parse_schema)]
+        a: String,
+        /// The generation it is compared with.
+        #[arg(value_parser = ratewire_service::settings::parse_schema)]
+        b: String,
+    },
+}
+
+/// Prints `report` as one JSON line and, when the generations differ,
+/// exits with status 1 (a script's `if ratewire-projector verify`).
+fn conclude(report: &Report) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(report)?)?;
+    out.flush()?;
+    if !report.equal() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 #[tokio::main]
@@ -67,6 +107,11 @@ async fn main() -> anyhow::Result<()> {
             };
             replay(&cli.config, &settings, &shutdown_on_signal()).await?;
         }
+        Command::Verify { schema, keep } => {
+            let settings = VerifySettings { schema, keep };
+            conclude(&verify::verify(&cli.config, &settings, &shutdown_on_signal()).await?)?;
+        }
+        Command::Compare { a, b } => conclude(&verify::compare(&cli.config, &a, &b).await?)?,
     }
     Ok(())
 }

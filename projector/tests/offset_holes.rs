@@ -1,43 +1,20 @@
 //! Offsets with no message: the stored position steps over a hole only when
 //! the read proved it, and never over a message that was merely not received.
 
-use chrono::{Duration, SubsecRound, Utc};
+use chrono::{SubsecRound, Utc};
 use ratewire_projector::fold::{apply_batch, Gap, Incoming};
 use ratewire_projector::holes::{Hole, Reads, Start};
-use ratewire_proto::{BankId, BankRegistered, Envelope, Event};
 use std::collections::BTreeMap;
 
 mod common;
-use common::{board, dec, drop_database, entry, fresh_pool, messages};
+use common::{bank_and_boards, drop_database, fresh_pool, messages};
 
 const TOPIC: &str = "holes";
 
 /// A registration and three boards of one bank at offsets 0, 1, 2, 3.
 fn log() -> Vec<Incoming> {
-    let bank = BankId::new(3).unwrap();
     let now = Utc::now().trunc_subsecs(0);
-    let mut log = vec![Envelope::new(
-        bank,
-        now,
-        Event::BankRegistered(BankRegistered {
-            code: "B3".into(),
-            name: "Bank 3".into(),
-            image_url: "https://i.test/b3.png".into(),
-            social_links: vec![],
-            schedule: None,
-        }),
-    )];
-    for minute in 1..=3 {
-        let at = now + Duration::minutes(minute);
-        log.push(Envelope::new(
-            bank,
-            at,
-            Event::BoardPublished(board(
-                at,
-                vec![entry("USD", dec(15_500 + minute), dec(15_800), None)],
-            )),
-        ));
-    }
+    let log = bank_and_boards(3, now, 3);
     messages(&log)
 }
 

@@ -200,9 +200,9 @@ async fn a_replay_switches_generations_while_the_api_keeps_serving() -> anyhow::
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
 
     assert_eq!(stack.active_generation().await?, "readmodel_v2");
+    // Tables and views alike.
     let rows = stack.compare_schemas("readmodel", "readmodel_v2").await?;
     assert_eq!(rows["boards"], accepted);
-    stack.compare_views("readmodel", "readmodel_v2").await?;
 
     // The running projector follows the switch (and says so): a new board
     // lands in the new generation only, and the API serves it from there.

@@ -2,7 +2,8 @@
 //! (`RATEWIRE_REDIS_URL=redis-cluster://...`): views served from the
 //! cluster, a plan's minute shared by two API instances, the live stream,
 //! and the month's usage saved to Postgres; each generation's views in one
-//! slot, the counters of each caller in a slot of their own.
+//! slot, the counters of each caller in a slot of their own; and
+//! `ratewire-projector verify` over the cluster.
 
 use ratewire_e2e::redis_cluster::RedisCluster;
 use ratewire_e2e::sse::{next_board, subscribe};
@@ -134,6 +135,18 @@ async fn the_projector_and_two_api_instances_run_on_a_three_primary_cluster() ->
         keys.iter()
             .any(|(_, k)| k.contains(&format!("rl:minute:{{{subject}}}:"))),
         "the minute counter, tagged by its subject: {keys:?}"
+    );
+
+    // The operator's check reads and drops a generation's keys by prefix
+    // on every primary: the fold equals a replay, and no key of the check
+    // generation is left.
+    stack.wait_aggregates_written().await?;
+    let rows = stack.assert_fold_matches_replay().await?;
+    assert_eq!(rows["boards"], 2);
+    let keys = cluster.keys()?;
+    assert!(
+        !keys.iter().any(|(_, k)| k.contains("{verify_")),
+        "the check generation's keys are gone: {keys:?}"
     );
     Ok(())
 }

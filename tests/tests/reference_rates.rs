@@ -368,7 +368,7 @@ async fn reference_days_are_served_as_published_carried_over_and_corrected() -> 
     let before = spreads_without_ages(&stack, &key).await?;
     stack.replay(&["--schema", "readmodel_v2"]).await?;
     assert_eq!(stack.active_generation().await?, "readmodel_v2");
-    stack.compare_views("readmodel", "readmodel_v2").await?;
+    stack.compare_schemas("readmodel", "readmodel_v2").await?;
     let after = eventually("the replayed generation served", VISIBLE_WITHIN, || async {
         let after = spreads_without_ages(&stack, &key).await.ok()?;
         (after == before).then_some(after)

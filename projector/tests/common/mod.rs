@@ -10,7 +10,8 @@ use ratewire_projector::fold::model::{
 };
 use ratewire_projector::fold::Incoming;
 use ratewire_proto::{
-    encode, BankId, BoardPublished, CurrencyCode, Envelope, Pair, Rate, RateEntry, SocialLink,
+    encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, Pair, Rate,
+    RateEntry, SocialLink,
 };
 use ratewire_readmodel::db;
 use ratewire_service::testing::TestDatabase;
@@ -67,6 +68,35 @@ pub fn entry(
 /// A board that must be valid.
 pub fn board(as_of: DateTime<Utc>, rates: Vec<RateEntry>) -> BoardPublished {
     BoardPublished::new(as_of, rates).expect("a valid board")
+}
+
+/// Bank `id`'s registration at `now`, then one board a minute for
+/// `boards` minutes (USD cash buying 155.01, 155.02, ...).
+pub fn bank_and_boards(id: i64, now: DateTime<Utc>, boards: i64) -> Vec<Envelope> {
+    let bank = BankId::new(id).expect("a bank id");
+    let mut log = vec![Envelope::new(
+        bank,
+        now,
+        Event::BankRegistered(BankRegistered {
+            code: format!("B{id}"),
+            name: format!("Bank {id}"),
+            image_url: format!("https://i.test/b{id}.png"),
+            social_links: vec![],
+            schedule: None,
+        }),
+    )];
+    for minute in 1..=boards {
+        let at = now + chrono::Duration::minutes(minute);
+        log.push(Envelope::new(
+            bank,
+            at,
+            Event::BoardPublished(board(
+                at,
+                vec![entry("USD", dec(15_500 + minute), dec(15_800), None)],
+            )),
+        ));
+    }
+    log
 }
 
 /// The log's messages for `log`, on partition 0, keyed by bank.
