@@ -73,23 +73,27 @@ cluster_check_ports() {
 # --- Kafka ----------------------------------------------------------------------
 
 cluster_start_kafka() {
-    local i voters=() port
-    for i in $(seq 1 $CLUSTER_BROKERS); do
-        voters+=("$i@127.0.0.1:$(($(cluster_broker_port "$i") + 1))")
-    done
+    local i
     [[ -s $STACK_DIR/kafka-cluster-id ]] || kafka_cluster_id >"$STACK_DIR/kafka-cluster-id"
-    for i in $(seq 1 $CLUSTER_BROKERS); do
-        port=$(cluster_broker_port "$i")
-        RATEWIRE_KAFKA_NODE_ID=$i RATEWIRE_KAFKA_VOTERS=$(IFS=,; echo "${voters[*]}") \
-            RATEWIRE_KAFKA_CLUSTER_ID=$(cat "$STACK_DIR/kafka-cluster-id") RATEWIRE_KAFKA_REPLICATION=3 \
-            RATEWIRE_KAFKA_HEAP=$CLUSTER_KAFKA_HEAP \
-            start "broker-$i" "$ROOT" "$ROOT/deploy/stack" kafka-exec "$STACK_DIR/broker-$i" "$port" "$((port + 1))"
-    done
+    for i in $(seq 1 $CLUSTER_BROKERS); do cluster_start_broker "$i"; done
     # Every node is started before any is waited for: none takes
     # connections before the controllers have a quorum.
     for i in $(seq 1 $CLUSTER_BROKERS); do
         wait_kafka "broker-$i" "$(cluster_broker_port "$i")" 900
     done
+}
+
+# cluster_start_broker I: starts Kafka node I (unless it runs), not waiting.
+cluster_start_broker() {
+    local i=$1 j voters=() port
+    for j in $(seq 1 $CLUSTER_BROKERS); do
+        voters+=("$j@127.0.0.1:$(($(cluster_broker_port "$j") + 1))")
+    done
+    port=$(cluster_broker_port "$i")
+    RATEWIRE_KAFKA_CGROUP=$(nemesis_cgroup "broker-$i") RATEWIRE_KAFKA_NODE_ID=$i RATEWIRE_KAFKA_VOTERS=$(IFS=,; echo "${voters[*]}") \
+        RATEWIRE_KAFKA_CLUSTER_ID=$(cat "$STACK_DIR/kafka-cluster-id") RATEWIRE_KAFKA_REPLICATION=3 \
+        RATEWIRE_KAFKA_HEAP=$CLUSTER_KAFKA_HEAP \
+        start "broker-$i" "$ROOT" "$ROOT/deploy/stack" kafka-exec "$STACK_DIR/broker-$i" "$port" "$((port + 1))"
 }
 
 # --- Redis ----------------------------------------------------------------------
@@ -99,23 +103,9 @@ redis_cli() { redis-cli -h 127.0.0.1 -p "$1" "${@:2}"; }
 cluster_start_redis() {
     need redis-server redis-server "the cluster's Redis nodes"
     need redis-cli redis-tools "to form the Redis Cluster"
-    local i port dir
-    for i in $(seq 1 $REDIS_NODES); do
-        port=$(cluster_redis_port "$i")
-        dir=$STACK_DIR/redis-$i
-        mkdir -p "$dir"
-        pid_of "redis-$i" >/dev/null && continue
-        # A node fails over after 3 s unreachable (Redis's default: 15 s);
-        # its appendonly file is synced each second, so a node killed and
-        # restarted before its replica took over comes back with its data.
-        start "redis-$i" "$dir" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
-            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
-            --appendonly yes --appendfsync everysec --save '' --maxmemory-policy noeviction
-    done
-    for i in $(seq 1 $REDIS_NODES); do
-        port=$(cluster_redis_port "$i")
-        for _ in $(seq 1 100); do redis_cli "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
-    done
+    local i
+    for i in $(seq 1 $REDIS_NODES); do cluster_start_redis_node "$i"; done
+    for i in $(seq 1 $REDIS_NODES); do wait_redis_node "$i"; done
     if ! redis_cli "$REDIS_PORT" cluster info 2>/dev/null | grep -q '^cluster_known_nodes:6'; then
         local nodes=()
         for i in $(seq 1 $REDIS_NODES); do nodes+=("127.0.0.1:$(cluster_redis_port "$i")"); done
@@ -131,6 +121,28 @@ cluster_start_redis() {
         sleep 0.1
     done
     die "the Redis Cluster is not ok; see redis-cli -p $REDIS_PORT cluster info"
+}
+
+# cluster_start_redis_node I: starts Redis node I unless it runs.
+cluster_start_redis_node() {
+    local i=$1 port dir
+    port=$(cluster_redis_port "$i")
+    dir=$STACK_DIR/redis-$i
+    mkdir -p "$dir"
+    pid_of "redis-$i" >/dev/null && return
+    # A node fails over after 3 s unreachable (Redis's default: 15 s);
+    # its appendonly file is synced each second, so a node killed and
+    # restarted before its replica took over comes back with its data.
+    start "redis-$i" "$dir" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
+        --appendonly yes --appendfsync everysec --save '' --maxmemory-policy noeviction
+}
+
+wait_redis_node() {
+    local port
+    port=$(cluster_redis_port "$1")
+    for _ in $(seq 1 100); do redis_cli "$port" ping 2>/dev/null | grep -q PONG && return; sleep 0.1; done
+    die "redis-$1 does not answer on $port; see $STACK_DIR/redis-$1.log"
 }
 
 # --- HAProxy --------------------------------------------------------------------
@@ -167,7 +179,10 @@ defaults
     timeout check 1s
     retries 2
     option redispatch
-    default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
+    # A request in flight to a server marked down runs to its answer or
+    # its timeout (then the errorfile's 503 with Retry-After): cutting it
+    # would leave its client with a closed connection and no answer.
+    default-server inter 500ms fall 2 rise 2
 
 frontend api
     mode http
@@ -199,6 +214,9 @@ backend api-stream
     # A live stream sends a heartbeat every 15 s.
     timeout server 40s
     timeout tunnel 1h
+    # Streams on a server marked down are closed, so that their clients
+    # reconnect (with Last-Event-ID) to the other at once.
+    default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
 EOF
         for i in $(seq 1 $CLUSTER_APIS); do echo "    server api-$i 127.0.0.1:$(cluster_api_port "$i") check"; done
         cat <<EOF
@@ -273,16 +291,8 @@ cluster_env() {
 cluster_start_processes() {
     local bin=$1 i
     start_projectors "$bin"
-    for i in $(seq 1 $CLUSTER_INGESTS); do
-        RATEWIRE_INGEST_LISTEN=127.0.0.1:$(cluster_ingest_port "$i") \
-            RATEWIRE_INGEST_OPERATOR_LISTEN=127.0.0.1:$(cluster_ingest_operator_port "$i") \
-            start "ingest-$i" "$ROOT" "$bin/ratewire-ingest"
-    done
-    for i in $(seq 1 $CLUSTER_APIS); do
-        RATEWIRE_API_LISTEN=127.0.0.1:$(cluster_api_port "$i") \
-            RATEWIRE_API_OPERATOR_LISTEN=127.0.0.1:$(cluster_api_operator_port "$i") \
-            start "api-$i" "$ROOT" "$bin/ratewire-api"
-    done
+    for i in $(seq 1 $CLUSTER_INGESTS); do cluster_start_process "ingest-$i" "$bin"; done
+    for i in $(seq 1 $CLUSTER_APIS); do cluster_start_process "api-$i" "$bin"; done
     for i in $(seq 1 "$PROJECTORS"); do
         wait_ready "$(projector_name "$i")" "http://127.0.0.1:$(projector_port "$i")/readyz"
     done
@@ -291,6 +301,60 @@ cluster_start_processes() {
     # Through the balancer too.
     wait_ready haproxy "http://127.0.0.1:$API_PORT/readyz"
     wait_ready haproxy "http://127.0.0.1:$INGEST_PORT/readyz"
+}
+
+# cluster_start_process NAME BIN: starts api-I or ingest-I unless it runs.
+cluster_start_process() {
+    local name=$1 bin=$2 i=${1##*-}
+    case $name in
+        ingest-*)
+            RATEWIRE_INGEST_LISTEN=127.0.0.1:$(cluster_ingest_port "$i") \
+                RATEWIRE_INGEST_OPERATOR_LISTEN=127.0.0.1:$(cluster_ingest_operator_port "$i") \
+                start "$name" "$ROOT" "$bin/ratewire-ingest"
+            ;;
+        api-*)
+            RATEWIRE_API_LISTEN=127.0.0.1:$(cluster_api_port "$i") \
+                RATEWIRE_API_OPERATOR_LISTEN=127.0.0.1:$(cluster_api_operator_port "$i") \
+                start "$name" "$ROOT" "$bin/ratewire-api"
+            ;;
+    esac
+}
+
+# cluster_restart NAME: starts one piece of the cluster again (after a
+# kill) and waits until it serves; the nemesis heals its faults with it.
+cluster_restart() {
+    local name=$1 bin i
+    bin=$(bin_dir)
+    stack_env
+    cluster_env
+    case $name in
+        api-[0-9]*)
+            cluster_start_process "$name" "$bin"
+            wait_ready "$name" "http://127.0.0.1:$(cluster_api_port "${name#api-}")/readyz"
+            ;;
+        ingest-[0-9]*)
+            cluster_start_process "$name" "$bin"
+            wait_ready "$name" "http://127.0.0.1:$(cluster_ingest_port "${name#ingest-}")/readyz"
+            ;;
+        projector | projector-[0-9]*)
+            i=${name#projector}
+            i=${i#-}
+            i=${i:-1}
+            RATEWIRE_PROJECTOR_LISTEN="127.0.0.1:$(projector_port "$i")" start "$name" "$ROOT" "$bin/ratewire-projector"
+            [[ $i == 1 ]] && cp "$STACK_DIR/projector.pid" "$STACK_DIR/projector-1.pid"
+            wait_ready "$name" "http://127.0.0.1:$(projector_port "$i")/readyz"
+            ;;
+        broker-[0-9]*)
+            cluster_start_broker "${name#broker-}"
+            wait_kafka "$name" "$(cluster_broker_port "${name#broker-}")" 900
+            ;;
+        redis-[0-9]*)
+            cluster_start_redis_node "${name#redis-}"
+            wait_redis_node "${name#redis-}"
+            ;;
+        haproxy) cluster_start_haproxy ;;
+        *) die "deploy/stack restart: no piece named $name (api-N, ingest-N, projector[-N], broker-N, redis-N, haproxy)" ;;
+    esac
 }
 
 # The processes of each kind, by name.
@@ -314,11 +378,13 @@ cluster_names() {
 
 # Each kind stops at once, the processes first, the data last.
 cluster_down() {
+    nemesis_heal
     # shellcheck disable=SC2046
     stop_together $(cluster_processes)
     stop_named haproxy
     # shellcheck disable=SC2046
     stop_together $(cluster_brokers_named)
+    nemesis_remove_cgroups
     # shellcheck disable=SC2046
     stop_together $(cluster_redis_named)
     cluster_stop_postgres
@@ -605,10 +671,110 @@ EOF
     done
 }
 
+# A planned failover: the standby becomes primary (pg_autoctl waits for it).
+cluster_pg_failover() {
+    pgaf_home
+    pgaf perform failover --pgdata "$PGAF_HOME/monitor" --wait 60
+}
+
 # A Postgres StartupMessage (protocol 3.0) for USER on database postgres,
 # in hex, as HAProxy's tcp-check sends it.
 pg_startup_hex() {
     local body
     body=$(printf '\x00\x03\x00\x00user\x00%s\x00database\x00postgres\x00application_name\x00haproxy_check\x00\x00' "$1" | od -An -tx1 | tr -d ' \n')
     printf '%08x%s' $((${#body} / 2 + 4)) "$body"
+}
+
+# --- the nemesis -----------------------------------------------------------------
+
+# The comment that tags the nemesis's iptables rules (one per stack: two
+# stacks at different port offsets keep their own) and its cgroups' prefix.
+nemesis_tag() { echo "ratewire-nemesis-$PORT_OFFSET"; }
+
+# Undoes what a nemesis stopped short may have left: its iptables rules,
+# paused processes, and its cgroups (emptied as their processes exit).
+nemesis_heal() {
+    local tag rule name pid
+    tag=$(nemesis_tag)
+    if command -v iptables >/dev/null; then
+        while read -r rule; do
+            # shellcheck disable=SC2086
+            eval "iptables ${rule/-A /-D }" 2>/dev/null || true
+        done < <(iptables -S OUTPUT 2>/dev/null | grep -E -- "--comment \"?$tag(\"| |\$)" || true)
+    fi
+    for name in $(cluster_names) $(cluster_pg_names); do
+        if pid=$(pid_of "$name"); then continue_tree "$pid"; fi
+    done
+    # A Postgres whose keeper was killed has no parent left to be found by.
+    pgaf_home
+    local data
+    for data in "$PGAF_HOME/node-1" "$PGAF_HOME/node-2" "$PGAF_HOME/monitor"; do
+        [[ -f $data/postmaster.pid ]] && continue_tree "$(head -n 1 "$data/postmaster.pid")"
+    done
+    return 0
+}
+
+# The cgroup2 hierarchy's root, when the machine has one and this runs as
+# root (to make groups in it).
+cgroup2_root() {
+    [[ $(id -u) == 0 ]] || return 1
+    awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts | grep .
+}
+
+# nemesis_cgroup NAME: the cgroup NAME's process starts in (made now), or
+# nothing where cgroups cannot be made.
+nemesis_cgroup() {
+    local root group
+    root=$(cgroup2_root) || return 0
+    group=$root/$(nemesis_tag)-$1
+    mkdir -p "$group" 2>/dev/null && echo "$group"
+    return 0
+}
+
+nemesis_remove_cgroups() {
+    local root group
+    root=$(cgroup2_root) || return 0
+    for group in "$root/$(nemesis_tag)"-*; do
+        [[ -d $group ]] && rmdir "$group" 2>/dev/null
+    done
+    return 0
+}
+
+# continue_tree PID: SIGCONT to PID and all its descendants.
+continue_tree() {
+    local child
+    kill -CONT "$1" 2>/dev/null || return 0
+    for child in $(pgrep -P "$1" 2>/dev/null); do continue_tree "$child"; done
+}
+
+# deploy/stack nemesis [ARGS]: builds and runs ratewire-nemesis against the
+# cluster this script started, with everything it needs to know in its
+# environment (the ports, the pid files, Postgres's data).
+cmd_nemesis() {
+    [[ $TOPOLOGY == cluster ]] || die "the nemesis runs on the cluster topology: RATEWIRE_STACK_TOPOLOGY=cluster deploy/stack up first"
+    pid_of haproxy >/dev/null || die "the cluster is not up: RATEWIRE_STACK_TOPOLOGY=cluster deploy/stack up first"
+    [[ $(id -u) == 0 ]] || die "the nemesis needs root (it signals Postgres's processes and sets iptables rules)"
+    need iptables iptables "the nemesis's network cuts"
+    (cd "$ROOT" && cargo build --profile "$PROFILE" --bins --quiet)
+    stack_env
+    cluster_env
+    pgaf_home
+    local i brokers=() redis=() apis=() ingests=() projectors=()
+    for i in $(seq 1 $CLUSTER_BROKERS); do brokers+=("broker-$i=$(cluster_broker_port "$i")"); done
+    for i in $(seq 1 $REDIS_NODES); do redis+=("redis-$i=$(cluster_redis_port "$i")"); done
+    for i in $(seq 1 $CLUSTER_APIS); do apis+=("api-$i"); done
+    for i in $(seq 1 $CLUSTER_INGESTS); do ingests+=("ingest-$i"); done
+    for i in $(seq 1 "$PROJECTORS"); do projectors+=("$(projector_name "$i")"); done
+    RATEWIRE_NEMESIS_STACK=$ROOT/deploy/stack \
+        RATEWIRE_NEMESIS_STACK_DIR=$STACK_DIR \
+        RATEWIRE_NEMESIS_TAG=$(nemesis_tag) \
+        RATEWIRE_NEMESIS_API=http://127.0.0.1:$API_PORT \
+        RATEWIRE_NEMESIS_INGEST=http://127.0.0.1:$INGEST_PORT \
+        RATEWIRE_NEMESIS_INGEST_OPERATOR=http://127.0.0.1:$INGEST_OPERATOR_PORT \
+        RATEWIRE_NEMESIS_BROKERS=$(IFS=,; echo "${brokers[*]}") \
+        RATEWIRE_NEMESIS_REDIS=$(IFS=,; echo "${redis[*]}") \
+        RATEWIRE_NEMESIS_PROCESSES=$(IFS=,; echo "${apis[*]},${ingests[*]},${projectors[*]}") \
+        RATEWIRE_NEMESIS_POSTGRES="pg-1=$PGAF_HOME/node-1=$PG_PORT,pg-2=$PGAF_HOME/node-2=$PG_STANDBY_PORT" \
+        RATEWIRE_NEMESIS_BIN=$(bin_dir) \
+        "$(bin_dir)/ratewire-nemesis" "$@"
 }
