@@ -78,14 +78,30 @@ impl Stack {
         all.join(",")
     }
 
-    /// The pid of NAME when it runs (its pid file names a live process).
+    /// The pid of NAME when it runs: its pid file names a live process
+    /// running NAME's program (a pid file outlives a kill -9, and the
+    /// kernel may give its pid to another process).
     pub fn pid(&self, name: &str) -> Option<u32> {
         let pid: u32 = std::fs::read_to_string(self.dir.join(format!("{name}.pid")))
             .ok()?
             .trim()
             .parse()
             .ok()?;
-        alive(pid).then_some(pid)
+        let program = match name.split('-').next().unwrap_or_default() {
+            "broker" => "kafka",
+            "redis" => "redis-server",
+            "pg" => "pg_autoctl",
+            "haproxy" => "haproxy",
+            kind => return self.runs(pid, &format!("ratewire-{kind}")).then_some(pid),
+        };
+        self.runs(pid, program).then_some(pid)
+    }
+
+    fn runs(&self, pid: u32, program: &str) -> bool {
+        alive(pid)
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(program))
+                .unwrap_or(false)
     }
 
     /// The postmaster of a Postgres node.
@@ -284,9 +300,9 @@ pub fn tree(pid: u32) -> Vec<u32> {
 /// Sends `signal` to each pid; those already gone are skipped.
 pub fn signal(pids: &[u32], signal: i32) {
     for pid in pids {
-        // SAFETY: kill(2) with a pid read from a pid file or /proc; an
-        // exited or reused pid gets a signal meant for it at worst, which
-        // the checks on the pid file's program make unlikely.
+        // SAFETY: kill(2) has no memory preconditions. The pids come from
+        // pid files checked against their program, or from /proc just
+        // before; one reused in between is the only wrong target possible.
         unsafe {
             libc::kill(*pid as i32, signal);
         }
