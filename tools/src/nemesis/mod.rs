@@ -382,6 +382,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
         std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
     }
     stop_all.cancel();
+    world.retire(&settings, &http).await;
     Ok(violations.is_empty())
 }
 
@@ -412,6 +413,25 @@ struct World {
 }
 
 impl World {
+    /// Deactivates the run's banks, so that a later run on the same stack
+    /// is alone among the active banks (its best rates are its own).
+    async fn retire(&self, settings: &Settings, http: &reqwest::Client) {
+        for bank in &self.banks {
+            let answer = http
+                .patch(format!(
+                    "{}/v1/admin/banks/{}",
+                    settings.ingest_operator, bank.id
+                ))
+                .bearer_auth(&settings.admin_token)
+                .json(&json!({"active": false}))
+                .send()
+                .await;
+            if !matches!(&answer, Ok(r) if r.status().is_success()) {
+                eprintln!("nemesis: could not deactivate bank {}: {answer:?}", bank.id);
+            }
+        }
+    }
+
     async fn set_up(
         settings: &Settings,
         stack: &Stack,
