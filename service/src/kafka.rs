@@ -296,10 +296,27 @@ impl ClientReports {
         if self.reached.load(Ordering::Relaxed) {
             tracing::error!("{message}");
         } else {
-            eprintln!("error: bad setting: {message}");
-            std::process::exit(2);
+            exit_for_bad_setting(&message);
         }
     }
+}
+
+/// Exits with status 2 from a client's callback thread. `exit` would run
+/// the atexit handlers (OpenSSL's cleanup among them) while the other
+/// clients' threads still speak TLS, and two clients refused at once
+/// would call it together: the process then died of a signal, not with 2.
+/// `_exit` ends it at once; a second caller waits here until it has.
+fn exit_for_bad_setting(message: &str) -> ! {
+    use std::io::Write;
+    static EXITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _first = EXITING.lock();
+    eprintln!("error: bad setting: {message}");
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit(2) has no preconditions; it skips the atexit handlers
+    // and buffers on purpose (standard error is unbuffered, and standard
+    // output was flushed above).
+    unsafe { libc::_exit(2) }
 }
 
 #[cfg(test)]
