@@ -6,8 +6,8 @@
 #   Kafka     broker-1..3: KRaft nodes (broker and controller each) on
 #             BROKER_PORT, +2, +4 (controllers +1); the topic has replication
 #             3, min.insync.replicas 2 and RATEWIRE_STACK_PARTITIONS partitions
-#   Redis     redis-1..6 on REDIS_PORT..+5: a Cluster of three primaries,
-#             each with a replica
+#   Redis     redis-1..6 on REDIS_PORT..+5 (cluster bus 1000 above): a
+#             Cluster of three primaries, each with a replica
 #   Postgres  pg_auto_failover: a monitor on PG_PORT-1, a primary on PG_PORT
 #             and a streaming hot standby on PG_PORT+1; HAProxy sends writers
 #             to whichever is primary (PG_PORT-2) and readers of history to
@@ -66,6 +66,7 @@ cluster_check_ports() {
         port=$(cluster_redis_port "$name")
         pid_of "redis-$name" >/dev/null && continue
         port_open 127.0.0.1 "$port" && die "port $port (Redis node $name) is taken by something else; stop it, or set RATEWIRE_STACK_PORT_OFFSET"
+        port_open 127.0.0.1 "$((port + 1000))" && die "port $((port + 1000)) (Redis node $name's cluster bus) is taken by something else; stop it, or set RATEWIRE_STACK_PORT_OFFSET"
     done
     return 0
 }
@@ -133,16 +134,22 @@ cluster_start_redis_node() {
     # A node fails over after 3 s unreachable (Redis's default: 15 s);
     # its appendonly file is synced each second, so a node killed and
     # restarted before its replica took over comes back with its data.
+    # The cluster bus listens 1000 above the node (Redis's default, 10000
+    # above, falls among the ephemeral ports at a port offset, where an
+    # outgoing connection can hold it: a node then fails to start).
     start "redis-$i" "$dir" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
-        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
+        --cluster-enabled yes --cluster-port "$((port + 1000))" \
+        --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
         --appendonly yes --appendfsync everysec --save '' --maxmemory-policy noeviction
 }
 
 wait_redis_node() {
     local port
     port=$(cluster_redis_port "$1")
-    for _ in $(seq 1 100); do redis_cli "$port" ping 2>/dev/null | grep -q PONG && return; sleep 0.1; done
-    die "redis-$1 does not answer on $port; see $STACK_DIR/redis-$1.log"
+    for _ in $(seq 1 300); do redis_cli "$port" ping 2>/dev/null | grep -q PONG && return; sleep 0.1; done
+    tail -n 20 "$STACK_DIR/redis-$1.log" >&2
+    pid_of "redis-$1" >/dev/null || die "redis-$1 exited; see $STACK_DIR/redis-$1.log"
+    die "redis-$1 does not answer on $port within 30 s; see $STACK_DIR/redis-$1.log"
 }
 
 # --- HAProxy --------------------------------------------------------------------

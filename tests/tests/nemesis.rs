@@ -40,7 +40,12 @@ impl ClusterStack {
 
 impl Drop for ClusterStack {
     fn drop(&mut self) {
+        let failed = std::thread::panicking();
         match self.script(&["down"]) {
+            // The logs stay for a failure to be read.
+            Ok(out) if out.status.success() && failed => {
+                eprintln!("the stack's logs stay in {}", self.dir.display())
+            }
             Ok(out) if out.status.success() => {
                 let _ = std::fs::remove_dir_all(&self.dir);
             }
