@@ -347,8 +347,7 @@ cluster_restart() {
             i=${name#projector}
             i=${i#-}
             i=${i:-1}
-            RATEWIRE_PROJECTOR_LISTEN="127.0.0.1:$(projector_port "$i")" start "$name" "$ROOT" "$bin/ratewire-projector"
-            [[ $i == 1 ]] && cp "$STACK_DIR/projector.pid" "$STACK_DIR/projector-1.pid"
+            start_projector "$i" "$bin"
             wait_ready "$name" "http://127.0.0.1:$(projector_port "$i")/readyz"
             ;;
         broker-[0-9]*)

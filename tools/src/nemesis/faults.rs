@@ -122,46 +122,16 @@ pub fn plan(
     while at < until {
         let hold = Duration::from_secs(rng.gen_range(2..=20));
         let down = Duration::from_secs(rng.gen_range(1..=10));
+        // Kinds 0-4 kill, 6-10 pause, one of these by turn.
+        let targets = [&apis, &ingests, &projectors, &brokers, &redis];
         let fault = match rng.gen_range(0..15) {
-            0 => Fault::Kill {
-                name: pick(&mut rng, &apis),
-                down,
-            },
-            1 => Fault::Kill {
-                name: pick(&mut rng, &ingests),
-                down,
-            },
-            2 => Fault::Kill {
-                name: pick(&mut rng, &projectors),
-                down,
-            },
-            3 => Fault::Kill {
-                name: pick(&mut rng, &brokers),
-                down,
-            },
-            4 => Fault::Kill {
-                name: pick(&mut rng, &redis),
+            kind @ 0..=4 => Fault::Kill {
+                name: pick(&mut rng, targets[kind]),
                 down,
             },
             5 => Fault::KillPostgresPrimary,
-            6 => Fault::Pause {
-                name: pick(&mut rng, &apis),
-                hold,
-            },
-            7 => Fault::Pause {
-                name: pick(&mut rng, &ingests),
-                hold,
-            },
-            8 => Fault::Pause {
-                name: pick(&mut rng, &projectors),
-                hold,
-            },
-            9 => Fault::Pause {
-                name: pick(&mut rng, &brokers),
-                hold,
-            },
-            10 => Fault::Pause {
-                name: pick(&mut rng, &redis),
+            kind @ 6..=10 => Fault::Pause {
+                name: pick(&mut rng, targets[kind - 6]),
                 hold,
             },
             11 => Fault::PausePostgresPrimary { hold },

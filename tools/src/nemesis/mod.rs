@@ -300,10 +300,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
             ),
         );
     }
-    let crossings = wait_for_calls(&world.alerts, &boards, &receiver).await;
-    let deliveries = receiver.deliveries();
-    let crossings =
-        check::check_alerts(&world.alerts, &boards, &deliveries, &mut violations).max(crossings);
+    let expected = check::crossings(&world.alerts, &boards);
+    let deliveries = wait_for_calls(&expected, &receiver).await;
+    check::check_alerts(&expected, &deliveries, &mut violations);
     let steps: [(&str, anyhow::Result<()>); 5] = [
         (
             "the log",
@@ -368,7 +367,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
             .count(),
         reads: reads.len(),
         reads_ok,
-        crossings,
+        crossings: expected.len(),
         deliveries: deliveries.len(),
         settled,
         push_p99: latencies
@@ -386,19 +385,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
     Ok(violations.is_empty())
 }
 
-/// Waits until every crossing the accepted boards imply has been called,
-/// or the settling time is up; the number of crossings.
+/// Waits until every crossing has been called, or the settling time is
+/// up; the calls received.
 async fn wait_for_calls(
-    alerts: &[Alert],
-    boards: &std::collections::BTreeMap<i64, Vec<(publish::Board, String)>>,
+    expected: &std::collections::BTreeSet<check::Crossing>,
     receiver: &Receiver,
-) -> usize {
+) -> Vec<receive::Delivery> {
     let started = Instant::now();
     loop {
-        let mut scratch = Violations::default();
-        let crossings = check::check_alerts(alerts, boards, &receiver.deliveries(), &mut scratch);
-        if scratch.is_empty() || started.elapsed() > SETTLE {
-            return crossings;
+        let deliveries = receiver.deliveries();
+        if check::all_called(expected, &deliveries) || started.elapsed() > SETTLE {
+            return deliveries;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -179,16 +179,10 @@ impl Publisher {
                 let centre = (centre * 100.0) as i64;
                 *level = (*level + rng.gen_range(-60..=60)).clamp(centre - 200, centre + 200);
             }
-            // Each board's asOf is its own millisecond.
-            let mut as_of = Utc::now();
-            if as_of <= last_as_of + chrono::Duration::milliseconds(1) {
-                as_of = last_as_of + chrono::Duration::milliseconds(1);
-            }
-            let as_of = as_of
-                .with_timezone(&Utc)
-                .to_rfc3339_opts(SecondsFormat::Millis, true)
-                .parse::<DateTime<Utc>>()
-                .expect("a time");
+            // Each board's asOf is its own millisecond, as the API writes it.
+            let as_of = Utc::now()
+                .trunc_subsecs(3)
+                .max(last_as_of + chrono::Duration::milliseconds(1));
             last_as_of = as_of;
             let board = Board {
                 bank: bank.id,

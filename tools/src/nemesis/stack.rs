@@ -19,6 +19,15 @@ pub struct PgNode {
     pub port: u16,
 }
 
+/// One partition in the cluster's metadata: its leader (-1 for none) and
+/// how many of its replicas are in sync.
+struct Partition {
+    id: i32,
+    leader: i32,
+    in_sync: usize,
+    replicas: usize,
+}
+
 /// Where everything is, as `deploy/stack nemesis` passes it.
 #[derive(Debug, Clone)]
 pub struct Stack {
@@ -148,50 +157,52 @@ impl Stack {
     /// The node id leading `partition` of `topic`, as the cluster's metadata
     /// says now.
     pub async fn partition_leader(&self, topic: &str, partition: i32) -> anyhow::Result<i32> {
+        self.partitions(topic, Duration::from_secs(10))
+            .await?
+            .into_iter()
+            .find(|p| p.id == partition)
+            .map(|p| p.leader)
+            .filter(|l| *l >= 0)
+            .context("the partition has no leader now")
+    }
+
+    /// Whether every partition of `topic` has all its replicas in sync, as
+    /// the cluster's metadata says now.
+    pub async fn in_sync(&self, topic: &str) -> bool {
+        match self.partitions(topic, Duration::from_secs(5)).await {
+            Ok(partitions) => {
+                !partitions.is_empty()
+                    && partitions
+                        .iter()
+                        .all(|p| p.leader >= 0 && p.in_sync == p.replicas)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// `topic`'s partitions as the cluster's metadata says now, asked on a
+    /// client of its own (one that lived on would keep a dead node's view).
+    async fn partitions(&self, topic: &str, wait: Duration) -> anyhow::Result<Vec<Partition>> {
         let (bootstrap, topic) = (self.bootstrap(), topic.to_owned());
         tokio::task::spawn_blocking(move || {
             let consumer: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &bootstrap)
                 .set("log_level", "3")
                 .create()?;
-            let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
-            let leader = metadata
-                .topics()
-                .first()
-                .and_then(|t| t.partitions().iter().find(|p| p.id() == partition))
-                .map(|p| p.leader())
-                .filter(|l| *l >= 0)
-                .context("the partition has no leader now")?;
-            Ok(leader)
+            let metadata = consumer.fetch_metadata(Some(&topic), wait)?;
+            let topic = metadata.topics().first().context("no such topic")?;
+            Ok(topic
+                .partitions()
+                .iter()
+                .map(|p| Partition {
+                    id: p.id(),
+                    leader: p.leader(),
+                    in_sync: p.isr().len(),
+                    replicas: p.replicas().len(),
+                })
+                .collect())
         })
         .await?
-    }
-
-    /// Whether every partition of `topic` has all its replicas in sync, as
-    /// the cluster's metadata says now.
-    pub async fn in_sync(&self, topic: &str) -> bool {
-        let (bootstrap, topic) = (self.bootstrap(), topic.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let consumer: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &bootstrap)
-                .set("log_level", "3")
-                .create()
-                .ok()?;
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .ok()?;
-            let partitions = metadata.topics().first()?.partitions();
-            Some(
-                !partitions.is_empty()
-                    && partitions
-                        .iter()
-                        .all(|p| p.leader() >= 0 && p.isr().len() == p.replicas().len()),
-            )
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(false)
     }
 
     /// The Postgres node that is primary now (not in recovery).

@@ -112,15 +112,17 @@ pub fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// The crossings the accepted boards imply, each delivered under exactly
-/// one message id, and nothing else delivered.
-pub fn check_alerts(
+/// An alert and the event id of the board that crossed it.
+pub type Crossing = (String, String);
+
+/// The crossings the accepted boards imply: a board fires an alert when
+/// its value meets the condition and the bank's board before did not (or
+/// there was none).
+pub fn crossings(
     alerts: &[Alert],
     boards: &BTreeMap<i64, Vec<(Board, String)>>,
-    deliveries: &[Delivery],
-    violations: &mut Violations,
-) -> usize {
-    let mut expected: BTreeSet<(String, String)> = BTreeSet::new();
+) -> BTreeSet<Crossing> {
+    let mut expected = BTreeSet::new();
     for alert in alerts {
         let mut before: Option<bool> = None;
         for (board, id) in boards.get(&alert.bank).into_iter().flatten() {
@@ -141,7 +143,26 @@ pub fn check_alerts(
             before = Some(now);
         }
     }
-    let mut messages: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    expected
+}
+
+/// Whether every crossing has had a call.
+pub fn all_called(expected: &BTreeSet<Crossing>, deliveries: &[Delivery]) -> bool {
+    let called: BTreeSet<Crossing> = deliveries
+        .iter()
+        .map(|d| (d.alert_id.clone(), d.event_id.clone()))
+        .collect();
+    expected.is_subset(&called)
+}
+
+/// Each expected crossing delivered under exactly one message id, every
+/// call signed, and nothing else delivered.
+pub fn check_alerts(
+    expected: &BTreeSet<Crossing>,
+    deliveries: &[Delivery],
+    violations: &mut Violations,
+) {
+    let mut messages: BTreeMap<Crossing, BTreeSet<String>> = BTreeMap::new();
     for d in deliveries
         .iter()
         .filter(|d| d.kind == "rate.threshold_crossed")
@@ -157,7 +178,7 @@ pub fn check_alerts(
             .or_default()
             .insert(d.message_id.clone());
     }
-    for crossing in &expected {
+    for crossing in expected {
         match messages.get(crossing).map(BTreeSet::len) {
             None => violations.add(
                 ALERTS,
@@ -185,7 +206,6 @@ pub fn check_alerts(
             ),
         );
     }
-    expected.len()
 }
 
 /// `ratewire-projector verify`: a replay of the whole log into a fresh
