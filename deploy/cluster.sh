@@ -597,6 +597,12 @@ cluster_start_postgres() {
             pid_of "$name" >/dev/null || { tail -n 20 "$STACK_DIR/$name.log" >&2; die "$name exited; see $STACK_DIR/$name.log"; }
             sleep 0.2
         done
+        # The keeper may still be writing its configuration file when the
+        # monitor already has the node's state: set it once it parses.
+        for _ in $(seq 1 50); do
+            pgaf config set --pgdata "$data" timeout.network_partition_timeout 3 >/dev/null 2>&1 && break
+            sleep 0.2
+        done
         pgaf config set --pgdata "$data" timeout.network_partition_timeout 3 >/dev/null
         pgaf config set --pgdata "$data" timeout.postgresql_restart_failure_timeout 5 >/dev/null
     done
