@@ -193,6 +193,9 @@ defaults
 
 frontend api
     mode http
+    option httplog
+    option dontlog-normal
+    option log-separate-errors
     bind 127.0.0.1:$API_PORT
     maxconn 4000
     errorfile 502 $errors
@@ -208,7 +211,11 @@ backend api
     option httpchk GET /healthz
     # A paused instance holds a request until this; then it goes to the other.
     timeout server 5s
+    option http-buffer-request
     retry-on conn-failure empty-response junk-response response-timeout 503
+    # A POST or PATCH that reached a dying instance may have been done:
+    # sending it again could make a second webhook or alert.
+    http-request disable-l7-retry if { method POST PATCH }
 EOF
         for i in $(seq 1 $CLUSTER_APIS); do echo "    server api-$i 127.0.0.1:$(cluster_api_port "$i") check"; done
         cat <<EOF
@@ -230,6 +237,9 @@ EOF
 
 frontend ingest
     mode http
+    option httplog
+    option dontlog-normal
+    option log-separate-errors
     bind 127.0.0.1:$INGEST_PORT
     maxconn 2000
     errorfile 502 $errors
@@ -245,7 +255,15 @@ backend ingest
     # Ingest answers within its publish timeout (5 s); a publisher hears
     # 503 with Retry-After after 8 s at most, never silence.
     timeout server 8s
-    retry-on conn-failure
+    # A push whose ingest dies before answering goes to the other one:
+    # HAProxy would otherwise close a kept-alive client connection without
+    # an answer. That needs the whole request in hand before it is sent
+    # (a board up to the 16 KB buffer, about 140 currencies with both pairs); a push sent
+    # again publishes the same event id under its Idempotency-Key.
+    option http-buffer-request
+    retry-on conn-failure empty-response
+    retries 3
+    option redispatch 1
 EOF
         for i in $(seq 1 $CLUSTER_INGESTS); do echo "    server ingest-$i 127.0.0.1:$(cluster_ingest_port "$i") check"; done
         for kind in api ingest; do
