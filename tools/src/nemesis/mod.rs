@@ -303,6 +303,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
     let expected = check::crossings(&world.alerts, &boards);
     let deliveries = wait_for_calls(&expected, &receiver).await;
     check::check_alerts(&expected, &deliveries, &mut violations);
+    let mut copies = 0;
     let steps: [(&str, anyhow::Result<()>); 5] = [
         (
             "the log",
@@ -312,7 +313,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
                 &boards,
                 &mut violations,
             )
-            .await,
+            .await
+            .map(|n| copies = n),
         ),
         (
             "the boards",
@@ -368,6 +370,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<bool> {
         reads: reads.len(),
         reads_ok,
         crossings: expected.len(),
+        copies,
         deliveries: deliveries.len(),
         settled,
         push_p99: latencies

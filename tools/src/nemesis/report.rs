@@ -101,6 +101,8 @@ pub struct Figures {
     pub reads_ok: usize,
     pub crossings: usize,
     pub deliveries: usize,
+    /// Board events on the log a second time, under the same id.
+    pub copies: usize,
     pub settled: Option<Duration>,
     pub push_p99: Duration,
 }
@@ -128,6 +130,11 @@ pub fn render(
         out,
         "- Publishers: {} banks, {} boards pushed, {} accepted ({} attempts; {} answered 503 with Retry-After); ack p99 {:.0} ms.",
         f.banks, f.pushes, f.accepted, f.attempts, f.unavailable, f.push_p99.as_secs_f64() * 1000.0
+    );
+    let _ = writeln!(
+        out,
+        "- The log: {} board events written a second time under their id, by a push sent again after its first send went unanswered (the fold applies each once).",
+        f.copies
     );
     let _ = writeln!(
         out,

@@ -12,16 +12,19 @@ use ratewire_proto::event::Event;
 use super::{Violations, DURABLE};
 use crate::nemesis::publish::Board;
 
-/// The topic holds each accepted board's event, in the order accepted
-/// (a retry of one push may write its event twice, with its one id, which
-/// the fold applies once), and no board event of these banks that was
-/// never accepted.
+/// The topic holds each accepted board's event, in the order accepted,
+/// and no board event of these banks that was never accepted. A push sent
+/// again (by its publisher or the balancer) after its first send went
+/// unanswered may write its one event id twice, even after later boards:
+/// the first send's message can still reach the broker. The fold applies
+/// each id once, so order is judged by each id's first place. Returns how
+/// many such second copies the log holds.
 pub async fn check_log(
     bootstrap: &str,
     topic: &str,
     boards: &BTreeMap<i64, Vec<(Board, String)>>,
     violations: &mut Violations,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let (bootstrap, topic_name) = (bootstrap.to_owned(), topic.to_owned());
     let logged: BTreeMap<i64, Vec<String>> =
         tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
@@ -77,9 +80,13 @@ pub async fn check_log(
             Ok(logged)
         })
         .await??;
+    let mut copies = 0;
     for (bank, list) in boards {
+        let mut seen = BTreeSet::new();
         let mut on_log = logged.get(bank).cloned().unwrap_or_default();
-        on_log.dedup();
+        let all = on_log.len();
+        on_log.retain(|id| seen.insert(id.clone()));
+        copies += all - on_log.len();
         let sent: Vec<String> = list.iter().map(|(_, id)| id.clone()).collect();
         if on_log != sent {
             let missing = sent.iter().filter(|id| !on_log.contains(id)).count();
@@ -90,5 +97,5 @@ pub async fn check_log(
             );
         }
     }
-    Ok(())
+    Ok(copies)
 }
