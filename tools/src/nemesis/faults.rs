@@ -281,16 +281,27 @@ impl Nemesis {
         let started = Instant::now();
         let mut target = String::new();
         let mut outcome = self.hurt_and_heal(&fault, &mut target).await;
-        // A Kafka node back is healed once it has caught up: hurting
-        // another before would leave partitions short of their in-sync
-        // replicas, a double fault.
+        // A part is healed once it has its shape again; hurting it before
+        // would be a double fault. A Kafka node back must catch up, or
+        // partitions fall short of their in-sync replicas. An old Postgres
+        // primary resumed after a failover rejoins as a standby only after
+        // a rewind; pausing the new primary before that leaves no node.
+        let stack = &self.stack;
         if outcome.is_ok() && fault.part() == Part::Kafka {
-            let stack = &self.stack;
             outcome = self
                 .wait_for(
                     "every partition's replicas in sync",
                     Duration::from_secs(180),
                     || stack.in_sync(&self.topic),
+                )
+                .await;
+        }
+        if outcome.is_ok() && fault.part() == Part::Postgres {
+            outcome = self
+                .wait_for(
+                    "a Postgres primary with a streaming standby",
+                    Duration::from_secs(180),
+                    || stack.pg_whole(),
                 )
                 .await;
         }

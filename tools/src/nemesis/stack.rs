@@ -223,6 +223,27 @@ impl Stack {
         None
     }
 
+    /// Whether Postgres has its shape again: a primary answers, with a
+    /// standby streaming from it.
+    pub async fn pg_whole(&self) -> bool {
+        let Some(primary) = self.pg_primary().await else {
+            return false;
+        };
+        let url = format!("postgres://postgres@127.0.0.1:{}/postgres", primary.port);
+        let probe = async {
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+            )
+            .fetch_one(&mut conn)
+            .await
+        };
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), probe).await,
+            Ok(Ok(n)) if n > 0
+        )
+    }
+
     /// Redis nodes by role now: `(primaries, replicas)` as `(name, port)`.
     pub async fn redis_roles(&self) -> (Vec<(String, u16)>, Vec<(String, u16)>) {
         let (mut primaries, mut replicas) = (Vec::new(), Vec::new());
