@@ -285,7 +285,9 @@ impl Nemesis {
         // would be a double fault. A Kafka node back must catch up, or
         // partitions fall short of their in-sync replicas. An old Postgres
         // primary resumed after a failover rejoins as a standby only after
-        // a rewind; pausing the new primary before that leaves no node.
+        // a rewind; pausing the new primary before that leaves no node. An
+        // API or ingest process back serves only once the balancer's checks
+        // see it; killing the other before that leaves the balancer none.
         let stack = &self.stack;
         if outcome.is_ok() && fault.part() == Part::Kafka {
             outcome = self
@@ -295,6 +297,15 @@ impl Nemesis {
                     || stack.in_sync(&self.topic),
                 )
                 .await;
+        }
+        if let (Ok(()), Fault::Kill { name, .. } | Fault::Pause { name, .. }) = (&outcome, &fault) {
+            if matches!(fault.part(), Part::Api | Part::Ingest) {
+                outcome = self
+                    .wait_for("the balancer to see it up", Duration::from_secs(30), || {
+                        stack.balanced(name)
+                    })
+                    .await;
+            }
         }
         if outcome.is_ok() && fault.part() == Part::Postgres {
             outcome = self

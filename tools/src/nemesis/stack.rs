@@ -244,6 +244,30 @@ impl Stack {
         )
     }
 
+    /// Whether the balancer has `name` (api-N or ingest-N) up again in
+    /// every backend that lists it, from HAProxy's admin socket. Its checks
+    /// see a process back a second or so after it serves.
+    pub async fn balanced(&self, name: &str) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let ask = async {
+            let mut socket = tokio::net::UnixStream::connect(self.dir.join("haproxy.sock")).await?;
+            socket.write_all(b"show stat\n").await?;
+            let mut out = String::new();
+            socket.read_to_string(&mut out).await?;
+            Ok::<_, std::io::Error>(out)
+        };
+        let Ok(Ok(stats)) = tokio::time::timeout(Duration::from_secs(2), ask).await else {
+            return false;
+        };
+        // CSV: the server's name is field 1, its status field 17.
+        let rows: Vec<Vec<&str>> = stats
+            .lines()
+            .map(|line| line.split(',').collect::<Vec<_>>())
+            .filter(|fields| fields.len() > 17 && fields[1] == name)
+            .collect();
+        !rows.is_empty() && rows.iter().all(|fields| fields[17].starts_with("UP"))
+    }
+
     /// Redis nodes by role now: `(primaries, replicas)` as `(name, port)`.
     pub async fn redis_roles(&self) -> (Vec<(String, u16)>, Vec<(String, u16)>) {
         let (mut primaries, mut replicas) = (Vec::new(), Vec::new());
