@@ -257,9 +257,10 @@ backend ingest
     timeout server 8s
     # A push whose ingest dies before answering goes to the other one:
     # HAProxy would otherwise close a kept-alive client connection without
-    # an answer. That needs the whole request in hand before it is sent
-    # (a board up to the 16 KB buffer, about 140 currencies with both pairs); a push sent
-    # again publishes the same event id under its Idempotency-Key.
+    # an answer. That needs the whole request in hand before it is sent (a
+    # board up to the 16 KB buffer, about 140 currencies with both pairs);
+    # a push sent again publishes the same event id under its
+    # Idempotency-Key.
     option http-buffer-request
     retry-on conn-failure empty-response
     retries 3

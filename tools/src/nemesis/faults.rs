@@ -289,32 +289,35 @@ impl Nemesis {
         // API or ingest process back serves only once the balancer's checks
         // see it; killing the other before that leaves the balancer none.
         let stack = &self.stack;
-        if outcome.is_ok() && fault.part() == Part::Kafka {
-            outcome = self
-                .wait_for(
-                    "every partition's replicas in sync",
-                    Duration::from_secs(180),
-                    || stack.in_sync(&self.topic),
-                )
-                .await;
-        }
-        if let (Ok(()), Fault::Kill { name, .. } | Fault::Pause { name, .. }) = (&outcome, &fault) {
-            if matches!(fault.part(), Part::Api | Part::Ingest) {
-                outcome = self
-                    .wait_for("the balancer to see it up", Duration::from_secs(30), || {
+        if outcome.is_ok() {
+            outcome = match (&fault, fault.part()) {
+                (_, Part::Kafka) => {
+                    self.wait_for(
+                        "every partition's replicas in sync",
+                        Duration::from_secs(180),
+                        || stack.in_sync(&self.topic),
+                    )
+                    .await
+                }
+                (_, Part::Postgres) => {
+                    self.wait_for(
+                        "a Postgres primary with a streaming standby",
+                        Duration::from_secs(180),
+                        || stack.pg_whole(),
+                    )
+                    .await
+                }
+                (
+                    Fault::Kill { name, .. } | Fault::Pause { name, .. },
+                    Part::Api | Part::Ingest,
+                ) => {
+                    self.wait_for("the balancer to see it up", Duration::from_secs(30), || {
                         stack.balanced(name)
                     })
-                    .await;
-            }
-        }
-        if outcome.is_ok() && fault.part() == Part::Postgres {
-            outcome = self
-                .wait_for(
-                    "a Postgres primary with a streaming standby",
-                    Duration::from_secs(180),
-                    || stack.pg_whole(),
-                )
-                .await;
+                    .await
+                }
+                _ => Ok(()),
+            };
         }
         let (healed, problem) = match outcome {
             Ok(()) => (Some(Instant::now()), None),

@@ -205,18 +205,28 @@ impl Stack {
         .await?
     }
 
+    /// One value asked of the Postgres node on `port`, or None when it does
+    /// not answer within 2 s.
+    async fn pg_ask<T>(&self, port: u16, sql: &'static str) -> Option<T>
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+    {
+        let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let probe = async {
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
+            sqlx::query_scalar::<_, T>(sql).fetch_one(&mut conn).await
+        };
+        tokio::time::timeout(Duration::from_secs(2), probe)
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// The Postgres node that is primary now (not in recovery).
     pub async fn pg_primary(&self) -> Option<PgNode> {
         for node in &self.postgres {
-            let url = format!("postgres://postgres@127.0.0.1:{}/postgres", node.port);
-            let probe = async {
-                let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
-                let recovering: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
-                    .fetch_one(&mut conn)
-                    .await?;
-                Ok::<_, sqlx::Error>(recovering)
-            };
-            if let Ok(Ok(false)) = tokio::time::timeout(Duration::from_secs(2), probe).await {
+            let recovering = self.pg_ask::<bool>(node.port, "SELECT pg_is_in_recovery()");
+            if recovering.await == Some(false) {
                 return Some(node.clone());
             }
         }
@@ -229,19 +239,11 @@ impl Stack {
         let Some(primary) = self.pg_primary().await else {
             return false;
         };
-        let url = format!("postgres://postgres@127.0.0.1:{}/postgres", primary.port);
-        let probe = async {
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
-            )
-            .fetch_one(&mut conn)
-            .await
-        };
-        matches!(
-            tokio::time::timeout(Duration::from_secs(2), probe).await,
-            Ok(Ok(n)) if n > 0
-        )
+        let streaming = self.pg_ask::<i64>(
+            primary.port,
+            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+        );
+        streaming.await.is_some_and(|n| n > 0)
     }
 
     /// Whether the balancer has `name` (api-N or ingest-N) up again in
