@@ -53,7 +53,11 @@ pub fn wait_listening(child: &mut Child, port: u16, log: &Path) -> Result<()> {
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            bail!("the broker exited ({status}); see {}", log.display());
+            bail!(
+                "the broker exited ({status}); the end of {}:\n{}",
+                log.display(),
+                tail(log, 25)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -61,6 +65,14 @@ pub fn wait_listening(child: &mut Child, port: u16, log: &Path) -> Result<()> {
         "the broker did not listen on {port} within 90 s; see {}",
         log.display()
     )
+}
+
+/// The last `lines` lines of a log, for an error that must be read where
+/// the log is not (a CI machine's report).
+fn tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 pub(crate) fn stack_script() -> PathBuf {

@@ -30,6 +30,10 @@ impl Cluster {
     pub(super) fn new() -> Self {
         let mut bytes = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut bytes);
+        // An id beginning with '-' (62 in its first six bits), on purpose:
+        // one in 64 random ids does, and `deploy/stack` once passed it to
+        // Kafka's format tool as `-t ID`, which read it as an option.
+        bytes[0] = (62 << 2) | (bytes[0] & 0b11);
         Self {
             nodes: (0..NODES).map(|_| (free_port(), free_port())).collect(),
             id: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
