@@ -172,11 +172,8 @@ pub async fn replay(
     // A replay is a bulk load: until autovacuum gets to the new schema its
     // tables have no statistics, and the views and the API's fallback reads
     // would be planned blind, several times slower (docs/benchmarks.md,
-    // "Figures behind design choices in the code"). The search path is the
-    // new schema.
-    sqlx::query("ANALYZE banks, boards, rates, currencies")
-        .execute(&pool)
-        .await?;
+    // "Figures behind design choices in the code").
+    db::analyze(&pool).await?;
     let banks = rebuild_views(&pool, &mut views).await?;
     if settings.switch {
         generation::switch(&control, &read_model.control_schema, &settings.schema).await?;

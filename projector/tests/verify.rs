@@ -1,5 +1,6 @@
 //! `verify` and `compare` find two generations equal when the same log was
-//! folded into both, and name the table when it was not.
+//! folded into both, and name the table when it was not. A generation a
+//! replay loaded is analyzed table by table before it is read.
 
 use chrono::{Duration, SubsecRound, Utc};
 use ratewire_projector::fold::{apply_batch, Incoming};
@@ -65,4 +66,28 @@ async fn generations_folded_from_one_log_are_equal_and_an_extra_board_is_named(
 
     replayed.close().await;
     drop_database(live, database).await
+}
+
+#[tokio::test]
+async fn analyzing_a_loaded_generation_gives_every_table_statistics() -> anyhow::Result<()> {
+    let (pool, database) = fresh_pool("rw_analyze").await?;
+    apply_batch(&pool, TOPIC, &log(), &[], None).await?;
+    db::analyze(&pool).await?;
+    // reltuples is -1 until a table is first analyzed (or vacuumed).
+    let tables: Vec<(String, f32)> = sqlx::query_as(
+        "SELECT c.relname::text, c.reltuples FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = 'readmodel' AND c.relkind = 'r' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let never: Vec<&str> = tables
+        .iter()
+        .filter(|(_, tuples)| *tuples < 0.0)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert!(never.is_empty(), "never analyzed: {never:?}");
+    let rates = tables.iter().find(|(name, _)| name == "rate_versions");
+    assert!(matches!(rates, Some((_, n)) if *n > 0.0), "{tables:?}");
+    drop_database(pool, database).await
 }

@@ -30,3 +30,22 @@ pub fn pool(url: &str, schema: &str, max_connections: u32) -> Result<PgPool> {
 pub async fn migrate(pool: &PgPool, schema: &str) -> Result<()> {
     Ok(ratewire_service::postgres::migrate(pool, schema, &MIGRATOR).await?)
 }
+
+/// Gathers the planner's statistics for every table of the pool's schema,
+/// as a bulk load (a replay) must before its tables are read: autovacuum
+/// comes later. Tables by name, because the read model's familiar names
+/// (`banks`, `boards`, `rates`) are views over them, and ANALYZE skips a
+/// view without an error.
+pub async fn analyze(pool: &PgPool) -> Result<()> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT format('%I', tablename) FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await?;
+    if !tables.is_empty() {
+        sqlx::query(&format!("ANALYZE {}", tables.join(", ")))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
