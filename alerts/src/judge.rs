@@ -157,16 +157,48 @@ pub struct Move {
 }
 
 impl Move {
-    /// The thresholds of the known alerts this move may fire, both ends
-    /// included (every threshold when the watch was not quoted before);
-    /// `None` when it fires nothing (nothing is quoted now). Alerts not
-    /// known yet may fire whatever their threshold.
-    pub fn thresholds(&self) -> Option<(Decimal, Decimal)> {
+    /// The thresholds of the known alerts this move may fire: those of
+    /// `above` alerts the value rose through, those of `below` alerts it
+    /// fell through (every threshold on its side when the watch was not
+    /// quoted before); `None` when it fires nothing (nothing is quoted
+    /// now). Alerts not known yet may fire whatever their threshold.
+    pub fn thresholds(&self) -> Option<Thresholds> {
         let new = self.new?;
+        let empty = (new, new);
         Some(match self.old {
-            Some(old) => (old.min(new), old.max(new)),
-            None => (Decimal::MIN, Decimal::MAX),
+            None => Thresholds {
+                above: (Decimal::MIN, new),
+                below: (new, Decimal::MAX),
+            },
+            Some(old) if old < new => Thresholds {
+                above: (old, new),
+                below: empty,
+            },
+            Some(old) => Thresholds {
+                above: empty,
+                below: (new, old),
+            },
         })
+    }
+}
+
+/// The threshold ranges a move may fire: `above` from its low end
+/// included to its high end excluded (a value at the threshold does not
+/// hold), `below` from its low end excluded to its high end included.
+/// A move one way leaves the other range empty, so a board that re-arms
+/// alerts reads none of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    pub above: (Decimal, Decimal),
+    pub below: (Decimal, Decimal),
+}
+
+impl Thresholds {
+    pub fn contain(&self, condition: Condition, threshold: Decimal) -> bool {
+        match condition {
+            Condition::Above => self.above.0 <= threshold && threshold < self.above.1,
+            Condition::Below => self.below.0 < threshold && threshold <= self.below.1,
+        }
     }
 }
 
@@ -279,23 +311,30 @@ mod tests {
     }
 
     #[test]
-    fn the_thresholds_a_move_may_fire_lie_between_its_values() {
-        assert_eq!(
-            step(Some("151"), Some("149")).thresholds(),
-            Some((dec("149"), dec("151")))
-        );
+    fn the_thresholds_a_move_may_fire_are_those_it_passed_through() {
+        let fall = step(Some("151"), Some("149")).thresholds().unwrap();
+        assert!(fall.contain(Condition::Below, dec("151")));
+        assert!(!fall.contain(Condition::Below, dec("149")));
+        assert!(!fall.contain(Condition::Above, dec("150")), "re-arms only");
         assert_eq!(step(Some("151"), None).thresholds(), None);
-        assert_eq!(
-            step(None, Some("1")).thresholds(),
-            Some((Decimal::MIN, Decimal::MAX))
-        );
-        // Every alert the move fires has its threshold in the range.
-        let range = step(Some("149"), Some("151")).thresholds().unwrap();
-        for threshold in ["148", "149", "150", "151", "152"] {
-            for condition in [Condition::Above, Condition::Below] {
-                let a = alert(condition, threshold);
-                if fires(&a, &step(Some("149"), Some("151"))) {
-                    assert!(range.0 <= a.threshold && a.threshold <= range.1);
+        let first = step(None, Some("1")).thresholds().unwrap();
+        assert!(first.contain(Condition::Above, dec("0.5")));
+        assert!(first.contain(Condition::Below, dec("1.5")));
+        // Every known alert a move fires has its threshold in the ranges.
+        let values = ["148", "149", "150", "151", "152"];
+        for old in values.iter().map(|v| Some(*v)).chain([None]) {
+            for new in values {
+                let step = step(old, Some(new));
+                let ranges = step.thresholds().unwrap();
+                for threshold in values {
+                    for condition in [Condition::Above, Condition::Below] {
+                        let a = alert(condition, threshold);
+                        assert_eq!(
+                            fires(&a, &step),
+                            ranges.contain(condition, a.threshold),
+                            "{old:?} -> {new} {condition:?} {threshold}"
+                        );
+                    }
                 }
             }
         }

@@ -106,16 +106,26 @@ impl Statements {
                      name = EXCLUDED.name, active = EXCLUDED.active"
             ),
             // For each move ($1 its number), the alerts of its watch
-            // whose threshold lies in its range (each condition a range
-            // of the thresholds' index), and those not known yet.
+            // whose threshold lies in the ranges it may fire (`above`
+            // from $5 included to $6 excluded, `below` from $7 excluded
+            // to $8 included: each a range of the thresholds' index), and
+            // those not known yet ($9 its watch's evaluations).
             candidates: format!(
                 "SELECT m.i, x.id, x.condition, x.threshold, x.since
                  FROM UNNEST($1::int[], $2::text[], $3::text[], $4::bigint[], $5::numeric[],
-                             $6::numeric[], $7::bigint[]) AS m (i, currency, field, bank, low, high, evaluations)
+                             $6::numeric[], $7::numeric[], $8::numeric[], $9::bigint[])
+                      AS m (i, currency, field, bank, above_from, above_to, below_from,
+                            below_to, evaluations)
                  CROSS JOIN LATERAL (
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
                      WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
-                       AND a.condition = ANY ('{{above,below}}') AND a.threshold BETWEEN m.low AND m.high
+                       AND a.condition = 'above'
+                       AND a.threshold >= m.above_from AND a.threshold < m.above_to
+                     UNION
+                     SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
+                     WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
+                       AND a.condition = 'below'
+                       AND a.threshold > m.below_from AND a.threshold <= m.below_to
                      UNION
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
                      WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank

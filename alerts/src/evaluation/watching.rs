@@ -205,15 +205,17 @@ impl Watching {
         }
         let mut ask = Columns::default();
         for (i, moved) in moves.iter().enumerate() {
-            let Some((low, high)) = moved.step.thresholds() else {
+            let Some(thresholds) = moved.step.thresholds() else {
                 continue;
             };
             ask.index.push(i as i32);
             ask.currency.push(moved.key.currency.as_str().to_owned());
             ask.field.push(moved.key.field.key().to_owned());
             ask.bank.push(moved.key.bank);
-            ask.low.push(low);
-            ask.high.push(high);
+            ask.above_from.push(thresholds.above.0);
+            ask.above_to.push(thresholds.above.1);
+            ask.below_from.push(thresholds.below.0);
+            ask.below_to.push(thresholds.below.1);
             ask.evaluations.push(moved.step.evaluations);
         }
         let candidates: Vec<(i32, Uuid, String, Decimal, i64)> = if ask.index.is_empty() {
@@ -224,8 +226,10 @@ impl Watching {
                 .bind(&ask.currency)
                 .bind(&ask.field)
                 .bind(&ask.bank)
-                .bind(&ask.low)
-                .bind(&ask.high)
+                .bind(&ask.above_from)
+                .bind(&ask.above_to)
+                .bind(&ask.below_from)
+                .bind(&ask.below_to)
                 .bind(&ask.evaluations)
                 .fetch_all(&mut *db)
                 .await?
@@ -316,8 +320,10 @@ struct Columns {
     currency: Vec<String>,
     field: Vec<String>,
     bank: Vec<i64>,
-    low: Vec<Decimal>,
-    high: Vec<Decimal>,
+    above_from: Vec<Decimal>,
+    above_to: Vec<Decimal>,
+    below_from: Vec<Decimal>,
+    below_to: Vec<Decimal>,
     evaluations: Vec<i64>,
 }
 
