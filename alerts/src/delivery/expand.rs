@@ -2,7 +2,9 @@
 //! moved, naming the alerts it fired; here each becomes one message per
 //! alert still there whose webhook is not disabled (its id from alert and
 //! event), counted on its alert, and the crossing row goes, all in one
-//! transaction. The watchdog's events ([`quality_round`]) become one
+//! transaction. A crossing of thousands of alerts is taken a chunk at a
+//! time (the row keeps the rest), so its first calls start while the rest
+//! are made. The watchdog's events ([`quality_round`]) become one
 //! message per webhook naming their type, the same way.
 
 use std::collections::BTreeMap;
@@ -19,12 +21,15 @@ use crate::message::{
     crossing_id, quality_message_id, BankRef, Body, ThresholdCrossed, THRESHOLD_CROSSED,
 };
 
-/// Crossings taken per round at most (each may name thousands of alerts).
+/// Crossings taken per round at most...
 const PER_ROUND: i64 = 16;
+/// ...and alerts: a larger crossing keeps the rest for the next round.
+const ALERTS_PER_ROUND: usize = 1_000;
 
 #[derive(sqlx::FromRow)]
 struct Crossing {
     event_id: Uuid,
+    watch_bank: i64,
     currency: String,
     field: String,
     alert_ids: Vec<Uuid>,
@@ -58,13 +63,10 @@ struct Messages {
 /// (`None`: there were no crossings).
 pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     let mut tx = pool.begin().await?;
-    let taken: Vec<Crossing> = sqlx::query_as(
-        "DELETE FROM crossings c
-         WHERE (c.event_id, c.currency, c.field, c.watch_bank) IN (
-             SELECT event_id, currency, field, watch_bank FROM crossings
-             ORDER BY occurred_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING c.event_id, c.currency, c.field, c.alert_ids, c.previous, c.current, c.holder,
-                   c.updated_at, c.occurred_at",
+    let mut taken: Vec<Crossing> = sqlx::query_as(
+        "SELECT event_id, currency, field, watch_bank, alert_ids, previous, current, holder,
+                updated_at, occurred_at
+         FROM crossings ORDER BY occurred_at LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(PER_ROUND)
     .fetch_all(&mut *tx)
@@ -72,6 +74,32 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     if taken.is_empty() {
         return Ok(None);
     }
+    let (done, rest) = take_chunk(&mut taken, ALERTS_PER_ROUND);
+    sqlx::query(
+        "DELETE FROM crossings c
+         USING UNNEST($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS d (e, cu, f, b)
+         WHERE (c.event_id, c.currency, c.field, c.watch_bank) = (d.e, d.cu, d.f, d.b)",
+    )
+    .bind(done.iter().map(|c| c.event_id).collect::<Vec<_>>())
+    .bind(done.iter().map(|c| c.currency.as_str()).collect::<Vec<_>>())
+    .bind(done.iter().map(|c| c.field.as_str()).collect::<Vec<_>>())
+    .bind(done.iter().map(|c| c.watch_bank).collect::<Vec<_>>())
+    .execute(&mut *tx)
+    .await?;
+    if let Some((crossing, left)) = &rest {
+        sqlx::query(
+            "UPDATE crossings SET alert_ids = $5
+             WHERE (event_id, currency, field, watch_bank) = ($1, $2, $3, $4)",
+        )
+        .bind(crossing.event_id)
+        .bind(&crossing.currency)
+        .bind(&crossing.field)
+        .bind(crossing.watch_bank)
+        .bind(left)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let taken = taken;
     let ids: Vec<Uuid> = taken.iter().flat_map(|c| c.alert_ids.clone()).collect();
     let holders: Vec<i64> = taken.iter().map(|c| c.holder).collect();
     let alerts: BTreeMap<Uuid, Alert> = sqlx::query_as::<_, Alert>(
@@ -171,6 +199,51 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     Ok(Some(made))
 }
 
+/// Cuts `taken` to `most` alerts in all: the crossings wholly taken (to
+/// delete), and the one cut short with the alerts it keeps (to update).
+/// `taken` keeps only the alerts of this round.
+fn take_chunk(taken: &mut Vec<Crossing>, most: usize) -> (Vec<Key>, Option<(Key, Vec<Uuid>)>) {
+    let mut room = most;
+    let mut done = Vec::new();
+    let mut rest = None;
+    let mut kept = 0;
+    for crossing in taken.iter_mut() {
+        if room == 0 {
+            break;
+        }
+        kept += 1;
+        if crossing.alert_ids.len() > room {
+            let left = crossing.alert_ids.split_off(room);
+            rest = Some((Key::of(crossing), left));
+            break;
+        }
+        room -= crossing.alert_ids.len();
+        done.push(Key::of(crossing));
+    }
+    taken.truncate(kept);
+    (done, rest)
+}
+
+/// A crossing row's key.
+#[derive(Debug, Clone, PartialEq)]
+struct Key {
+    event_id: Uuid,
+    currency: String,
+    field: String,
+    watch_bank: i64,
+}
+
+impl Key {
+    fn of(c: &Crossing) -> Self {
+        Key {
+            event_id: c.event_id,
+            currency: c.currency.clone(),
+            field: c.field.clone(),
+            watch_bank: c.watch_bank,
+        }
+    }
+}
+
 /// Watchdog events taken per round at most.
 const EVENTS_PER_ROUND: i64 = 256;
 
@@ -242,4 +315,43 @@ pub async fn quality_round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     .rows_affected();
     tx.commit().await?;
     Ok(Some(made))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crossing(n: u128, alerts: u128) -> Crossing {
+        Crossing {
+            event_id: Uuid::from_u128(n),
+            watch_bank: 0,
+            currency: "USD".into(),
+            field: "cashBuying".into(),
+            alert_ids: (0..alerts).map(Uuid::from_u128).collect(),
+            previous: None,
+            current: Decimal::ONE,
+            holder: 1,
+            updated_at: DateTime::UNIX_EPOCH,
+            occurred_at: DateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_round_takes_whole_crossings_and_cuts_the_one_that_passes_the_chunk() {
+        let mut taken = vec![crossing(1, 3), crossing(2, 5), crossing(3, 1)];
+        let (done, rest) = take_chunk(&mut taken, 6);
+        assert_eq!(done, [Key::of(&crossing(1, 0))]);
+        let (cut, left) = rest.expect("the second is cut");
+        assert_eq!(cut.event_id, Uuid::from_u128(2));
+        assert_eq!(left, [Uuid::from_u128(3), Uuid::from_u128(4)]);
+        assert_eq!(taken.len(), 2, "the third waits");
+        assert_eq!(taken[1].alert_ids.len(), 3);
+    }
+
+    #[test]
+    fn a_round_within_the_chunk_takes_every_crossing() {
+        let mut taken = vec![crossing(1, 3), crossing(2, 3)];
+        let (done, rest) = take_chunk(&mut taken, 6);
+        assert_eq!((done.len(), rest, taken.len()), (2, None, 2));
+    }
 }

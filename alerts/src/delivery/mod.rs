@@ -8,10 +8,11 @@
 //! claimed message is leased for a minute (an attempt takes at most
 //! 10 s), so one whose instance died is claimed again by another, with the
 //! same `webhook-id`: delivery is at least once. Claims are fair between
-//! endpoints: each round takes up to
-//! [`DeliverySettings::endpoint_concurrency`] messages per endpoint, less
-//! those in flight (one while it is failing), so a dead endpoint's backlog
-//! holds one slot and never the others' turn. Messages that fail are tried
+//! endpoints: an instance holds up to a few rounds of
+//! [`DeliverySettings::endpoint_concurrency`] messages per endpoint (one
+//! while it is failing), and starts them in turn as its calls end
+//! ([`ready`]), so a dead endpoint's backlog holds one slot and never the
+//! others' turn. Messages that fail are tried
 //! again on [`schedule`]'s times; an endpoint failing for 24 hours is
 //! disabled and its pending messages given up (`record`), which its
 //! owner sees in the API, with every attempt's time, duration and outcome.
@@ -19,6 +20,7 @@
 
 pub mod client;
 mod expand;
+mod ready;
 mod record;
 pub mod schedule;
 mod stream;
@@ -35,15 +37,18 @@ use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use client::{Client, Outcome, Request};
+use ready::{Ready, HELD_PER_SLOT};
 
 /// How long a claimed message is this instance's.
 const LEASE: &str = "60 seconds";
+/// Opened signing secrets kept at most (then forgotten at once).
+const OPENED_KEPT: usize = 1_024;
 /// Delivered and given-up messages are kept this long (for the owner's
 /// and the operators' questions), then purged.
 const KEEP_FINISHED: &str = "7 days";
@@ -77,15 +82,18 @@ pub struct Deliverer {
     client: Client,
     key: SealingKey,
     settings: DeliverySettings,
-    /// Attempts in flight here, per endpoint.
-    in_flight: HashMap<Uuid, i32>,
-    statements: Statements,
+    /// The messages claimed here, waiting or in flight.
+    ready: Ready,
+    /// Signing secrets opened, by webhook and sealed bytes.
+    opened: HashMap<(Uuid, Vec<u8>), signing::Secret>,
+    statements: Arc<Statements>,
     /// Offers crossings to the API's live stream.
     stream: stream::Offer,
 }
 
 struct Statements {
     claim: String,
+    release: String,
     purge: String,
 }
 
@@ -114,8 +122,9 @@ impl Deliverer {
             client: Client::new(alerts.address_policy()),
             key,
             settings: settings.clone(),
-            in_flight: HashMap::new(),
-            statements: Statements::new(),
+            ready: Ready::default(),
+            opened: HashMap::new(),
+            statements: Arc::new(Statements::new()),
             stream: stream::Offer::new(read_model)?,
         }))
     }
@@ -154,38 +163,27 @@ impl Deliverer {
         // Crossings are looked for when the outbox rings or the sweep comes,
         // not after every attempt.
         let mut expand_due = true;
+        // The outbox is read beside the calls, one claim at a time, while
+        // it may hold more than is held here.
+        let mut claiming: Option<JoinHandle<sqlx::Result<Vec<Claimed>>>> = None;
+        // Messages are made beside the calls too, a round at a time, so
+        // the first of a large crossing's are sent while the rest are made.
+        let mut expanding: Option<JoinHandle<sqlx::Result<Option<u64>>>> = None;
+        let mut claim_due = true;
+        let mut offer_due = false;
         loop {
             if listener.is_none() {
                 listener = self.listen().await;
             }
-            if expand_due {
-                match self.expand().await {
-                    Ok(0) => {}
-                    Ok(_) => new_messages.notify_one(),
-                    Err(e) => debug!(error = %e, "expanding crossings failed; next round"),
-                }
+            if expand_due && expanding.is_none() {
+                expanding = Some(tokio::spawn(expand_round(self.pool.clone())));
                 expand_due = false;
             }
-            let room = self.settings.concurrency as usize - attempts.len();
-            if room > 0 {
-                match self.claim(room).await {
-                    Ok(claimed) => {
-                        if failing {
-                            info!("the outbox can be read again");
-                            failing = false;
-                        }
-                        for message in claimed {
-                            self.dispatch(&mut attempts, message);
-                        }
-                    }
-                    Err(e) => {
-                        if !failing {
-                            warn!(error = %e, "the outbox cannot be read; trying again");
-                            failing = true;
-                        }
-                    }
-                }
+            if claim_due && claiming.is_none() {
+                claiming = self.claim();
+                claim_due = false;
             }
+            self.start_ready(&mut attempts).await;
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(done) = attempts.join_next(), if !attempts.is_empty() => {
@@ -194,8 +192,60 @@ impl Deliverer {
                         done.push(more);
                     }
                     for attempt in done {
-                        self.leave(attempt.message.webhook_id);
+                        self.ready.done(attempt.message.webhook_id);
                         let _ = finished.send(attempt).await;
+                    }
+                    claim_due = true;
+                }
+                claimed = async { claiming.as_mut().expect("a claim runs").await },
+                    if claiming.is_some() => {
+                    claiming = None;
+                    match claimed {
+                        Ok(Ok(claimed)) => {
+                            if failing {
+                                info!("the outbox can be read again");
+                                failing = false;
+                            }
+                            // Whatever came may not be all there is (and
+                            // calls that ended meanwhile asked for more).
+                            debug!(claimed = claimed.len(), "claimed");
+                            claim_due |= !claimed.is_empty();
+                            for message in claimed {
+                                self.ready.add(message);
+                            }
+                        }
+                        Ok(Err(e)) => {
+                            if !failing {
+                                warn!(error = %e, "the outbox cannot be read; trying again");
+                                failing = true;
+                            }
+                        }
+                        Err(e) => warn!(error = %e, "a claim of the outbox ended abnormally"),
+                    }
+                    // The stream is offered new messages once the claims
+                    // have leased them: its marks lock them, and a claim
+                    // meanwhile would skip them until the next tick.
+                    if offer_due && !claim_due {
+                        offer_due = false;
+                        new_messages.notify_one();
+                    }
+                }
+                expanded = async { expanding.as_mut().expect("a round runs").await },
+                    if expanding.is_some() => {
+                    expanding = None;
+                    match expanded {
+                        // Something was taken: there may be more.
+                        Ok(Ok(Some(made))) => {
+                            debug!(made, "expanded");
+                            expand_due = true;
+                            if made > 0 {
+                                offer_due = true;
+                                claim_due = true;
+                            }
+                        }
+                        Ok(Ok(None)) => {}
+                        Ok(Err(e)) => debug!(error = %e, "expanding crossings failed; next round"),
+                        Err(e) => warn!(error = %e, "expanding crossings ended abnormally"),
                     }
                 }
                 notified = next_notice(&mut listener) => {
@@ -204,7 +254,7 @@ impl Deliverer {
                     }
                     expand_due = true;
                 }
-                _ = tick.tick() => {}
+                _ = tick.tick() => claim_due = true,
                 _ = sweep.tick() => expand_due = true,
                 _ = purge.tick() => {
                     if let Err(e) = sqlx::query(&self.statements.purge).execute(&self.pool).await {
@@ -213,6 +263,18 @@ impl Deliverer {
                 }
             }
         }
+        if let Some(round) = expanding.take() {
+            let _ = round.await;
+        }
+        if let Some(claim) = claiming.take() {
+            if let Ok(Ok(claimed)) = claim.await {
+                for message in claimed {
+                    self.ready.add(message);
+                }
+            }
+        }
+        let waiting = self.ready.drain();
+        self.give_back(&waiting).await;
         let grace = tokio::time::sleep(Duration::from_secs(5));
         tokio::pin!(grace);
         while !attempts.is_empty() {
@@ -229,15 +291,44 @@ impl Deliverer {
         let _ = offer.await;
     }
 
+    /// Starts calls from the messages held, while slots are free; gives
+    /// back those held too long.
+    async fn start_ready(&mut self, attempts: &mut JoinSet<Attempted>) {
+        let per_endpoint = self.settings.endpoint_concurrency as usize;
+        let total = self.settings.concurrency as usize;
+        let mut expired = Vec::new();
+        while let Some(message) = self.ready.next(per_endpoint, total, &mut expired) {
+            self.dispatch(attempts, message);
+        }
+        if !expired.is_empty() {
+            self.give_back(&expired).await;
+        }
+    }
+
+    /// Ends this instance's leases of messages it will not send, so that
+    /// any instance claims them at once (their attempt was not made).
+    async fn give_back(&self, messages: &[Claimed]) {
+        if messages.is_empty() {
+            return;
+        }
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        if let Err(e) = sqlx::query(&self.statements.release)
+            .bind(&ids)
+            .execute(&self.pool)
+            .await
+        {
+            debug!(error = %e, "giving back leases failed; they end by themselves");
+        }
+    }
+
     /// Starts an attempt at `message`.
     fn dispatch(&mut self, attempts: &mut JoinSet<Attempted>, message: Claimed) {
-        *self.in_flight.entry(message.webhook_id).or_default() += 1;
         let client = self.client.clone();
-        let signed = self.sign(&message);
+        let secrets = self.secrets(&message);
         attempts.spawn(async move {
             let started_at = Utc::now().trunc_subsecs(3);
             let clock = std::time::Instant::now();
-            let outcome = match signed {
+            let outcome = match secrets.map(|secrets| sign(&secrets, &message)) {
                 Ok((timestamp, signature)) => {
                     client
                         .send(Request {
@@ -263,66 +354,78 @@ impl Deliverer {
         });
     }
 
-    /// An attempt to `webhook` is over.
-    fn leave(&mut self, webhook: Uuid) {
-        if let Some(n) = self.in_flight.get_mut(&webhook) {
-            *n -= 1;
-            if *n <= 0 {
-                self.in_flight.remove(&webhook);
-            }
-        }
-    }
-
     async fn listen(&self) -> Option<PgListener> {
         let mut listener = PgListener::connect(&self.database_url).await.ok()?;
         listener.listen(DELIVERIES_CHANNEL).await.ok()?;
         Some(listener)
     }
 
-    /// Turns the crossings and watchdog events recorded into messages
-    /// (see [`expand`]); how many were made.
-    async fn expand(&self) -> sqlx::Result<u64> {
-        let mut made = 0;
-        while let Some(expanded) = expand::round(&self.pool).await? {
-            made += expanded;
-            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
-        }
-        while let Some(expanded) = expand::quality_round(&self.pool).await? {
-            made += expanded;
-            metrics::counter!("ratewire_webhook_messages_total").increment(expanded);
-        }
-        Ok(made)
+    /// Claims due messages in the background, fairly between endpoints:
+    /// as many as may be held here, less those held (`None`: no room).
+    fn claim(&self) -> Option<JoinHandle<sqlx::Result<Vec<Claimed>>>> {
+        let per_endpoint = self.settings.endpoint_concurrency as usize * HELD_PER_SLOT;
+        let room = (self.settings.concurrency as usize * HELD_PER_SLOT)
+            .checked_sub(self.ready.held_total())
+            .filter(|room| *room > 0)?;
+        let (busy, counts) = self.ready.held();
+        let (pool, statements) = (self.pool.clone(), Arc::clone(&self.statements));
+        Some(tokio::spawn(async move {
+            sqlx::query_as(&statements.claim)
+                .bind(room as i64)
+                .bind(per_endpoint as i32)
+                .bind(&busy)
+                .bind(&counts)
+                .fetch_all(&pool)
+                .await
+        }))
     }
 
-    /// Up to `room` due messages, fairly between endpoints.
-    async fn claim(&self, room: usize) -> sqlx::Result<Vec<Claimed>> {
-        let (busy, counts): (Vec<Uuid>, Vec<i32>) =
-            self.in_flight.iter().map(|(id, n)| (*id, *n)).unzip();
-        sqlx::query_as(&self.statements.claim)
-            .bind(room as i64)
-            .bind(self.settings.endpoint_concurrency as i32)
-            .bind(&busy)
-            .bind(&counts)
-            .fetch_all(&self.pool)
-            .await
-    }
-
-    /// The attempt's timestamp and signature header (with the previous
-    /// secret too while it still signs).
-    fn sign(&self, message: &Claimed) -> Result<(i64, String), String> {
-        let open = |sealed: &[u8]| {
-            self.key.open(message.webhook_id, sealed).ok_or_else(|| {
+    /// The secrets an attempt signs with: its webhook's, and the one
+    /// before a rotation while it still signs. Opened once per sealed
+    /// secret, not per message.
+    fn secrets(&mut self, message: &Claimed) -> Result<Vec<signing::Secret>, String> {
+        let sealed = std::iter::once(&message.secret).chain(&message.previous_secret);
+        let mut secrets = Vec::with_capacity(2);
+        for sealed in sealed {
+            let key = (message.webhook_id, sealed.clone());
+            if let Some(secret) = self.opened.get(&key) {
+                secrets.push(secret.clone());
+                continue;
+            }
+            let secret = self.key.open(message.webhook_id, sealed).ok_or_else(|| {
                 "the signing secret does not open with this RATEWIRE_WEBHOOK_SECRETS_KEY".to_owned()
-            })
-        };
-        let current = open(&message.secret)?;
-        let previous = message.previous_secret.as_deref().map(open).transpose()?;
-        let timestamp = Utc::now().timestamp();
-        let secrets: Vec<&signing::Secret> = std::iter::once(&current).chain(&previous).collect();
-        let header =
-            signing::signature_header(&secrets, &message.id, timestamp, message.body.as_bytes());
-        Ok((timestamp, header))
+            })?;
+            if self.opened.len() >= OPENED_KEPT {
+                self.opened.clear();
+            }
+            self.opened.insert(key, secret.clone());
+            secrets.push(secret);
+        }
+        Ok(secrets)
     }
+}
+
+/// The attempt's timestamp and signature header (with every secret given).
+fn sign(secrets: &[signing::Secret], message: &Claimed) -> (i64, String) {
+    let timestamp = Utc::now().timestamp();
+    let secrets: Vec<&signing::Secret> = secrets.iter().collect();
+    let header =
+        signing::signature_header(&secrets, &message.id, timestamp, message.body.as_bytes());
+    (timestamp, header)
+}
+
+/// One round of turning the crossings, or else the watchdog events,
+/// recorded into messages (see [`expand`]): how many were made, `None`
+/// when there was nothing to take.
+async fn expand_round(pool: PgPool) -> sqlx::Result<Option<u64>> {
+    let made = match expand::round(&pool).await? {
+        Some(made) => Some(made),
+        None => expand::quality_round(&pool).await?,
+    };
+    if let Some(made) = made {
+        metrics::counter!("ratewire_webhook_messages_total").increment(made);
+    }
+    Ok(made)
 }
 
 async fn next_notice(listener: &mut Option<PgListener>) -> sqlx::Result<()> {
@@ -337,8 +440,8 @@ const PENDING: &str = "d.delivered_at IS NULL AND d.failed_at IS NULL";
 impl Statements {
     fn new() -> Self {
         Self {
-            // $1 messages at most, $2 per healthy endpoint, less those in
-            // flight here ($3 endpoints, $4 counts). The endpoints with
+            // $1 messages at most, $2 per healthy endpoint, less those
+            // held here ($3 endpoints, $4 counts). The endpoints with
             // pending messages are found by skipping through the index
             // (one probe per endpoint, not one row per message).
             claim: format!(
@@ -370,6 +473,12 @@ impl Statements {
                  WHERE d.id = picked.id AND w.id = d.webhook_id
                  RETURNING d.id, d.webhook_id, d.body, d.attempts, w.url, w.secret,
                            CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret"
+            ),
+            // Messages claimed ($1) and not attempted: still leased, so
+            // no other instance holds them.
+            release: format!(
+                "UPDATE deliveries d SET leased_until = NULL, attempts = d.attempts - 1
+                 WHERE d.id = ANY ($1) AND {PENDING} AND d.leased_until > now()"
             ),
             purge: format!(
                 "DELETE FROM deliveries WHERE (delivered_at IS NOT NULL OR failed_at IS NOT NULL)
