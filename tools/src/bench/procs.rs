@@ -59,7 +59,10 @@ pub fn stack_env() -> Vec<(String, String)> {
             std::env::var("RATEWIRE_BENCH_PLANS").unwrap_or_else(|_| PLANS.into()),
         ),
         ("RATEWIRE_USAGE_SYNC_SECS", "60".into()),
-        ("RUST_LOG", "warn".into()),
+        (
+            "RUST_LOG",
+            std::env::var("RATEWIRE_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        ),
         ("RATEWIRE_INGEST_URL", format!("http://127.0.0.1:{INGEST}")),
         (
             "RATEWIRE_INGEST_OPERATOR_URL",

@@ -72,7 +72,7 @@ impl Percentiles {
         }
     }
 
-    fn of(mut samples: Vec<f64>) -> Self {
+    pub fn of(mut samples: Vec<f64>) -> Self {
         if samples.is_empty() {
             return Self::default();
         }

@@ -27,6 +27,8 @@ pub struct Tally {
     pub refused: AtomicU64,
     /// When the last verified call arrived.
     pub last: Mutex<Option<Instant>>,
+    /// When the first verified call arrived (since it was last cleared).
+    pub first: Mutex<Option<Instant>>,
 }
 
 struct Receiving {
@@ -135,7 +137,14 @@ async fn receive(
     match check {
         Ok(()) => {
             state.tally.verified.fetch_add(1, Ordering::Relaxed);
-            *state.tally.last.lock().expect("tally lock") = Some(Instant::now());
+            let now = Instant::now();
+            *state.tally.last.lock().expect("tally lock") = Some(now);
+            state
+                .tally
+                .first
+                .lock()
+                .expect("tally lock")
+                .get_or_insert(now);
             StatusCode::NO_CONTENT
         }
         Err(_) => {
