@@ -14,6 +14,8 @@ use ratewire_proto::CurrencyCode;
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 use tracing::warn;
+
+use super::stream::Offer;
 use uuid::Uuid;
 
 use crate::judge::{Condition, Field};
@@ -61,7 +63,7 @@ struct Messages {
 
 /// Turns up to [`PER_ROUND`] crossings into messages; how many were made
 /// (`None`: there were no crossings).
-pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
+pub async fn round(pool: &PgPool, stream: &Offer) -> sqlx::Result<Option<u64>> {
     let mut tx = pool.begin().await?;
     let mut taken: Vec<Crossing> = sqlx::query_as(
         "SELECT event_id, currency, field, watch_bank, alert_ids, previous, current, holder,
@@ -166,12 +168,13 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
             count.1 = count.1.max(crossing.occurred_at);
         }
     }
-    let made = sqlx::query(
+    let made: Vec<String> = sqlx::query_scalar(
         "INSERT INTO deliveries (id, webhook_id, alert_id, owner, type, body)
          SELECT id, webhook, alert, owner, $6, body
          FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[])
               AS m (id, webhook, alert, owner, body)
-         ON CONFLICT (id) DO NOTHING",
+         ON CONFLICT (id) DO NOTHING
+         RETURNING id",
     )
     .bind(&messages.id)
     .bind(&messages.webhook)
@@ -179,9 +182,8 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     .bind(&messages.owner)
     .bind(&messages.body)
     .bind(THRESHOLD_CROSSED)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    .fetch_all(&mut *tx)
+    .await?;
     let alert_ids: Vec<Uuid> = fired.keys().copied().collect();
     let counts: Vec<i64> = fired.values().map(|(n, _)| *n).collect();
     let lasts: Vec<DateTime<Utc>> = fired.values().map(|(_, last)| *last).collect();
@@ -196,7 +198,19 @@ pub async fn round(pool: &PgPool) -> sqlx::Result<Option<u64>> {
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(Some(made))
+    // Offered to the live stream once stored (a reader it sends to the
+    // API finds the alert fired), then marked, before any claim of this
+    // deliverer looks for them.
+    let made: std::collections::HashSet<String> = made.into_iter().collect();
+    let new: Vec<(&str, &str, &str)> = (0..messages.id.len())
+        .filter(|i| made.contains(&messages.id[*i]))
+        .map(|i| {
+            let m = &messages;
+            (m.owner[i].as_str(), m.id[i].as_str(), m.body[i].as_str())
+        })
+        .collect();
+    stream.offer_made(pool, &new).await;
+    Ok(Some(made.len() as u64))
 }
 
 /// Cuts `taken` to `most` alerts in all: the crossings wholly taken (to

@@ -36,7 +36,7 @@ use crate::SealingKey;
 use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -143,12 +143,7 @@ impl Deliverer {
         }
         let (finished, attempts_done) = mpsc::channel(self.settings.concurrency as usize * 2);
         let recorder = tokio::spawn(record::Recorder::new(self.pool.clone(), attempts_done).run());
-        let new_messages = Arc::new(Notify::new());
-        let offer = tokio::spawn(self.stream.clone().run(
-            self.pool.clone(),
-            Arc::clone(&new_messages),
-            shutdown.clone(),
-        ));
+        let offer = tokio::spawn(self.stream.clone().run(self.pool.clone(), shutdown.clone()));
         let mut attempts: JoinSet<Attempted> = JoinSet::new();
         let mut listener: Option<PgListener> = None;
         // Due retries and ended leases are looked for every second; new
@@ -170,13 +165,15 @@ impl Deliverer {
         // the first of a large crossing's are sent while the rest are made.
         let mut expanding: Option<JoinHandle<sqlx::Result<Option<u64>>>> = None;
         let mut claim_due = true;
-        let mut offer_due = false;
         loop {
             if listener.is_none() {
                 listener = self.listen().await;
             }
             if expand_due && expanding.is_none() {
-                expanding = Some(tokio::spawn(expand_round(self.pool.clone())));
+                expanding = Some(tokio::spawn(expand_round(
+                    self.pool.clone(),
+                    self.stream.clone(),
+                )));
                 expand_due = false;
             }
             if claim_due && claiming.is_none() {
@@ -222,13 +219,6 @@ impl Deliverer {
                         }
                         Err(e) => warn!(error = %e, "a claim of the outbox ended abnormally"),
                     }
-                    // The stream is offered new messages once the claims
-                    // have leased them: its marks lock them, and a claim
-                    // meanwhile would skip them until the next tick.
-                    if offer_due && !claim_due {
-                        offer_due = false;
-                        new_messages.notify_one();
-                    }
                 }
                 expanded = async { expanding.as_mut().expect("a round runs").await },
                     if expanding.is_some() => {
@@ -239,7 +229,6 @@ impl Deliverer {
                             debug!(made, "expanded");
                             expand_due = true;
                             if made > 0 {
-                                offer_due = true;
                                 claim_due = true;
                             }
                         }
@@ -417,8 +406,8 @@ fn sign(secrets: &[signing::Secret], message: &Claimed) -> (i64, String) {
 /// One round of turning the crossings, or else the watchdog events,
 /// recorded into messages (see [`expand`]): how many were made, `None`
 /// when there was nothing to take.
-async fn expand_round(pool: PgPool) -> sqlx::Result<Option<u64>> {
-    let made = match expand::round(&pool).await? {
+async fn expand_round(pool: PgPool, stream: stream::Offer) -> sqlx::Result<Option<u64>> {
+    let made = match expand::round(&pool, &stream).await? {
         Some(made) => Some(made),
         None => expand::quality_round(&pool).await?,
     };
