@@ -254,8 +254,20 @@ impl Evaluation {
         topic: &str,
         positions: &BTreeMap<i32, i64>,
     ) -> sqlx::Result<u64> {
-        if !self.observed.is_empty() {
-            store_quotes(&judge.sql, db, self.observed.values()).await?;
+        let advance = Advance {
+            topic,
+            positions: positions.iter().map(|(p, n)| (*p, *n)).unzip(),
+        };
+        // The positions move with the quotes' statement when there is one.
+        if self.observed.is_empty() {
+            sqlx::query(&judge.sql.advance)
+                .bind(advance.topic)
+                .bind(&advance.positions.0)
+                .bind(&advance.positions.1)
+                .execute(&mut *db)
+                .await?;
+        } else {
+            store_quotes(&judge.sql, db, self.observed.values(), &advance).await?;
         }
         let fired = match self.watching {
             Some(watching) => watching.store(&judge.sql, db).await?,
@@ -264,24 +276,25 @@ impl Evaluation {
         if let Some(breaches) = self.breaches.filter(|b| !b.found.is_empty()) {
             store_quality_events(&judge.sql.quality_events, db, &breaches.found).await?;
         }
-        let (partitions, next): (Vec<i32>, Vec<i64>) =
-            positions.iter().map(|(p, n)| (*p, *n)).unzip();
-        sqlx::query(&judge.sql.advance)
-            .bind(topic)
-            .bind(&partitions)
-            .bind(&next)
-            .execute(&mut *db)
-            .await?;
         Ok(fired)
     }
 }
 
+/// Where the evaluated partitions' positions move: the topic, and each
+/// partition's next offset.
+struct Advance<'a> {
+    topic: &'a str,
+    positions: (Vec<i32>, Vec<i64>),
+}
+
 /// Stores the banks' quotes as the batch left them: their details, their
-/// latest board's rates, and no rate of a currency that board lacks.
+/// latest board's rates, and no rate of a currency that board lacks; and
+/// moves the positions on.
 async fn store_quotes(
     sql: &Statements,
     db: &mut PgConnection,
     banks: impl Iterator<Item = &BankNow>,
+    advance: &Advance<'_>,
 ) -> sqlx::Result<()> {
     let mut ids = Vec::new();
     let mut codes = Vec::new();
@@ -328,6 +341,9 @@ async fn store_quotes(
         .bind(&previous[1])
         .bind(&previous[2])
         .bind(&previous[3])
+        .bind(advance.topic)
+        .bind(&advance.positions.0)
+        .bind(&advance.positions.1)
         .execute(db)
         .await?;
     Ok(())

@@ -13,7 +13,6 @@ pub(super) struct Statements {
     pub quotes: String,
     pub refresh: String,
     pub candidates: String,
-    pub moved: String,
     pub crossed: String,
     pub advance: String,
     pub quality_events: String,
@@ -68,9 +67,14 @@ impl Statements {
             quotes: crate::quotes::statement(s),
             // Stores the banks' ($1..$4) details and their latest
             // boards' quotes ($5..$11) with their previous values
-            // ($12..$15), dropping currencies they no longer quote.
+            // ($12..$15), dropping currencies they no longer quote; and
+            // moves the positions on, as `advance` does ($16..$18).
             refresh: format!(
-                "WITH now AS (
+                "WITH advanced AS (
+                     UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
+                     FROM UNNEST($17::int[], $18::bigint[]) AS n (partition, next_offset)
+                     WHERE p.topic = $16 AND p.partition = n.partition
+                 ), now AS (
                      SELECT * FROM UNNEST($5::bigint[], $6::text[], $7::numeric[], $8::numeric[],
                                           $9::numeric[], $10::numeric[], $11::timestamptz[],
                                           $12::numeric[], $13::numeric[], $14::numeric[],
@@ -105,13 +109,22 @@ impl Statements {
                  ON CONFLICT (bank_id) DO UPDATE SET code = EXCLUDED.code,
                      name = EXCLUDED.name, active = EXCLUDED.active"
             ),
-            // For each move ($1 its number), the alerts of its watch
-            // whose threshold lies in the ranges it may fire (`above`
-            // from $5 included to $6 excluded, `below` from $7 excluded
-            // to $8 included: each a range of the thresholds' index), and
-            // those not known yet ($9 its watch's evaluations).
+            // Stores the watches moved ($10..$16) and reads, for each move
+            // ($1 its number), the alerts of its watch whose threshold
+            // lies in the ranges it may fire (`above` from $5 included to
+            // $6 excluded, `below` from $7 excluded to $8 included: each a
+            // range of the thresholds' index), and those not known yet ($9
+            // its watch's evaluations). One round trip: the alerts do not
+            // depend on the watches' rows.
             candidates: format!(
-                "SELECT m.i, x.id, x.condition, x.threshold, x.since
+                "WITH moved AS (
+                     UPDATE {s}.watches w SET value = m.value, holder = m.holder,
+                         updated_at = m.updated_at, evaluations = m.evaluations
+                     FROM UNNEST($10::text[], $11::text[], $12::bigint[], $13::numeric[],
+                                 $14::bigint[], $15::timestamptz[], $16::bigint[])
+                          AS m (currency, field, bank_id, value, holder, updated_at, evaluations)
+                     WHERE w.currency = m.currency AND w.field = m.field AND w.bank_id = m.bank_id)
+                 SELECT m.i, x.id, x.condition, x.threshold, x.since
                  FROM UNNEST($1::int[], $2::text[], $3::text[], $4::bigint[], $5::numeric[],
                              $6::numeric[], $7::numeric[], $8::numeric[], $9::bigint[])
                       AS m (i, currency, field, bank, above_from, above_to, below_from,
@@ -130,14 +143,6 @@ impl Statements {
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
                      WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
                        AND a.since = m.evaluations) x"
-            ),
-            moved: format!(
-                "UPDATE {s}.watches w SET value = m.value, holder = m.holder,
-                     updated_at = m.updated_at, evaluations = m.evaluations
-                 FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::numeric[], $5::bigint[],
-                             $6::timestamptz[], $7::bigint[])
-                      AS m (currency, field, bank_id, value, holder, updated_at, evaluations)
-                 WHERE w.currency = m.currency AND w.field = m.field AND w.bank_id = m.bank_id"
             ),
             // One row per crossing ($1 its number), its alerts given
             // as ($11 crossing, $12 alert) pairs.

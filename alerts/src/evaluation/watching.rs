@@ -196,8 +196,8 @@ impl Watching {
         }
     }
 
-    /// Reads the alerts each move may fire, judges them, and stores the
-    /// watches and crossings.
+    /// Stores the watches moved, reading the alerts each move may fire
+    /// in the same round trip; judges them, and stores the crossings.
     pub async fn store(self, sql: &Statements, db: &mut PgConnection) -> sqlx::Result<u64> {
         let Watching { watches, moves, .. } = self;
         if moves.is_empty() {
@@ -218,22 +218,31 @@ impl Watching {
             ask.below_to.push(thresholds.below.1);
             ask.evaluations.push(moved.step.evaluations);
         }
-        let candidates: Vec<(i32, Uuid, String, Decimal, i64)> = if ask.index.is_empty() {
-            Vec::new()
-        } else {
-            sqlx::query_as(&sql.candidates)
-                .bind(&ask.index)
-                .bind(&ask.currency)
-                .bind(&ask.field)
-                .bind(&ask.bank)
-                .bind(&ask.above_from)
-                .bind(&ask.above_to)
-                .bind(&ask.below_from)
-                .bind(&ask.below_to)
-                .bind(&ask.evaluations)
-                .fetch_all(&mut *db)
-                .await?
-        };
+        let moved: Vec<(&WatchKey, &Watch)> = watches.iter().filter(|(_, w)| w.moved).collect();
+        let candidates: Vec<(i32, Uuid, String, Decimal, i64)> = sqlx::query_as(&sql.candidates)
+            .bind(&ask.index)
+            .bind(&ask.currency)
+            .bind(&ask.field)
+            .bind(&ask.bank)
+            .bind(&ask.above_from)
+            .bind(&ask.above_to)
+            .bind(&ask.below_from)
+            .bind(&ask.below_to)
+            .bind(&ask.evaluations)
+            .bind(
+                moved
+                    .iter()
+                    .map(|(k, _)| k.currency.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(moved.iter().map(|(k, _)| k.field.key()).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(k, _)| k.bank).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.value).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.holder).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.updated_at).collect::<Vec<_>>())
+            .bind(moved.iter().map(|(_, w)| w.evaluations).collect::<Vec<_>>())
+            .fetch_all(&mut *db)
+            .await?;
         let mut fired: BTreeMap<usize, Vec<Uuid>> = BTreeMap::new();
         for (i, id, condition, threshold, since) in candidates {
             let Some(condition) = Condition::parse(&condition) else {
@@ -248,23 +257,6 @@ impl Watching {
                 fired.entry(i as usize).or_default().push(id);
             }
         }
-
-        let moved: Vec<(&WatchKey, &Watch)> = watches.iter().filter(|(_, w)| w.moved).collect();
-        sqlx::query(&sql.moved)
-            .bind(
-                moved
-                    .iter()
-                    .map(|(k, _)| k.currency.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(moved.iter().map(|(k, _)| k.field.key()).collect::<Vec<_>>())
-            .bind(moved.iter().map(|(k, _)| k.bank).collect::<Vec<_>>())
-            .bind(moved.iter().map(|(_, w)| w.value).collect::<Vec<_>>())
-            .bind(moved.iter().map(|(_, w)| w.holder).collect::<Vec<_>>())
-            .bind(moved.iter().map(|(_, w)| w.updated_at).collect::<Vec<_>>())
-            .bind(moved.iter().map(|(_, w)| w.evaluations).collect::<Vec<_>>())
-            .execute(&mut *db)
-            .await?;
 
         if fired.is_empty() {
             return Ok(0);
