@@ -11,7 +11,7 @@
 //! endpoints: an instance holds up to a few rounds of
 //! [`DeliverySettings::endpoint_concurrency`] messages per endpoint (one
 //! while it is failing), and starts them in turn as its calls end
-//! ([`ready`]), so a dead endpoint's backlog holds one slot and never the
+//! (`ready`), so a dead endpoint's backlog holds one slot and never the
 //! others' turn. Messages that fail are tried
 //! again on [`schedule`]'s times; an endpoint failing for 24 hours is
 //! disabled and its pending messages given up (`record`), which its
