@@ -43,6 +43,13 @@ const RECOVERED_WITHIN: Duration = Duration::from_secs(90);
 /// converter, the spreads and the reference rates.
 fn paths(banks: [i64; 3]) -> Vec<String> {
     let today = Utc::now().date_naive();
+    // The series' window is given: by default it ends at the next hour,
+    // and a run across an hour's end would compare two windows.
+    let window = format!(
+        "from={}&to={}",
+        today - chrono::Days::new(30),
+        today + chrono::Days::new(1)
+    );
     let mut paths: Vec<String> = [
         "/api/v1/banks",
         "/api/v1/banks?withRecentEx=true",
@@ -52,7 +59,6 @@ fn paths(banks: [i64; 3]) -> Vec<String> {
         "/api/v1/rates/best-rates?currencyCode=USD",
         "/api/v1/rates/best-rates?currencyCode=EUR",
         "/api/v1/rates/best-rates?currencyCode=GBP",
-        "/api/v1/rates/series?currencyCode=USD&interval=hour",
         "/api/v1/convert?from=USD&to=ETB&amount=100",
         "/api/v1/convert?from=ETB&to=EUR&amount=10000&transactional=true",
         "/api/v1/convert?from=USD&to=EUR&amount=100",
@@ -63,9 +69,12 @@ fn paths(banks: [i64; 3]) -> Vec<String> {
     ]
     .map(str::to_owned)
     .into();
+    paths.push(format!(
+        "/api/v1/rates/series?currencyCode=USD&interval=hour&{window}"
+    ));
     // CSV, as a spreadsheet asks for it.
     paths.push(format!(
-        "/api/v1/rates/series?bankId={}&currencyCode=USD&interval=raw&format=csv",
+        "/api/v1/rates/series?bankId={}&currencyCode=USD&interval=raw&format=csv&{window}",
         banks[0]
     ));
     for bank in banks {
@@ -75,7 +84,7 @@ fn paths(banks: [i64; 3]) -> Vec<String> {
             "/api/v1/history?bankId={bank}&date={today}&currencyCode=EUR"
         ));
         paths.push(format!(
-            "/api/v1/rates/series?bankId={bank}&currencyCode=USD&interval=raw"
+            "/api/v1/rates/series?bankId={bank}&currencyCode=USD&interval=raw&{window}"
         ));
     }
     paths
