@@ -48,15 +48,15 @@ impl Offer {
                 _ = shutdown.cancelled() => return,
                 // The newest are left alone: the deliverer is offering
                 // them, and a mark would lock them while it claims them.
-                _ = tick.tick() => self.offer(&pool, SWEEP_AFTER).await,
+                _ = tick.tick() => self.offer(&pool).await,
             }
         }
     }
 
     /// Offers what was not offered yet (errors are logged once and tried
     /// again next round).
-    async fn offer(&mut self, pool: &PgPool, older_than: Duration) {
-        match self.round(pool, older_than).await {
+    async fn offer(&mut self, pool: &PgPool) {
+        match self.round(pool).await {
             Ok(()) if self.failing => {
                 info!("crossings reach the live stream again");
                 self.failing = false;
@@ -111,8 +111,8 @@ impl Offer {
         }
     }
 
-    /// Offers the messages made more than `older_than` ago.
-    async fn round(&mut self, pool: &PgPool, older_than: Duration) -> crate::Result<()> {
+    /// Offers the messages made more than [`SWEEP_AFTER`] ago.
+    async fn round(&mut self, pool: &PgPool) -> crate::Result<()> {
         loop {
             let mut tx = pool.begin().await?;
             let rows: Vec<(String, String, String)> = sqlx::query_as(
@@ -125,7 +125,7 @@ impl Offer {
             )
             .bind(THRESHOLD_CROSSED)
             .bind(PER_ROUND)
-            .bind(older_than)
+            .bind(SWEEP_AFTER)
             .fetch_all(&mut *tx)
             .await?;
             if rows.is_empty() {
