@@ -27,8 +27,6 @@ pub struct Ready {
     waiting: HashMap<Uuid, VecDeque<(Instant, Claimed)>>,
     /// Endpoints with messages waiting, in turn.
     turn: VecDeque<Uuid>,
-    /// Per endpoint: waiting plus in flight.
-    held: HashMap<Uuid, i32>,
     flying: HashMap<Uuid, usize>,
     flying_total: usize,
 }
@@ -36,7 +34,6 @@ pub struct Ready {
 impl Ready {
     pub fn add(&mut self, message: Claimed) {
         let endpoint = message.webhook_id;
-        *self.held.entry(endpoint).or_default() += 1;
         let queue = self.waiting.entry(endpoint).or_default();
         if queue.is_empty() {
             self.turn.push_back(endpoint);
@@ -66,12 +63,10 @@ impl Ready {
             let Some(queue) = self.waiting.get_mut(&endpoint) else {
                 continue;
             };
-            let mut let_go = 0;
             let found = loop {
                 match queue.pop_front() {
                     Some((claimed_at, message)) if claimed_at.elapsed() > WAIT_AT_MOST => {
                         expired.push(message);
-                        let_go += 1;
                     }
                     other => break other.map(|(_, message)| message),
                 }
@@ -80,9 +75,6 @@ impl Ready {
                 self.waiting.remove(&endpoint);
             } else {
                 self.turn.push_back(endpoint);
-            }
-            for _ in 0..let_go {
-                self.release(endpoint);
             }
             if let Some(message) = found {
                 *self.flying.entry(endpoint).or_default() += 1;
@@ -102,40 +94,30 @@ impl Ready {
                 self.flying.remove(&endpoint);
             }
         }
-        self.release(endpoint);
     }
 
-    fn release(&mut self, endpoint: Uuid) {
-        if let Some(n) = self.held.get_mut(&endpoint) {
-            *n -= 1;
-            if *n <= 0 {
-                self.held.remove(&endpoint);
-            }
-        }
-    }
-
-    /// What each endpoint holds, as the claim counts it.
+    /// What each endpoint holds (waiting plus in flight), as the claim
+    /// counts it.
     pub fn held(&self) -> (Vec<Uuid>, Vec<i32>) {
-        self.held.iter().map(|(id, n)| (*id, *n)).unzip()
+        let mut held: HashMap<Uuid, usize> = self.flying.clone();
+        for (endpoint, queue) in &self.waiting {
+            *held.entry(*endpoint).or_default() += queue.len();
+        }
+        held.into_iter().map(|(id, n)| (id, n as i32)).unzip()
     }
 
     pub fn held_total(&self) -> usize {
-        self.held.values().map(|n| *n as usize).sum()
+        self.flying_total + self.waiting.values().map(VecDeque::len).sum::<usize>()
     }
 
     /// Every message still waiting (at shutdown: their leases are given
     /// back).
     pub fn drain(&mut self) -> Vec<Claimed> {
         self.turn.clear();
-        let waiting: Vec<Claimed> = self
-            .waiting
+        self.waiting
             .drain()
             .flat_map(|(_, queue)| queue.into_iter().map(|(_, m)| m))
-            .collect();
-        for message in &waiting {
-            self.release(message.webhook_id);
-        }
-        waiting
+            .collect()
     }
 }
 
