@@ -83,6 +83,19 @@ impl Assignment {
         by_hand: &Partitions,
         shutdown: &CancellationToken,
     ) -> Option<Desired> {
+        if let Some(ownership) = &self.ownership {
+            // The fold's consumer learns where the partitions are now, so
+            // its first read after the assignment needs no broker lookup.
+            let (consumer, topic) = (Arc::clone(&self.consumer), self.topic.clone());
+            let looked_up = tokio::task::spawn_blocking(move || {
+                consumer.fetch_metadata(Some(&topic), Duration::from_secs(5))
+            })
+            .await;
+            if let Ok(Err(e)) = looked_up {
+                debug!(error = %e, "the topic's metadata is not known yet");
+            }
+            let _ = ownership.ready.send(());
+        }
         let mut desired = self.ownership.as_ref().map(|o| o.desired.clone());
         self.partitions = match desired.as_mut() {
             Some(desired) => {

@@ -5,6 +5,10 @@
 //! without it), so operators see one group with its members and lag in
 //! their usual tools.
 //!
+//! A member joins only once its fold can read (its database prepared):
+//! joining takes partitions from the others at once, and a member still
+//! starting would leave them unread meanwhile.
+//!
 //! The group decides who owns what; Postgres stays the authority on where
 //! each partition is. A member of the group is a consumer of its own,
 //! polled on a thread of its own, that fetches nothing (its partitions are
@@ -31,7 +35,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
 use crate::consumer::KafkaContext;
@@ -45,6 +49,8 @@ pub struct Ownership {
     pub assigned: watch::Sender<BTreeSet<i32>>,
     /// The next offset of each partition, as last committed to Postgres.
     pub positions: watch::Sender<BTreeMap<i32, i64>>,
+    /// Sent once the fold can read: only then does the member join.
+    pub ready: std::sync::mpsc::Sender<()>,
 }
 
 /// This process's membership of the group; dropping it does not leave:
@@ -211,20 +217,36 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
             );
     }
     let consumer: BaseConsumer<Context> = settings.create_with_context(context)?;
-    consumer.subscribe(&[&config.topic])?;
-    info!(
-        group = config.group_id,
-        protocol = config.group_protocol,
-        client_id,
-        "joining the consumer group to share the topic's partitions"
-    );
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let topic = config.topic.clone();
+    let (group, protocol, id) = (
+        config.group_id.clone(),
+        config.group_protocol.clone(),
+        client_id.clone(),
+    );
     let thread = {
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("group-member".into())
-            .spawn(move || poll(consumer, &topic, &stop, positions_rx))
+            .spawn(move || {
+                // A member that joined before its fold could read would take
+                // partitions from the others and leave them unread meanwhile.
+                if !ready(&ready_rx, &stop) {
+                    return;
+                }
+                if let Err(e) = consumer.subscribe(&[&topic]) {
+                    error!(error = %e, "could not subscribe to the topic");
+                    return;
+                }
+                info!(
+                    group,
+                    protocol,
+                    client_id = id,
+                    "joining the consumer group to share the topic's partitions"
+                );
+                poll(consumer, &topic, &stop, positions_rx)
+            })
             .map_err(|e| crate::Error::Config(format!("starting the group member: {e}")))?
     };
     Ok((
@@ -232,6 +254,7 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
             desired: desired_rx,
             assigned: assigned_tx,
             positions: positions_tx,
+            ready: ready_tx,
         },
         Member {
             client_id,
@@ -239,6 +262,18 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
             thread: Some(thread),
         },
     ))
+}
+
+/// Waits for the fold to be ready; false if the process stops first.
+fn ready(ready: &std::sync::mpsc::Receiver<()>, stop: &AtomicBool) -> bool {
+    while !stop.load(Ordering::Relaxed) {
+        match ready.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) => return true,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+    false
 }
 
 /// The member's thread: serves the group protocol (heartbeats and
