@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 const PARTITIONS: i32 = 6;
 /// A killed member's partitions move when the broker ends its session (the
-/// test broker's `group.consumer.session.timeout.ms`, 6 s) and the others'
-/// next heartbeats (1 s) bring the new assignment.
+/// test broker's `group.consumer.session.timeout.ms`, 2 s) and the others'
+/// next heartbeats (250 ms) bring the new assignment; the rest is room for
+/// a busy machine.
 const TAKEOVER_WITHIN: Duration = Duration::from_secs(10);
 /// A stopped member leaves the group at once.
 const HANDOVER_WITHIN: Duration = Duration::from_secs(3);
