@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::procs::{self, Procs};
 use super::report::{fixed, replace_section, row};
 use super::{median, say, Machine, Settings};
-use crate::feed::client::{new_bank, IngestClient, Pushed};
+use crate::feed::client::{new_bank, Pushed};
 use crate::feed::load::Percentiles;
 use crate::feed::receive::{self, Tally};
 
@@ -45,11 +45,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     )
     .await?;
     procs.start_stack().await?;
-    let ingest = IngestClient::new(
-        &format!("http://127.0.0.1:{}", procs::INGEST),
-        &format!("http://127.0.0.1:{}", procs::INGEST_OPERATOR),
-        Some(procs::ADMIN_TOKEN),
-    )?;
+    let ingest = procs::ingest_client()?;
     let bank = ingest
         .register_bank(new_bank(
             "BENCH",

@@ -26,7 +26,6 @@ use super::load::Latency;
 use super::procs::{self, Procs};
 use super::report::replace_section;
 use super::{median, say, Settings};
-use crate::feed::client::IngestClient;
 use history::Loaded;
 use storage::Footprint;
 use targets::{any_of, instant, instants, Run, Target};
@@ -104,11 +103,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let mut procs = Procs::new(settings, &[]).await?;
     procs.start_stack().await?;
     let ingest_url = format!("http://127.0.0.1:{}", procs::INGEST);
-    let client = IngestClient::new(
-        &ingest_url,
-        &format!("http://127.0.0.1:{}", procs::INGEST_OPERATOR),
-        Some(procs::ADMIN_TOKEN),
-    )?;
+    let client = procs::ingest_client()?;
     let banks = history::register(&client).await?;
     say(format!(
         "history: {} days of hourly boards of {} banks x 30 currencies, through the backfill",

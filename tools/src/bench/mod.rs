@@ -8,14 +8,15 @@
 //! [`procs`] runs and watches the processes, [`load`] drives the load
 //! generators against them (a backlog for the projector included),
 //! [`report`] writes Markdown; one module per scenario:
-//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`alerts`],
-//! [`known_at`].
+//! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`group`],
+//! [`alerts`], [`known_at`].
 
 pub mod abuse;
 pub mod alerts;
 pub mod backlog;
 pub mod freshness;
 pub mod full;
+pub mod group;
 pub mod known_at;
 pub mod limits;
 pub mod live;

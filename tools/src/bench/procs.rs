@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::{say, Settings};
+use crate::feed::client::IngestClient;
 
 pub const DATABASE: &str = "ratewire_bench";
 pub const PREFIX: &str = "rwbench:";
@@ -29,6 +30,15 @@ pub const ADMIN_TOKEN: &str = "bench-operator-token-0b8e41c7d2f95a63";
 pub const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 /// A plan large enough never to refuse during a run, beside the usual ones.
 pub const PLANS: &str = "bench=1000000000/1000000000000/100000/100000,free=60/10000,pro=1000/1000000,enterprise=100000/1000000000,anonymous=10/1000";
+
+/// The bench stack's ingest, as its publishers and its operator see it.
+pub fn ingest_client() -> anyhow::Result<IngestClient> {
+    IngestClient::new(
+        &format!("http://127.0.0.1:{INGEST}"),
+        &format!("http://127.0.0.1:{INGEST_OPERATOR}"),
+        Some(ADMIN_TOKEN),
+    )
+}
 
 /// The settings every process of the bench's stack is started with.
 pub fn stack_env() -> Vec<(String, String)> {
@@ -165,6 +175,14 @@ impl Procs {
         }
     }
 
+    /// Kills `name` with SIGKILL (a crash: it says goodbye to no one).
+    pub fn kill(&mut self, name: &str) {
+        if let Some(mut child) = self.children.remove(name) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// The bench's own Apache Kafka broker (`deploy/stack kafka-exec`) on
     /// an empty log, once it takes connections.
     pub async fn start_broker(&mut self) -> anyhow::Result<()> {
@@ -264,8 +282,13 @@ impl Procs {
 
 impl Drop for Procs {
     fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            terminate(child);
+        // The broker last: the others would wait for it while stopping.
+        let broker = self.children.remove("broker");
+        for mut child in std::mem::take(&mut self.children)
+            .into_values()
+            .chain(broker)
+        {
+            terminate(&mut child);
         }
     }
 }

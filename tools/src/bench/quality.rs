@@ -14,7 +14,6 @@ use super::known_at::{known_window, measure, wait_folded, Figures, RATE};
 use super::procs::{self, Procs};
 use super::report::{fixed, replace_section};
 use super::{say, Machine, Settings};
-use crate::feed::client::IngestClient;
 
 /// Days of history: the reports' default window.
 const DAYS: u64 = 30;
@@ -24,7 +23,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     procs.start_stack().await?;
     let ingest_url = format!("http://127.0.0.1:{}", procs::INGEST);
     let operator = format!("http://127.0.0.1:{}", procs::INGEST_OPERATOR);
-    let client = IngestClient::new(&ingest_url, &operator, Some(procs::ADMIN_TOKEN))?;
+    let client = procs::ingest_client()?;
     let banks = history::register(&client).await?;
     say("schedules: every bank expected every hour");
     let http = reqwest::Client::new();

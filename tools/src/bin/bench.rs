@@ -31,6 +31,10 @@ enum Scenario {
     Live,
     /// One, two and three projectors folding the same backlog.
     Projectors,
+    /// Freshness with one projector and with three sharing the partitions;
+    /// how soon boards are fresh again after a member joins, leaves or is
+    /// killed; what the group's heartbeats cost at rest.
+    Group,
     /// 10,000 alerts crossed by one board: the time to the last signed
     /// call, and the board's freshness beside it.
     Alerts,
@@ -62,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Abuse => bench::abuse::run(settings).await,
         Scenario::Live => bench::live::run(settings).await,
         Scenario::Projectors => bench::projectors::run(settings).await,
+        Scenario::Group => bench::group::run(settings).await,
         Scenario::Alerts => bench::alerts::run(settings).await,
         Scenario::Reads => bench::reads::run(settings).await,
         Scenario::Freshness => bench::freshness::freshness_only(settings).await,

@@ -173,7 +173,9 @@ async fn banks(client: &IngestClient, count: usize) -> anyhow::Result<Vec<Bank>>
     Ok(banks)
 }
 
-fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
+/// A board of the first `currencies` of the demo's, their mid-rates moved
+/// by `wobble` (a fraction), with a 2% spread.
+pub fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
     let rates: Vec<String> = DEMO_CURRENCIES
         .iter()
         .chain(MORE_CURRENCIES.iter())
