@@ -10,6 +10,7 @@ use ratewire_service::{Listeners, Readiness};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::board_records::BoardRecords;
 use crate::config::Config;
 use crate::db;
 use crate::error::Result;
@@ -108,6 +109,7 @@ pub fn state(config: &Config) -> Result<AppState> {
     let pool = db::pool(&config.common.database_url, &config.schema)?;
     let publisher = Publisher::new(config)?.announcing(pool.clone());
     Ok(AppState {
+        board_records: BoardRecords::spawn(pool.clone()),
         pool,
         publisher,
         operators: OperatorGate::new(

@@ -38,6 +38,7 @@ pub mod app;
 pub mod appended;
 pub mod banks;
 pub mod board;
+pub mod board_records;
 pub mod cli;
 pub mod config;
 pub mod db;

@@ -19,19 +19,6 @@ use crate::error::{Error, Result};
 use crate::outbox;
 use crate::publisher::Publisher;
 
-/// Notes a board about to be published (again, for a retried push).
-pub async fn record_board(pool: &PgPool, bank: BankId, event_id: Uuid) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO published_boards (event_id, bank_id) VALUES ($1, $2)
-         ON CONFLICT (event_id) DO NOTHING",
-    )
-    .bind(event_id)
-    .bind(bank.get())
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
 /// Publishes the retraction of `bank`'s board `board_event_id`, or finds
 /// the one already published; returns the retraction's event id.
 pub async fn retract(

@@ -131,7 +131,10 @@ pub async fn publish_board(
     };
     // The bank's own changes waiting in the outbox go first.
     outbox::before_board(&state.pool, &state.publisher, bank_id).await?;
-    retraction::record_board(&state.pool, bank_id, envelope.event_id).await?;
+    state
+        .board_records
+        .record(bank_id, envelope.event_id)
+        .await?;
     let acknowledged = state.publisher.publish(&envelope).await?;
     if let Some(key) = key {
         idempotency::accepted(&state.pool, bank_id, key, acknowledged.known_at).await?;

@@ -21,6 +21,7 @@ use ratewire_service::operator::{HasOperatorGate, OperatorGate};
 use ratewire_service::Readiness;
 use sqlx::PgPool;
 
+use crate::board_records::BoardRecords;
 use crate::error::Error;
 use crate::publisher::Publisher;
 
@@ -28,6 +29,8 @@ use crate::publisher::Publisher;
 pub struct AppState {
     pub pool: PgPool,
     pub publisher: Publisher,
+    /// Boards recorded before they are published.
+    pub board_records: BoardRecords,
     /// The operators' token and who failed to present it.
     pub operators: OperatorGate,
     /// Publishers' credentials: who failed to present one, and tokens
