@@ -394,21 +394,36 @@ pub async fn agrees_with_log<'e>(db: impl sqlx::PgExecutor<'e>, id: BankId) -> R
     }
 }
 
-/// The bank a live token publishes for, and whether that bank is active;
-/// [`Error::LogConflict`] for a bank that disagrees with the log.
-pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<(BankId, bool)>> {
+/// A publisher token's bank, as authentication found it.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBank {
+    pub bank: BankId,
+    pub active: bool,
+    /// The bank's own changes wait in the outbox: they go on the log
+    /// before its next board.
+    pub changes_waiting: bool,
+}
+
+/// The bank a live token publishes for, whether that bank is active and
+/// whether its changes wait in the outbox; [`Error::LogConflict`] for a
+/// bank that disagrees with the log.
+pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<TokenBank>> {
     let Some(prefix) = secrets::prefix_of(TOKEN_KIND, token) else {
         return Ok(None);
     };
-    let row: Option<(i64, String, bool, Option<String>)> = sqlx::query_as(
-        "SELECT t.bank_id, t.token_hash, b.active, b.log_conflict
+    // Whether the bank's own changes wait in the outbox comes in the same
+    // round trip: a push needs to know, and asking apart cost a board a
+    // query of its own.
+    let row: Option<(i64, String, bool, Option<String>, bool)> = sqlx::query_as(
+        "SELECT t.bank_id, t.token_hash, b.active, b.log_conflict,
+                EXISTS (SELECT 1 FROM outbox o WHERE o.bank_id = t.bank_id)
          FROM publisher_tokens t JOIN banks b ON b.id = t.bank_id
          WHERE t.prefix = $1 AND t.revoked_at IS NULL",
     )
     .bind(prefix)
     .fetch_optional(pool)
     .await?;
-    let Some((id, hash, active, conflict)) = row else {
+    let Some((id, hash, active, conflict, changes_waiting)) = row else {
         return Ok(None);
     };
     if !secrets::same_hash(&hash, &secrets::hash(token)) {
@@ -417,5 +432,9 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<(BankId, 
     if let Some(reason) = conflict {
         return Err(Error::LogConflict { bank: id, reason });
     }
-    Ok(BankId::new(id).ok().map(|id| (id, active)))
+    Ok(BankId::new(id).ok().map(|bank| TokenBank {
+        bank,
+        active,
+        changes_waiting,
+    }))
 }

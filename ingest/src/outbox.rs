@@ -103,7 +103,19 @@ pub async fn pending_for(pool: &PgPool, bank: BankId) -> Result<bool> {
 /// Before a board of `bank` is published: its waiting events go first.
 /// 503 when they cannot (the broker is unavailable).
 pub async fn before_board(pool: &PgPool, publisher: &Publisher, bank: BankId) -> Result<()> {
-    if !pending_for(pool, bank).await? {
+    let waiting = pending_for(pool, bank).await?;
+    before_board_known(pool, publisher, bank, waiting).await
+}
+
+/// [`before_board`] where the caller has read whether `bank` has events
+/// `waiting` (authentication reads it with the token).
+pub async fn before_board_known(
+    pool: &PgPool,
+    publisher: &Publisher,
+    bank: BankId,
+    waiting: bool,
+) -> Result<()> {
+    if !waiting {
         return Ok(());
     }
     drain(pool, publisher).await?;

@@ -37,7 +37,7 @@ async fn authenticate(
     state: &AppState,
     peer: IpAddr,
     headers: &HeaderMap,
-) -> Result<(BankId, bool)> {
+) -> Result<banks::TokenBank> {
     let gate = &state.publishers;
     let client = gate.clients.client(Some(peer), headers);
     if let Some(wait) = client.and_then(|c| gate.failures.blocked(c)) {
@@ -98,7 +98,8 @@ pub async fn publish_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish").await?;
+    let caller = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish").await?;
+    let bank_id = caller.bank;
     if !is_json(&headers) {
         return Err(Error::UnsupportedMediaType);
     }
@@ -130,7 +131,13 @@ pub async fn publish_board(
         }
     };
     // The bank's own changes waiting in the outbox go first.
-    outbox::before_board(&state.pool, &state.publisher, bank_id).await?;
+    outbox::before_board_known(
+        &state.pool,
+        &state.publisher,
+        bank_id,
+        caller.changes_waiting,
+    )
+    .await?;
     state
         .board_records
         .record(bank_id, envelope.event_id)
@@ -151,20 +158,21 @@ async fn publisher_of(
     headers: &HeaderMap,
     bank_id: &str,
     action: &str,
-) -> Result<BankId> {
+) -> Result<banks::TokenBank> {
     let bank_id: BankId = bank_id
         .parse()
         .map_err(|e: ratewire_proto::InvalidId| Error::validation("bankId", e.to_string()))?;
-    let (token_bank, active) = authenticate(state, peer, headers).await?;
-    if token_bank != bank_id {
+    let found = authenticate(state, peer, headers).await?;
+    if found.bank != bank_id {
         return Err(Error::Forbidden(format!(
-            "This token may only {action} boards for bank {token_bank}"
+            "This token may only {action} boards for bank {}",
+            found.bank
         )));
     }
-    if !active {
+    if !found.active {
         return Err(Error::Forbidden(format!("Bank {bank_id} is deactivated")));
     }
-    Ok(bank_id)
+    Ok(found)
 }
 
 /// Retract one of the bank's boards (named by the event id its push was
@@ -196,7 +204,9 @@ pub async fn retract_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract").await?;
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract")
+        .await?
+        .bank;
     let board = parse_event_id(&event_id)?;
     let reason = read_reason(&state, &headers, body).await?;
     let retraction = retraction::retract(
