@@ -14,10 +14,9 @@ use ratewire_proto::CurrencyCode;
 use rust_decimal::Decimal;
 use sqlx::PgPool;
 use tracing::warn;
-
-use super::stream::Offer;
 use uuid::Uuid;
 
+use super::stream::Offer;
 use crate::judge::{Condition, Field};
 use crate::message::{
     crossing_id, quality_message_id, BankRef, Body, ThresholdCrossed, THRESHOLD_CROSSED,
@@ -205,8 +204,11 @@ pub async fn round(pool: &PgPool, stream: &Offer) -> sqlx::Result<Option<u64>> {
     let new: Vec<(&str, &str, &str)> = (0..messages.id.len())
         .filter(|i| made.contains(&messages.id[*i]))
         .map(|i| {
-            let m = &messages;
-            (m.owner[i].as_str(), m.id[i].as_str(), m.body[i].as_str())
+            (
+                messages.owner[i].as_str(),
+                messages.id[i].as_str(),
+                messages.body[i].as_str(),
+            )
         })
         .collect();
     stream.offer_made(pool, &new).await;

@@ -21,6 +21,7 @@ pub(super) struct Statements {
 impl Statements {
     /// `s` is a checked identifier (settings) holding the alerts' tables.
     pub fn new(s: &str) -> Self {
+        let advance = advance_positions(s, 16);
         let latest =
             "SELECT r.bank_id, r.currency::text AS currency, r.cash_buying, r.cash_selling,
                              r.transactional_buying, r.transactional_selling, r.as_of
@@ -70,11 +71,7 @@ impl Statements {
             // ($12..$15), dropping currencies they no longer quote; and
             // moves the positions on, as `advance` does ($16..$18).
             refresh: format!(
-                "WITH advanced AS (
-                     UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
-                     FROM UNNEST($17::int[], $18::bigint[]) AS n (partition, next_offset)
-                     WHERE p.topic = $16 AND p.partition = n.partition
-                 ), now AS (
+                "WITH advanced AS ({advance}), now AS (
                      SELECT * FROM UNNEST($5::bigint[], $6::text[], $7::numeric[], $8::numeric[],
                                           $9::numeric[], $10::numeric[], $11::timestamptz[],
                                           $12::numeric[], $13::numeric[], $14::numeric[],
@@ -161,13 +158,20 @@ impl Statements {
                  ON CONFLICT DO NOTHING"
             ),
             quality_events: record_quality_events(s),
-            advance: format!(
-                "UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
-                 FROM UNNEST($2::int[], $3::bigint[]) AS n (partition, next_offset)
-                 WHERE p.topic = $1 AND p.partition = n.partition"
-            ),
+            advance: advance_positions(s, 1),
         }
     }
+}
+
+/// Moves the evaluated partitions' positions on: the topic, then each
+/// partition and its next offset, as parameters `$first` to `$first + 2`.
+fn advance_positions(s: &str, first: usize) -> String {
+    let (topic, partitions, next) = (first, first + 1, first + 2);
+    format!(
+        "UPDATE {s}.positions p SET next_offset = GREATEST(p.next_offset, n.next_offset)
+         FROM UNNEST(${partitions}::int[], ${next}::bigint[]) AS n (partition, next_offset)
+         WHERE p.topic = ${topic} AND p.partition = n.partition"
+    )
 }
 
 /// Records watchdog events ($1..$4: id, type, body, time), each once: the
