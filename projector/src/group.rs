@@ -230,8 +230,7 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
         std::thread::Builder::new()
             .name("group-member".into())
             .spawn(move || {
-                // A member that joined before its fold could read would take
-                // partitions from the others and leave them unread meanwhile.
+                // Joins once the fold can read (see the module's notes).
                 if !ready(&ready_rx, &stop) {
                     return;
                 }

@@ -13,7 +13,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -75,7 +74,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let _stop_watching = stop.clone().drop_guard();
     boards.watch(api, key, stop.clone());
     say("warm-up: two boards per bank, not measured");
-    paced(&boards, 2 * BANKS).await?;
+    paced(&boards, 2 * BANKS, None).await?;
     boards.settled(Duration::from_secs(30)).await?;
     boards.take();
 
@@ -88,7 +87,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     wait_shares(&[1, 2, 3]).await?;
     // Each new member's first batch still waits for its hand-over; that
     // is the churn's figure below, not the steady state's.
-    paced(&boards, 2 * BANKS).await?;
+    paced(&boards, 2 * BANKS, None).await?;
     boards.settled(Duration::from_secs(30)).await?;
     boards.take();
     let three = phase(&boards, settings.rounds, &procs.dir, "3").await?;
@@ -238,15 +237,7 @@ async fn wait_shares(members: &[u16]) -> anyhow::Result<()> {
     loop {
         let mut shares = Vec::new();
         for i in members {
-            let ready: Option<Value> = match http
-                .get(format!("http://127.0.0.1:{}/readyz", member_port(*i)))
-                .send()
-                .await
-            {
-                Ok(answer) => answer.json().await.ok(),
-                Err(_) => None,
-            };
-            shares.push(ready.and_then(|r| Some(r["partitions"].as_array()?.len())));
+            shares.push(procs::partitions_read(&http, member_port(*i)).await);
         }
         let held: usize = shares.iter().flatten().sum();
         if held == PARTITIONS && shares.iter().all(|s| s.is_some_and(|n| n > 0)) {
@@ -259,14 +250,25 @@ async fn wait_shares(members: &[u16]) -> anyhow::Result<()> {
     }
 }
 
-/// Publishes `count` boards, one every [`PACE`], the banks in turn.
-async fn paced(boards: &Boards, count: usize) -> anyhow::Result<()> {
+/// Publishes `count` boards (fewer if `stop` comes first), one every
+/// [`PACE`], the banks in turn; an error if any was not accepted.
+async fn paced(
+    boards: &Boards,
+    count: usize,
+    stop: Option<&CancellationToken>,
+) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(PACE);
     let mut tasks = JoinSet::new();
     for i in 0..count {
+        if stop.is_some_and(CancellationToken::is_cancelled) {
+            break;
+        }
         tick.tick().await;
         let boards = boards.clone();
         tasks.spawn(async move { boards.publish(i % boards.len()).await });
+        while let Some(done) = tasks.try_join_next() {
+            done??;
+        }
     }
     while let Some(done) = tasks.join_next().await {
         done??;
@@ -290,7 +292,7 @@ fn keep(dir: &Path, part: &str, seen: &[Seen]) -> anyhow::Result<()> {
 
 /// Single boards, then `rounds` bursts.
 async fn phase(boards: &Boards, rounds: u64, dir: &Path, name: &str) -> anyhow::Result<Phase> {
-    paced(boards, SINGLES).await?;
+    paced(boards, SINGLES, None).await?;
     boards.settled(Duration::from_secs(30)).await?;
     let seen = boards.take();
     keep(dir, &format!("{name} singles"), &seen)?;
@@ -335,16 +337,7 @@ async fn churn(
     let stop = CancellationToken::new();
     let feed = {
         let (boards, stop) = (boards.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(PACE);
-            let mut i = 0;
-            while !stop.is_cancelled() {
-                tick.tick().await;
-                let boards = boards.clone();
-                tokio::spawn(async move { boards.publish(i % boards.len()).await });
-                i += 1;
-            }
-        })
+        tokio::spawn(async move { paced(&boards, usize::MAX, Some(&stop)).await })
     };
     let mut changes = Vec::new();
     let mut change = |what, at| changes.push(Change { what, at });
@@ -363,7 +356,7 @@ async fn churn(
         tokio::time::sleep(WINDOW).await;
     }
     stop.cancel();
-    feed.await?;
+    feed.await??;
     boards.settled(Duration::from_secs(30)).await?;
     let seen = boards.take();
     keep(&procs.dir, "churn", &seen)?;

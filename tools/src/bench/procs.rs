@@ -306,6 +306,18 @@ fn terminate(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// How many partitions the projector whose health listener is on `port`
+/// reads now, as its /readyz says (`None`: no answer).
+pub async fn partitions_read(http: &reqwest::Client, port: u16) -> Option<usize> {
+    let answer = http
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .send()
+        .await
+        .ok()?;
+    let ready: serde_json::Value = answer.json().await.ok()?;
+    Some(ready["partitions"].as_array()?.len())
+}
+
 /// Drops and creates `name` on the local Postgres.
 pub async fn fresh_database(name: &str) -> anyhow::Result<()> {
     let admin = sqlx::PgPool::connect(&format!("{POSTGRES}/postgres")).await?;

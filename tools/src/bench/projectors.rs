@@ -79,18 +79,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         let seconds = started.elapsed().as_secs_f64();
         let mut shares = Vec::new();
         for i in 1..=n {
-            let ready: Option<serde_json::Value> = match http
-                .get(format!("http://127.0.0.1:{}/readyz", port(i)))
-                .send()
-                .await
-            {
-                Ok(answer) => answer.json().await.ok(),
-                Err(_) => None,
-            };
             shares.push(
-                ready
-                    .and_then(|r| Some(r["partitions"].as_array()?.len().to_string()))
-                    .unwrap_or_else(|| "?".into()),
+                procs::partitions_read(&http, port(i))
+                    .await
+                    .map_or_else(|| "?".into(), |n| n.to_string()),
             );
         }
         rows.push(row(&[
