@@ -36,11 +36,11 @@
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do. Two
-//! test binaries link the processes as libraries (dev-dependencies), so the
-//! others stay small: `tests/tests/reads`, whose in-process world runs the
-//! API's routers, the projector's fold and views and ingest's board parser
-//! for tests whose subject is what the API answers, and
-//! `tests/tests/readme_settings.rs`, which reads their clap definitions.
+//! subjects of the suite use the processes as libraries (dev-dependencies):
+//! `tests/tests/reads`, whose in-process world runs the API's routers, the
+//! projector's fold and views and ingest's board parser for tests whose
+//! subject is what the API answers, and `tests/tests/readme_settings.rs`,
+//! which reads their clap definitions.
 
 mod alerting;
 mod board;

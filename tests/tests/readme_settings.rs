@@ -5,7 +5,7 @@
 //! after changing one:
 //!
 //! ```sh
-//! RATEWIRE_WRITE_README=1 cargo test -p ratewire-e2e --test readme_settings
+//! RATEWIRE_WRITE_README=1 cargo test -p ratewire-e2e --test e2e readme_settings::
 //! ```
 
 use std::collections::BTreeSet;
@@ -171,7 +171,7 @@ fn the_readme_s_settings_table_is_what_help_says() {
          rows --help has and the README lacks:\n{}\n\
          rows the README has and --help does not:\n{}\n\
          {}\n\
-         Rewrite it with: RATEWIRE_WRITE_README=1 cargo test -p ratewire-e2e --test readme_settings",
+         Rewrite it with: RATEWIRE_WRITE_README=1 cargo test -p ratewire-e2e --test e2e readme_settings::",
         missing.join("\n"),
         stale.join("\n"),
         if missing.is_empty() && stale.is_empty() {

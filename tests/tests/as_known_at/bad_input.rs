@@ -5,8 +5,8 @@ use ratewire_e2e::known_at::{as_known_at, instant};
 use ratewire_e2e::{ago, Board, Stack};
 use serde_json::{json, Value};
 
-use crate::revisions::revisions;
-use crate::steps::event_id;
+use super::revisions::revisions;
+use super::steps::event_id;
 
 /// Each read of rate data, once, for the bad-input checks.
 const READS: [&str; 10] = [

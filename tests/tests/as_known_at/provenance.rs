@@ -7,7 +7,7 @@ use ratewire_e2e::known_at::LogPosition;
 use ratewire_e2e::Stack;
 use serde_json::Value;
 
-use crate::steps::{event_id, time};
+use super::steps::{event_id, time};
 
 /// The provenance of one board as `/api/v1/boards/{id}` gives it.
 async fn provenance(stack: &Stack, key: &str, board: &str) -> anyhow::Result<Value> {

@@ -8,7 +8,7 @@ use ratewire_e2e::known_at::Moment;
 use ratewire_e2e::Stack;
 use serde_json::Value;
 
-use crate::steps::time;
+use super::steps::time;
 
 /// The revisions of a page of the revision log.
 pub(crate) fn revisions(page: &Value) -> Vec<Value> {

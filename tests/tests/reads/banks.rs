@@ -1,10 +1,10 @@
 //! GET /api/v1/banks, as api-v1 §4.1 and decisions.md describe it: the
-//! reads in process (see `crate::world::World`), and the list through bank
+//! reads in process (see `super::world::World`), and the list through bank
 //! changes made at ingest's operator endpoint.
 
 use ratewire_e2e::{ago, eventually, Board, Stack, VISIBLE_WITHIN};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::{json, Value};
 
 async fn banks_when(

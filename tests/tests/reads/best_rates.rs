@@ -1,9 +1,9 @@
 //! GET /api/v1/rates/best-rates, as api-v1 §4.4 and decisions.md describe
-//! it (the API in process: see `crate::world::World`).
+//! it (the API in process: see `super::world::World`).
 
 use ratewire_e2e::{ago, Board};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::{json, Value};
 
 /// The best rates of `code`, required to be 200.

@@ -1,9 +1,9 @@
 //! GET /api/v1/currencies, as api-v1 §4.2 and decisions.md describe it (the
-//! API in process: see `crate::world::World`).
+//! API in process: see `super::world::World`).
 
 use ratewire_e2e::{ago, Board};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::{json, Value};
 
 fn symbols(body: &Value) -> Vec<String> {

@@ -1,11 +1,11 @@
 //! Errors every endpoint shares (api-v1 §7): JSON bodies in the spec's
 //! format, for unknown paths and methods too, and no internals on a 500
-//! (the API in process: see `crate::world::World`).
+//! (the API in process: see `super::world::World`).
 
 use axum::http::Method;
 use ratewire_e2e::{ago, Board};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::json;
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 //! GET /api/v1/history, as api-v1 §4.5 and decisions.md describe it (the
-//! API in process: see `crate::world::World`).
+//! API in process: see `super::world::World`).
 
 use ratewire_e2e::{at, day, Board};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::json;
 
 #[tokio::test]

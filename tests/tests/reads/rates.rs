@@ -1,9 +1,9 @@
 //! GET /api/v1/rates, as api-v1 §4.3 and decisions.md describe it, through
-//! a bank's whole life (the API in process: see `crate::world::World`).
+//! a bank's whole life (the API in process: see `super::world::World`).
 
 use ratewire_e2e::{ago, Board};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::json;
 
 #[tokio::test]

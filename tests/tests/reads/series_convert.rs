@@ -1,11 +1,11 @@
 //! Time series, conversion, conditional requests (the API in process: see
-//! `crate::world::World`) and cross-origin reads, each answer checked
+//! `super::world::World`) and cross-origin reads, each answer checked
 //! against the API's OpenAPI document.
 
 use chrono::{Datelike, Duration, Utc};
 use ratewire_e2e::{ago, Board, Stack};
 
-use crate::world::World;
+use super::world::World;
 use serde_json::Value;
 
 /// A board of `rates` (currency, buying, selling), each quoted the same for
