@@ -25,7 +25,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 const CALL_WITHIN: Duration = Duration::from_secs(10);
 
 /// How the README starts its webhook receiver.
-const RECEIVER: &str = "target/release/ratewire-feed receive";
+const RECEIVER: &str = "target/debug/ratewire-feed receive";
 
 /// One documented block of commands and the answer shown right after it,
 /// if any.
@@ -352,7 +352,7 @@ async fn the_readme_alert_walkthrough_delivers_its_call_within_seconds() -> anyh
     let feed = ratewire_e2e::binary("ratewire-feed")?;
     let script = on_stack(&walkthrough.body, &stack)
         .replace("127.0.0.1:9999", &format!("127.0.0.1:{port}"))
-        .replace("target/release/ratewire-feed", &feed.display().to_string());
+        .replace("target/debug/ratewire-feed", &feed.display().to_string());
 
     let started = std::time::Instant::now();
     let mut shell = tokio::process::Command::new("bash")
