@@ -263,6 +263,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let Backlog {
         ingest,
         accepted,
+        bare,
         fold_seconds,
         total_entries,
         replay_seconds,
@@ -356,6 +357,10 @@ currencies and `/currencies`; `ratewire_projector_aggregates_delay_seconds`): {a
 - Ingest, as fast as 32 concurrent publishers can, each push acknowledged by the broker
   (acks=all, idempotent): {ingest_rate} boards/s ({accepted} boards of 30 currencies; ack p50
   {ingest_p50} ms, p99 {ingest_p99} ms).
+- Its bare baseline, the broker's client alone: the same events produced again with ingest's
+  producer settings by 32 senders, each waiting for its acknowledgement before the next, as
+  publishers wait for their 202: {bare_rate} records/s (ack p50 {bare_p50} ms, p99 {bare_p99}
+  ms).
 - Projector, started on that backlog: {entries} rate entries in {fold} s = {fold_rate} entries/s
   (from process start to the last event committed, views included).
 - Replay of the whole log into a fresh schema (`ratewire-projector replay --no-switch`,
@@ -437,6 +442,9 @@ currencies and `/currencies`; `ratewire_projector_aggregates_delay_seconds`): {a
         accepted = accepted,
         ingest_p50 = ingest.get("ack_p50_ms"),
         ingest_p99 = ingest.get("ack_p99_ms"),
+        bare_rate = fixed(bare.per_second, 0),
+        bare_p50 = fixed(bare.ack.p50, 2),
+        bare_p99 = fixed(bare.ack.p99, 2),
         fold = fixed(fold_seconds, 2),
     );
     replace_section(&settings.page(), &section)

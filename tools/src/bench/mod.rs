@@ -14,6 +14,7 @@
 pub mod abuse;
 pub mod alerts;
 pub mod backlog;
+pub mod bare_producer;
 pub mod freshness;
 pub mod full;
 pub mod group;
