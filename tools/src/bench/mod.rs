@@ -27,6 +27,7 @@ pub mod projectors;
 pub mod quality;
 pub mod reads;
 pub mod report;
+pub mod setup;
 
 use std::path::PathBuf;
 

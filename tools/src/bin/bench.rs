@@ -54,6 +54,9 @@ enum Scenario {
     /// The quality reports on a month of hourly history: live and as
     /// known at past instants, beside the live path and the baseline.
     Quality,
+    /// The README's two commands on fresh clones: `deploy/stack up` with
+    /// every cache empty and nothing started, then `.ci/run`.
+    Setup,
 }
 
 #[tokio::main]
@@ -73,5 +76,6 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Backlog => bench::backlog::backlog_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
         Scenario::Quality => bench::quality::run(settings).await,
+        Scenario::Setup => bench::setup::run(settings).await,
     }
 }
