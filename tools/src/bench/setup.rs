@@ -27,8 +27,15 @@ const PORT_OFFSET: &str = "3000";
 /// One command's run: its whole time and the phases its `==>` lines began.
 struct Timed {
     seconds: f64,
-    /// Each phase's first line (without `==> `) and its seconds.
-    phases: Vec<(String, f64)>,
+    phases: Vec<Phase>,
+}
+
+struct Phase {
+    /// The line that began it, without `==> `.
+    line: String,
+    seconds: f64,
+    /// How busy the machine's cores were meanwhile, 0 to 1.
+    busy: f64,
 }
 
 impl Timed {
@@ -36,10 +43,40 @@ impl Timed {
     fn phase(&self, prefix: &str) -> f64 {
         self.phases
             .iter()
-            .filter(|(line, _)| line.starts_with(prefix))
-            .map(|(_, s)| s)
+            .filter(|p| p.line.starts_with(prefix))
+            .map(|p| p.seconds)
             .sum()
     }
+
+    /// "N s (cores M% busy)" for the first phase whose line starts with
+    /// `prefix`.
+    fn told(&self, prefix: &str) -> String {
+        match self.phases.iter().find(|p| p.line.starts_with(prefix)) {
+            Some(p) => format!(
+                "{} s (cores {}% busy)",
+                fixed(p.seconds, 0),
+                fixed(p.busy * 100.0, 0)
+            ),
+            None => "?".to_owned(),
+        }
+    }
+}
+
+/// The cores' busy and total time so far, in clock ticks (/proc/stat).
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let total: u64 = ticks.iter().take(8).sum();
+    // idle and iowait are the 4th and 5th.
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (total - idle, total)
 }
 
 /// Runs `args` in `dir` with `env`, its output kept in `log`, and times the
@@ -61,11 +98,15 @@ fn timed(dir: &Path, args: &[&str], env: &[(&str, String)], log: &Path) -> anyho
     let mut child = command.spawn().with_context(|| format!("{args:?}"))?;
     let output = child.stdout.take().context("the command's output")?;
     let mut kept = String::new();
-    let mut marks: Vec<(String, f64)> = Vec::new();
+    let mut marks: Vec<(String, f64, (u64, u64))> = Vec::new();
     for line in BufReader::new(output).lines() {
         let line = line?;
         if let Some(phase) = line.strip_prefix("==> ") {
-            marks.push((phase.to_owned(), started.elapsed().as_secs_f64()));
+            marks.push((
+                phase.to_owned(),
+                started.elapsed().as_secs_f64(),
+                cpu_ticks(),
+            ));
         }
         kept.push_str(&line);
         kept.push('\n');
@@ -79,11 +120,21 @@ fn timed(dir: &Path, args: &[&str], env: &[(&str, String)], log: &Path) -> anyho
             log.display()
         );
     }
-    let ends = marks.iter().skip(1).map(|(_, at)| *at).chain([seconds]);
+    let ends = marks
+        .iter()
+        .skip(1)
+        .map(|(_, at, ticks)| (*at, *ticks))
+        .chain([(seconds, cpu_ticks())]);
     let phases = marks
         .iter()
         .zip(ends)
-        .map(|((line, at), end)| (line.clone(), end - at))
+        .map(
+            |((line, at, (busy, total)), (end, (busy_end, total_end)))| Phase {
+                line: line.clone(),
+                seconds: end - at,
+                busy: (busy_end - busy) as f64 / (total_end - total).max(1) as f64,
+            },
+        )
         .collect();
     Ok(Timed { seconds, phases })
 }
@@ -197,9 +248,9 @@ its phases split at the lines it prints (`==>`):
 
 | command | took | of which | target |
 |---|---|---|---|
-| `deploy/stack up`, every cache empty (cargo's registry, Maven's, the broker's jars), nothing started (its own Postgres, Redis and broker) | {cold} | building (dev) {cold_build} s (the floor); fetching the broker {cold_fetch} s; Postgres' first start {cold_pg} s; the rest, to the demo key, {cold_rest} s | <= 5 min |
-| `deploy/stack up` again after `down` | {warm} | building {warm_build} s | |
-| `.ci/run` (`deploy/stack test`), `target/` empty, the machine's caches | {ci} | building {ci_build} s; the docs' check {ci_docs} s; the tests {ci_tests} s | <= 10 min |
+| `deploy/stack up`, every cache empty (cargo's registry, Maven's, the broker's jars), nothing started (its own Postgres, Redis and broker) | {cold} | building (dev) {cold_build} (the floor); fetching the broker {cold_fetch} s; Postgres' first start {cold_pg} s; the rest, to the demo key, {cold_rest} s | <= 5 min |
+| `deploy/stack up` again after `down` | {warm} | building {warm_build} | |
+| `.ci/run` (`deploy/stack test`), `target/` empty, the machine's caches | {ci} | building {ci_build}; the docs' check {ci_docs}; the tests {ci_tests} | <= 10 min |
 
 Logs: `.stack/bench/setup/`.
 ",
@@ -208,7 +259,7 @@ Logs: `.stack/bench/setup/`.
         cpu = machine.cpu,
         memory = machine.memory_gib,
         cold = minutes(cold.seconds),
-        cold_build = fixed(cold.phase("building"), 0),
+        cold_build = cold.told("building"),
         cold_fetch = fixed(cold.phase("fetching"), 0),
         cold_pg = fixed(cold.phase("creating a PostgreSQL") + cold.phase("starting PostgreSQL"), 0),
         cold_rest = fixed(
@@ -220,11 +271,11 @@ Logs: `.stack/bench/setup/`.
             0
         ),
         warm = minutes(warm.seconds),
-        warm_build = fixed(warm.phase("building"), 0),
+        warm_build = warm.told("building"),
         ci = minutes(ci.seconds),
-        ci_build = fixed(ci.phase("building"), 0),
-        ci_docs = fixed(ci.phase("checking the docs"), 0),
-        ci_tests = fixed(ci.phase("running the test suite"), 0),
+        ci_build = ci.told("building"),
+        ci_docs = ci.told("checking the docs"),
+        ci_tests = ci.told("running the test suite"),
     );
     replace_section(&settings.page(), &section)
 }
