@@ -237,7 +237,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     say(".ci/run on a fresh clone (about 25 minutes)");
     let ci = timed(&ci_dir, &[".ci/run"], &[], &work.join("ci.log"))?;
 
-    let minutes = |s: f64| format!("{} min {} s", (s / 60.0).floor(), (s % 60.0).round());
+    let minutes = |s: f64| match s.round() as u64 {
+        s if s < 60 => format!("{s} s"),
+        s => format!("{} min {} s", s / 60, s % 60),
+    };
     let machine = Machine::here();
     let section = format!(
         "## Set-up from a fresh clone (issue 62)
