@@ -27,7 +27,6 @@ type Record = (Vec<u8>, Vec<u8>);
 
 /// What the bare producer measured.
 pub struct Produced {
-    pub records: usize,
     pub per_second: f64,
     pub ack: Percentiles,
 }
@@ -85,7 +84,6 @@ pub async fn bare_producer(records: usize, senders: usize) -> anyhow::Result<Pro
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(Produced {
-        records: acks.len(),
         per_second: acks.len() as f64 / seconds,
         ack: Percentiles::of(acks),
     })

@@ -202,34 +202,23 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&home)?;
     let env = empty_caches(&home);
+    let stack = |command: &str, log: &str| {
+        timed(
+            &clone_dir,
+            &["deploy/stack", command],
+            &env,
+            &work.join(log),
+        )
+    };
     say("deploy/stack up on a fresh clone, every cache empty, nothing started");
-    let cold = timed(
-        &clone_dir,
-        &["deploy/stack", "up"],
-        &env,
-        &work.join("up-cold.log"),
-    );
-    let down = timed(
-        &clone_dir,
-        &["deploy/stack", "down"],
-        &env,
-        &work.join("down.log"),
-    );
+    let cold = stack("up", "up-cold.log");
+    // Down whatever up did, so that a failed start leaves nothing running.
+    let down = stack("down", "down.log");
     let cold = cold?;
     down?;
     say("deploy/stack up again after down");
-    let warm = timed(
-        &clone_dir,
-        &["deploy/stack", "up"],
-        &env,
-        &work.join("up-warm.log"),
-    );
-    timed(
-        &clone_dir,
-        &["deploy/stack", "down"],
-        &env,
-        &work.join("down.log"),
-    )?;
+    let warm = stack("up", "up-warm.log");
+    stack("down", "down.log")?;
     let warm = warm?;
 
     let ci_dir = work.join("ci");
@@ -241,6 +230,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         s if s < 60 => format!("{s} s"),
         s => format!("{} min {} s", s / 60, s % 60),
     };
+    let (building, fetching) = (cold.phase("building"), cold.phase("fetching"));
+    let postgres = cold.phase("creating a PostgreSQL") + cold.phase("starting PostgreSQL");
     let machine = Machine::here();
     let section = format!(
         "## Set-up from a fresh clone (issue 62)
@@ -263,16 +254,9 @@ Logs: `.stack/bench/setup/`.
         memory = machine.memory_gib,
         cold = minutes(cold.seconds),
         cold_build = cold.told("building"),
-        cold_fetch = fixed(cold.phase("fetching"), 0),
-        cold_pg = fixed(cold.phase("creating a PostgreSQL") + cold.phase("starting PostgreSQL"), 0),
-        cold_rest = fixed(
-            cold.seconds
-                - cold.phase("building")
-                - cold.phase("fetching")
-                - cold.phase("creating a PostgreSQL")
-                - cold.phase("starting PostgreSQL"),
-            0
-        ),
+        cold_fetch = fixed(fetching, 0),
+        cold_pg = fixed(postgres, 0),
+        cold_rest = fixed(cold.seconds - building - fetching - postgres, 0),
         warm = minutes(warm.seconds),
         warm_build = warm.told("building"),
         ci = minutes(ci.seconds),
