@@ -49,6 +49,20 @@ fn client_config(config: &Config) -> ClientConfig {
     ClientConfig::from_iter(config.kafka.client_properties("ratewire-ingest"))
 }
 
+/// The producer settings a 202 rests on (the bench's bare baseline produces
+/// with them too, so that it measures the same durability).
+pub fn durable(settings: &mut ClientConfig, timeout: Duration) -> &mut ClientConfig {
+    settings
+        .set("acks", "all")
+        // Broker-side de-duplication of librdkafka's own retries, and
+        // per-partition order kept across them.
+        .set("enable.idempotence", "true")
+        // A message not acknowledged within the timeout fails instead of
+        // waiting in the queue; the publisher gets 503 and may retry.
+        .set("message.timeout.ms", timeout.as_millis().to_string())
+        .set("linger.ms", "1")
+}
+
 #[derive(Clone)]
 pub struct Publisher {
     settings: Arc<ClientConfig>,
@@ -85,15 +99,7 @@ impl Publisher {
     pub fn new(config: &Config) -> Result<Self> {
         let timeout = config.publish_timeout();
         let mut settings = client_config(config);
-        settings
-            .set("acks", "all")
-            // Broker-side de-duplication of librdkafka's own retries, and
-            // per-partition order kept across them.
-            .set("enable.idempotence", "true")
-            // A message not acknowledged within the timeout fails instead of
-            // waiting in the queue; the publisher gets 503 and may retry.
-            .set("message.timeout.ms", timeout.as_millis().to_string())
-            .set("linger.ms", "1");
+        durable(&mut settings, timeout);
         let context = KafkaContext(Arc::new(ClientReports::new(&config.kafka)));
         let producer = create_producer(&settings, &context)?;
         Ok(Self {

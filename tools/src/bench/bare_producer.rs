@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use ratewire_ingest::publisher::durable;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -45,14 +46,12 @@ pub async fn bare_producer(records: usize, senders: usize) -> anyhow::Result<Pro
     }
     create_topic(&brokers, partitions).await?;
 
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        // Ingest's settings (ingest/src/publisher.rs).
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "1")
-        .create()
-        .context("the bare producer")?;
+    let producer: FutureProducer = durable(
+        ClientConfig::new().set("bootstrap.servers", &brokers),
+        Duration::from_secs(30),
+    )
+    .create()
+    .context("the bare producer")?;
     let events = Arc::new(events);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
