@@ -62,10 +62,19 @@ pub struct Member {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The longest a revocation waits for the fold to let go of a partition
-/// (a batch retried while Postgres is away can take longer: the new owner
+/// The group's rebalance timeout (librdkafka's `max.poll.interval.ms`,
+/// 300 s by default), unless `RATEWIRE_KAFKA_PROPERTIES` sets it. It is the
+/// only bound on a member that never heard it must revoke: a heartbeat's
+/// answer lost to a timeout (a broker paused while the group's log wrote)
+/// is not sent again, and the partitions it would free stay unread until
+/// the coordinator fences the member after this long.
+const REBALANCE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The longest a revocation waits for the fold to let go of a partition,
+/// as a share of the rebalance timeout, so the member answers in time (a
+/// batch retried while Postgres is away can take longer: the new owner
 /// then waits on the partition's offset lock instead).
-const RELEASE_WITHIN: Duration = Duration::from_secs(30);
+const RELEASE_SHARE: u32 = 2;
 
 /// How often, at most, the positions are committed to the group.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
@@ -77,6 +86,8 @@ struct Context {
     topic: String,
     desired: watch::Sender<BTreeSet<i32>>,
     assigned: watch::Receiver<BTreeSet<i32>>,
+    /// How long a revocation waits for the fold (see [`RELEASE_SHARE`]).
+    release_within: Duration,
 }
 
 impl ClientContext for Context {
@@ -123,7 +134,7 @@ impl ConsumerContext for Context {
                 info!(?revoked, waited = ?started.elapsed(), "partitions handed back to the group");
                 break;
             }
-            if started.elapsed() > RELEASE_WITHIN {
+            if started.elapsed() > self.release_within {
                 warn!(
                     ?revoked,
                     "the fold still reads revoked partitions; handing them back anyway"
@@ -189,14 +200,30 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
         "ratewire-projector-{host}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
+    let mut settings = crate::consumer::client_config(config);
+    if settings.get("max.poll.interval.ms").is_none() {
+        // librdkafka refuses a classic session longer than this.
+        let at_least = match config.group_protocol.as_str() {
+            "classic" => Duration::from_millis(config.session_timeout_ms),
+            _ => Duration::ZERO,
+        };
+        settings.set(
+            "max.poll.interval.ms",
+            REBALANCE_TIMEOUT.max(at_least).as_millis().to_string(),
+        );
+    }
+    let rebalance_timeout = settings
+        .get("max.poll.interval.ms")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(REBALANCE_TIMEOUT, Duration::from_millis);
     let context = Context {
         kafka,
         assigned_once: AtomicBool::new(false),
         topic: config.topic.clone(),
         desired: desired_tx,
         assigned: assigned_rx,
+        release_within: rebalance_timeout / RELEASE_SHARE,
     };
-    let mut settings = crate::consumer::client_config(config);
     settings
         .set("group.id", &config.group_id)
         .set("client.id", &client_id)

@@ -2,6 +2,8 @@
 //! through Kafka's consumer group: under a steady load, one killed, one
 //! added and two stopped, every partition has exactly one owner again
 //! within its target, and the read model still equals a replay of the log.
+//! A revocation lost while a broker is frozen holds a newcomer up for the
+//! group's rebalance timeout at most.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -347,5 +349,43 @@ async fn a_projector_beyond_the_partition_count_is_ready_and_stands_by() -> anyh
     stack
         .wait_served("a board after the takeover", bank, &key, "155.1")
         .await?;
+    Ok(())
+}
+
+/// A member told to revoke in a heartbeat's answer that never reaches it
+/// (the answer waits on the group log's replication, which a frozen
+/// follower holds up past the client's request timeout) is not told again:
+/// librdkafka resends nothing. The newcomer waits for those partitions
+/// until the coordinator drops that member after the rebalance timeout,
+/// which the projector keeps at 20 s (librdkafka's default: 300 s).
+const LOST_REVOCATION_BOUND: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revocation_lost_with_a_frozen_broker_delays_a_join_by_the_rebalance_timeout_at_most(
+) -> anyhow::Result<()> {
+    let mut stack = Stack::builder()
+        .broker_cluster()
+        .env("RATEWIRE_TOPIC_PARTITIONS", "6")
+        .projectors(2)
+        .start()
+        .await?;
+    let first = Projector::of(&stack, "ratewire-projector")?;
+    let b = Projector::of(&stack, "projector-b")?;
+    one_owner_each(&stack, &[&first, &b], Duration::from_secs(30)).await?;
+
+    let follower = *stack
+        .group_log_followers()
+        .await?
+        .first()
+        .context("the group's log has no follower")?;
+    stack.pause_cluster_node(follower, true)?;
+    let c = Projector::start(&mut stack, "projector-c")?;
+    // The follower leaves the in-sync replicas after 5 s
+    // (`replica.lag.time.max.ms`); the group's writes commit then.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    stack.pause_cluster_node(follower, false)?;
+
+    let took = one_owner_each(&stack, &[&first, &b, &c], LOST_REVOCATION_BOUND).await?;
+    eprintln!("the newcomer was given its share {took:?} after the follower thawed");
     Ok(())
 }

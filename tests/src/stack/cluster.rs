@@ -119,6 +119,51 @@ impl Stack {
         self.kill(&node_name(i))
     }
 
+    /// Freezes (`true`) or thaws node `i` (0-based): it keeps its
+    /// connections but answers nothing and fetches nothing, so it stays an
+    /// in-sync replica until its leaders give up on it.
+    pub fn pause_cluster_node(&self, i: usize, paused: bool) -> Result<()> {
+        self.kafka_cluster()?;
+        self.signal(&node_name(i), if paused { "STOP" } else { "CONT" })
+    }
+
+    /// The nodes (0-based) that follow the leader of the offsets log's
+    /// partition holding the projectors' group (Kafka places a group by
+    /// the Java hash of its id): a write of the group's state waits for
+    /// them while they are in sync.
+    pub async fn group_log_followers(&self) -> Result<Vec<usize>> {
+        let brokers = self.kafka_cluster()?.brokers();
+        let group = self.group.clone();
+        tokio::task::spawn_blocking(move || {
+            let client: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &brokers)
+                .create()?;
+            let topic = "__consumer_offsets";
+            let metadata = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+            let partitions = metadata
+                .topics()
+                .first()
+                .map(|t| t.partitions())
+                .filter(|p| !p.is_empty())
+                .context("the offsets log is not in the metadata yet")?;
+            let hash = group
+                .encode_utf16()
+                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+            let index = (if hash == i32::MIN { 0 } else { hash.abs() }) as usize % partitions.len();
+            let partition = partitions
+                .iter()
+                .find(|p| p.id() == index as i32)
+                .with_context(|| format!("{topic}-{index} is not in the metadata"))?;
+            Ok(partition
+                .replicas()
+                .iter()
+                .filter(|r| **r != partition.leader())
+                .map(|r| *r as usize - 1)
+                .collect())
+        })
+        .await?
+    }
+
     /// The node (0-based) leading `partition` of the stack's topic, as the
     /// cluster's metadata says now.
     pub async fn partition_leader(&self, partition: i32) -> Result<usize> {
