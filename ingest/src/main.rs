@@ -4,7 +4,14 @@ use clap::Subcommand;
 use ratewire_ingest::cli::{self, BanksCommand, BoardsCommand, TokensCommand};
 use ratewire_ingest::publisher::Publisher;
 use ratewire_ingest::{Application, Config};
+use ratewire_service::allocator::purge_freed_memory_after;
 use ratewire_service::{init_telemetry, shutdown_on_signal, CommandLine};
+
+// Each push parses its board into maps and values, encodes its event and
+// frees them all; with glibc's allocator malloc and free took about a
+// seventh of ingest's CPU at 32 publishers (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Subcommand)]
 enum Command {
@@ -26,6 +33,9 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // A push's memory is reused by the next ones under load; a short delay
+    // still bounds what an instance keeps once publishers go quiet.
+    purge_freed_memory_after(50);
     let cli = CommandLine::<Config, Command>::parse(
         "ratewire-ingest",
         "ratewire ingest: the publisher and operator service.",

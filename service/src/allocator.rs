@@ -1,4 +1,4 @@
-//! The processes that allocate most (the API, the projector) use mimalloc
+//! The three processes (ingest, the API, the projector) use mimalloc
 //! as their global allocator; how soon it hands freed memory back to the
 //! OS is each one's trade between resident memory and page faults.
 
