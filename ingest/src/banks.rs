@@ -404,6 +404,41 @@ pub struct TokenBank {
     pub changes_waiting: bool,
 }
 
+/// What Postgres holds about a live token and its bank: read per push
+/// (authentication, or the push's board-record round), judged by
+/// [`TokenRow::check`].
+#[derive(Debug, Clone, FromRow)]
+pub struct TokenRow {
+    pub bank_id: i64,
+    pub token_hash: String,
+    pub active: bool,
+    pub log_conflict: Option<String>,
+    /// The bank's own changes wait in the outbox.
+    pub changes_waiting: bool,
+}
+
+impl TokenRow {
+    /// The bank `token_hash` (the presented token's) publishes for, if the
+    /// row is that token's; [`Error::LogConflict`] for a bank that
+    /// disagrees with the log.
+    pub fn check(self, token_hash: &str) -> Result<Option<TokenBank>> {
+        if !secrets::same_hash(&self.token_hash, token_hash) {
+            return Ok(None);
+        }
+        if let Some(reason) = self.log_conflict {
+            return Err(Error::LogConflict {
+                bank: self.bank_id,
+                reason,
+            });
+        }
+        Ok(BankId::new(self.bank_id).ok().map(|bank| TokenBank {
+            bank,
+            active: self.active,
+            changes_waiting: self.changes_waiting,
+        }))
+    }
+}
+
 /// The bank a live token publishes for, whether that bank is active and
 /// whether its changes wait in the outbox; [`Error::LogConflict`] for a
 /// bank that disagrees with the log.
@@ -414,27 +449,17 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<TokenBank
     // Whether the bank's own changes wait in the outbox comes in the same
     // round trip: a push needs to know, and asking apart cost a board a
     // query of its own.
-    let row: Option<(i64, String, bool, Option<String>, bool)> = sqlx::query_as(
+    let row: Option<TokenRow> = sqlx::query_as(
         "SELECT t.bank_id, t.token_hash, b.active, b.log_conflict,
-                EXISTS (SELECT 1 FROM outbox o WHERE o.bank_id = t.bank_id)
+                EXISTS (SELECT 1 FROM outbox o WHERE o.bank_id = t.bank_id) AS changes_waiting
          FROM publisher_tokens t JOIN banks b ON b.id = t.bank_id
          WHERE t.prefix = $1 AND t.revoked_at IS NULL",
     )
     .bind(prefix)
     .fetch_optional(pool)
     .await?;
-    let Some((id, hash, active, conflict, changes_waiting)) = row else {
-        return Ok(None);
-    };
-    if !secrets::same_hash(&hash, &secrets::hash(token)) {
-        return Ok(None);
+    match row {
+        Some(row) => row.check(&secrets::hash(token)),
+        None => Ok(None),
     }
-    if let Some(reason) = conflict {
-        return Err(Error::LogConflict { bank: id, reason });
-    }
-    Ok(BankId::new(id).ok().map(|bank| TokenBank {
-        bank,
-        active,
-        changes_waiting,
-    }))
 }

@@ -16,8 +16,10 @@
 //!   ingest's record and the log never disagree; [`appended`] tells
 //!   projectors on the same database that the log has new events.
 //! - [`banks`] keeps ingest's own state: bank ids (allocated here, carried
-//!   in events) and hashed publisher tokens; [`log_registry`] restores the
-//!   banks the log has and the tables lack, before ingest takes anything.
+//!   in events) and hashed publisher tokens; [`known_tokens`] remembers
+//!   the tokens that authenticated lately, so a push is checked in its
+//!   [`board_records`] round alone; [`log_registry`] restores the banks the
+//!   log has and the tables lack, before ingest takes anything.
 //! - [`reference`](mod@reference) takes the National Bank's published reference rates
 //!   as they are and publishes a day once per change.
 //! - [`cli`] runs the same bank and token operations from a shell.
@@ -44,6 +46,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod idempotency;
+pub mod known_tokens;
 pub mod log_registry;
 pub mod metrics;
 pub mod openapi;

@@ -166,6 +166,43 @@ async fn tokens_made_in_the_shell_publish_until_revoked_there() -> anyhow::Resul
     Ok(())
 }
 
+/// Ingest takes a publisher that pushed lately without asking Postgres
+/// first; the board's record reads the token and its bank again, so a
+/// change made elsewhere (the shell, or by hand in Postgres) refuses the
+/// very next push.
+#[tokio::test]
+async fn a_change_made_elsewhere_refuses_a_known_publisher_s_next_push() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (bank, token) = stack.bank_with_token("NIB", "Nib Bank").await?;
+    let board = Board::now().rate("USD", "155.1", "158");
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+
+    ingest(&stack, &["banks", "deactivate", &bank.to_string()])
+        .await?
+        .expect("deactivate succeeds");
+    let (status, body) = stack.publish_board(bank, &token, &board).await?;
+    assert_eq!(
+        (status, &body["message"]),
+        (403, &Value::from(format!("Bank {bank} is deactivated")))
+    );
+    ingest(&stack, &["banks", "reactivate", &bank.to_string()])
+        .await?
+        .expect("reactivate succeeds");
+    assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
+
+    stack
+        .sql("UPDATE ingest.publisher_tokens SET revoked_at = now()")
+        .await?;
+    for _ in 0..2 {
+        let (status, body) = stack.publish_board(bank, &token, &board).await?;
+        assert_eq!(
+            (status, &body["message"]),
+            (401, &Value::from("Invalid publisher token"))
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn bad_input_in_the_shell_names_the_problem_and_changes_nothing() -> anyhow::Result<()> {
     let stack = Stack::start().await?;

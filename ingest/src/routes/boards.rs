@@ -29,15 +29,26 @@ pub fn router() -> Router<AppState> {
         )
 }
 
+/// A publisher as authentication found it: its token's bank, and the
+/// token as the board-record round looks it up again.
+struct Caller {
+    bank: banks::TokenBank,
+    prefix: String,
+    hash: String,
+}
+
 /// The bank a request's publisher token belongs to, and whether it is
 /// active. A client that failed too often is refused before its token is
 /// looked at, and a token found invalid recently is refused without a
-/// query, so made-up tokens cost no database work.
+/// query, so made-up tokens cost no database work. With `remembered`, a
+/// token that authenticated lately is taken without a query: the push's
+/// board-record round checks it (see [`judged`]).
 async fn authenticate(
     state: &AppState,
     peer: IpAddr,
     headers: &HeaderMap,
-) -> Result<banks::TokenBank> {
+    remembered: bool,
+) -> Result<Caller> {
     let gate = &state.publishers;
     let client = gate.clients.client(Some(peer), headers);
     if let Some(wait) = client.and_then(|c| gate.failures.blocked(c)) {
@@ -45,29 +56,78 @@ async fn authenticate(
         tracing::debug!(client = ?client, "publisher refused: too many failed authentications");
         return Err(Error::TooManyFailures(wait));
     }
-    let failed = |message| {
-        if let Some(client) = client {
-            gate.failures.count(client);
-        }
-        tracing::warn!(client = ?client, "{message}");
-        Error::Unauthorized(message)
-    };
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(ratewire_service::secret::bearer)
-        .ok_or_else(|| failed("Publisher token is required"))?;
+        .ok_or_else(|| refused(state, peer, headers, "Publisher token is required"))?;
     let hash = ratewire_service::secret::hash(token);
-    if gate.invalid_tokens.contains(&hash) {
-        return Err(failed("Invalid publisher token"));
-    }
-    match banks::authenticate(&state.pool, token).await? {
-        Some(found) => Ok(found),
-        None => {
-            gate.invalid_tokens.insert(hash);
-            Err(failed("Invalid publisher token"))
+    let prefix = ratewire_service::secret::prefix_of(banks::TOKEN_KIND, token);
+    if let Some(prefix) = prefix.filter(|_| remembered) {
+        if let Some(bank) = gate.known_tokens.bank_of(prefix, &hash) {
+            return Ok(Caller {
+                // The round says whether it still is, and what waits.
+                bank: banks::TokenBank {
+                    bank,
+                    active: true,
+                    changes_waiting: false,
+                },
+                prefix: prefix.to_owned(),
+                hash,
+            });
         }
     }
+    if gate.invalid_tokens.contains(&hash) {
+        return Err(refused(state, peer, headers, "Invalid publisher token"));
+    }
+    match (prefix, banks::authenticate(&state.pool, token).await?) {
+        (Some(prefix), Some(found)) => {
+            if found.active {
+                gate.known_tokens.remember(prefix, hash.clone(), found.bank);
+            }
+            Ok(Caller {
+                bank: found,
+                prefix: prefix.to_owned(),
+                hash,
+            })
+        }
+        _ => {
+            gate.invalid_tokens.insert(hash);
+            Err(refused(state, peer, headers, "Invalid publisher token"))
+        }
+    }
+}
+
+/// A failed authentication: counted against its client, and logged.
+fn refused(state: &AppState, peer: IpAddr, headers: &HeaderMap, message: &'static str) -> Error {
+    let client = state.publishers.clients.client(Some(peer), headers);
+    if let Some(client) = client {
+        state.publishers.failures.count(client);
+    }
+    tracing::warn!(client = ?client, "{message}");
+    Error::Unauthorized(message)
+}
+
+/// The push's token as its board-record round read it, judged as
+/// authentication judges it; whether the bank's changes wait in the
+/// outbox. A token refused here is forgotten.
+fn judged(
+    state: &AppState,
+    peer: IpAddr,
+    headers: &HeaderMap,
+    caller: &Caller,
+    read: Option<banks::TokenRow>,
+) -> Result<bool> {
+    let found = read.map(|row| row.check(&caller.hash)).transpose();
+    let checked = match found.map(Option::flatten) {
+        Ok(Some(found)) => publishing_for(found, caller.bank.bank, "publish"),
+        Ok(None) => Err(refused(state, peer, headers, "Invalid publisher token")),
+        Err(e) => Err(e),
+    };
+    if checked.is_err() {
+        state.publishers.known_tokens.forget(&caller.prefix);
+    }
+    checked.map(|found| found.changes_waiting)
 }
 
 /// Push a board of the token's bank. Answered 202 only once the broker
@@ -98,8 +158,11 @@ pub async fn publish_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let caller = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish").await?;
-    let bank_id = caller.bank;
+    // A push with an Idempotency-Key may be answered from its first push,
+    // before any round: its token is checked by a query first.
+    let remembered = !headers.contains_key("idempotency-key");
+    let caller = publisher_of(&state, peer.ip(), &headers, &bank_id, "publish", remembered).await?;
+    let bank_id = caller.bank.bank;
     if !is_json(&headers) {
         return Err(Error::UnsupportedMediaType);
     }
@@ -135,13 +198,15 @@ pub async fn publish_board(
         &state.pool,
         &state.publisher,
         bank_id,
-        caller.changes_waiting,
+        caller.bank.changes_waiting,
     )
     .await?;
-    state
+    let read = state
         .board_records
-        .record(bank_id, envelope.event_id)
+        .record(bank_id, envelope.event_id, &caller.prefix)
         .await?;
+    let waiting = judged(&state, peer.ip(), &headers, &caller, read)?;
+    outbox::before_board_known(&state.pool, &state.publisher, bank_id, waiting).await?;
     let acknowledged = state.publisher.publish(&envelope).await?;
     if let Some(key) = key {
         idempotency::accepted(&state.pool, bank_id, key, acknowledged.known_at).await?;
@@ -158,11 +223,23 @@ async fn publisher_of(
     headers: &HeaderMap,
     bank_id: &str,
     action: &str,
-) -> Result<banks::TokenBank> {
+    remembered: bool,
+) -> Result<Caller> {
     let bank_id: BankId = bank_id
         .parse()
         .map_err(|e: ratewire_proto::InvalidId| Error::validation("bankId", e.to_string()))?;
-    let found = authenticate(state, peer, headers).await?;
+    let caller = authenticate(state, peer, headers, remembered).await?;
+    publishing_for(caller.bank, bank_id, action)?;
+    Ok(caller)
+}
+
+/// `found` may `action` boards of `bank_id`: its token is that bank's, and
+/// the bank is active.
+fn publishing_for(
+    found: banks::TokenBank,
+    bank_id: BankId,
+    action: &str,
+) -> Result<banks::TokenBank> {
     if found.bank != bank_id {
         return Err(Error::Forbidden(format!(
             "This token may only {action} boards for bank {}",
@@ -204,8 +281,9 @@ pub async fn retract_board(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract")
+    let bank_id = publisher_of(&state, peer.ip(), &headers, &bank_id, "retract", false)
         .await?
+        .bank
         .bank;
     let board = parse_event_id(&event_id)?;
     let reason = read_reason(&state, &headers, body).await?;

@@ -14,6 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use ratewire_service::metrics::render as render_metrics;
 pub use ratewire_service::operator::Operator;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratewire_service::clients::{AttemptLimit, ClientAddresses, KnownInvalid};
@@ -23,6 +24,7 @@ use sqlx::PgPool;
 
 use crate::board_records::BoardRecords;
 use crate::error::Error;
+use crate::known_tokens::KnownTokens;
 use crate::publisher::Publisher;
 
 #[derive(Clone)]
@@ -143,6 +145,9 @@ pub struct PublisherGate {
     pub clients: ClientAddresses,
     pub failures: AttemptLimit,
     pub invalid_tokens: KnownInvalid,
+    /// Tokens that authenticated lately: a push by one is checked in its
+    /// board-record round alone.
+    pub known_tokens: Arc<KnownTokens>,
 }
 
 impl PublisherGate {
@@ -151,6 +156,7 @@ impl PublisherGate {
             clients,
             failures: AttemptLimit::new(failures_per_minute, Duration::from_secs(60)),
             invalid_tokens: KnownInvalid::new(100_000, Duration::from_secs(60)),
+            known_tokens: Arc::default(),
         }
     }
 }
