@@ -2,13 +2,22 @@
 //! projector that pauses its reads while the log is quiet reads at once.
 //!
 //! Rings are coalesced: one notification covers every event acknowledged
-//! while the previous one was being sent, so a burst of publishes costs a
-//! round trip or two, not one each. A notification that fails is only
-//! logged: the projector also looks at the log on a timer.
+//! while the previous one was being sent or in the [`GAP`] after it, so a
+//! busy log costs a few hundred notifications a second at most, not one a
+//! round trip. A notification that fails is only logged: the projector
+//! also looks at the log on a timer.
+
+use std::time::Duration;
 
 use ratewire_proto::APPENDED_CHANNEL;
 use sqlx::PgPool;
 use tokio::sync::mpsc;
+
+/// The least time between two notifications: what the latest event may
+/// wait for its ring. Back to back they were a transaction each, about as
+/// many a second as the board records' rounds, and a wake-up of every
+/// backend listening on the database.
+const GAP: Duration = Duration::from_millis(5);
 
 #[derive(Clone)]
 pub struct Appended {
@@ -32,6 +41,7 @@ impl Appended {
                 if let Err(e) = sent {
                     tracing::debug!(error = %e, "could not say that the log has new events");
                 }
+                tokio::time::sleep(GAP).await;
             }
         });
         Self { ring }
