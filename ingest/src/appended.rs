@@ -2,7 +2,7 @@
 //! projector that pauses its reads while the log is quiet reads at once.
 //!
 //! Rings are coalesced: one notification covers every event acknowledged
-//! while the previous one was being sent or in the [`GAP`] after it, so a
+//! while the previous one was being sent or in the `GAP` after it, so a
 //! busy log costs a few hundred notifications a second at most, not one a
 //! round trip. A notification that fails is only logged: the projector
 //! also looks at the log on a timer.

@@ -34,7 +34,7 @@ pub struct KnownTokens {
 
 impl KnownTokens {
     /// The bank of the token `prefix` whose stored form is `hash`, if it
-    /// authenticated within [`KEEP_FOR`].
+    /// authenticated within `KEEP_FOR`.
     pub fn bank_of(&self, prefix: &str, hash: &str) -> Option<BankId> {
         let held = self.by_prefix.read().unwrap_or_else(|e| e.into_inner());
         held.get(prefix)
