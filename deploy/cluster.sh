@@ -550,6 +550,19 @@ pgaf_state() {
         -c "SELECT reportedstate, goalstate FROM pgautofailover.node WHERE nodename = '$1'" 2>/dev/null
 }
 
+# The keeper writes its configuration file after the monitor has the
+# node's state, and rewrites it now and then: a reader can catch it half
+# written ("Failed to find section pg_autoctl"), so a setting is retried
+# until the file parses.
+pgaf_set() {
+    local data=$1 name=$2 value=$3
+    for _ in $(seq 1 50); do
+        pgaf config set --pgdata "$data" "$name" "$value" >/dev/null 2>&1 && return
+        sleep 0.2
+    done
+    pgaf config set --pgdata "$data" "$name" "$value" >/dev/null
+}
+
 cluster_start_postgres() {
     need pg_autoctl pg-auto-failover-cli "the cluster's Postgres failover"
     local bin version
@@ -616,14 +629,8 @@ cluster_start_postgres() {
             pid_of "$name" >/dev/null || { tail -n 20 "$STACK_DIR/$name.log" >&2; die "$name exited; see $STACK_DIR/$name.log"; }
             sleep 0.2
         done
-        # The keeper may still be writing its configuration file when the
-        # monitor already has the node's state: set it once it parses.
-        for _ in $(seq 1 50); do
-            pgaf config set --pgdata "$data" timeout.network_partition_timeout 3 >/dev/null 2>&1 && break
-            sleep 0.2
-        done
-        pgaf config set --pgdata "$data" timeout.network_partition_timeout 3 >/dev/null
-        pgaf config set --pgdata "$data" timeout.postgresql_restart_failure_timeout 5 >/dev/null
+        pgaf_set "$data" timeout.network_partition_timeout 3
+        pgaf_set "$data" timeout.postgresql_restart_failure_timeout 5
     done
     # Settings of the primary travel to the standby only through its base
     # backup: each node is set.
