@@ -122,6 +122,15 @@ async fn write(pool: &PgPool, round: &[Waiting]) -> sqlx::Result<Vec<Option<Toke
     .bind(&prefixes)
     .fetch_all(pool)
     .await?;
+    // One row per push while a prefix names at most one token; anything
+    // else must fail the round, not leave pushes without their answer.
+    if rows.len() != round.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "the board-record round read {} rows for {} pushes",
+            rows.len(),
+            round.len()
+        )));
+    }
     Ok(rows.into_iter().map(Read::token).collect())
 }
 

@@ -201,21 +201,20 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let mut settings = crate::consumer::client_config(config);
-    if settings.get("max.poll.interval.ms").is_none() {
-        // librdkafka refuses a classic session longer than this.
-        let at_least = match config.group_protocol.as_str() {
-            "classic" => Duration::from_millis(config.session_timeout_ms),
-            _ => Duration::ZERO,
-        };
-        settings.set(
-            "max.poll.interval.ms",
-            REBALANCE_TIMEOUT.max(at_least).as_millis().to_string(),
-        );
-    }
-    let rebalance_timeout = settings
-        .get("max.poll.interval.ms")
-        .and_then(|ms| ms.parse().ok())
-        .map_or(REBALANCE_TIMEOUT, Duration::from_millis);
+    let classic = config.group_protocol == "classic";
+    let rebalance_timeout = match settings.get("max.poll.interval.ms") {
+        // An operator's value that does not parse fails `create` below.
+        Some(ms) => ms.parse().map_or(REBALANCE_TIMEOUT, Duration::from_millis),
+        None => {
+            // librdkafka refuses a classic session longer than this.
+            let timeout = match classic {
+                true => REBALANCE_TIMEOUT.max(Duration::from_millis(config.session_timeout_ms)),
+                false => REBALANCE_TIMEOUT,
+            };
+            settings.set("max.poll.interval.ms", timeout.as_millis().to_string());
+            timeout
+        }
+    };
     let context = Context {
         kafka,
         assigned_once: AtomicBool::new(false),
@@ -232,7 +231,7 @@ pub fn join(config: &Config, kafka: KafkaContext) -> Result<(Ownership, Member)>
         .set("enable.auto.offset.store", "false")
         // Paused at once; this is only where a fetch would start.
         .set("auto.offset.reset", "latest");
-    if config.group_protocol == "classic" {
+    if classic {
         // Incremental hand-overs, as the KIP-848 protocol makes them: a
         // rebalance moves only the partitions that change owner.
         settings

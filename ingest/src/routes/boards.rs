@@ -33,6 +33,8 @@ pub fn router() -> Router<AppState> {
 /// token as the board-record round looks it up again.
 struct Caller {
     bank: banks::TokenBank,
+    /// The client failed authentications are counted against.
+    client: Option<IpAddr>,
     prefix: String,
     hash: String,
 }
@@ -60,7 +62,7 @@ async fn authenticate(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(ratewire_service::secret::bearer)
-        .ok_or_else(|| refused(state, peer, headers, "Publisher token is required"))?;
+        .ok_or_else(|| refused(state, client, "Publisher token is required"))?;
     let hash = ratewire_service::secret::hash(token);
     let prefix = ratewire_service::secret::prefix_of(banks::TOKEN_KIND, token);
     if let Some(prefix) = prefix.filter(|_| remembered) {
@@ -72,13 +74,14 @@ async fn authenticate(
                     active: true,
                     changes_waiting: false,
                 },
+                client,
                 prefix: prefix.to_owned(),
                 hash,
             });
         }
     }
     if gate.invalid_tokens.contains(&hash) {
-        return Err(refused(state, peer, headers, "Invalid publisher token"));
+        return Err(refused(state, client, "Invalid publisher token"));
     }
     match (prefix, banks::authenticate(&state.pool, token).await?) {
         (Some(prefix), Some(found)) => {
@@ -87,20 +90,20 @@ async fn authenticate(
             }
             Ok(Caller {
                 bank: found,
+                client,
                 prefix: prefix.to_owned(),
                 hash,
             })
         }
         _ => {
             gate.invalid_tokens.insert(hash);
-            Err(refused(state, peer, headers, "Invalid publisher token"))
+            Err(refused(state, client, "Invalid publisher token"))
         }
     }
 }
 
 /// A failed authentication: counted against its client, and logged.
-fn refused(state: &AppState, peer: IpAddr, headers: &HeaderMap, message: &'static str) -> Error {
-    let client = state.publishers.clients.client(Some(peer), headers);
+fn refused(state: &AppState, client: Option<IpAddr>, message: &'static str) -> Error {
     if let Some(client) = client {
         state.publishers.failures.count(client);
     }
@@ -111,17 +114,11 @@ fn refused(state: &AppState, peer: IpAddr, headers: &HeaderMap, message: &'stati
 /// The push's token as its board-record round read it, judged as
 /// authentication judges it; whether the bank's changes wait in the
 /// outbox. A token refused here is forgotten.
-fn judged(
-    state: &AppState,
-    peer: IpAddr,
-    headers: &HeaderMap,
-    caller: &Caller,
-    read: Option<banks::TokenRow>,
-) -> Result<bool> {
+fn judged(state: &AppState, caller: &Caller, read: Option<banks::TokenRow>) -> Result<bool> {
     let found = read.map(|row| row.check(&caller.hash)).transpose();
     let checked = match found.map(Option::flatten) {
         Ok(Some(found)) => publishing_for(found, caller.bank.bank, "publish"),
-        Ok(None) => Err(refused(state, peer, headers, "Invalid publisher token")),
+        Ok(None) => Err(refused(state, caller.client, "Invalid publisher token")),
         Err(e) => Err(e),
     };
     if checked.is_err() {
@@ -205,7 +202,7 @@ pub async fn publish_board(
         .board_records
         .record(bank_id, envelope.event_id, &caller.prefix)
         .await?;
-    let waiting = judged(&state, peer.ip(), &headers, &caller, read)?;
+    let waiting = judged(&state, &caller, read)?;
     outbox::before_board_known(&state.pool, &state.publisher, bank_id, waiting).await?;
     let acknowledged = state.publisher.publish(&envelope).await?;
     if let Some(key) = key {

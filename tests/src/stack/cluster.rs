@@ -132,60 +132,69 @@ impl Stack {
     /// the Java hash of its id): a write of the group's state waits for
     /// them while they are in sync.
     pub async fn group_log_followers(&self) -> Result<Vec<usize>> {
-        let brokers = self.kafka_cluster()?.brokers();
-        let group = self.group.clone();
-        tokio::task::spawn_blocking(move || {
-            let client: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
-                .create()?;
-            let topic = "__consumer_offsets";
-            let metadata = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-            let partitions = metadata
-                .topics()
-                .first()
-                .map(|t| t.partitions())
-                .filter(|p| !p.is_empty())
-                .context("the offsets log is not in the metadata yet")?;
-            let hash = group
-                .encode_utf16()
-                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
-            let index = (if hash == i32::MIN { 0 } else { hash.abs() }) as usize % partitions.len();
-            let partition = partitions
-                .iter()
-                .find(|p| p.id() == index as i32)
-                .with_context(|| format!("{topic}-{index} is not in the metadata"))?;
-            Ok(partition
-                .replicas()
-                .iter()
-                .filter(|r| **r != partition.leader())
-                .map(|r| *r as usize - 1)
-                .collect())
-        })
-        .await?
+        let topic = "__consumer_offsets";
+        let partitions = self.partitions_of(topic).await?;
+        anyhow::ensure!(!partitions.is_empty(), "{topic} is not in the metadata yet");
+        let hash = self
+            .group
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+        let index = (if hash == i32::MIN { 0 } else { hash.abs() }) as usize % partitions.len();
+        let partition = partitions
+            .iter()
+            .find(|p| p.id == index as i32)
+            .with_context(|| format!("{topic}-{index} is not in the metadata"))?;
+        Ok(partition
+            .replicas
+            .iter()
+            .filter(|r| **r != partition.leader)
+            .map(|r| *r as usize - 1)
+            .collect())
     }
 
     /// The node (0-based) leading `partition` of the stack's topic, as the
     /// cluster's metadata says now.
     pub async fn partition_leader(&self, partition: i32) -> Result<usize> {
+        let topic = &self.topic;
+        let leader = self
+            .partitions_of(topic)
+            .await?
+            .into_iter()
+            .find(|p| p.id == partition)
+            .map(|p| p.leader)
+            .with_context(|| format!("partition {partition} of {topic} is not in the metadata"))?;
+        anyhow::ensure!(leader >= 1, "partition {partition} has no leader");
+        Ok(leader as usize - 1)
+    }
+
+    /// `topic`'s partitions as the cluster's metadata says now (broker ids
+    /// are 1-based).
+    async fn partitions_of(&self, topic: &str) -> Result<Vec<PartitionPlace>> {
         let brokers = self.kafka_cluster()?.brokers();
-        let topic = self.topic.clone();
+        let topic = topic.to_owned();
         tokio::task::spawn_blocking(move || {
             let client: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
                 .create()?;
             let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
-            let leader = metadata
+            Ok(metadata
                 .topics()
                 .iter()
                 .flat_map(|t| t.partitions())
-                .find(|p| p.id() == partition)
-                .map(|p| p.leader())
-                .with_context(|| {
-                    format!("partition {partition} of {topic} is not in the metadata")
-                })?;
-            anyhow::ensure!(leader >= 1, "partition {partition} has no leader");
-            Ok(leader as usize - 1)
+                .map(|p| PartitionPlace {
+                    id: p.id(),
+                    leader: p.leader(),
+                    replicas: p.replicas().to_vec(),
+                })
+                .collect())
         })
         .await?
     }
+}
+
+/// Where one partition lives: its leader and all its replicas.
+struct PartitionPlace {
+    id: i32,
+    leader: i32,
+    replicas: Vec<i32>,
 }
