@@ -524,9 +524,10 @@ async fn judge_missed_slots(
 }
 
 /// Every second, beside the fold (so a stuck batch shows as growing lag):
-/// the lag and age gauges, the position log line, readiness, and the
+/// the lag and age gauges, the position log line, readiness, the
 /// partitions read to their end marked settled (answers as known at a
-/// past instant become final by these marks).
+/// past instant become final by these marks), and every partition of the
+/// topic looked at for stalls, owned here or not.
 async fn report_progress(
     progress: Arc<Mutex<Progress>>,
     queries: LogQueries,
@@ -537,19 +538,43 @@ async fn report_progress(
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut stalls = crate::stalls::Stalls::default();
+    let mut topic_partitions: Vec<i32> = Vec::new();
+    let mut listed_at: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
+                // Partitions are added to a topic seldom, and by hand.
+                if listed_at.is_none_or(|at| at.elapsed() >= LIST_PARTITIONS_EVERY) {
+                    if let Ok(listed) = queries.partitions(&topic).await {
+                        topic_partitions = listed;
+                        listed_at = Some(std::time::Instant::now());
+                    }
+                }
                 let asked_at = chrono::Utc::now();
-                let lag = Progress::report(&progress, &queries, &topic).await;
+                let (lag, all_highs) =
+                    Progress::report(&progress, &queries, &topic, &topic_partitions).await;
                 status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
-                let highs = progress.lock().expect("progress lock").highs().clone();
+                let (highs, owned) = {
+                    let progress = progress.lock().expect("progress lock");
+                    (progress.highs().clone(), progress.positions.keys().copied().collect())
+                };
                 let pool = pool.lock().expect("settle pool lock").clone();
                 if let Err(e) = crate::fold::settle(&pool, &topic, &highs, asked_at, skew).await {
                     tracing::debug!(error = %e, "could not mark the settled partitions");
+                }
+                let asked: Vec<i32> = all_highs.keys().copied().collect();
+                match crate::fold::positions(&pool, &topic, &asked).await {
+                    Ok(positions) => {
+                        stalls.report(std::time::Instant::now(), &positions, &all_highs, &owned)
+                    }
+                    Err(e) => tracing::debug!(error = %e, "could not read the partitions' positions"),
                 }
             }
         }
     }
 }
+
+/// How often the reporter lists the topic's partitions again.
+const LIST_PARTITIONS_EVERY: Duration = Duration::from_secs(30);

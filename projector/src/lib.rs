@@ -53,6 +53,7 @@ pub mod metrics;
 pub mod replay;
 pub mod restore_marks;
 pub mod retention;
+pub mod stalls;
 pub mod verify;
 pub mod views;
 

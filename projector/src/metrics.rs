@@ -20,6 +20,9 @@
 //!   the event's bank views
 //! - `ratewire_projector_newest_event_age_seconds`: now minus the newest
 //!   applied event's `occurredAt` (grows on a quiet topic; alert on lag)
+//! - `ratewire_projector_partitions_stalled`: partitions of the topic,
+//!   owned here or not, whose events wait with their position unmoved
+//!   (`stalls`)
 //! - `ratewire_projector_postgres_errors_total`, `_redis_errors_total`
 //! - `ratewire_projector_reads_paused`: 1 while the partitions are not
 //!   fetched for a quiet log (see `idle`), and
@@ -63,6 +66,7 @@ pub const DOCUMENTED: &[Documented] = &[
     Documented::counter("ratewire_projector_partition_changes_total")
         .by(&[("change", &["assigned", "revoked", "lost"])]),
     Documented::gauge("ratewire_projector_partitions_owned"),
+    Documented::gauge("ratewire_projector_partitions_stalled"),
     Documented::counter("ratewire_projector_alerts_fired_total"),
     Documented::counter("ratewire_webhook_messages_total"),
     Documented::counter("ratewire_webhook_deliveries_total")
@@ -182,26 +186,34 @@ impl Progress {
     /// Updates the lag and age gauges (asking the broker for its
     /// watermarks, briefly), and logs them now and then. Runs beside the
     /// fold, so a batch stuck on Postgres still shows as growing lag.
-    /// Returns the total lag, `None` when the broker did not answer.
+    /// `also` are partitions asked about besides those owned, in the same
+    /// request. Returns the total lag over the owned partitions (`None`
+    /// when the broker did not answer) and every high watermark it gave.
     pub async fn report(
         progress: &std::sync::Mutex<Progress>,
         queries: &LogQueries,
         topic: &str,
-    ) -> Option<i64> {
-        let partitions: Vec<i32> = {
+        also: &[i32],
+    ) -> (Option<i64>, BTreeMap<i32, i64>) {
+        let mut partitions: Vec<i32> = {
             let progress = progress.lock().expect("progress lock");
             progress.positions.keys().copied().collect()
         };
+        partitions.extend(also);
+        partitions.sort_unstable();
+        partitions.dedup();
         let marks = queries
             .highs(topic, &partitions, Duration::from_millis(500))
             .await
             .ok();
         let known = marks.is_some();
-        progress
+        let marks = marks.unwrap_or_default();
+        let lag = progress
             .lock()
             .expect("progress lock")
-            .publish(&marks.unwrap_or_default())
-            .filter(|_| known)
+            .publish(&marks)
+            .filter(|_| known);
+        (lag, marks)
     }
 
     /// Whether every event the last report saw is applied (false while no
@@ -220,7 +232,13 @@ impl Progress {
     }
 
     fn publish(&mut self, highs: &BTreeMap<i32, i64>) -> Option<i64> {
-        self.highs = highs.clone();
+        // Only the owned: settling another member's partitions here would
+        // take its position rows' locks against its batches.
+        self.highs = highs
+            .iter()
+            .filter(|(p, _)| self.positions.contains_key(p))
+            .map(|(p, h)| (*p, *h))
+            .collect();
         let mut lags = BTreeMap::new();
         for (partition, position) in &self.positions {
             if let Some(high) = highs.get(partition) {

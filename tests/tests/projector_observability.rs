@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::{eventually, Board, Stack};
+use ratewire_e2e::{eventually, free_port, Board, Stack};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 
@@ -74,5 +74,53 @@ async fn bad_messages_are_dead_lettered_counted_and_never_stop_the_partition() -
         .filter(|l| l.starts_with("ratewire_projector_consumer_lag{") && !l.ends_with(" 0"))
         .collect();
     assert!(lagging.is_empty(), "{lagging:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_partition_no_projector_reads_shows_as_stalled_until_one_reads_it() -> anyhow::Result<()>
+{
+    // This projector reads partition 0 of the topic's 3; nobody reads 1 and 2.
+    let mut stack = Stack::builder()
+        .env("RATEWIRE_PROJECTOR_PARTITIONS", "0")
+        .start()
+        .await?;
+    // Enough banks that some land on the partitions nobody reads.
+    for i in 0..8 {
+        let (bank, token) = stack
+            .bank_with_token(&format!("S{i}"), &format!("Bank {i}"))
+            .await?;
+        let board = Board::now().rate("USD", "155.1", "158");
+        assert_eq!(stack.publish_board(bank, &token, board).await?.0, 202);
+    }
+    let series = "ratewire_projector_partitions_stalled";
+    stack
+        .wait_metric("ratewire-projector", series, 1.0, Duration::from_secs(30))
+        .await?;
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-projector.log"))?;
+    assert!(
+        log.contains("no member reads it, or its reader is stuck"),
+        "the stall is not in the log"
+    );
+    assert!(
+        stack.metric("ratewire-projector", series).await <= 2.0,
+        "only the two unread partitions stall"
+    );
+
+    // Once another projector reads them, they move again.
+    let other = [
+        ("RATEWIRE_PROJECTOR_PARTITIONS", "1,2".to_owned()),
+        (
+            "RATEWIRE_PROJECTOR_LISTEN",
+            format!("127.0.0.1:{}", free_port()),
+        ),
+    ];
+    stack.start_projector_as("projector-b", &other)?;
+    eventually("no partition stalled", Duration::from_secs(30), || async {
+        (stack.metric("ratewire-projector", series).await == 0.0).then_some(())
+    })
+    .await?;
+    let log = std::fs::read_to_string(stack.logs.join("ratewire-projector.log"))?;
+    assert!(log.contains("a stalled partition moves again"));
     Ok(())
 }
