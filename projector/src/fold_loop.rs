@@ -538,12 +538,21 @@ async fn report_progress(
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut stalls = crate::stalls::Stalls::default();
+    let stalls = Arc::new(Mutex::new(crate::stalls::Stalls::default()));
     let mut topic_partitions: Vec<i32> = Vec::new();
     let mut listed_at: Option<std::time::Instant> = None;
+    // Postgres's part, one at a time beside the report: a locked or hung
+    // Postgres (when the fold is stuck, say) must not stop the lag and
+    // readiness from moving.
+    let mut marking: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                if let Some(marking) = marking {
+                    marking.abort();
+                }
+                return;
+            }
             _ = tick.tick() => {
                 // Partitions are added to a topic seldom, and by hand.
                 if listed_at.is_none_or(|at| at.elapsed() >= LIST_PARTITIONS_EVERY) {
@@ -556,21 +565,32 @@ async fn report_progress(
                 let (lag, all_highs) =
                     Progress::report(&progress, &queries, &topic, &topic_partitions).await;
                 status.lag.store(lag.unwrap_or(-1), Ordering::Relaxed);
+                if marking.as_ref().is_some_and(|m| !m.is_finished()) {
+                    continue;
+                }
                 let (highs, owned) = {
                     let progress = progress.lock().expect("progress lock");
                     (progress.highs().clone(), progress.positions.keys().copied().collect())
                 };
                 let pool = pool.lock().expect("settle pool lock").clone();
-                if let Err(e) = crate::fold::settle(&pool, &topic, &highs, asked_at, skew).await {
-                    tracing::debug!(error = %e, "could not mark the settled partitions");
-                }
-                let asked: Vec<i32> = all_highs.keys().copied().collect();
-                match crate::fold::positions(&pool, &topic, &asked).await {
-                    Ok(positions) => {
-                        stalls.report(std::time::Instant::now(), &positions, &all_highs, &owned)
+                let (topic, stalls) = (topic.clone(), Arc::clone(&stalls));
+                marking = Some(tokio::spawn(async move {
+                    if let Err(e) = crate::fold::settle(&pool, &topic, &highs, asked_at, skew).await {
+                        tracing::debug!(error = %e, "could not mark the settled partitions");
                     }
-                    Err(e) => tracing::debug!(error = %e, "could not read the partitions' positions"),
-                }
+                    let asked: Vec<i32> = all_highs.keys().copied().collect();
+                    match crate::fold::positions(&pool, &topic, &asked).await {
+                        Ok(positions) => stalls.lock().expect("stalls lock").report(
+                            std::time::Instant::now(),
+                            &positions,
+                            &all_highs,
+                            &owned,
+                        ),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "could not read the partitions' positions")
+                        }
+                    }
+                }));
             }
         }
     }
