@@ -144,9 +144,11 @@ async fn the_projector_is_ready_only_while_caught_up() -> anyhow::Result<()> {
         }
     };
     // The bank's registration is on the log too: ready once it is applied.
-    let body = eventually("ready with nothing to apply", Duration::from_secs(10), || async {
-        ready(200).await.filter(|body| body["lag"] == 0)
-    })
+    let body = eventually(
+        "ready with nothing to apply",
+        Duration::from_secs(10),
+        || async { ready(200).await.filter(|body| body["lag"] == 0) },
+    )
     .await?;
     assert_eq!(body["caughtUp"], true);
 
