@@ -50,10 +50,14 @@ impl Api {
             ),
             format!(
                 "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from,
-                                             known_to) VALUES
-                 (1, '{b1}', gen_random_uuid(), '{{USD}}', '{m10}', '{m30}'),
-                 (1, '{b1}', gen_random_uuid(), '{{USD}}', '{m30}', NULL),
-                 (2, '{b2}', gen_random_uuid(), '{{USD}}', '{m22}', NULL)",
+                                             known_to, cash_buying, cash_selling,
+                                             transactional_buying, transactional_selling) VALUES
+                 (1, '{b1}', gen_random_uuid(), '{{USD}}', '{m10}', '{m30}', '{{150}}', '{{155}}',
+                  '{{NULL}}', '{{NULL}}'),
+                 (1, '{b1}', gen_random_uuid(), '{{USD}}', '{m30}', NULL, '{{151}}', '{{156}}',
+                  '{{NULL}}', '{{NULL}}'),
+                 (2, '{b2}', gen_random_uuid(), '{{USD}}', '{m22}', NULL, '{{160}}', '{{165}}',
+                  '{{NULL}}', '{{NULL}}')",
                 b1 = at(1),
                 b2 = at(21),
                 m10 = at(10),
@@ -68,18 +72,6 @@ impl Api {
                 b2 = at(21),
                 m10 = at(10),
                 m22 = at(22)
-            ),
-            format!(
-                "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
-                                            known_from, known_to) VALUES
-                 (1, 'USD', '{b1}', 150, 155, '{m10}', '{m30}'),
-                 (1, 'USD', '{b1}', 151, 156, '{m30}', NULL),
-                 (2, 'USD', '{b2}', 160, 165, '{m22}', NULL)",
-                b1 = at(1),
-                b2 = at(21),
-                m10 = at(10),
-                m22 = at(22),
-                m30 = at(30)
             ),
             format!(
                 "INSERT INTO currencies_known (code, name, first_quoted_at, known_from)

@@ -49,14 +49,22 @@ impl Api {
                     '2026-11-20T00:00:00Z'::timestamptz + i * interval '1 second' AS published,
                     '2026-11-21T00:00:00Z'::timestamptz + i * interval '1 second' AS corrected
              FROM generate_series(1, $1) i",
-            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to, closed_by)
-             SELECT 1, as_of, board, $1::bpchar[], published, corrected, correction FROM story",
-            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, reason)
-             SELECT 1, as_of, correction, $1::bpchar[], corrected, 'typo' FROM story",
-            "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling, known_from, known_to)
-             SELECT 1, c, as_of, 100 + i, 103 + i, published, corrected FROM story, unnest($1::text[]) c
-             UNION ALL
-             SELECT 1, c, as_of, 100.5 + i, 103.5 + i, corrected, NULL FROM story, unnest($1::text[]) c",
+            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to, closed_by,
+                                         cash_buying, cash_selling, transactional_buying, transactional_selling)
+             SELECT 1, as_of, board, $1::bpchar[], published, corrected, correction,
+                    array_fill(100 + i::numeric, ARRAY[cardinality($1)]),
+                    array_fill(103 + i::numeric, ARRAY[cardinality($1)]),
+                    array_fill(NULL::numeric, ARRAY[cardinality($1)]),
+                    array_fill(NULL::numeric, ARRAY[cardinality($1)])
+             FROM story",
+            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, reason,
+                                         cash_buying, cash_selling, transactional_buying, transactional_selling)
+             SELECT 1, as_of, correction, $1::bpchar[], corrected, 'typo',
+                    array_fill(100.5 + i, ARRAY[cardinality($1)]),
+                    array_fill(103.5 + i, ARRAY[cardinality($1)]),
+                    array_fill(NULL::numeric, ARRAY[cardinality($1)]),
+                    array_fill(NULL::numeric, ARRAY[cardinality($1)])
+             FROM story",
         ];
         let mut connection = self.read.acquire().await.unwrap();
         for sql in statements {

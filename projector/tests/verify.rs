@@ -87,7 +87,7 @@ async fn analyzing_a_loaded_generation_gives_every_table_statistics() -> anyhow:
         .map(|(name, _)| name.as_str())
         .collect();
     assert!(never.is_empty(), "never analyzed: {never:?}");
-    let rates = tables.iter().find(|(name, _)| name == "rate_versions");
+    let rates = tables.iter().find(|(name, _)| name == "board_versions");
     assert!(matches!(rates, Some((_, n)) if *n > 0.0), "{tables:?}");
     drop_database(pool, database).await
 }

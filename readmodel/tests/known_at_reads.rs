@@ -66,26 +66,18 @@ impl Database {
         to: Option<DateTime<Utc>>,
     ) -> anyhow::Result<()> {
         sqlx::query(
-            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to)
-             VALUES ($1, $2, $3, '{USD}', $4, $5)",
+            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
+                                         cash_buying, cash_selling, transactional_buying,
+                                         transactional_selling)
+             VALUES ($1, $2, $3, '{USD}', $4, $5, ARRAY[$6::numeric], ARRAY[$6 + 5],
+                     '{NULL}', '{NULL}')",
         )
         .bind(bank)
         .bind(as_of)
         .bind(uuid::Uuid::new_v4())
         .bind(from)
         .bind(to)
-        .execute(&self.pool)
-        .await?;
-        sqlx::query(
-            "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
-                                        known_from, known_to)
-             VALUES ($1, 'USD', $2, $3, $3 + 5, $4, $5)",
-        )
-        .bind(bank)
-        .bind(as_of)
         .bind(Decimal::from(buying))
-        .bind(from)
-        .bind(to)
         .execute(&self.pool)
         .await?;
         Ok(())

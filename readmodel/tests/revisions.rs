@@ -62,13 +62,18 @@ impl Database {
 
     async fn version(&self, v: Version<'_>) -> anyhow::Result<()> {
         let currencies: Vec<&str> = v.rates.iter().map(|(c, _)| *c).collect();
+        let buying: Vec<Decimal> = v.rates.iter().map(|(_, b)| dec(b)).collect();
         let known_from = v.known_from.unwrap_or("-infinity");
         sqlx::query(
             "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
-                 closed_by, received_at, log_partition, log_offset, source, reason)
+                 closed_by, received_at, log_partition, log_offset, source, reason, cash_buying,
+                 cash_selling, transactional_buying, transactional_selling)
              VALUES ($1, $2, $3, $4::bpchar[], $5::timestamptz, $6, $7,
                  CASE WHEN $8 THEN $2 END, CASE WHEN $8 THEN 0 END, CASE WHEN $8 THEN 5 END,
-                 CASE WHEN $8 THEN '{\"method\":\"api\",\"url\":\"https://bank.example/r\"}'::jsonb END, $9)",
+                 CASE WHEN $8 THEN '{\"method\":\"api\",\"url\":\"https://bank.example/r\"}'::jsonb END, $9,
+                 $10::numeric[], ARRAY(SELECT b + 3 FROM unnest($10::numeric[]) b),
+                 array_fill(NULL::numeric, ARRAY[cardinality($4)]),
+                 array_fill(NULL::numeric, ARRAY[cardinality($4)]))",
         )
         .bind(v.bank)
         .bind(at(v.as_of))
@@ -79,23 +84,9 @@ impl Database {
         .bind(v.closed_by)
         .bind(v.known_from.is_some())
         .bind(v.reason)
+        .bind(&buying)
         .execute(&self.pool)
         .await?;
-        for (currency, buying) in v.rates {
-            sqlx::query(
-                "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
-                     known_from, known_to)
-                 VALUES ($1, $2, $3, $4, $4 + 3, $5::timestamptz, $6)",
-            )
-            .bind(v.bank)
-            .bind(currency)
-            .bind(at(v.as_of))
-            .bind(dec(buying))
-            .bind(known_from)
-            .bind(v.known_to.map(at))
-            .execute(&self.pool)
-            .await?;
-        }
         Ok(())
     }
 }

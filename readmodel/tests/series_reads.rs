@@ -45,21 +45,15 @@ impl Database {
 
     async fn publish(&self, bank: i64, at: DateTime<Utc>, buying: i64) -> anyhow::Result<()> {
         sqlx::query(
-            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from)
-             VALUES ($1, $2, $3, '{USD}', '-infinity')",
+            "INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from,
+                                         cash_buying, cash_selling, transactional_buying,
+                                         transactional_selling)
+             VALUES ($1, $2, $3, '{USD}', '-infinity', ARRAY[$4::numeric], ARRAY[$4 + 5],
+                     '{NULL}', '{NULL}')",
         )
         .bind(bank)
         .bind(at)
         .bind(uuid::Uuid::new_v4())
-        .execute(&self.pool)
-        .await?;
-        sqlx::query(
-            "INSERT INTO rate_versions (bank_id, currency, as_of, cash_buying, cash_selling,
-                                        known_from)
-             VALUES ($1, 'USD', $2, $3, $3 + 5, '-infinity')",
-        )
-        .bind(bank)
-        .bind(at)
         .bind(Decimal::from(buying))
         .execute(&self.pool)
         .await?;

@@ -82,7 +82,10 @@ async fn verify_reports_an_equal_fold_names_what_differs_and_leaves_no_check_beh
 
     // A row and a view that differ are named, and the status says so.
     stack
-        .sql("UPDATE kept.rate_versions SET cash_selling = cash_selling + 1")
+        .sql(
+            "UPDATE kept.board_versions
+             SET cash_selling = ARRAY(SELECT s + 1 FROM unnest(cash_selling) s)",
+        )
         .await?;
     {
         let client = redis::Client::open(stack.redis_url.as_str())?;

@@ -75,17 +75,6 @@ pub struct RateColumns {
 }
 
 impl RateColumns {
-    pub fn push(&mut self, bank: i64, as_of: DateTime<Utc>, quote: &Quote) {
-        self.rate_banks.push(bank);
-        self.rate_times.push(as_of);
-        self.rate_currencies
-            .push(quote.currency.as_str().to_owned());
-        self.cash_buying.push(quote.cash_buying);
-        self.cash_selling.push(quote.cash_selling);
-        self.transactional_buying.push(quote.transactional_buying);
-        self.transactional_selling.push(quote.transactional_selling);
-    }
-
     /// Each row as (bank, as-of, quote); a stored code this build no
     /// longer knows is left out (the rules read codes only to tell which
     /// views to refresh).

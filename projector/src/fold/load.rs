@@ -110,15 +110,18 @@ const LOAD: &str = r#"
                             WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
                               AND b.known_to IS NULL OFFSET 0) b
     ), board AS MATERIALIZED (
-        SELECT b.bank_id, b.as_of, b.event_id, b.currencies FROM picked p
-        CROSS JOIN LATERAL (SELECT bank_id, as_of, event_id, currencies FROM board_versions b
+        SELECT b.* FROM picked p
+        CROSS JOIN LATERAL (SELECT bank_id, as_of, event_id, currencies, cash_buying,
+                                   cash_selling, transactional_buying, transactional_selling
+                            FROM board_versions b
                             WHERE b.bank_id = p.bank_id AND b.as_of = p.as_of
                               AND b.known_to IS NULL OFFSET 0) b
     ), rate AS MATERIALIZED (
-        SELECT r.* FROM board b
-        CROSS JOIN LATERAL (SELECT * FROM rate_versions r
-                            WHERE r.bank_id = b.bank_id AND r.currency = ANY (b.currencies)
-                              AND r.as_of = b.as_of AND r.known_to IS NULL OFFSET 0) r
+        SELECT b.bank_id, b.as_of, q.* FROM board b
+        CROSS JOIN LATERAL unnest(b.currencies, b.cash_buying, b.cash_selling,
+                                  b.transactional_buying, b.transactional_selling)
+            AS q (currency, cash_buying, cash_selling, transactional_buying,
+                  transactional_selling)
     ), applied AS MATERIALIZED (
         SELECT event_id, partition, "offset" FROM applied_events WHERE event_id = ANY ($1)
     ), bank AS MATERIALIZED (

@@ -12,7 +12,7 @@ use sqlx::types::Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::columns::{BankColumns, RateColumns, RetractionColumns};
+use super::columns::{BankColumns, RetractionColumns};
 use super::core::{Net, Stamp};
 
 /// Why a write failed.
@@ -43,8 +43,8 @@ pub async fn write(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
     insert(db, net).await
 }
 
-/// Closes the stored versions `net` revises: banks changed, boards (with
-/// their rates) replaced or withdrawn, reference days (with theirs)
+/// Closes the stored versions `net` revises: banks changed, boards (their
+/// rates are part of them) replaced or withdrawn, reference days (with theirs)
 /// published again, and each bank's latest board moved on. Only the parts
 /// with something to close are sent: a live board closes one row of
 /// `bank_latest_versions`, and a statement of every part cost more to
@@ -110,9 +110,8 @@ enum Close {
 /// `None` when there are none. Each open version is found by a probe of
 /// its key and closed by row address (a join against the unnested keys
 /// became a scan of every row once Postgres stopped planning each
-/// execution of the prepared statement); a board's rates are found by the
-/// rates' key from the currencies it held (OFFSET 0 keeps those probes
-/// from becoming a join).
+/// execution of the prepared statement; OFFSET 0 keeps the probes from
+/// becoming a join).
 fn close_statement(parts: &[Close]) -> Option<String> {
     let mut next = 0;
     let mut param = || {
@@ -160,16 +159,6 @@ fn close_statement(parts: &[Close]) -> Option<String> {
                 ), old_boards AS (
                     UPDATE board_versions t SET known_to = r.known_to, closed_by = r.closed_by
                     FROM board_rows r WHERE t.ctid = r.row
-                    RETURNING t.bank_id, t.as_of, t.currencies, t.known_to
-                ), rate_rows AS (
-                    SELECT r.ctid AS row, o.known_to FROM old_boards o
-                    CROSS JOIN LATERAL (SELECT ctid FROM rate_versions r
-                                        WHERE r.bank_id = o.bank_id AND r.currency = ANY (o.currencies)
-                                          AND r.as_of = o.as_of AND r.known_to IS NULL
-                                        OFFSET 0) r
-                ), old_rates AS (
-                    UPDATE rate_versions t SET known_to = r.known_to
-                    FROM rate_rows r WHERE t.ctid = r.row
                 )",
                 param(),
                 param(),
@@ -206,6 +195,22 @@ fn close_statement(parts: &[Close]) -> Option<String> {
     (!ctes.is_empty()).then(|| format!("WITH {} SELECT 1", ctes.join(", ")))
 }
 
+/// Values comma-joined as exact decimals, an absent one as nothing (read
+/// back as NULL).
+fn joined(values: impl Iterator<Item = Option<Decimal>>) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (i, value) in values.enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        if let Some(value) = value {
+            let _ = write!(text, "{value}");
+        }
+    }
+    text
+}
+
 /// The end of a version the run closed itself, and what closed it.
 fn ends(closed: Option<Stamp>) -> (Option<DateTime<Utc>>, Option<Uuid>) {
     closed.map_or((None, None), |s| (Some(s.known_at), Some(s.event_id)))
@@ -233,10 +238,6 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.latest_from.push(version.known_from);
         rows.latest_to.push(ends(version.closed).0);
     }
-    // Rates in the order of their index (bank, currency, as-of): a bank's
-    // boards then insert each currency's rows one after another into the
-    // same index leaf.
-    let mut rates = Vec::new();
     for version in &net.boards {
         let row = &version.row;
         let (known_to, closed_by) = ends(version.closed);
@@ -263,24 +264,18 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.board_reasons.push(row.published.reason.clone());
         rows.board_widest.push(row.screen.widest_spread);
         rows.board_moves.push(row.screen.largest_move);
-        rates.extend(row.board.quotes.iter().map(|q| {
-            (
-                row.bank.get(),
-                q.currency,
-                row.as_of,
-                version.known_from,
-                known_to,
-                q,
-            )
-        }));
-    }
-    rates.sort_unstable_by_key(|(bank, currency, as_of, from, ..)| {
-        (*bank, *currency, *as_of, *from)
-    });
-    for (bank, _, as_of, from, to, quote) in rates {
-        rows.rates.push(bank, as_of, quote);
-        rows.rate_from.push(from);
-        rows.rate_to.push(to);
+        // Each field's values in the board's currencies' order, comma-
+        // joined as its currencies are (slices of one long array would
+        // cost Postgres a walk from its start for every board).
+        let quotes = &row.board.quotes;
+        rows.cash_buying
+            .push(joined(quotes.iter().map(|q| Some(q.cash_buying))));
+        rows.cash_selling
+            .push(joined(quotes.iter().map(|q| Some(q.cash_selling))));
+        rows.transactional_buying
+            .push(joined(quotes.iter().map(|q| q.transactional_buying)));
+        rows.transactional_selling
+            .push(joined(quotes.iter().map(|q| q.transactional_selling)));
     }
     for (code, (first, known_from)) in &net.first_quoted {
         rows.currency_codes.push(code.as_str().to_owned());
@@ -344,15 +339,10 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.currency_names)
         .bind(&rows.currency_firsts)
         .bind(&rows.currency_known)
-        .bind(&rows.rates.rate_banks)
-        .bind(&rows.rates.rate_times)
-        .bind(&rows.rates.rate_currencies)
-        .bind(&rows.rates.cash_buying)
-        .bind(&rows.rates.cash_selling)
-        .bind(&rows.rates.transactional_buying)
-        .bind(&rows.rates.transactional_selling)
-        .bind(&rows.rate_from)
-        .bind(&rows.rate_to)
+        .bind(&rows.cash_buying)
+        .bind(&rows.cash_selling)
+        .bind(&rows.transactional_buying)
+        .bind(&rows.transactional_selling)
         .bind(&rows.retracted.retracted_ids)
         .bind(&rows.retracted.retracted_banks)
         .bind(&rows.retracted.retracted_by)
@@ -417,9 +407,10 @@ struct Rows {
     currency_names: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
     currency_known: Vec<DateTime<Utc>>,
-    rates: RateColumns,
-    rate_from: Vec<DateTime<Utc>>,
-    rate_to: Vec<Option<DateTime<Utc>>>,
+    cash_buying: Vec<String>,
+    cash_selling: Vec<String>,
+    transactional_buying: Vec<String>,
+    transactional_selling: Vec<String>,
     retracted: RetractionColumns,
     retracted_known: Vec<DateTime<Utc>>,
     day_sources: Vec<String>,
@@ -459,7 +450,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
                                     registered_at, updated_at, known_from, known_to, schedule)
          SELECT * FROM UNNEST($4::bigint[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
                               $9::bool[], $10::timestamptz[], $11::timestamptz[],
-                              $12::timestamptz[], $13::timestamptz[], $64::jsonb[])
+                              $12::timestamptz[], $13::timestamptz[], $59::jsonb[])
      ), rewritten AS (
          INSERT INTO bank_history_revs (bank_id, history_rev)
          SELECT b, 1 FROM UNNEST($14::bigint[]) AS b
@@ -467,13 +458,16 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
      ), board AS (
          INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
                                      closed_by, received_at, log_partition, log_offset, source,
-                                     reason, widest_spread, largest_move)
-         SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r, w, m
+                                     reason, widest_spread, largest_move, cash_buying,
+                                     cash_selling, transactional_buying, transactional_selling)
+         SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r, w, m,
+                string_to_array(v1, ',', '')::numeric[], string_to_array(v2, ',', '')::numeric[],
+                string_to_array(v3, ',', '')::numeric[], string_to_array(v4, ',', '')::numeric[]
          FROM UNNEST($15::bigint[], $16::timestamptz[], $17::uuid[], $18::text[],
                      $19::timestamptz[], $20::timestamptz[], $21::uuid[], $22::timestamptz[],
-                     $23::int[], $24::bigint[], $25::jsonb[], $26::text[], $65::numeric[],
-                     $66::numeric[])
-              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r, w, m)
+                     $23::int[], $24::bigint[], $25::jsonb[], $26::text[], $60::numeric[],
+                     $61::numeric[], $31::text[], $32::text[], $33::text[], $34::text[])
+              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r, w, m, v1, v2, v3, v4)
      ), currency AS (
          INSERT INTO currencies_known (code, name, first_quoted_at, known_from)
          SELECT c.code, c.name, c.first, c.known
@@ -485,34 +479,27 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          ON CONFLICT (code) DO UPDATE
          SET first_quoted_at = LEAST(currencies_known.first_quoted_at, EXCLUDED.first_quoted_at),
              known_from = LEAST(currencies_known.known_from, EXCLUDED.known_from)
-     ), rate AS (
-         INSERT INTO rate_versions (bank_id, as_of, currency, cash_buying, cash_selling,
-                                    transactional_buying, transactional_selling, known_from,
-                                    known_to)
-         SELECT * FROM UNNEST($31::bigint[], $32::timestamptz[], $33::text[], $34::numeric[],
-                              $35::numeric[], $36::numeric[], $37::numeric[],
-                              $38::timestamptz[], $39::timestamptz[])
      ), retracted AS (
          INSERT INTO retracted_boards (event_id, bank_id, retracted_by, reason, retracted_at,
                                        known_at)
-         SELECT * FROM UNNEST($40::uuid[], $41::bigint[], $42::uuid[], $43::text[],
-                              $44::timestamptz[], $45::timestamptz[])
+         SELECT * FROM UNNEST($35::uuid[], $36::bigint[], $37::uuid[], $38::text[],
+                              $39::timestamptz[], $40::timestamptz[])
          ON CONFLICT (event_id) DO NOTHING
      ), day AS (
          INSERT INTO reference_board_versions (source, date, event_id, published_at, known_from,
                                                known_to)
-         SELECT * FROM UNNEST($46::text[], $47::date[], $48::uuid[], $49::timestamptz[],
-                              $50::timestamptz[], $51::timestamptz[])
+         SELECT * FROM UNNEST($41::text[], $42::date[], $43::uuid[], $44::timestamptz[],
+                              $45::timestamptz[], $46::timestamptz[])
      ), reference AS (
          INSERT INTO reference_rate_versions (source, date, currency, buying, selling,
                                               weighted_average, known_from, known_to)
-         SELECT * FROM UNNEST($52::text[], $53::date[], $54::text[], $55::numeric[],
-                              $56::numeric[], $57::numeric[], $58::timestamptz[],
-                              $59::timestamptz[])
+         SELECT * FROM UNNEST($47::text[], $48::date[], $49::text[], $50::numeric[],
+                              $51::numeric[], $52::numeric[], $53::timestamptz[],
+                              $54::timestamptz[])
      ), latest AS (
          INSERT INTO bank_latest_versions (bank_id, as_of, known_from, known_to)
-         SELECT * FROM UNNEST($60::bigint[], $61::timestamptz[], $62::timestamptz[],
-                              $63::timestamptz[])
+         SELECT * FROM UNNEST($55::bigint[], $56::timestamptz[], $57::timestamptz[],
+                              $58::timestamptz[])
      )
      SELECT count(*) FROM applied"
         .to_owned()

@@ -277,7 +277,6 @@ pub async fn empty(pool: &PgPool) -> anyhow::Result<()> {
     // A few rows each: deleting them is quicker than truncating.
     for table in [
         "applied_events",
-        "rate_versions",
         "board_versions",
         "bank_versions",
         "bank_history_revs",

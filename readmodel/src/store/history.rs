@@ -16,7 +16,7 @@ pub async fn history<'e>(
 ) -> Result<Option<HistoryRecord>> {
     let row = sqlx::query(
         "SELECT as_of, cash_buying, cash_selling, transactional_buying, transactional_selling
-         FROM rates WHERE bank_id = $1 AND currency = $2::bpchar AND as_of < $3
+         FROM rates_of($2::bpchar) WHERE bank_id = $1 AND as_of < $3
          ORDER BY as_of DESC LIMIT 1",
     )
     .bind(bank.get())

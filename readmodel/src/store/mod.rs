@@ -113,8 +113,8 @@ pub(super) const RATE_COLUMNS: &str = "r.currency, r.as_of, r.cash_buying, r.cas
 
 /// Joins `p`, the latest earlier rate of the same bank and currency as `r`.
 pub(super) const PREVIOUS_JOIN: &str = "LEFT JOIN LATERAL (
-        SELECT * FROM rates p
-        WHERE p.bank_id = r.bank_id AND p.currency = r.currency AND p.as_of < r.as_of
+        SELECT * FROM rates_of(r.currency) p
+        WHERE p.bank_id = r.bank_id AND p.as_of < r.as_of
         ORDER BY p.as_of DESC LIMIT 1
     ) p ON true";
 

@@ -93,8 +93,8 @@ async fn previous_values(
          CROSS JOIN LATERAL (
              SELECT currency, as_of, cash_buying, cash_selling,
                     transactional_buying, transactional_selling
-             FROM rates
-             WHERE bank_id = $1 AND currency = c.code::bpchar AND as_of < $3
+             FROM rates_of(c.code::bpchar)
+             WHERE bank_id = $1 AND as_of < $3
              ORDER BY as_of DESC LIMIT 1
          ) p",
     )

@@ -48,8 +48,8 @@ pub async fn records_between<'e>(
     limit: usize,
 ) -> Result<Vec<HistoryRecord>> {
     let rows = sqlx::query(&format!(
-        "SELECT {RECORD_COLUMNS} FROM rates
-         WHERE bank_id = $1 AND currency = $2::bpchar AND as_of >= $3 AND as_of < $4
+        "SELECT {RECORD_COLUMNS} FROM rates_of($2::bpchar)
+         WHERE bank_id = $1 AND as_of >= $3 AND as_of < $4
          ORDER BY as_of LIMIT $5"
     ))
     .bind(bank.get())
@@ -206,12 +206,12 @@ async fn in_force_at(
         let rows = sqlx::query(&format!(
             "SELECT b.bank_id, r.* FROM UNNEST($1::bigint[]) AS b (bank_id)
              CROSS JOIN LATERAL (
-                 (SELECT {RECORD_COLUMNS} FROM rates
-                  WHERE bank_id = b.bank_id AND currency = $2::bpchar AND as_of < $3
+                 (SELECT {RECORD_COLUMNS} FROM rates_of($2::bpchar)
+                  WHERE bank_id = b.bank_id AND as_of < $3
                   ORDER BY as_of DESC LIMIT 2)
                  UNION ALL
-                 (SELECT {RECORD_COLUMNS} FROM rates
-                  WHERE bank_id = b.bank_id AND currency = $2::bpchar
+                 (SELECT {RECORD_COLUMNS} FROM rates_of($2::bpchar)
+                  WHERE bank_id = b.bank_id
                     AND as_of >= $3 AND as_of < $4
                   ORDER BY as_of LIMIT $5)
              ) r"
@@ -278,8 +278,8 @@ async fn probed(
         "SELECT b.bank_id, t.n, r.* FROM UNNEST($1::bigint[]) AS b (bank_id)
          CROSS JOIN UNNEST($3::timestamptz[]) WITH ORDINALITY AS t (at, n)
          CROSS JOIN LATERAL (
-             SELECT {RECORD_COLUMNS} FROM rates
-             WHERE bank_id = b.bank_id AND currency = $2::bpchar AND as_of < t.at
+             SELECT {RECORD_COLUMNS} FROM rates_of($2::bpchar)
+             WHERE bank_id = b.bank_id AND as_of < t.at
              ORDER BY as_of DESC LIMIT 2
          ) r
          ORDER BY b.bank_id, t.n, r.as_of DESC"

@@ -88,7 +88,7 @@ pub async fn series_read(
 ) -> Result<SeriesRead> {
     let since = until - chrono::Duration::days(SERIES_DAYS);
     let window = format!(
-        "FROM rates WHERE bank_id = $1 AND currency = $2::bpchar AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL"
+        "FROM rates_of($2::bpchar) WHERE bank_id = $1 AND as_of > $3 AND as_of <= $4 AND {column} IS NOT NULL"
     );
     // Up to READ_WHOLE rows at once: a window of hourly boards (720) is
     // then bucketed here from one index range, where a probe per bucket
@@ -174,9 +174,8 @@ pub async fn rates_after(
                 r.transactional_buying, r.transactional_selling
          FROM UNNEST($1::bigint[], $2::text[], $3::timestamptz[]) AS k (bank_id, currency, after)
          CROSS JOIN LATERAL (
-             SELECT * FROM rates
-             WHERE bank_id = k.bank_id AND currency = k.currency::bpchar
-               AND as_of > k.after AND as_of <= $4
+             SELECT * FROM rates_of(k.currency::bpchar)
+             WHERE bank_id = k.bank_id AND as_of > k.after AND as_of <= $4
              ORDER BY as_of DESC LIMIT $5
          ) r
          ORDER BY k.bank_id, k.currency, r.as_of",

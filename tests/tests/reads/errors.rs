@@ -48,7 +48,7 @@ async fn a_server_failure_is_500_with_the_cause_only_in_the_logs() -> anyhow::Re
     );
 
     world
-        .sql("ALTER TABLE readmodel.rates RENAME TO rates_gone")
+        .sql("ALTER FUNCTION readmodel.rates_of RENAME TO rates_of_gone")
         .await?;
     let logged = world.log().len();
     let (status, body) = world.get(&path, Some(&key)).await?;

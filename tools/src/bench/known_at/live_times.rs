@@ -57,10 +57,6 @@ pub async fn as_if_published_live(pool: &PgPool, schema: &str) -> anyhow::Result
         format!(
             "UPDATE {schema}.currencies_known SET known_from = (SELECT min(as_of) - interval '1 day' FROM shift)"
         ),
-        format!(
-            "UPDATE {schema}.rate_versions r SET known_from = s.new_from, known_to = s.new_to
-             FROM shift s WHERE r.bank_id = s.bank_id AND r.as_of = s.as_of AND r.known_from = s.old_from"
-        ),
         // Each bank's latest as-of moves with each board as it becomes
         // known (a correction keeps the as-of; a retraction came hours
         // after later boards).
@@ -72,7 +68,6 @@ pub async fn as_if_published_live(pool: &PgPool, schema: &str) -> anyhow::Result
              FROM (SELECT DISTINCT bank_id, as_of FROM shift) b"
         ),
         "DROP TABLE shift".to_owned(),
-        format!("VACUUM ANALYZE {schema}.rate_versions"),
         format!("VACUUM ANALYZE {schema}.board_versions"),
     ];
     for statement in &statements {

@@ -169,8 +169,8 @@ asks `sig1=("@status" "content-digest" "content-type");keyid="<the current key>"
 ### Postgres bytes
 
 `pg_total_relation_size` (heap, TOAST, indexes). After: the read model as the fold wrote it
-(`rate_versions`, `board_versions`; {versions} rate rows, of which {closed} are closed
-versions). Before: the {in_force} rate entries in force copied, in the order the fold wrote
+(`board_versions`, each version holding its own rates since migration 0012; {versions} rate
+entries, of which {closed} are in closed versions). Before: the {in_force} rate entries in force copied, in the order the fold wrote
 them, into tables of the shape before migration 0008 (`rates` keyed by bank, currency and
 as-of; `boards` keyed by bank and as-of, with its event-id index; no known-at columns), in a
 scratch schema, keys created first.
@@ -229,7 +229,10 @@ scratch schema, keys created first.
         versions = f.rate_versions,
         closed = f.rate_versions - f.entries,
         in_force = f.entries,
-        after_rates = mb(f.after_rates),
+        after_rates = match f.after_rates {
+            0 => "in the boards' rows".to_owned(),
+            bytes => mb(bytes),
+        },
         before_rates = mb(f.before_rates),
         after_boards = mb(f.after_boards),
         before_boards = mb(f.before_boards),
