@@ -195,9 +195,10 @@ fn close_statement(parts: &[Close]) -> Option<String> {
     (!ctes.is_empty()).then(|| format!("WITH {} SELECT 1", ctes.join(", ")))
 }
 
-/// Values comma-joined as exact decimals, an absent one as nothing (read
-/// back as NULL).
-fn joined(values: impl Iterator<Item = Option<Decimal>>) -> String {
+/// Values comma-joined as they print (decimals exactly), an absent one as
+/// nothing (read back as NULL): one text per board, since boards quote
+/// different numbers of currencies, which an array of arrays cannot hold.
+fn joined<T: std::fmt::Display>(values: impl Iterator<Item = Option<T>>) -> String {
     use std::fmt::Write;
     let mut text = String::new();
     for (i, value) in values.enumerate() {
@@ -244,15 +245,8 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.board_banks.push(row.bank.get());
         rows.board_times.push(row.as_of);
         rows.board_ids.push(row.board.event_id);
-        // Comma-joined: boards quote different numbers of currencies,
-        // which an array of arrays cannot hold.
-        rows.board_currencies.push(
-            row.board
-                .currencies()
-                .map(|c| c.as_str().to_owned())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
+        rows.board_currencies
+            .push(joined(row.board.currencies().map(Some)));
         rows.board_from.push(version.known_from);
         rows.board_to.push(known_to);
         rows.board_closed_by.push(closed_by);
@@ -264,9 +258,9 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.board_reasons.push(row.published.reason.clone());
         rows.board_widest.push(row.screen.widest_spread);
         rows.board_moves.push(row.screen.largest_move);
-        // Each field's values in the board's currencies' order, comma-
-        // joined as its currencies are (slices of one long array would
-        // cost Postgres a walk from its start for every board).
+        // Each field's values in the board's currencies' order (slices of
+        // one long array would cost Postgres a walk from its start for
+        // every board).
         let quotes = &row.board.quotes;
         rows.cash_buying
             .push(joined(quotes.iter().map(|q| Some(q.cash_buying))));
