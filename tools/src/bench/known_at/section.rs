@@ -177,7 +177,7 @@ scratch schema, keys created first.
 
 | | after (bitemporal) | before (pre-0008) |
 |---|---|---|
-| rates, MB | {after_rates} | {before_rates} |
+| rates, MB | in the boards' rows | {before_rates} |
 | boards, MB | {after_boards} | {before_boards} |
 | bytes per rate entry in force | {after_per} | {before_per} |
 "#,
@@ -229,10 +229,6 @@ scratch schema, keys created first.
         versions = f.rate_versions,
         closed = f.rate_versions - f.entries,
         in_force = f.entries,
-        after_rates = match f.after_rates {
-            0 => "in the boards' rows".to_owned(),
-            bytes => mb(bytes),
-        },
         before_rates = mb(f.before_rates),
         after_boards = mb(f.after_boards),
         before_boards = mb(f.before_boards),
