@@ -27,6 +27,7 @@ mod outcome;
 mod plan;
 mod positions;
 mod screen;
+pub mod stored;
 pub mod write;
 
 use std::collections::BTreeSet;

@@ -44,11 +44,11 @@ use common::{board, dec, drop_database, dump, empty, entry, fresh_pool, versions
 const TOPIC: &str = "properties";
 /// Banks 1 to 4 may be registered; 5 never is.
 const BANKS: u8 = 5;
-const CODES: [&str; 3] = ["USD", "EUR", "GBP"];
+const CODES: [&str; 4] = ["USD", "EUR", "GBP", "CHF"];
 
 /// The first instant of the logs' time.
 fn base() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+    Utc.with_ymd_and_hms(2026, 1, 30, 0, 0, 0).unwrap()
 }
 
 /// When every event was received: after every board it carries.
@@ -80,6 +80,9 @@ enum Op {
         bank: u8,
         hour: u32,
         rates: Vec<Rates>,
+        /// Publish the bank's previous rates again instead (stored against
+        /// a base): 1 as they were, 2 with one value moved.
+        again: u8,
     },
     /// A retraction of the `target`-th board published so far (of its own
     /// bank's when `cross` is off), or of one that never was.
@@ -106,7 +109,7 @@ fn rates() -> impl Strategy<Value = Vec<Rates>> {
                 transactional,
             },
         ),
-        1..4,
+        1..5,
     )
 }
 
@@ -118,8 +121,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(bank, name, links, schedule)| Op::Update { bank, name, links, schedule }),
         1 => bank.clone().prop_map(Op::Deactivate),
         1 => bank.clone().prop_map(Op::Reactivate),
-        8 => (bank.clone(), 0u32..40, rates())
-            .prop_map(|(bank, hour, rates)| Op::Board { bank, hour, rates }),
+        8 => (bank.clone(), 0u32..40, rates(), 0u8..4)
+            .prop_map(|(bank, hour, rates, again)| Op::Board { bank, hour, rates, again }),
         2 => (bank, any::<usize>(), prop::bool::weighted(0.2))
             .prop_map(|(bank, target, stray)| Op::Retract { bank, target, stray }),
         1 => (0u8..4, prop::collection::vec((0..CODES.len(), 1i64..500), 1..3))
@@ -145,6 +148,7 @@ fn log() -> impl Strategy<Value = Vec<Op>> {
 fn envelopes(ops: &[Op], cross: bool) -> Vec<Envelope> {
     let mut log: Vec<Envelope> = Vec::new();
     let mut published: Vec<(BankId, Uuid)> = Vec::new();
+    let mut previous: BTreeMap<u8, Vec<Rates>> = BTreeMap::new();
     let mut ids = 0u128;
     let mut next_id = || {
         ids += 1;
@@ -193,9 +197,22 @@ fn envelopes(ops: &[Op], cross: bool) -> Vec<Envelope> {
                 Event::BankDeactivated(BankDeactivated::default()),
             ),
             Op::Reactivate(bank) => (at(*bank), Event::BankReactivated(BankReactivated {})),
-            Op::Board { bank, hour, rates } => {
+            Op::Board {
+                bank,
+                hour,
+                rates,
+                again,
+            } => {
+                let mut rates = match (again, previous.get(bank)) {
+                    (1 | 2, Some(before)) => before.clone(),
+                    _ => rates.clone(),
+                };
+                if *again == 2 {
+                    rates[0].buying += 1;
+                }
+                previous.insert(*bank, rates.clone());
                 let mut entries = BTreeMap::new();
-                for r in rates {
+                for r in &rates {
                     let transactional = r.transactional.then(|| {
                         (
                             dec(r.buying + 1),
@@ -537,7 +554,15 @@ fn difference(got: &(Model, Letters), expected: &(Model, Letters)) -> String {
             }
         )*};
     }
-    compare!(applied, banks, boards, first_quoted, retracted, reference);
+    compare!(
+        applied,
+        banks,
+        boards,
+        first_quoted,
+        retracted,
+        reference,
+        stored
+    );
     if got.1 != expected.1 {
         parts.push(format!(
             "dead letters: got {:?}\nexpected {:?}",

@@ -51,6 +51,7 @@ mod redis_faults;
 mod redis_loss;
 mod redis_outage;
 mod reference_rates;
+mod repeated_boards;
 mod retention;
 mod scale_out;
 mod signed_answers;

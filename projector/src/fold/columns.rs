@@ -68,6 +68,8 @@ pub struct RateColumns {
     pub rate_banks: Vec<i64>,
     pub rate_times: Vec<DateTime<Utc>>,
     pub rate_currencies: Vec<String>,
+    /// Whether each value is read from its board's base.
+    pub rate_same: Vec<bool>,
     pub cash_buying: Vec<Decimal>,
     pub cash_selling: Vec<Decimal>,
     pub transactional_buying: Vec<Option<Decimal>>,
@@ -75,12 +77,13 @@ pub struct RateColumns {
 }
 
 impl RateColumns {
-    /// Each row as (bank, as-of, quote); a stored code this build no
-    /// longer knows is left out (the rules read codes only to tell which
-    /// views to refresh).
-    pub fn rows(self) -> impl Iterator<Item = (i64, DateTime<Utc>, Quote)> {
+    /// Each row as (bank, as-of, quote, read from the base); a stored code
+    /// this build no longer knows is left out (the rules read codes only to
+    /// tell which views to refresh).
+    pub fn rows(self) -> impl Iterator<Item = (i64, DateTime<Utc>, Quote, bool)> {
         let mut times = self.rate_times.into_iter();
         let mut currencies = self.rate_currencies.into_iter();
+        let mut same = self.rate_same.into_iter();
         let mut cash_buying = self.cash_buying.into_iter();
         let mut cash_selling = self.cash_selling.into_iter();
         let mut transactional_buying = self.transactional_buying.into_iter();
@@ -88,6 +91,7 @@ impl RateColumns {
         self.rate_banks.into_iter().filter_map(move |bank| {
             let as_of = times.next()?;
             let currency = currencies.next()?;
+            let same = same.next()?;
             let quote = Quote {
                 currency: CurrencyCode::parse(currency.trim()).ok()?,
                 cash_buying: cash_buying.next()?,
@@ -95,7 +99,7 @@ impl RateColumns {
                 transactional_buying: transactional_buying.next()?,
                 transactional_selling: transactional_selling.next()?,
             };
-            Some((bank, as_of, quote))
+            Some((bank, as_of, quote, same))
         })
     }
 }

@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use super::model::{Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction};
 use super::screen::screen;
+use super::stored::{self, Previous, Stored};
 
 /// The rule of a bank event for a bank never registered.
 pub const UNKNOWN_BANK: &str = "unknown-bank";
@@ -61,6 +62,7 @@ pub enum Change {
         board: Board,
         published: Published,
         screen: Screen,
+        stored: Stored,
     },
     FirstQuoted {
         currency: CurrencyCode,
@@ -337,10 +339,17 @@ fn publish(
         .collect();
     let board_added = Board::new(envelope.event_id, quotes);
     let screen = screen(model, bank, as_of, &board_added);
+    let previous = model.latest(bank).map(|(as_of, board)| Previous {
+        as_of,
+        board,
+        stored: model.stored.get(&board.event_id).unwrap_or(&Stored::Full),
+    });
+    let stored = stored::choose(previous, as_of, &board_added);
     changes.push(Change::BoardAdded {
         bank,
         as_of,
         screen,
+        stored,
         board: board_added,
         published: Published {
             received_at: envelope.occurred_at,
@@ -362,11 +371,20 @@ pub fn absorb(model: &mut Model, change: &Change) {
         }
         Change::HistoryRewritten(_) => {}
         Change::BoardRemoved { bank, as_of } => {
-            model.boards.remove(&(*bank, *as_of));
+            if let Some(board) = model.boards.remove(&(*bank, *as_of)) {
+                model.stored.remove(&board.event_id);
+            }
         }
         Change::BoardAdded {
-            bank, as_of, board, ..
+            bank,
+            as_of,
+            board,
+            stored,
+            ..
         } => {
+            if *stored != Stored::Full {
+                model.stored.insert(board.event_id, stored.clone());
+            }
             model.boards.insert((*bank, *as_of), board.clone());
         }
         Change::FirstQuoted { currency, at } => {
@@ -411,6 +429,7 @@ pub struct BoardRow {
     pub board: Board,
     pub published: Published,
     pub screen: Screen,
+    pub stored: Stored,
 }
 
 /// What a run of changes comes to, as versions: the rows that stood
@@ -525,6 +544,7 @@ impl Net {
                     board,
                     published,
                     screen,
+                    stored,
                 } => {
                     // Every currency a board quotes is known from the
                     // earliest known-at time of any board quoting it,
@@ -546,6 +566,7 @@ impl Net {
                             board: board.clone(),
                             published: published.clone(),
                             screen: *screen,
+                            stored: stored.clone(),
                         },
                         known_from: known_at,
                         closed: None,

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::columns::{BankColumns, RateColumns, RetractionColumns};
 use super::model::{Board, Model, Position, Quote};
+use super::stored::Stored;
 
 /// What the events name, by kind.
 #[derive(Default)]
@@ -110,14 +111,40 @@ const LOAD: &str = r#"
                             WHERE b.bank_id = k.bank_id AND b.as_of = k.as_of
                               AND b.known_to IS NULL OFFSET 0) b
     ), board AS MATERIALIZED (
-        SELECT b.* FROM picked p
+        SELECT b.*, s.currencies AS base_currencies, s.cash_buying AS base_cash_buying,
+               s.cash_selling AS base_cash_selling,
+               s.transactional_buying AS base_transactional_buying,
+               s.transactional_selling AS base_transactional_selling
+        FROM picked p
         CROSS JOIN LATERAL (SELECT bank_id, as_of, event_id, currencies, cash_buying,
-                                   cash_selling, transactional_buying, transactional_selling
+                                   cash_selling, transactional_buying, transactional_selling,
+                                   base_event_id
                             FROM board_versions b
                             WHERE b.bank_id = p.bank_id AND b.as_of = p.as_of
                               AND b.known_to IS NULL OFFSET 0) b
+        LEFT JOIN LATERAL (SELECT currencies, cash_buying, cash_selling, transactional_buying,
+                                  transactional_selling
+                           FROM board_versions s
+                           WHERE s.event_id = b.base_event_id LIMIT 1) s ON true
     ), rate AS MATERIALIZED (
-        SELECT b.bank_id, b.as_of, q.* FROM board b
+        -- A value read from the base is stored as NULL (a cash value is
+        -- never absent otherwise); a full board looks nothing up.
+        SELECT b.bank_id, b.as_of, q.currency, q.cash_buying IS NULL AS same,
+               CASE WHEN q.cash_buying IS NULL
+                    THEN b.base_cash_buying[array_position(b.base_currencies, q.currency)]
+                    ELSE q.cash_buying END AS cash_buying,
+               CASE WHEN q.cash_buying IS NULL
+                    THEN b.base_cash_selling[array_position(b.base_currencies, q.currency)]
+                    ELSE q.cash_selling END AS cash_selling,
+               CASE WHEN q.cash_buying IS NULL
+                    THEN b.base_transactional_buying[array_position(b.base_currencies,
+                                                                    q.currency)]
+                    ELSE q.transactional_buying END AS transactional_buying,
+               CASE WHEN q.cash_buying IS NULL
+                    THEN b.base_transactional_selling[array_position(b.base_currencies,
+                                                                     q.currency)]
+                    ELSE q.transactional_selling END AS transactional_selling
+        FROM board b
         CROSS JOIN LATERAL unnest(b.currencies, b.cash_buying, b.cash_selling,
                                   b.transactional_buying, b.transactional_selling)
             AS q (currency, cash_buying, cash_selling, transactional_buying,
@@ -149,9 +176,11 @@ const LOAD: &str = r#"
            ARRAY(SELECT bank_id FROM board) AS board_banks,
            ARRAY(SELECT as_of FROM board) AS board_times,
            ARRAY(SELECT event_id FROM board) AS board_ids,
+           ARRAY(SELECT base_event_id FROM board) AS board_bases,
            ARRAY(SELECT bank_id FROM rate) AS rate_banks,
            ARRAY(SELECT as_of FROM rate) AS rate_times,
            ARRAY(SELECT currency::text FROM rate) AS rate_currencies,
+           ARRAY(SELECT same FROM rate) AS rate_same,
            ARRAY(SELECT cash_buying FROM rate) AS cash_buying,
            ARRAY(SELECT cash_selling FROM rate) AS cash_selling,
            ARRAY(SELECT transactional_buying FROM rate) AS transactional_buying,
@@ -175,6 +204,7 @@ struct Slice {
     board_banks: Vec<i64>,
     board_times: Vec<DateTime<Utc>>,
     board_ids: Vec<Uuid>,
+    board_bases: Vec<Option<Uuid>>,
     #[sqlx(flatten)]
     rates: RateColumns,
     #[sqlx(flatten)]
@@ -196,14 +226,22 @@ impl Slice {
         }
         model.banks.extend(self.banks.rows());
         let mut quotes: BTreeMap<(i64, DateTime<Utc>), Vec<Quote>> = BTreeMap::new();
-        for (bank, as_of, quote) in self.rates.rows() {
+        let mut repeated: BTreeMap<(i64, DateTime<Utc>), BTreeSet<CurrencyCode>> = BTreeMap::new();
+        for (bank, as_of, quote, same) in self.rates.rows() {
+            if same {
+                repeated
+                    .entry((bank, as_of))
+                    .or_default()
+                    .insert(quote.currency);
+            }
             quotes.entry((bank, as_of)).or_default().push(quote);
         }
-        for ((bank, as_of), event_id) in self
+        for (((bank, as_of), event_id), base) in self
             .board_banks
             .into_iter()
             .zip(self.board_times)
             .zip(self.board_ids)
+            .zip(self.board_bases)
         {
             let Ok(bank) = BankId::new(bank) else {
                 continue;
@@ -212,6 +250,12 @@ impl Slice {
                 event_id,
                 quotes.remove(&(bank.get(), as_of)).unwrap_or_default(),
             );
+            if let Some(base) = base {
+                let same = repeated.remove(&(bank.get(), as_of)).unwrap_or_default();
+                model
+                    .stored
+                    .insert(event_id, Stored::Against { base, same });
+            }
             model.boards.insert((bank, as_of), board);
         }
         model.retracted.extend(self.retracted.rows());

@@ -10,6 +10,8 @@ use ratewire_proto::{BankId, CurrencyCode, Schedule, SocialLink};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
+use super::stored::Stored;
+
 /// Where a message is on the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {
@@ -114,6 +116,9 @@ pub struct Model {
     /// Retracted boards, by the event id they were published with.
     pub retracted: BTreeMap<Uuid, Retraction>,
     pub reference: BTreeMap<(String, NaiveDate), ReferenceDay>,
+    /// How the boards in force are stored, by their event ids: the next
+    /// board of their bank is stored against the same base.
+    pub stored: BTreeMap<Uuid, Stored>,
 }
 
 impl Model {

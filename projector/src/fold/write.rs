@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::columns::{BankColumns, RetractionColumns};
 use super::core::{Net, Stamp};
+use super::model::Quote;
 
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]
@@ -260,16 +261,22 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         rows.board_moves.push(row.screen.largest_move);
         // Each field's values in the board's currencies' order (slices of
         // one long array would cost Postgres a walk from its start for
-        // every board).
-        let quotes = &row.board.quotes;
-        rows.cash_buying
-            .push(joined(quotes.iter().map(|q| Some(q.cash_buying))));
-        rows.cash_selling
-            .push(joined(quotes.iter().map(|q| Some(q.cash_selling))));
+        // every board); a value read from the base is left out.
+        rows.board_bases.push(row.stored.base());
+        let stored: Vec<Option<&Quote>> = row
+            .board
+            .quotes
+            .iter()
+            .map(|q| (!row.stored.repeats(q.currency)).then_some(q))
+            .collect();
+        let field =
+            |value: fn(&Quote) -> Option<Decimal>| joined(stored.iter().map(|q| q.and_then(value)));
+        rows.cash_buying.push(field(|q| Some(q.cash_buying)));
+        rows.cash_selling.push(field(|q| Some(q.cash_selling)));
         rows.transactional_buying
-            .push(joined(quotes.iter().map(|q| q.transactional_buying)));
+            .push(field(|q| q.transactional_buying));
         rows.transactional_selling
-            .push(joined(quotes.iter().map(|q| q.transactional_selling)));
+            .push(field(|q| q.transactional_selling));
     }
     for (code, (first, known_from)) in &net.first_quoted {
         rows.currency_codes.push(code.as_str().to_owned());
@@ -364,6 +371,7 @@ async fn insert(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
         .bind(&rows.banks.bank_schedules)
         .bind(&rows.board_widest)
         .bind(&rows.board_moves)
+        .bind(&rows.board_bases)
         .fetch_one(db)
         .await?;
     let expected = rows.applied_ids.len();
@@ -397,6 +405,7 @@ struct Rows {
     board_reasons: Vec<Option<String>>,
     board_widest: Vec<Option<Decimal>>,
     board_moves: Vec<Option<Decimal>>,
+    board_bases: Vec<Option<Uuid>>,
     currency_codes: Vec<String>,
     currency_names: Vec<String>,
     currency_firsts: Vec<DateTime<Utc>>,
@@ -453,15 +462,18 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          INSERT INTO board_versions (bank_id, as_of, event_id, currencies, known_from, known_to,
                                      closed_by, received_at, log_partition, log_offset, source,
                                      reason, widest_spread, largest_move, cash_buying,
-                                     cash_selling, transactional_buying, transactional_selling)
+                                     cash_selling, transactional_buying, transactional_selling,
+                                     base_event_id)
          SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r, w, m,
                 string_to_array(v1, ',', '')::numeric[], string_to_array(v2, ',', '')::numeric[],
-                string_to_array(v3, ',', '')::numeric[], string_to_array(v4, ',', '')::numeric[]
+                string_to_array(v3, ',', '')::numeric[], string_to_array(v4, ',', '')::numeric[],
+                base
          FROM UNNEST($15::bigint[], $16::timestamptz[], $17::uuid[], $18::text[],
                      $19::timestamptz[], $20::timestamptz[], $21::uuid[], $22::timestamptz[],
                      $23::int[], $24::bigint[], $25::jsonb[], $26::text[], $60::numeric[],
-                     $61::numeric[], $31::text[], $32::text[], $33::text[], $34::text[])
-              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r, w, m, v1, v2, v3, v4)
+                     $61::numeric[], $31::text[], $32::text[], $33::text[], $34::text[],
+                     $62::uuid[])
+              AS n (b, t, id, c, f, k, cb, rc, p, o, s, r, w, m, v1, v2, v3, v4, base)
      ), currency AS (
          INSERT INTO currencies_known (code, name, first_quoted_at, known_from)
          SELECT c.code, c.name, c.first, c.known

@@ -8,6 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_projector::fold::model::{
     Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction,
 };
+use ratewire_projector::fold::stored::Stored;
 use ratewire_projector::fold::Incoming;
 use ratewire_proto::{
     encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, Pair, Rate,
@@ -177,6 +178,25 @@ pub async fn dump(pool: &PgPool) -> anyhow::Result<(Model, BTreeSet<(Option<Uuid
         model.boards.insert((BankId::new(bank)?, as_of), board);
     }
     anyhow::ensure!(quotes.is_empty(), "rates of no board: {:?}", quotes.keys());
+    // How the boards in force are stored: a value read from the base is
+    // NULL (an empty array: every value of a board of one currency).
+    for (event_id, base, same) in sqlx::query_as::<_, (Uuid, Uuid, Vec<String>)>(
+        "SELECT event_id, base_event_id,
+                ARRAY(SELECT q.c::text FROM unnest(currencies, cash_buying) AS q (c, v)
+                      WHERE v IS NULL)
+         FROM boards WHERE base_event_id IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        let same = same
+            .iter()
+            .map(|c| CurrencyCode::parse(c.trim()))
+            .collect::<Result<_, _>>()?;
+        model
+            .stored
+            .insert(event_id, Stored::Against { base, same });
+    }
     for (code, first) in sqlx::query_as::<_, (String, DateTime<Utc>)>(
         "SELECT code::text, first_quoted_at FROM currencies",
     )

@@ -266,7 +266,13 @@ impl Procs {
     /// A backlog of `entries` rate entries (boards of 30 currencies for
     /// 50 banks) published as fast as 32 publishers can; the load's figures.
     pub fn backlog(&self, entries: u64) -> anyhow::Result<Figures> {
-        let boards = entries.div_ceil(30).to_string();
+        self.boards(entries.div_ceil(30), 1.0)
+    }
+
+    /// `boards` boards of 30 currencies for 50 banks, published as fast as
+    /// 32 publishers can, each currency repriced from a bank's board to its
+    /// next with the chance `moves`; the load's figures.
+    pub fn boards(&self, boards: u64, moves: f64) -> anyhow::Result<Figures> {
         let out = self.run(
             &self.settings.bin("ratewire-feed"),
             &[
@@ -280,9 +286,11 @@ impl Procs {
                 "--concurrency",
                 "32",
                 "--boards",
-                &boards,
+                &boards.to_string(),
                 "--duration",
                 "3600s",
+                "--moves",
+                &moves.to_string(),
             ],
             "feed.log",
         )?;

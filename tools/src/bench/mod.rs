@@ -9,7 +9,7 @@
 //! generators against them (a backlog for the projector included),
 //! [`report`] writes Markdown; one module per scenario:
 //! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`group`],
-//! [`alerts`], [`known_at`].
+//! [`alerts`], [`known_at`], [`storage`].
 
 pub mod abuse;
 pub mod alerts;
@@ -28,6 +28,7 @@ pub mod quality;
 pub mod reads;
 pub mod report;
 pub mod setup;
+pub mod storage;
 
 use std::path::PathBuf;
 

@@ -54,6 +54,10 @@ enum Scenario {
     /// The quality reports on a month of hourly history: live and as
     /// known at past instants, beside the live path and the baseline.
     Quality,
+    /// Postgres bytes per board on three feeds (every value changing, the
+    /// demo's mix, every board repeated), beside the same boards in the
+    /// layouts before.
+    Storage,
     /// The README's two commands on fresh clones: `deploy/stack up` with
     /// every cache empty and nothing started, then `.ci/run`.
     Setup,
@@ -76,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Backlog => bench::backlog::backlog_only(settings).await,
         Scenario::KnownAt => bench::known_at::run(settings).await,
         Scenario::Quality => bench::quality::run(settings).await,
+        Scenario::Storage => bench::storage::run(settings).await,
         Scenario::Setup => bench::setup::run(settings).await,
     }
 }

@@ -127,7 +127,19 @@ enum Command {
         /// ...with this API key.
         #[arg(long)]
         api_key: Option<String>,
+        /// The chance that a currency's quotes move from one board of a
+        /// bank to the next (1: every value changes on every board; the
+        /// demo's mix is 0.1).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_chance)]
+        moves: f64,
     },
+}
+
+fn parse_chance(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(chance) if (0.0..=1.0).contains(&chance) => Ok(chance),
+        _ => Err(format!("`{text}` is not a chance from 0 to 1")),
+    }
 }
 
 fn parse_secret(text: &str) -> Result<ratewire_alerts::Secret, String> {
@@ -219,6 +231,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             concurrency,
             watch_api,
             api_key,
+            moves,
         } => {
             let settings = LoadSettings {
                 banks,
@@ -228,6 +241,7 @@ async fn main() -> anyhow::Result<ExitCode> {
                 boards,
                 concurrency,
                 watch: watch_api.zip(api_key),
+                moves,
             };
             let client = IngestClient::new(
                 &cli.ingest_url,

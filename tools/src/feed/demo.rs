@@ -86,12 +86,15 @@ struct SimBank {
 }
 
 impl SimBank {
-    /// Moves every mid a little (a random walk from today's market) and
-    /// quotes a board, as JSON text.
+    /// Moves some mids a little (a random walk from today's market, each
+    /// currency repriced with [`market::MOVE_CHANCE`]) and quotes a board,
+    /// as JSON text.
     fn next_board(&mut self, rng: &mut StdRng) -> String {
         let mut rates = Vec::with_capacity(self.mids.len());
         for (code, mid) in &mut self.mids {
-            *mid *= 1.0 + rng.gen_range(-0.0015..0.0015);
+            if rng.gen_bool(market::MOVE_CHANCE) {
+                *mid *= 1.0 + rng.gen_range(-0.0015..0.0015);
+            }
             rates.push(self.style.entry(code, *mid));
         }
         backfill::board_body(&Utc::now(), &format!("[{}]", rates.join(",")))

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::client::{new_bank, IngestClient, Pushed};
-use super::market::DEMO_CURRENCIES;
+use super::market::{seed, DEMO_CURRENCIES};
 use super::watch::{watch, Outstanding, Seen, Watched, WATCH_PATIENCE};
 
 /// Twelve more currencies beyond the demo's eighteen, for 30-currency boards.
@@ -48,6 +48,9 @@ pub struct LoadSettings {
     pub concurrency: usize,
     /// Poll this API (base URL, key) until each board is served.
     pub watch: Option<(String, String)>,
+    /// The chance that a currency's quotes move from one board of a bank
+    /// to the next (1: every value changes on every board).
+    pub moves: f64,
 }
 
 /// Latency percentiles in milliseconds.
@@ -176,12 +179,17 @@ async fn banks(client: &IngestClient, count: usize) -> anyhow::Result<Vec<Bank>>
 /// A board of the first `currencies` of the demo's, their mid-rates moved
 /// by `wobble` (a fraction), with a 2% spread.
 pub fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
+    board_moved(as_of, currencies, |_| wobble)
+}
+
+/// The same, each currency's mid moved by its own wobble.
+fn board_moved(as_of: &DateTime<Utc>, currencies: usize, wobble: impl Fn(&str) -> f64) -> String {
     let rates: Vec<String> = DEMO_CURRENCIES
         .iter()
         .chain(MORE_CURRENCIES.iter())
         .take(currencies)
         .map(|(code, mid)| {
-            let mid = mid * (1.0 + wobble);
+            let mid = mid * (1.0 + wobble(code));
             format!(
                 r#"{{"currency":"{code}","cashBuying":{:.4},"cashSelling":{:.4}}}"#,
                 mid * 0.99,
@@ -194,6 +202,20 @@ pub fn board(as_of: &DateTime<Utc>, currencies: usize, wobble: f64) -> String {
         as_of.to_rfc3339_opts(SecondsFormat::Millis, true),
         rates.join(",")
     )
+}
+
+/// The last round, up to `round`, on which bank `bank`'s quote of `code`
+/// moved, each moving with `chance` (0 when it never has): the same on
+/// every run.
+fn last_move(bank: usize, code: &str, round: usize, chance: f64) -> usize {
+    let bank = bank.to_string();
+    (1..=round)
+        .rev()
+        .find(|r| {
+            let draw = seed(&[&bank, code, &r.to_string()]) % 1_000_000;
+            (draw as f64) < chance * 1_000_000.0
+        })
+        .unwrap_or(0)
 }
 
 pub async fn run(
@@ -234,7 +256,14 @@ pub async fn run(
         let permit = Arc::clone(&slots).acquire_owned().await?;
         let bank_index = i % banks.len();
         let as_of = base + chrono::Duration::milliseconds(i as i64);
-        let body = board(&as_of, settings.currencies, (i % 97) as f64 / 10_000.0);
+        let round = i / banks.len();
+        let body = match settings.moves >= 1.0 {
+            true => board(&as_of, settings.currencies, (i % 97) as f64 / 10_000.0),
+            false => board_moved(&as_of, settings.currencies, |code| {
+                let moved = last_move(bank_index, code, round, settings.moves);
+                (moved % 97) as f64 / 10_000.0
+            }),
+        };
         let (client, banks, acks, failed, outstanding, watching) = (
             client.clone(),
             Arc::clone(&banks),
@@ -359,6 +388,17 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }
+    }
+
+    #[test]
+    fn quotes_move_on_about_the_rounds_their_chance_says() {
+        assert_eq!(last_move(3, "USD", 500, 0.0), 0);
+        assert_eq!(last_move(3, "USD", 500, 1.0), 500);
+        let moved = (1..=2000)
+            .filter(|r| last_move(3, "USD", *r, 0.1) == *r)
+            .count();
+        assert!((150..=250).contains(&moved), "{moved} of 2000 rounds");
+        assert_eq!(last_move(3, "USD", 700, 0.1), last_move(3, "USD", 700, 0.1));
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub fn mid(code: &str, base: f64, date: NaiveDate) -> f64 {
     base * (1.0 + wave(0.04, 365.25, 1.0) + wave(0.015, 47.0, 2.0) + wave(0.005, 11.0, 3.0))
 }
 
+/// The chance that a bank reprices a currency from one of its boards to
+/// the next: most publications repeat most of the board before them.
+pub const MOVE_CHANCE: f64 = 0.1;
+
 /// The demo bank whose spreads are wider than the National Bank's 2% cap
 /// (`spreadPercent`, as /rates/spreads shows it): the watchdog's case.
 pub const WIDE_SPREAD_BANK: &str = "BERHAN";
