@@ -28,9 +28,11 @@ use ratewire_proto::{BankId, BoardPublished, CurrencyCode, Envelope, Event, Sour
 use ratewire_readmodel::quality::Screen;
 use uuid::Uuid;
 
-use super::model::{Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction};
+use super::model::{
+    Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction, Stored,
+};
 use super::screen::screen;
-use super::stored::{self, Previous, Stored};
+use super::stored;
 
 /// The rule of a bank event for a bank never registered.
 pub const UNKNOWN_BANK: &str = "unknown-bank";
@@ -339,12 +341,7 @@ fn publish(
         .collect();
     let board_added = Board::new(envelope.event_id, quotes);
     let screen = screen(model, bank, as_of, &board_added);
-    let previous = model.latest(bank).map(|(as_of, board)| Previous {
-        as_of,
-        board,
-        stored: model.stored.get(&board.event_id).unwrap_or(&Stored::Full),
-    });
-    let stored = stored::choose(previous, as_of, &board_added);
+    let stored = stored::after_latest(model, bank, as_of, &board_added);
     changes.push(Change::BoardAdded {
         bank,
         as_of,

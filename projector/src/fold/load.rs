@@ -12,8 +12,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::columns::{BankColumns, RateColumns, RetractionColumns};
-use super::model::{Board, Model, Position, Quote};
-use super::stored::Stored;
+use super::model::{Board, Model, Position, Quote, Stored};
 
 /// What the events name, by kind.
 #[derive(Default)]

@@ -3,14 +3,12 @@
 //! need from Postgres; a whole log folded into one gives what the read
 //! model must hold (the fold's tests compare the two).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_proto::{BankId, CurrencyCode, Schedule, SocialLink};
 use rust_decimal::Decimal;
 use uuid::Uuid;
-
-use super::stored::Stored;
 
 /// Where a message is on the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,6 +66,35 @@ impl Board {
             .binary_search_by_key(&currency, |q| q.currency)
             .ok()?;
         Some(&self.quotes[i])
+    }
+}
+
+/// How a board version's rates are stored (the rule is the fold's
+/// `stored` module's).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Stored {
+    #[default]
+    Full,
+    /// The currencies in `same` are read from the board published as
+    /// `base`; the others are stored.
+    Against {
+        base: Uuid,
+        same: BTreeSet<CurrencyCode>,
+    },
+}
+
+impl Stored {
+    /// Whether `currency` is read from the base.
+    pub fn repeats(&self, currency: CurrencyCode) -> bool {
+        matches!(self, Stored::Against { same, .. } if same.contains(&currency))
+    }
+
+    /// The base it is read against, if any.
+    pub fn base(&self) -> Option<Uuid> {
+        match self {
+            Stored::Full => None,
+            Stored::Against { base, .. } => Some(*base),
+        }
     }
 }
 

@@ -20,44 +20,26 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Datelike, Utc};
-use ratewire_proto::CurrencyCode;
-use uuid::Uuid;
+use ratewire_proto::{BankId, CurrencyCode};
 
-use super::model::{Board, Quote};
-
-/// A board version's stored form.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Stored {
-    #[default]
-    Full,
-    /// The currencies in `same` are read from the board published as
-    /// `base`; the others are stored.
-    Against {
-        base: Uuid,
-        same: BTreeSet<CurrencyCode>,
-    },
-}
-
-impl Stored {
-    /// Whether `currency` is read from the base.
-    pub fn repeats(&self, currency: CurrencyCode) -> bool {
-        matches!(self, Stored::Against { same, .. } if same.contains(&currency))
-    }
-
-    /// The base it is read against, if any.
-    pub fn base(&self) -> Option<Uuid> {
-        match self {
-            Stored::Full => None,
-            Stored::Against { base, .. } => Some(*base),
-        }
-    }
-}
+use super::model::{Board, Model, Quote, Stored};
 
 /// The bank's latest board before a new one, as stored.
 pub struct Previous<'a> {
     pub as_of: DateTime<Utc>,
     pub board: &'a Board,
     pub stored: &'a Stored,
+}
+
+/// How `board`, at `as_of`, is stored after its bank's latest board in
+/// `model`.
+pub fn after_latest(model: &Model, bank: BankId, as_of: DateTime<Utc>, board: &Board) -> Stored {
+    let previous = model.latest(bank).map(|(as_of, board)| Previous {
+        as_of,
+        board,
+        stored: model.stored.get(&board.event_id).unwrap_or(&Stored::Full),
+    });
+    choose(previous, as_of, board)
 }
 
 /// How `board`, at `as_of`, is stored after `previous`.
@@ -107,6 +89,7 @@ fn identical(a: &Quote, b: &Quote) -> bool {
 #[cfg(test)]
 mod tests {
     use rust_decimal::Decimal;
+    use uuid::Uuid;
 
     use super::*;
 

@@ -6,9 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use ratewire_projector::fold::model::{
-    Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction,
+    Bank, Board, Model, Position, Quote, ReferenceDay, ReferenceQuote, Retraction, Stored,
 };
-use ratewire_projector::fold::stored::Stored;
 use ratewire_projector::fold::Incoming;
 use ratewire_proto::{
     encode, BankId, BankRegistered, BoardPublished, CurrencyCode, Envelope, Event, Pair, Rate,
