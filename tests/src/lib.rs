@@ -64,8 +64,8 @@ pub use board::{Board, Quote};
 pub use stack::{binary, forget, Stack, StackBuilder};
 pub use streams::reference_day;
 pub use support::{
-    ago, at, day, earlier_today, eventually, free_port, made_up_key, minutes_ago,
-    room_in_this_minute, sample, without_computed_time, VISIBLE_WITHIN,
+    ago, at, day, earlier_today, eventually, free_port, hours_apart_in_one_month, made_up_key,
+    minutes_ago, room_in_this_minute, sample, without_computed_time, VISIBLE_WITHIN,
 };
 
 pub const ADMIN_TOKEN: &str = "e2e-operator-token-4f1c9a7be02d6c35";

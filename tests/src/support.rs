@@ -63,6 +63,30 @@ pub fn earlier_today() -> String {
     (now - back).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// RFC 3339 times `hours` hours apart, the last an hour before now, all in
+/// one UTC month: boards that the read model may store against a base
+/// whatever the day the test runs on. In a month's first hours they fall
+/// at the end of the month before.
+pub fn hours_apart_in_one_month(count: i64) -> Vec<String> {
+    use chrono::Datelike;
+    let now = chrono::Utc::now();
+    let month = now
+        .date_naive()
+        .with_day(1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .expect("a month's first midnight exists")
+        .and_utc();
+    let end = if now - month > chrono::Duration::hours(count + 1) {
+        now
+    } else {
+        month - chrono::Duration::minutes(1)
+    };
+    (0..count)
+        .map(|k| end - chrono::Duration::hours(count - k))
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .collect()
+}
+
 /// An RFC 3339 time `minutes` minutes before now, to the millisecond: a
 /// board's as-of time, for sequences of boards within the hour.
 pub fn minutes_ago(minutes: i64) -> String {

@@ -3,7 +3,7 @@
 //! repeated values are stored once, and every reader answers as if each
 //! board held all of its values, the fold equal to a replay.
 
-use ratewire_e2e::{ago, Board, Stack, VISIBLE_WITHIN};
+use ratewire_e2e::{hours_apart_in_one_month, Board, Stack, VISIBLE_WITHIN};
 use serde_json::{json, Value};
 
 /// A board of four currencies, EUR's cash buying as given.
@@ -39,8 +39,10 @@ async fn a_board_repeating_its_bank_s_values_stores_only_what_changed_and_answer
     let key = stack.api_key("repeats").await?;
     let (bank, token) = stack.bank_with_token("CBE", "CBE").await?;
     let (mut ids, mut known) = (Vec::new(), Vec::new());
-    for (hours, eur) in [(3, "170.00"), (2, "170.00"), (1, "170.50")] {
-        let board = four(&ago(0, hours), eur);
+    // One month's boards: a base never reaches into the month before.
+    let times = hours_apart_in_one_month(3);
+    for (as_of, eur) in times.iter().zip(["170.00", "170.00", "170.50"]) {
+        let board = four(as_of, eur);
         let (status, accepted) = stack.publish_board(bank, &token, &board).await?;
         assert_eq!(status, 202, "{accepted}");
         ids.push(accepted["eventId"].as_str().unwrap_or_default().to_owned());
@@ -112,12 +114,11 @@ async fn a_board_repeating_its_bank_s_values_stores_only_what_changed_and_answer
     );
 
     // The raw series: one point per board, each with its board's time.
-    let today = chrono::Utc::now().date_naive();
     let (status, series) = stack
         .get(
             &format!(
                 "/api/v1/rates/series?bankId={bank}&currencyCode=USD&interval=raw&from={}",
-                today - chrono::Days::new(1)
+                &times[0][..10]
             ),
             Some(&key),
         )
