@@ -769,11 +769,18 @@ nemesis_cgroup() {
     return 0
 }
 
+# A group still holding a process (a broker's JVM outliving the script that
+# started it, after the nemesis killed and restarted it) cannot be removed:
+# what is left in it is killed first. A group that still will not go is
+# named, and `down` goes on to stop the rest.
 nemesis_remove_cgroups() {
-    local root group
+    local root group pid
     root=$(cgroup2_root) || return 0
     for group in "$root/$(nemesis_tag)"-*; do
-        [[ -d $group ]] && rmdir "$group" 2>/dev/null
+        [[ -d $group ]] || continue
+        for pid in $(cat "$group/cgroup.procs" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+        for _ in $(seq 1 50); do [[ -s $group/cgroup.procs ]] || break; sleep 0.1; done
+        rmdir "$group" 2>/dev/null || say "could not remove the cgroup $group"
     done
     return 0
 }

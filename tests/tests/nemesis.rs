@@ -49,11 +49,16 @@ impl Drop for ClusterStack {
             Ok(out) if out.status.success() => {
                 let _ = std::fs::remove_dir_all(&self.dir);
             }
-            Ok(out) => eprintln!(
-                "deploy/stack down failed; its files stay in {}: {}",
-                self.dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            ),
+            // Kept beside the files (a passing test's output is not shown):
+            // a cluster left up takes the next run's ports.
+            Ok(out) => {
+                let _ = std::fs::write(self.dir.join("down.log"), said(&out));
+                eprintln!(
+                    "deploy/stack down failed; its files stay in {} (down.log): {}",
+                    self.dir.display(),
+                    said(&out)
+                )
+            }
             Err(e) => eprintln!("deploy/stack down: {e}"),
         }
     }
