@@ -71,9 +71,8 @@ impl Board {
 
 /// How a board version's rates are stored (the rule is the fold's
 /// `stored` module's).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stored {
-    #[default]
     Full,
     /// The currencies in `same` are read from the board published as
     /// `base`; the others are stored.
