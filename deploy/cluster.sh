@@ -779,7 +779,8 @@ nemesis_remove_cgroups() {
     for group in "$root/$(nemesis_tag)"-*; do
         [[ -d $group ]] || continue
         for pid in $(cat "$group/cgroup.procs" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-        for _ in $(seq 1 50); do [[ -s $group/cgroup.procs ]] || break; sleep 0.1; done
+        # A cgroup file's size is always 0: whether it lists a process is read.
+        for _ in $(seq 1 50); do [[ -n $(cat "$group/cgroup.procs" 2>/dev/null) ]] || break; sleep 0.1; done
         rmdir "$group" 2>/dev/null || say "could not remove the cgroup $group"
     done
     return 0
