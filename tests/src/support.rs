@@ -63,7 +63,7 @@ pub fn earlier_today() -> String {
     (now - back).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// RFC 3339 times `hours` hours apart, the last an hour before now, all in
+/// `count` RFC 3339 times an hour apart, the last an hour before now, all in
 /// one UTC month: boards that the read model may store against a base
 /// whatever the day the test runs on. In a month's first hours they fall
 /// at the end of the month before.
