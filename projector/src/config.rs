@@ -13,7 +13,7 @@ use ratewire_alerts::{AlertSettings, DeliverySettings};
 use ratewire_proto::DEFAULT_TOPIC;
 use ratewire_readmodel::ReadModelSettings;
 
-use crate::retention::RetentionPolicy;
+use crate::retention::{RawHistory, RetentionPolicy};
 use ratewire_service::kafka::KafkaConnection;
 use ratewire_service::settings::{Common, RetentionSchedule};
 use ratewire_service::ListenerLimits;
@@ -128,6 +128,15 @@ pub struct Config {
     /// Days a resolved dead letter is kept (unresolved ones are kept).
     #[arg(long, env = "RATEWIRE_DEAD_LETTERS_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_650))]
     pub dead_letters_retention_days: u64,
+    /// How long the raw history (every board version) is kept: `forever`,
+    /// or `N months` (1 to 1200), after which whole months are dropped
+    /// (docs/operations.md).
+    #[arg(
+        long,
+        env = "RATEWIRE_RAW_HISTORY_RETENTION",
+        default_value = "forever"
+    )]
+    pub raw_history_retention: RawHistory,
     #[command(flatten)]
     pub retention: RetentionSchedule,
 }
@@ -138,6 +147,7 @@ impl Config {
         RetentionPolicy {
             applied_events: days(self.applied_events_retention_days),
             resolved_dead_letters: days(self.dead_letters_retention_days),
+            raw_history: self.raw_history_retention,
         }
     }
 

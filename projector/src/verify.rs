@@ -12,9 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use ratewire_readmodel::db;
 use ratewire_readmodel::generation::{self, Generation};
 use ratewire_readmodel::redis::{connect, Connection, Keys};
+use ratewire_readmodel::{board_months, db};
 use serde::Serialize;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -198,6 +198,12 @@ pub async fn verify(
             &read_model.read_schema,
         )
         .await?;
+        // The active generation may have dropped months past the raw
+        // history's retention that the replay made again.
+        let check = db::pool(&config.common.database_url, &schema, 2)?;
+        let dropped = board_months::drop_absent(&check, &active.schema).await;
+        check.close().await;
+        dropped?;
         compare(config, &active.schema, &schema).await
     }
     .await;

@@ -2,6 +2,8 @@
 //! reader) must agree on.
 //!
 //! - [`db`]: the Postgres schema, as embedded migrations, and its pools;
+//! - [`board_months`]: the raw history's months, made ahead of the fold
+//!   and dropped past the retention;
 //! - [`store`]: the queries that read it back for the views;
 //! - [`generation`]: which schema (and with it which Redis views) is
 //!   active, switched by a replay;
@@ -21,6 +23,7 @@
 //! the projector or the API: writing the model (the fold, writing views to
 //! Redis) is the projector's, serving it (keys, limits, routes) the API's.
 
+pub mod board_months;
 pub mod continuity;
 pub mod db;
 pub mod error;

@@ -43,6 +43,7 @@ impl Database {
         let database = TestDatabase::create("revisions").await?;
         let pool = ratewire_readmodel::db::pool(&database.url(), "readmodel", 4)?;
         ratewire_readmodel::db::migrate(&pool, "readmodel").await?;
+        ratewire_readmodel::board_months::one_for_all(&pool).await?;
         sqlx::query(
             "INSERT INTO bank_versions (id, code, name, image_url, active, registered_at, updated_at, known_from)
              VALUES (1, 'B1', 'Bank 1', '', true, now(), now(), '-infinity')",

@@ -23,6 +23,7 @@ impl Database {
         let database = TestDatabase::create("series_reads").await?;
         let pool = ratewire_readmodel::db::pool(&database.url(), "readmodel", 4)?;
         ratewire_readmodel::db::migrate(&pool, "readmodel").await?;
+        ratewire_readmodel::board_months::one_for_all(&pool).await?;
         Ok(Self {
             pool,
             _database: database,

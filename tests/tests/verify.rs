@@ -87,6 +87,14 @@ async fn verify_reports_an_equal_fold_names_what_differs_and_leaves_no_check_beh
              SET cash_selling = ARRAY(SELECT s + 1 FROM unnest(cash_selling) s)",
         )
         .await?;
+    // The second board repeats the first: its values are read from the
+    // first's copy as a base.
+    stack
+        .sql(
+            "UPDATE kept.board_bases
+             SET cash_selling = ARRAY(SELECT s + 1 FROM unnest(cash_selling) s)",
+        )
+        .await?;
     {
         let client = redis::Client::open(stack.redis_url.as_str())?;
         let mut conn = client.get_multiplexed_async_connection().await?;

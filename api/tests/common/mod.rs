@@ -58,6 +58,10 @@ impl InProcess {
         ratewire_readmodel::db::migrate(&read, &config.read_model.read_schema)
             .await
             .unwrap();
+        // Fixtures write boards of any month without the fold.
+        ratewire_readmodel::board_months::one_for_all(&read)
+            .await
+            .unwrap();
         let pool = db::pool(&url, &config.schema).unwrap();
         let redis = RedisGuard::new(
             ratewire_readmodel::redis::connect(&config.read_model.redis_url).unwrap(),

@@ -123,7 +123,7 @@ const LOAD: &str = r#"
                               AND b.known_to IS NULL OFFSET 0) b
         LEFT JOIN LATERAL (SELECT currencies, cash_buying, cash_selling, transactional_buying,
                                   transactional_selling
-                           FROM board_versions s
+                           FROM board_bases s
                            WHERE s.event_id = b.base_event_id LIMIT 1) s ON true
     ), rate AS MATERIALIZED (
         -- A value read from the base is stored as NULL (a cash value is

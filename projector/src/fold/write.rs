@@ -7,6 +7,7 @@
 use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use ratewire_readmodel::board_months::{self, Month};
 use rust_decimal::Decimal;
 use sqlx::types::Json;
 use sqlx::PgConnection;
@@ -21,6 +22,9 @@ use super::model::Quote;
 pub enum WriteError {
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+    /// The months of the raw history could not be held or made.
+    #[error(transparent)]
+    Months(#[from] ratewire_readmodel::Error),
     /// This many of the events were applied meanwhile by another fold.
     #[error("{0} of the batch's events were applied meanwhile by another fold")]
     Raced(usize),
@@ -30,6 +34,7 @@ impl From<WriteError> for crate::error::Error {
     fn from(e: WriteError) -> Self {
         match e {
             WriteError::Database(e) => crate::error::Error::Postgres(e),
+            WriteError::Months(e) => e.into(),
             WriteError::Raced(n) => crate::error::Error::AppliedMeanwhile(n),
         }
     }
@@ -40,8 +45,50 @@ pub async fn write(db: &mut PgConnection, net: &Net) -> Result<(), WriteError> {
     if net.is_empty() {
         return Ok(());
     }
+    let times: Vec<DateTime<Utc>> = net.boards.iter().map(|v| v.row.as_of).collect();
+    board_months::hold(db, &times).await?;
     close(db, net).await?;
-    insert(db, net).await
+    insert(db, net).await?;
+    keep_bases(db, net).await?;
+    Ok(())
+}
+
+/// Copies into `board_bases` each base the run's boards are stored
+/// against that is not there yet (once per bank and month): readers find
+/// a base there by its id (readmodel migration 0014). A base is in its
+/// board's month, so the probe reads one month.
+async fn keep_bases(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
+    let mut bases = std::collections::BTreeMap::new();
+    for version in &net.boards {
+        if let Some(base) = version.row.stored.base() {
+            bases.insert(base, Month::of(version.row.as_of));
+        }
+    }
+    if bases.is_empty() {
+        return Ok(());
+    }
+    let (ids, months): (Vec<Uuid>, Vec<Month>) = bases.into_iter().unzip();
+    let starts: Vec<DateTime<Utc>> = months.iter().map(|m| m.starts()).collect();
+    let ends: Vec<DateTime<Utc>> = months.iter().map(|m| m.ends()).collect();
+    sqlx::query(
+        "INSERT INTO board_bases (event_id, as_of, currencies, cash_buying, cash_selling,
+                                  transactional_buying, transactional_selling)
+         SELECT x.event_id, x.as_of, x.currencies, x.cash_buying, x.cash_selling,
+                x.transactional_buying, x.transactional_selling
+         FROM UNNEST($1::uuid[], $2::timestamptz[], $3::timestamptz[]) AS k (id, starts, ends)
+         CROSS JOIN LATERAL (SELECT * FROM board_versions x
+                             WHERE x.event_id = k.id AND x.as_of >= k.starts
+                               AND x.as_of < k.ends AND x.base_event_id IS NULL
+                             LIMIT 1) x
+         WHERE NOT EXISTS (SELECT 1 FROM board_bases b WHERE b.event_id = k.id)
+         ON CONFLICT (event_id) DO NOTHING",
+    )
+    .bind(&ids)
+    .bind(&starts)
+    .bind(&ends)
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Closes the stored versions `net` revises: banks changed, boards (their
@@ -113,6 +160,8 @@ enum Close {
 /// became a scan of every row once Postgres stopped planning each
 /// execution of the prepared statement; OFFSET 0 keeps the probes from
 /// becoming a join).
+/// A board's row address is only unique within its month's
+/// partition, so a board is matched by its as-of too.
 fn close_statement(parts: &[Close]) -> Option<String> {
     let mut next = 0;
     let mut param = || {
@@ -151,7 +200,7 @@ fn close_statement(parts: &[Close]) -> Option<String> {
             ),
             Close::Boards => format!(
                 "board_rows AS (
-                    SELECT b.ctid AS row, k.known_to, k.closed_by
+                    SELECT b.ctid AS row, k.as_of, k.known_to, k.closed_by
                     FROM UNNEST(${}::bigint[], ${}::timestamptz[], ${}::timestamptz[], ${}::uuid[])
                          AS k (bank_id, as_of, known_to, closed_by)
                     CROSS JOIN LATERAL (SELECT ctid FROM board_versions b
@@ -159,7 +208,7 @@ fn close_statement(parts: &[Close]) -> Option<String> {
                                           AND b.known_to IS NULL OFFSET 0) b
                 ), old_boards AS (
                     UPDATE board_versions t SET known_to = r.known_to, closed_by = r.closed_by
-                    FROM board_rows r WHERE t.ctid = r.row
+                    FROM board_rows r WHERE t.as_of = r.as_of AND t.ctid = r.row
                 )",
                 param(),
                 param(),

@@ -297,6 +297,7 @@ pub async fn empty(pool: &PgPool) -> anyhow::Result<()> {
     for table in [
         "applied_events",
         "board_versions",
+        "board_bases",
         "bank_versions",
         "bank_history_revs",
         "bank_latest_versions",

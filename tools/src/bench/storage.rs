@@ -87,23 +87,24 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
 /// Publishes `feed`, waits for the fold, and sizes what it added.
 async fn measure(procs: &Procs, pool: &PgPool, feed: &Feed) -> anyhow::Result<Measured> {
     let (before_boards, before_bytes, mark): (i64, i64, Option<chrono::DateTime<chrono::Utc>>) =
-        sqlx::query_as(
-            "SELECT count(*), pg_total_relation_size('readmodel.board_versions'), max(known_from)
-             FROM readmodel.board_versions",
-        )
+        sqlx::query_as(&format!(
+            "SELECT count(*), ({}), max(known_from) FROM readmodel.board_versions",
+            raw_history_bytes("readmodel")
+        ))
         .fetch_one(pool)
         .await?;
     let accepted = procs.boards(BOARDS, feed.moves)?.number("accepted") as i64;
     wait_folded(pool, before_boards + accepted).await?;
-    let (boards, values, stored_values, after_bytes): (i64, i64, i64, i64) = sqlx::query_as(
-        "SELECT count(*), sum(cardinality(currencies))::bigint,
-                sum(cardinality(array_remove(cash_buying, NULL)))::bigint,
-                pg_total_relation_size('readmodel.board_versions')
+    let (boards, values, stored_values, after_bytes): (i64, i64, i64, i64) =
+        sqlx::query_as(&format!(
+            "SELECT count(*), sum(cardinality(currencies))::bigint,
+                sum(cardinality(array_remove(cash_buying, NULL)))::bigint, ({})
          FROM readmodel.board_versions WHERE known_from > $1 OR $1 IS NULL",
-    )
-    .bind(mark)
-    .fetch_one(pool)
-    .await?;
+            raw_history_bytes("readmodel")
+        ))
+        .bind(mark)
+        .fetch_one(pool)
+        .await?;
     let (full, rows) = copies(pool, mark).await?;
     Ok(Measured {
         boards,
@@ -113,6 +114,17 @@ async fn measure(procs: &Procs, pool: &PgPool, feed: &Feed) -> anyhow::Result<Me
         full,
         rows,
     })
+}
+
+/// A query of the bytes the raw history takes in `schema`: every month
+/// of `board_versions` (the partitioned table itself holds none) and the
+/// bases, with their TOAST and indexes.
+pub fn raw_history_bytes(schema: &str) -> String {
+    format!(
+        "SELECT (SELECT COALESCE(sum(pg_total_relation_size(relid)), 0)
+                 FROM pg_partition_tree('{schema}.board_versions'))::bigint
+                + pg_total_relation_size('{schema}.board_bases')"
+    )
 }
 
 /// Polls until the read model holds `boards` board versions.
@@ -177,8 +189,8 @@ async fn copies(
                     b.closed_by, b.received_at, b.log_partition, b.log_offset, b.source,
                     b.reason, b.widest_spread, b.largest_move, {}, {}, {}, {}
              FROM readmodel.board_versions b
-             LEFT JOIN LATERAL (SELECT * FROM readmodel.board_versions x
-                                WHERE x.event_id = b.base_event_id LIMIT 1) s ON true
+             LEFT JOIN LATERAL (SELECT * FROM readmodel.board_bases x
+                                WHERE x.event_id = b.base_event_id) s ON true
              WHERE b.known_from > $1 OR $1 IS NULL ORDER BY b.known_from, b.log_partition, b.log_offset",
             field("cash_buying"),
             field("cash_selling"),

@@ -12,6 +12,8 @@
 
 use sqlx::PgPool;
 
+use crate::bench::storage::raw_history_bytes;
+
 /// The scratch schema of the pre-0008 tables.
 const BEFORE: &str = "bench_before_0008";
 
@@ -66,7 +68,7 @@ pub async fn measure(pool: &PgPool, schema: &str) -> anyhow::Result<Footprint> {
         rate_versions: sqlx::query_scalar(&format!("SELECT count(*) FROM {schema}.rate_versions"))
             .fetch_one(&mut *conn)
             .await?,
-        after_boards: sqlx::query_scalar(&size(format!("{schema}.board_versions")))
+        after_boards: sqlx::query_scalar(&raw_history_bytes(schema))
             .fetch_one(&mut *conn)
             .await?,
         ..Footprint::default()
