@@ -73,25 +73,26 @@ impl fmt::Display for Month {
 const MAKING_MONTHS: i64 = 0x7261_7465_6d6f_6e74;
 
 /// Holds, for the transaction `db`, the month of each of `times`, making
-/// the missing ones. Call before writing the boards.
-pub async fn hold(db: &mut PgConnection, times: &[DateTime<Utc>]) -> Result<()> {
+/// the missing ones; whether it made any. Call before writing the boards.
+pub async fn hold(db: &mut PgConnection, times: &[DateTime<Utc>]) -> Result<bool> {
     let months: BTreeSet<Month> = times.iter().copied().map(Month::of).collect();
     if months.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let starts: Vec<DateTime<Utc>> = months.iter().map(|m| m.starts()).collect();
     if held(db, &starts).await? == starts.len() {
-        return Ok(());
+        return Ok(false);
     }
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(MAKING_MONTHS)
         .execute(&mut *db)
         .await?;
+    let mut made = false;
     for month in months {
-        make(db, month).await?;
+        made |= make(db, month).await?;
     }
     held(db, &starts).await?;
-    Ok(())
+    Ok(made)
 }
 
 /// Locks the rows of the months starting at `starts` that exist, and
@@ -108,9 +109,9 @@ async fn held(db: &mut PgConnection, starts: &[DateTime<Utc>]) -> Result<usize> 
     Ok(rows.len())
 }
 
-/// Makes `month`'s partition unless a month covers it. Under the
-/// advisory lock.
-async fn make(db: &mut PgConnection, month: Month) -> Result<()> {
+/// Makes `month`'s partition unless a month covers it; whether it did.
+/// Under the advisory lock.
+async fn make(db: &mut PgConnection, month: Month) -> Result<bool> {
     let covered: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM board_months WHERE starts <= $1 AND $1 < ends)",
     )
@@ -118,7 +119,7 @@ async fn make(db: &mut PgConnection, month: Month) -> Result<()> {
     .fetch_one(&mut *db)
     .await?;
     if covered {
-        return Ok(());
+        return Ok(false);
     }
     let name = month.partition();
     // The names and times are ours (a month's digits), not a client's.
@@ -145,18 +146,27 @@ async fn make(db: &mut PgConnection, month: Month) -> Result<()> {
         .execute(&mut *db)
         .await?;
     tracing::info!(%month, partition = %name, "raw history month made");
-    Ok(())
+    Ok(true)
 }
 
-/// Makes the month of `now` and the next, and refreshes the planner's
-/// statistics of the whole history (autovacuum analyses each month, never
-/// the partitioned table the readers' plans are costed on).
+/// Makes the month of `now` and the next. When it made one, or the
+/// partitioned table was never analysed, it refreshes the planner's
+/// statistics of the whole history: autovacuum analyses each month, never
+/// the partitioned table the readers' plans are costed on. Not on every
+/// run, as Postgres 15 analyses every month again with it.
 pub async fn prepare(pool: &PgPool, now: DateTime<Utc>) -> Result<()> {
     let month = Month::of(now);
     let mut tx = pool.begin().await?;
-    hold(&mut tx, &[month.starts(), month.next().starts()]).await?;
+    let made = hold(&mut tx, &[month.starts(), month.next().starts()]).await?;
     tx.commit().await?;
-    sqlx::query("ANALYZE board_versions").execute(pool).await?;
+    let never: bool = sqlx::query_scalar(
+        "SELECT reltuples < 0 FROM pg_class WHERE oid = 'board_versions'::regclass",
+    )
+    .fetch_one(pool)
+    .await?;
+    if made || never {
+        sqlx::query("ANALYZE board_versions").execute(pool).await?;
+    }
     Ok(())
 }
 
