@@ -52,7 +52,7 @@ struct Measured {
     /// Values on the feed's boards, and those stored (not read from a base).
     values: i64,
     stored_values: i64,
-    /// Bytes of `board_versions` the feed added.
+    /// Bytes the raw history (its months and bases) grew by.
     stored: i64,
     /// The same boards with every value on their row (migration 12).
     full: i64,
@@ -71,7 +71,14 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     procs.start_stack().await?;
     let pool = procs::database(procs::DATABASE).await?;
     let mut measured = Vec::new();
+    let mut next_feed = Instant::now();
     for feed in &FEEDS {
+        // A feed's boards are a millisecond apart from ten minutes before
+        // its start: a feed started within BOARDS ms of the one before
+        // would publish boards behind that one's newest, which are stored
+        // in full as boards behind a bank's latest are.
+        tokio::time::sleep_until(next_feed.into()).await;
+        next_feed = Instant::now() + Duration::from_millis(BOARDS + 2_000);
         say(format!(
             "feed: {} ({BOARDS} boards of 30 currencies)",
             feed.name
@@ -243,8 +250,10 @@ fn section(measured: &[Measured]) -> String {
         String::new(),
         format!(
             "Written by {}. Each feed is {BOARDS} boards of 30 currencies from 50 banks, \
-             published through ingest and folded by the projector; the bytes are what \
-             `board_versions` grew by (`pg_total_relation_size`: heap, TOAST, indexes). \
+             published through ingest and folded by the projector; the bytes are what the \
+             raw history grew by: every month of `board_versions` and the copies of bases in \
+             `board_bases` (read-model migration 14; `pg_total_relation_size`: heap, TOAST, \
+             indexes). \
              Beside them, in the same run, the same boards copied in fold order into the two \
              layouts before: every value on the board's row (read-model migration 12), and one \
              row per rate (migration 11, the layout the issue's 5.1 KB a board was measured \
