@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use ratewire_e2e::Stack;
+use chrono::{Datelike, TimeZone, Utc};
+use ratewire_e2e::{Board, Stack};
 
 fn month(months_ago: u32) -> String {
     let now = chrono::Utc::now();
@@ -72,6 +73,94 @@ async fn each_policy_purges_what_it_no_longer_keeps_and_nothing_else() -> anyhow
         .sql_number("SELECT count(*) FROM readmodel.dead_letters WHERE error IN ('never resolved', 'resolved yesterday')")
         .await?;
     assert_eq!(kept, Some(2));
+    Ok(())
+}
+
+/// 09:00 UTC on the second day of the month `months_ago` months back.
+fn early_in(months_ago: u32) -> chrono::DateTime<Utc> {
+    let then = Utc::now()
+        .checked_sub_months(chrono::Months::new(months_ago))
+        .expect("a month in range");
+    Utc.with_ymd_and_hms(then.year(), then.month(), 2, 9, 0, 0)
+        .single()
+        .expect("a valid time")
+}
+
+fn board(at: chrono::DateTime<Utc>) -> Board {
+    Board::at(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .rate("USD", "155.10", "158.20")
+}
+
+/// docs/api.md, "History past the retention".
+#[tokio::test]
+async fn raw_history_past_its_retention_leaves_every_answer_but_a_bank_s_latest_board(
+) -> anyhow::Result<()> {
+    let stack = Stack::builder()
+        .env("RATEWIRE_RETENTION_INTERVAL_SECS", "1")
+        .env("RATEWIRE_RAW_HISTORY_RETENTION", "2 months")
+        .start()
+        .await?;
+    let key = stack.api_key("retention").await?;
+    let (busy, busy_token) = stack.bank_with_token("BUSY", "Busy bank").await?;
+    let (quiet, quiet_token) = stack.bank_with_token("QUIET", "Quiet bank").await?;
+    // The quiet bank's only board, five months back; the busy bank's
+    // first four months back, its latest now.
+    let (five, four) = (early_in(5), early_in(4));
+    let (status, _) = stack
+        .publish_board(quiet, &quiet_token, board(five))
+        .await?;
+    assert_eq!(status, 202);
+    let (status, old) = stack.publish_board(busy, &busy_token, board(four)).await?;
+    assert_eq!(status, 202);
+    let old = old["eventId"].as_str().unwrap_or_default().to_owned();
+    stack
+        .push_and_wait(
+            busy,
+            &busy_token,
+            &board(Utc::now() - chrono::Duration::minutes(1)),
+        )
+        .await?;
+
+    // Gone: the busy bank's month four back, whole.
+    let month = format!("board_versions_{:04}_{:02}", four.year(), four.month());
+    stack
+        .wait_count(
+            "the month four back dropped",
+            &format!("SELECT count(*) FROM readmodel.board_months WHERE partition = '{month}'"),
+            0,
+            Duration::from_secs(30),
+        )
+        .await?;
+    let (status, _) = stack
+        .get(&format!("/api/v1/boards/{old}"), Some(&key))
+        .await?;
+    assert_eq!(status, 404);
+    let day = |at: chrono::DateTime<Utc>| at.format("%Y-%m-%d").to_string();
+    let (status, body) = stack
+        .get(
+            &format!("/api/v1/history?bankId={busy}&date={}", day(four)),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(
+        (status, &body["message"]),
+        (404, &"No history found".into()),
+        "{body}"
+    );
+
+    // Kept: the quiet bank's latest board, with its month, older still.
+    let (status, body) = stack
+        .get(
+            &format!("/api/v1/history?bankId={quiet}&date={}", day(five)),
+            Some(&key),
+        )
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["cashBuying"], 155.1, "{body}");
+    let (status, body) = stack
+        .get(&format!("/api/v1/rates?bankId={quiet}"), Some(&key))
+        .await?;
+    assert_eq!(status, 200, "{body}");
     Ok(())
 }
 
