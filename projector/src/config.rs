@@ -129,7 +129,7 @@ pub struct Config {
     #[arg(long, env = "RATEWIRE_DEAD_LETTERS_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_650))]
     pub dead_letters_retention_days: u64,
     /// How long the raw history (every board version) is kept: `forever`,
-    /// or `N months` (1 to 1200), after which whole months are dropped
+    /// or `N months` (2 to 1200), after which whole months are dropped
     /// (docs/operations.md).
     #[arg(
         long,

@@ -35,9 +35,10 @@ pub struct RetentionPolicy {
     pub raw_history: RawHistory,
 }
 
-/// How long the raw history is kept: `forever`, or `N months` (1 to
+/// How long the raw history is kept: `forever`, or `N months` (2 to
 /// 1200): this month and the N before it are kept, older months dropped
-/// whole.
+/// whole. At least two, so that every 30-day window a reader or a view
+/// keeps (the series, the best-rates series) lies in kept months.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawHistory {
     Forever,
@@ -63,13 +64,13 @@ impl FromStr for RawHistory {
             return Ok(RawHistory::Forever);
         }
         let months = match text.split_whitespace().collect::<Vec<_>>()[..] {
-            [n, "months" | "month"] => n.parse::<u32>().ok(),
+            [n, "months"] => n.parse::<u32>().ok(),
             _ => None,
         };
         match months {
-            Some(n @ 1..=1200) => Ok(RawHistory::Months(n)),
+            Some(n @ 2..=1200) => Ok(RawHistory::Months(n)),
             _ => Err(format!(
-                "expected `forever` or `N months` with N from 1 to 1200, not `{text}`"
+                "expected `forever` or `N months` with N from 2 to 1200, not `{text}`"
             )),
         }
     }
@@ -153,8 +154,8 @@ mod tests {
     fn raw_history_is_kept_forever_or_for_whole_months() {
         assert_eq!("forever".parse(), Ok(RawHistory::Forever));
         assert_eq!("13 months".parse(), Ok(RawHistory::Months(13)));
-        assert_eq!("1 month".parse(), Ok(RawHistory::Months(1)));
-        for bad in ["", "0 months", "1201 months", "13", "13 days", "always"] {
+        assert_eq!("2 months".parse(), Ok(RawHistory::Months(2)));
+        for bad in ["", "1 month", "1201 months", "13", "13 days", "always"] {
             assert!(bad.parse::<RawHistory>().is_err(), "{bad:?} accepted");
         }
     }
