@@ -125,10 +125,10 @@ async fn make(db: &mut PgConnection, month: Month) -> Result<bool> {
     // The names and times are ours (a month's digits), not a client's.
     let statements = [
         format!(
-            "CREATE TABLE {name} (LIKE board_versions INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+            "CREATE TABLE \"{name}\" (LIKE board_versions INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
         ),
         format!(
-            "ALTER TABLE board_versions ATTACH PARTITION {name} FOR VALUES FROM ('{}') TO ('{}')",
+            "ALTER TABLE board_versions ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{}') TO ('{}')",
             month.starts().to_rfc3339(),
             month.ends().to_rfc3339(),
         ),
