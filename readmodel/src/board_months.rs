@@ -19,7 +19,7 @@ use std::fmt;
 use chrono::{DateTime, Datelike, Months, NaiveDate, TimeZone, Utc};
 use sqlx::{PgConnection, PgPool};
 
-use crate::Result;
+use crate::error::Result;
 
 /// One UTC month.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
