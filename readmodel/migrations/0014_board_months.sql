@@ -39,6 +39,13 @@ FROM board_versions x
 WHERE x.event_id IN (SELECT base_event_id FROM board_versions WHERE base_event_id IS NOT NULL)
   AND x.base_event_id IS NULL;
 
+-- A projector of an older build copies no base into `board_bases`, so
+-- the boards it stored against one would read as missing values. The
+-- base's column is renamed: such a projector's statements now fail with
+-- an error it retries (not one it dead-letters), and its partitions wait,
+-- nothing lost, until it is replaced.
+ALTER TABLE board_versions RENAME COLUMN base_event_id TO base_id;
+
 -- The names move to the partitioned table; the old table's indexes are
 -- attached to its, as they are, with the old table.
 ALTER INDEX board_versions_by_key RENAME TO board_versions_unpartitioned_by_key;
@@ -76,7 +83,7 @@ FROM board_versions b
 LEFT JOIN LATERAL (SELECT x.currencies, x.cash_buying, x.cash_selling, x.transactional_buying,
                           x.transactional_selling
                    FROM board_bases x
-                   WHERE b.base_event_id IS NOT NULL AND x.event_id = b.base_event_id
+                   WHERE b.base_id IS NOT NULL AND x.event_id = b.base_id
                    LIMIT 1) s ON true
 CROSS JOIN LATERAL unnest(b.currencies, b.cash_buying, b.cash_selling,
                           b.transactional_buying, b.transactional_selling)
@@ -85,7 +92,7 @@ CROSS JOIN LATERAL (SELECT array_position(s.currencies, q.currency) AS n OFFSET 
 
 CREATE OR REPLACE VIEW boards AS
 SELECT bank_id, as_of, event_id, currencies, widest_spread, cash_buying, cash_selling,
-       transactional_buying, transactional_selling, base_event_id
+       transactional_buying, transactional_selling, base_id AS base_event_id
 FROM board_versions
 WHERE known_from <= (SELECT ratewire_known_at())
   AND (known_to IS NULL OR known_to > (SELECT ratewire_known_at()));

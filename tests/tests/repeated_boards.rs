@@ -55,7 +55,7 @@ async fn a_board_repeating_its_bank_s_values_stores_only_what_changed_and_answer
     // both read the rest from the first.
     let stored = |id: &str| {
         format!(
-            "SELECT json_build_array(base_event_id,
+            "SELECT json_build_array(base_id,
                     cardinality(array_remove(cash_buying, NULL)))
              FROM readmodel.board_versions WHERE event_id = '{id}'"
         )

@@ -117,7 +117,7 @@ const LOAD: &str = r#"
         FROM picked p
         CROSS JOIN LATERAL (SELECT bank_id, as_of, event_id, currencies, cash_buying,
                                    cash_selling, transactional_buying, transactional_selling,
-                                   base_event_id
+                                   base_id AS base_event_id
                             FROM board_versions b
                             WHERE b.bank_id = p.bank_id AND b.as_of = p.as_of
                               AND b.known_to IS NULL OFFSET 0) b

@@ -78,7 +78,7 @@ async fn keep_bases(db: &mut PgConnection, net: &Net) -> sqlx::Result<()> {
          FROM UNNEST($1::uuid[], $2::timestamptz[], $3::timestamptz[]) AS k (id, starts, ends)
          CROSS JOIN LATERAL (SELECT * FROM board_versions x
                              WHERE x.event_id = k.id AND x.as_of >= k.starts
-                               AND x.as_of < k.ends AND x.base_event_id IS NULL
+                               AND x.as_of < k.ends AND x.base_id IS NULL
                              LIMIT 1) x
          WHERE NOT EXISTS (SELECT 1 FROM board_bases b WHERE b.event_id = k.id)
          ON CONFLICT (event_id) DO NOTHING",
@@ -512,7 +512,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
                                      closed_by, received_at, log_partition, log_offset, source,
                                      reason, widest_spread, largest_move, cash_buying,
                                      cash_selling, transactional_buying, transactional_selling,
-                                     base_event_id)
+                                     base_id)
          SELECT b, t, id, string_to_array(c, ',')::char(3)[], f, k, cb, rc, p, o, s, r, w, m,
                 string_to_array(v1, ',', '')::numeric[], string_to_array(v2, ',', '')::numeric[],
                 string_to_array(v3, ',', '')::numeric[], string_to_array(v4, ',', '')::numeric[],

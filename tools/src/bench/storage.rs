@@ -170,10 +170,10 @@ async fn copies(
         format!("DROP SCHEMA IF EXISTS {COPIES} CASCADE"),
         format!("CREATE SCHEMA {COPIES}"),
         format!("CREATE TABLE {COPIES}.on_row (LIKE readmodel.board_versions INCLUDING ALL)"),
-        format!("ALTER TABLE {COPIES}.on_row DROP COLUMN base_event_id"),
+        format!("ALTER TABLE {COPIES}.on_row DROP COLUMN base_id"),
         format!("CREATE TABLE {COPIES}.boards (LIKE readmodel.board_versions INCLUDING ALL)"),
         format!(
-            "ALTER TABLE {COPIES}.boards DROP COLUMN base_event_id, DROP COLUMN cash_buying,
+            "ALTER TABLE {COPIES}.boards DROP COLUMN base_id, DROP COLUMN cash_buying,
              DROP COLUMN cash_selling, DROP COLUMN transactional_buying,
              DROP COLUMN transactional_selling"
         ),
@@ -197,7 +197,7 @@ async fn copies(
                     b.reason, b.widest_spread, b.largest_move, {}, {}, {}, {}
              FROM readmodel.board_versions b
              LEFT JOIN LATERAL (SELECT * FROM readmodel.board_bases x
-                                WHERE x.event_id = b.base_event_id) s ON true
+                                WHERE x.event_id = b.base_id) s ON true
              WHERE b.known_from > $1 OR $1 IS NULL ORDER BY b.known_from, b.log_partition, b.log_offset",
             field("cash_buying"),
             field("cash_selling"),
