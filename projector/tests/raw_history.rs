@@ -44,10 +44,6 @@ fn published(bank: BankId, as_of: DateTime<Utc>, buying: i64) -> Envelope {
     )
 }
 
-fn partition(month: Month) -> String {
-    format!("board_versions_{}", month.to_string().replace('-', "_"))
-}
-
 #[tokio::test]
 async fn retention_drops_whole_months_but_a_banks_latest_board() -> anyhow::Result<()> {
     let (live, database) = fresh_pool("rw_raw_history").await?;
@@ -77,7 +73,7 @@ async fn retention_drops_whole_months_but_a_banks_latest_board() -> anyhow::Resu
         raw_history: RawHistory::Months(2),
     };
     let purged = purge(&live, policy).await?;
-    assert_eq!(purged.months, [partition(this.back(4))]);
+    assert_eq!(purged.months, [this.back(4).partition()]);
 
     let boards: Vec<(i64, DateTime<Utc>)> =
         sqlx::query_as("SELECT bank_id, as_of FROM boards ORDER BY bank_id, as_of")
@@ -95,9 +91,9 @@ async fn retention_drops_whole_months_but_a_banks_latest_board() -> anyhow::Resu
     assert_eq!(
         months,
         [
-            partition(this.back(5)),
-            partition(this),
-            partition(this.next())
+            this.back(5).partition(),
+            this.partition(),
+            this.next().partition()
         ]
     );
     // Nothing is left to drop: a second purge changes nothing.
@@ -109,7 +105,7 @@ async fn retention_drops_whole_months_but_a_banks_latest_board() -> anyhow::Resu
     db::migrate(&replayed, "replayed").await?;
     apply_batch(&replayed, TOPIC, &log, &[], None).await?;
     let dropped = board_months::drop_absent(&replayed, "readmodel").await?;
-    assert_eq!(dropped.months, [partition(this.back(4))]);
+    assert_eq!(dropped.months, [this.back(4).partition()]);
     let (_, differences) = compare_tables(&live, "readmodel", "replayed").await?;
     assert!(differences.is_empty(), "{differences:?}");
 

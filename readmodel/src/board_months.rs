@@ -57,7 +57,7 @@ impl Month {
     }
 
     /// The name of its partition.
-    fn partition(self) -> String {
+    pub fn partition(self) -> String {
         format!("board_versions_{:04}_{:02}", self.0.year(), self.0.month())
     }
 }
@@ -223,15 +223,16 @@ async fn drop_each(pool: &PgPool, months: Vec<Listed>, keep_latest: bool) -> Res
         sqlx::query("SET LOCAL lock_timeout = '1s'")
             .execute(&mut *tx)
             .await?;
-        let latest: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM bank_latest_versions
-                            WHERE known_to IS NULL AND as_of >= $1 AND as_of < $2)",
-        )
-        .bind(starts)
-        .bind(ends)
-        .fetch_one(&mut *tx)
-        .await?;
-        if latest && keep_latest {
+        let latest = keep_latest
+            && sqlx::query_scalar::<_, bool>(
+                "SELECT EXISTS (SELECT 1 FROM bank_latest_versions
+                                WHERE known_to IS NULL AND as_of >= $1 AND as_of < $2)",
+            )
+            .bind(starts)
+            .bind(ends)
+            .fetch_one(&mut *tx)
+            .await?;
+        if latest {
             dropped.kept.push(partition);
             continue;
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chrono::{Datelike, TimeZone, Utc};
 use ratewire_e2e::{Board, Stack};
+use ratewire_readmodel::board_months::Month;
 
 fn month(months_ago: u32) -> String {
     let now = chrono::Utc::now();
@@ -122,7 +123,7 @@ async fn raw_history_past_its_retention_leaves_every_answer_but_a_bank_s_latest_
         .await?;
 
     // Gone: the busy bank's month four back, whole.
-    let month = format!("board_versions_{:04}_{:02}", four.year(), four.month());
+    let month = Month::of(four).partition();
     stack
         .wait_count(
             "the month four back dropped",
