@@ -98,6 +98,7 @@ pub async fn replay(
     };
     let mut views = RedisViews::for_generation(redis, read_model, &target);
     let stale = views.clear().await?;
+    let prepared = started.elapsed();
     info!(
         from = active.schema,
         into = settings.schema,
@@ -168,12 +169,14 @@ pub async fn replay(
     report.events = applied.load(Ordering::Relaxed);
     progress.set(report.events, "events applied");
     progress.finish();
+    let folded = started.elapsed();
 
     // A replay is a bulk load: until autovacuum gets to the new schema its
     // tables have no statistics, and the views and the API's fallback reads
     // would be planned blind, several times slower (docs/benchmarks.md,
     // "Figures behind design choices in the code").
     db::analyze(&pool).await?;
+    let analysed = started.elapsed();
     let banks = rebuild_views(&pool, &mut views).await?;
     if settings.switch {
         generation::switch(&control, &read_model.control_schema, &settings.schema).await?;
@@ -186,6 +189,12 @@ pub async fn replay(
         dead = report.dead_lettered,
         banks,
         seconds = report.elapsed.as_secs_f64(),
+        // Where the time went: the schema made, the log folded, the
+        // statistics, the views (with the switch).
+        prepare_seconds = prepared.as_secs_f64(),
+        fold_seconds = (folded - prepared).as_secs_f64(),
+        analyze_seconds = (analysed - folded).as_secs_f64(),
+        views_seconds = (report.elapsed - analysed).as_secs_f64(),
         switched = report.switched,
         schema = settings.schema,
         "replay finished"
