@@ -99,7 +99,7 @@ impl FoldLoop {
             Arc::clone(&status),
             pacing,
         );
-        let pool = db::pool(
+        let pool = db::writer_pool(
             &config.common.database_url,
             &generation.schema,
             config.pool_size(),
@@ -315,7 +315,7 @@ impl FoldLoop {
 
     /// Points the fold at `generation`.
     fn use_generation(&mut self, generation: Generation) -> Result<()> {
-        self.pool = db::pool(
+        self.pool = db::writer_pool(
             &self.config.common.database_url,
             &generation.schema,
             self.config.pool_size(),

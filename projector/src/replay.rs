@@ -80,7 +80,7 @@ pub async fn replay(
             settings.schema
         )));
     }
-    let pool = db::pool(
+    let pool = db::writer_pool(
         &config.common.database_url,
         &settings.schema,
         config.pool_size(),

@@ -200,7 +200,7 @@ pub async fn verify(
         .await?;
         // The active generation may have dropped months past the raw
         // history's retention that the replay made again.
-        let check = db::pool(&config.common.database_url, &schema, 2)?;
+        let check = db::writer_pool(&config.common.database_url, &schema, 2)?;
         let dropped = board_months::drop_absent(&check, &active.schema).await;
         check.close().await;
         dropped?;

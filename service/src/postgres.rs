@@ -17,7 +17,23 @@ pub fn pool(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> sqlx::Result<PgPool> {
-    let options = PgConnectOptions::from_str(url)?.options([("search_path", search_path)]);
+    pool_with(
+        url,
+        &[("search_path", search_path)],
+        max_connections,
+        acquire_timeout,
+    )
+}
+
+/// [`pool`] with other settings of each session (`search_path` among them),
+/// sent when connecting rather than as statements.
+pub fn pool_with(
+    url: &str,
+    settings: &[(&str, &str)],
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> sqlx::Result<PgPool> {
+    let options = PgConnectOptions::from_str(url)?.options(settings.iter().copied());
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)

@@ -83,7 +83,7 @@ pub async fn active_generation(config: &Config) -> Result<(generation::Generatio
     generation::prepare(&control, &settings.control_schema, &settings.read_schema).await?;
     let active =
         generation::active(&control, &settings.control_schema, &settings.read_schema).await?;
-    let pool = db::pool(&config.common.database_url, &active.schema, 2)?;
+    let pool = db::writer_pool(&config.common.database_url, &active.schema, 2)?;
     db::migrate(&pool, &active.schema).await?;
     Ok((active, pool))
 }
