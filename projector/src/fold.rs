@@ -53,7 +53,10 @@ pub use positions::{move_position, positions, settle};
 /// Folds `batch` in one transaction with the partitions' positions. A
 /// message past its partition's position is applied only across one of
 /// `holes` (offsets the read proved empty, see [`crate::holes`]). With a
-/// `judge`, the alerts are evaluated in the same transaction.
+/// `judge`, the alerts are evaluated in the same transaction. `pool` is a
+/// [`ratewire_readmodel::db::writer_pool`]: the fold's statements are index
+/// probes by key, written to keep one plan for any input; planned again for
+/// each batch's arrays, the load and the close cost more to plan than to run.
 pub async fn apply_batch(
     pool: &PgPool,
     topic: &str,
@@ -138,13 +141,6 @@ async fn fold_batch(
         .into_iter()
         .collect();
     let mut tx = pool.begin().await?;
-    // The fold's statements are index probes by key, written to keep one
-    // plan for any input: planned again for each batch's arrays (which
-    // Postgres otherwise chooses, as their lengths change the estimates),
-    // the load and the close cost more to plan than to run.
-    sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan")
-        .execute(&mut *tx)
-        .await?;
     // Two projectors that were configured to overlap take turns instead
     // of both applying.
     let (stored, known) = positions::lock(&mut tx, topic, &partitions).await?;

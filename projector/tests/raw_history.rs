@@ -101,7 +101,7 @@ async fn retention_drops_whole_months_but_a_banks_latest_board() -> anyhow::Resu
 
     // A check generation replayed from the whole log drops the month the
     // live one dropped, and the two are equal.
-    let replayed = db::pool(&database.url(), "replayed", 2)?;
+    let replayed = db::writer_pool(&database.url(), "replayed", 2)?;
     db::migrate(&replayed, "replayed").await?;
     apply_batch(&replayed, TOPIC, &log, &[], None).await?;
     let dropped = board_months::drop_absent(&replayed, "readmodel").await?;

@@ -30,7 +30,7 @@ fn log() -> Vec<Incoming> {
 async fn generations_folded_from_one_log_are_equal_and_an_extra_board_is_named(
 ) -> anyhow::Result<()> {
     let (live, database) = fresh_pool("rw_verify").await?;
-    let replayed = db::pool(&database.url(), "replayed", 2)?;
+    let replayed = db::writer_pool(&database.url(), "replayed", 2)?;
     db::migrate(&replayed, "replayed").await?;
     let log = log();
     // The live fold in two batches, the replay in one.

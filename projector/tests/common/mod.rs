@@ -33,7 +33,7 @@ pub async fn fresh_pool(prefix: &str) -> anyhow::Result<(PgPool, TestDatabase)> 
     .execute(&pool)
     .await?;
     pool.close().await;
-    let pool = db::pool(&database.url(), "readmodel", 4)?;
+    let pool = db::writer_pool(&database.url(), "readmodel", 4)?;
     db::migrate(&pool, "readmodel").await?;
     Ok((pool, database))
 }

@@ -392,7 +392,7 @@ impl Prepared {
         )
         .await?;
         control.close().await;
-        let read = ratewire_readmodel::db::pool(&url, &generation.schema, 2)?;
+        let read = ratewire_readmodel::db::writer_pool(&url, &generation.schema, 2)?;
         ratewire_readmodel::db::migrate(&read, &generation.schema).await?;
         let views = RedisViews::for_generation(
             ratewire_readmodel::redis::connect(&settings.redis_url)?,
