@@ -40,6 +40,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::judge::{Field, Quote};
+use crate::schema::EVALUATION_LOCK;
 use breaches::Breaches;
 pub use breaches::QualityEvent;
 use ratewire_readmodel::quality::OutlierRule;
@@ -119,30 +120,26 @@ impl Judge {
         banks: &BTreeSet<i64>,
     ) -> sqlx::Result<Option<Evaluation>> {
         let partitions: Vec<i32> = positions.keys().copied().collect();
-        // Positions only grow: a message below one read without a lock
-        // was evaluated for certain.
-        let peeked: BTreeMap<i32, i64> = sqlx::query_as(&self.sql.peek)
-            .bind(topic)
-            .bind(&partitions)
-            .fetch_all(&mut *db)
-            .await?
-            .into_iter()
-            .collect();
-        let pending =
-            messages
+        // A replay looks first, without a lock, whether the live fold has
+        // evaluated its messages already (positions only grow: a message
+        // below one read was evaluated for certain). The live fold is
+        // almost always first, so it locks at once.
+        if !self.seeds {
+            let peeked: BTreeMap<i32, i64> = sqlx::query_as(&self.sql.peek)
+                .bind(topic)
+                .bind(&partitions)
+                .fetch_all(&mut *db)
+                .await?
                 .into_iter()
-                .any(|(partition, offset)| match peeked.get(&partition) {
-                    Some(from) => offset >= *from,
-                    None => self.seeds,
-                });
-        if !pending {
-            return Ok(None);
+                .collect();
+            let pending = messages.into_iter().any(|(partition, offset)| {
+                peeked.get(&partition).is_some_and(|from| offset >= *from)
+            });
+            if !pending {
+                return Ok(None);
+            }
         }
-        let mut rows: Vec<(i32, i64, bool, bool)> = sqlx::query_as(&self.sql.lock)
-            .bind(topic)
-            .bind(&partitions)
-            .fetch_all(&mut *db)
-            .await?;
+        let mut rows = self.lock(db, topic, &partitions).await?;
         if rows.len() < partitions.len() && self.seeds {
             let starts: Vec<i64> = partitions.iter().map(|p| positions[p]).collect();
             sqlx::query(&self.sql.seed_positions)
@@ -152,11 +149,7 @@ impl Judge {
                 .execute(&mut *db)
                 .await?;
             sqlx::query(&self.sql.seed_quotes).execute(&mut *db).await?;
-            rows = sqlx::query_as(&self.sql.lock)
-                .bind(topic)
-                .bind(&partitions)
-                .fetch_all(&mut *db)
-                .await?;
+            rows = self.lock(db, topic, &partitions).await?;
         }
         let any_watch = rows.iter().any(|(_, _, any, _)| *any);
         let breach_hooks = rows.iter().any(|(_, _, _, hooks)| *hooks);
@@ -190,6 +183,23 @@ impl Judge {
             stored,
             observed: BTreeMap::new(),
         }))
+    }
+
+    /// Locks the partitions' rows and, while any watch exists, takes the
+    /// evaluation lock: each partition's first unevaluated offset, whether
+    /// any watch exists, and whether a webhook names breaches.
+    async fn lock(
+        &self,
+        db: &mut PgConnection,
+        topic: &str,
+        partitions: &[i32],
+    ) -> sqlx::Result<Vec<(i32, i64, bool, bool)>> {
+        sqlx::query_as(&self.sql.lock)
+            .bind(topic)
+            .bind(partitions)
+            .bind(EVALUATION_LOCK)
+            .fetch_all(db)
+            .await
     }
 }
 

@@ -34,14 +34,32 @@ impl Statements {
             peek: format!(
                 "SELECT partition, next_offset FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)"
             ),
+            // Locks the partitions' rows, then, when any watch exists,
+            // takes the evaluation lock ($3) in the same round trip: `flags`
+            // counts the locked rows first, so the order is always rows,
+            // then lock. What is read under the lock is read by the next
+            // statements, whose snapshots follow it.
             lock: format!(
-                "SELECT partition, next_offset, EXISTS (SELECT 1 FROM {s}.watches) AS any_watch,
-                        EXISTS (SELECT 1 FROM {s}.webhooks
-                                WHERE cardinality(events) > 0
-                                  AND 'quality.spread_cap_breached' = ANY (events)
-                                  AND disabled_at IS NULL) AS breach_hooks
-                 FROM {s}.positions WHERE topic = $1 AND partition = ANY ($2)
-                 ORDER BY partition FOR UPDATE"
+                "WITH locked AS MATERIALIZED (
+                     SELECT partition, next_offset FROM {s}.positions
+                     WHERE topic = $1 AND partition = ANY ($2)
+                     ORDER BY partition FOR UPDATE
+                 ), flags AS MATERIALIZED (
+                     SELECT EXISTS (SELECT 1 FROM {s}.watches) AS any_watch,
+                            EXISTS (SELECT 1 FROM {s}.webhooks
+                                    WHERE cardinality(events) > 0
+                                      AND 'quality.spread_cap_breached' = ANY (events)
+                                      AND disabled_at IS NULL) AS breach_hooks
+                     FROM (SELECT count(*) FROM locked) AS all_locked
+                 ), held AS MATERIALIZED (
+                     SELECT CASE WHEN any_watch
+                                 THEN (SELECT TRUE FROM pg_advisory_xact_lock($3))
+                                 ELSE FALSE END AS any_watch,
+                            breach_hooks
+                     FROM flags
+                 )
+                 SELECT l.partition, l.next_offset, h.any_watch, h.breach_hooks
+                 FROM locked l CROSS JOIN held h ORDER BY l.partition"
             ),
             // A partition first seen: evaluation starts where this
             // generation is...
@@ -60,10 +78,17 @@ impl Statements {
                  {latest}
                  ON CONFLICT DO NOTHING"
             ),
-            // The watches of the banks ($1) and of the best rates.
+            // The watches of the banks ($1) and of the best rates, each
+            // with the `since` of its newest alert: an index probe, whatever
+            // the table's statistics say (alerts not known yet are those
+            // whose `since` is the watch's evaluations).
             watches: format!(
-                "SELECT currency, field, bank_id, value, evaluations FROM {s}.watches
-                 WHERE bank_id = ANY ($1) OR bank_id = 0"
+                "SELECT w.currency, w.field, w.bank_id, w.value, w.evaluations,
+                        (SELECT max(a.since) FROM {s}.alerts a
+                         WHERE a.currency = w.currency AND a.field = w.field
+                           AND a.watch_bank = w.bank_id AND a.since >= 0) AS newest
+                 FROM {s}.watches w
+                 WHERE w.bank_id = ANY ($1) OR w.bank_id = 0"
             ),
             quotes: crate::quotes::statement(s),
             // Stores the banks' ($1..$4) details and their latest
@@ -111,8 +136,10 @@ impl Statements {
             // lies in the ranges it may fire (`above` from $5 included to
             // $6 excluded, `below` from $7 excluded to $8 included: each a
             // range of the thresholds' index), and those not known yet ($9
-            // its watch's evaluations). One round trip: the alerts do not
-            // depend on the watches' rows.
+            // its watch's evaluations; NULL when the watch has none, and that
+            // read is skipped). An alert may come twice; the caller keeps
+            // one. One round trip: the alerts do not depend on the watches'
+            // rows.
             candidates: format!(
                 "WITH moved AS (
                      UPDATE {s}.watches w SET value = m.value, holder = m.holder,
@@ -125,21 +152,22 @@ impl Statements {
                  FROM UNNEST($1::int[], $2::text[], $3::text[], $4::bigint[], $5::numeric[],
                              $6::numeric[], $7::numeric[], $8::numeric[], $9::bigint[])
                       AS m (i, currency, field, bank, above_from, above_to, below_from,
-                            below_to, evaluations)
+                            below_to, unknown)
                  CROSS JOIN LATERAL (
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
                      WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
                        AND a.condition = 'above'
                        AND a.threshold >= m.above_from AND a.threshold < m.above_to
-                     UNION
+                     UNION ALL
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
                      WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
                        AND a.condition = 'below'
                        AND a.threshold > m.below_from AND a.threshold <= m.below_to
-                     UNION
+                     UNION ALL
                      SELECT a.id, a.condition, a.threshold, a.since FROM {s}.alerts a
-                     WHERE a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
-                       AND a.since = m.evaluations) x"
+                     WHERE m.unknown IS NOT NULL
+                       AND a.currency = m.currency AND a.field = m.field AND a.watch_bank = m.bank
+                       AND a.since = m.unknown AND a.since >= 0) x"
             ),
             // One row per crossing ($1 its number), its alerts given
             // as ($11 crossing, $12 alert) pairs.

@@ -14,7 +14,6 @@ use uuid::Uuid;
 
 use super::sql::Statements;
 use crate::judge::{self, Armed, Condition, Field, Move, Quote, WatchBank, BEST};
-use crate::schema::EVALUATION_LOCK;
 
 /// How an applied event left its bank: its code and name, listed or not,
 /// and its latest board's rates (none when it has no board), each with the
@@ -45,6 +44,9 @@ struct Watch {
     holder: Option<i64>,
     updated_at: Option<DateTime<Utc>>,
     evaluations: i64,
+    /// The `since` of the watch's newest alert: while it is the watch's
+    /// evaluations, alerts made since the last one are not known yet.
+    newest: Option<i64>,
     moved: bool,
 }
 
@@ -59,6 +61,18 @@ pub(super) struct Watching {
     moves: Vec<Moved>,
 }
 
+/// A watch as read: its key, its value and evaluations, and the `since`
+/// of its newest alert.
+#[derive(sqlx::FromRow)]
+struct WatchRow {
+    currency: String,
+    field: String,
+    bank_id: i64,
+    value: Option<Decimal>,
+    evaluations: i64,
+    newest: Option<i64>,
+}
+
 /// One watch moved by one event.
 #[derive(Debug, Clone)]
 struct Moved {
@@ -71,40 +85,38 @@ struct Moved {
 }
 
 impl Watching {
-    /// Takes the evaluation lock and reads the watches the banks' events
-    /// may move, with the quotes they are judged on.
+    /// Reads the watches the banks' events may move, with the quotes they
+    /// are judged on; the evaluation lock is held ([`super::Judge::begin`]).
     pub async fn load(
         sql: &Statements,
         db: &mut PgConnection,
         banks: &BTreeSet<i64>,
     ) -> sqlx::Result<Watching> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(EVALUATION_LOCK)
-            .execute(&mut *db)
-            .await?;
         let banks: Vec<i64> = banks.iter().copied().collect();
-        let rows: Vec<(String, String, i64, Option<Decimal>, i64)> = sqlx::query_as(&sql.watches)
+        let rows: Vec<WatchRow> = sqlx::query_as(&sql.watches)
             .bind(&banks)
             .fetch_all(&mut *db)
             .await?;
         let mut watches = BTreeMap::new();
-        for (currency, field, bank, value, evaluations) in rows {
-            let (Ok(currency), Some(field)) =
-                (CurrencyCode::parse(&currency), Field::from_key(&field))
-            else {
+        for row in rows {
+            let (Ok(currency), Some(field)) = (
+                CurrencyCode::parse(&row.currency),
+                Field::from_key(&row.field),
+            ) else {
                 continue;
             };
             watches.insert(
                 WatchKey {
                     currency,
                     field,
-                    bank,
+                    bank: row.bank_id,
                 },
                 Watch {
-                    value,
+                    value: row.value,
                     holder: None,
                     updated_at: None,
-                    evaluations,
+                    evaluations: row.evaluations,
+                    newest: row.newest,
                     moved: false,
                 },
             );
@@ -216,7 +228,11 @@ impl Watching {
             ask.above_to.push(thresholds.above.1);
             ask.below_from.push(thresholds.below.0);
             ask.below_to.push(thresholds.below.1);
-            ask.evaluations.push(moved.step.evaluations);
+            // Alerts made since the watch's last evaluation are read with
+            // its first move in the batch only.
+            let newest = watches.get(&moved.key).and_then(|w| w.newest);
+            ask.unknown
+                .push((newest == Some(moved.step.evaluations)).then_some(moved.step.evaluations));
         }
         let moved: Vec<(&WatchKey, &Watch)> = watches.iter().filter(|(_, w)| w.moved).collect();
         let candidates: Vec<(i32, Uuid, String, Decimal, i64)> = sqlx::query_as(&sql.candidates)
@@ -228,7 +244,7 @@ impl Watching {
             .bind(&ask.above_to)
             .bind(&ask.below_from)
             .bind(&ask.below_to)
-            .bind(&ask.evaluations)
+            .bind(&ask.unknown)
             .bind(
                 moved
                     .iter()
@@ -243,7 +259,7 @@ impl Watching {
             .bind(moved.iter().map(|(_, w)| w.evaluations).collect::<Vec<_>>())
             .fetch_all(&mut *db)
             .await?;
-        let mut fired: BTreeMap<usize, Vec<Uuid>> = BTreeMap::new();
+        let mut fired: BTreeMap<usize, BTreeSet<Uuid>> = BTreeMap::new();
         for (i, id, condition, threshold, since) in candidates {
             let Some(condition) = Condition::parse(&condition) else {
                 continue;
@@ -254,7 +270,7 @@ impl Watching {
                 since,
             };
             if judge::fires(&alert, &moves[i as usize].step) {
-                fired.entry(i as usize).or_default().push(id);
+                fired.entry(i as usize).or_default().insert(id);
             }
         }
 
@@ -316,7 +332,8 @@ struct Columns {
     above_to: Vec<Decimal>,
     below_from: Vec<Decimal>,
     below_to: Vec<Decimal>,
-    evaluations: Vec<i64>,
+    /// The `since` of the alerts not known yet, when the watch has any.
+    unknown: Vec<Option<i64>>,
 }
 
 /// The crossings recorded, as columns.
