@@ -68,6 +68,7 @@ pub const DOCUMENTED: &[Documented] = &[
     Documented::gauge("ratewire_projector_partitions_owned"),
     Documented::gauge("ratewire_projector_partitions_stalled"),
     Documented::counter("ratewire_projector_alerts_fired_total"),
+    Documented::counter("ratewire_projector_publications_missed_total"),
     Documented::counter("ratewire_webhook_messages_total"),
     Documented::counter("ratewire_webhook_deliveries_total")
         .by(&[("outcome", &["delivered", "failed"])]),
