@@ -1,0 +1,151 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Iterator, List, Optional
+
+import httpx
+
+from . import _core, models
+from .errors import RateLimited
+
+
+class _Webhooks:
+    def __init__(self, client: "Client"):
+        self._client = client
+
+    def create(self, url: str, description: Optional[str] = None,
+               events: Optional[Iterable[str]] = None) -> models.Webhook:
+        """A webhook; its `secret` is shown this once."""
+        return self._client._run(_core.create_webhook(url, description, events))
+
+    def list(self) -> List[models.Webhook]:
+        return self._client._run(_core.list_webhooks())
+
+    def delete(self, webhook_id: str) -> None:
+        self._client._run(_core.delete_webhook(webhook_id))
+
+
+class _Alerts:
+    def __init__(self, client: "Client"):
+        self._client = client
+
+    def create(self, webhook_id: str, currency: str, field: str, condition: str,
+               threshold: Any, bank_id: Optional[int] = None) -> models.Alert:
+        """An alert on a bank's rate, or on the best rate across banks
+        without `bank_id`; `condition` is `above` or `below`."""
+        return self._client._run(
+            _core.create_alert(webhook_id, currency, field, condition, threshold, bank_id))
+
+    def list(self) -> List[models.Alert]:
+        return self._client._run(_core.list_alerts())
+
+    def delete(self, alert_id: str) -> None:
+        self._client._run(_core.delete_alert(alert_id))
+
+
+class Client:
+    """`Client(base_url, api_key)`. With `retry_rate_limited=N`, a 429 is
+    waited out (its `Retry-After`) and tried again up to N times; by
+    default it raises `RateLimited`."""
+
+    def __init__(self, base_url: str, api_key: Optional[str] = None, *, timeout: float = 10.0,
+                 retry_rate_limited: int = 0, http: Optional[httpx.Client] = None):
+        headers = {"user-agent": _core.USER_AGENT}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self._http = http or httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+                                          timeout=timeout)
+        self._retries = retry_rate_limited
+        self.webhooks = _Webhooks(self)
+        self.alerts = _Alerts(self)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: _core.Call) -> Any:
+        attempt = 0
+        while True:
+            response = self._http.request(call.method, call.path, params=call.params,
+                                          json=call.body)
+            try:
+                return _core.answer(response.status_code, response.text,
+                                    response.headers.get("retry-after"))
+            except RateLimited as limited:
+                if attempt >= self._retries:
+                    raise
+                attempt += 1
+                time.sleep(limited.retry_after if limited.retry_after is not None else 1.0)
+
+    def _run(self, call: _core.Call) -> Any:
+        return call.read(self._send(call))
+
+    def banks(self, with_recent: bool = False) -> List[models.Bank]:
+        return self._run(_core.banks(with_recent))
+
+    def currencies(self) -> List[models.Currency]:
+        return self._run(_core.currencies())
+
+    def rates(self, bank_id: Optional[int] = None, transactional: bool = False,
+              social_links: bool = False) -> List[models.Bank]:
+        return self._run(_core.rates(bank_id, transactional, social_links))
+
+    def best_rates(self, currency: str) -> models.BestRates:
+        return self._run(_core.best_rates(currency))
+
+    def history(self, bank_id: int, date: str, currency: Optional[str] = None
+                ) -> models.HistoryRecord:
+        return self._run(_core.history(bank_id, date, currency))
+
+    def series(self, bank_id: Optional[int] = None, currency: str = "USD", interval: str = "day",
+               from_: Optional[str] = None, to: Optional[str] = None,
+               field: Optional[str] = None) -> Iterator[models.SeriesPoint]:
+        """Every point of the range, page after page (`next`), lazily."""
+        call: Optional[_core.Call] = _core.series_page(bank_id, currency, interval, from_, to,
+                                                       field)
+        while call is not None:
+            envelope = self._send(call)
+            yield from _core.points(envelope)
+            following = envelope["data"].get("next")
+            call = _core.next_page(following) if following else None
+
+    def convert(self, amount: Any, from_: str, to: str, transactional: bool = False) -> Any:
+        return self._run(_core.convert(amount, from_, to, transactional))
+
+    def spreads(self, currency: str) -> Any:
+        return self._run(_core.spreads(currency))
+
+    def reference_rates(self, date: Optional[str] = None) -> Any:
+        return self._run(_core.reference_rates(date))
+
+    def stream(self, events: Optional[Iterable[str]] = None,
+               bank_ids: Optional[Iterable[int]] = None,
+               currencies: Optional[Iterable[str]] = None,
+               reconnect_after: float = 1.0) -> Iterator[models.StreamEvent]:
+        """The live stream's events, for as long as it is read. A dropped
+        connection is made again with `Last-Event-ID`, so what changed
+        meanwhile comes first."""
+        params = _core.stream_params(events, bank_ids, currencies)
+        parser = _core.ServerSentEvents()
+        while True:
+            headers = {"accept": "text/event-stream"}
+            if parser.last_id:
+                headers["last-event-id"] = parser.last_id
+            try:
+                with self._http.stream("GET", "/api/v1/stream", params=params, headers=headers,
+                                       timeout=httpx.Timeout(None, connect=10.0)) as response:
+                    if response.status_code != 200:
+                        _core.answer(response.status_code, response.read().decode(),
+                                     response.headers.get("retry-after"))
+                    for line in response.iter_lines():
+                        yield from parser.feed(line)
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                pass
+            time.sleep(reconnect_after)

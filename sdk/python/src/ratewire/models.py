@@ -1,0 +1,213 @@
+"""The API's answers as typed objects, fields in snake_case. Numbers stay
+`Decimal` as written (a rate's digits are the bank's); times are aware
+`datetime`s. Fields the API adds later are kept in `extra`, not lost."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Dict, List, Optional, Type, TypeVar, Union
+
+T = TypeVar("T")
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def decode(cls: Any, value: Any) -> Any:
+    """`value` (parsed JSON) as an instance of the type `cls`."""
+    if value is None:
+        return None
+    origin = typing.get_origin(cls)
+    if origin is Union:
+        inner = [a for a in typing.get_args(cls) if a is not type(None)]
+        return decode(inner[0], value)
+    if origin in (list, List):
+        (item,) = typing.get_args(cls)
+        return [decode(item, v) for v in value]
+    if origin in (dict, Dict):
+        _, item = typing.get_args(cls)
+        return {k: decode(item, v) for k, v in value.items()}
+    if cls is Decimal:
+        return Decimal(str(value))
+    if cls is datetime:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        for key, item in value.items():
+            name = snake(key)
+            if name in known:
+                values[name] = decode(hints[name], item)
+            else:
+                extra[key] = item
+        for name in known - values.keys():
+            values[name] = None
+        return cls(**values, extra=extra)
+    return value
+
+
+def parse(cls: Type[T], value: Any) -> T:
+    return decode(cls, value)
+
+
+@dataclass
+class Currency:
+    id: str
+    name: str
+    symbol: str
+    image_url: Optional[str]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SocialLink:
+    platform: str
+    url: str
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Difference:
+    cash_buying: Optional[Decimal]
+    cash_selling: Optional[Decimal]
+    transactional_buying: Optional[Decimal]
+    transactional_selling: Optional[Decimal]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ExchangeRate:
+    cash_buying: Optional[Decimal]
+    cash_selling: Optional[Decimal]
+    transactional_buying: Optional[Decimal]
+    transactional_selling: Optional[Decimal]
+    updated_at: datetime
+    currency: Currency
+    difference: Optional[Difference]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Bank:
+    """A bank: its rates when the answer carries them (`rates()`, or
+    `banks(with_recent=True)`), its social links when asked for."""
+    id: Union[int, str]
+    name: str
+    code: str
+    image_url: Optional[str]
+    last_rates_updated_at: Optional[datetime]
+    exchange_rates: Optional[List[ExchangeRate]]
+    social_links: Optional[List[SocialLink]]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BankRef:
+    id: int
+    name: str
+    code: str
+    image_url: Optional[str]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class RatePoint:
+    value: Decimal
+    timestamp: datetime
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BestRate:
+    price: Decimal
+    updated_at: datetime
+    timestamp: datetime
+    difference: Optional[str]
+    bank: BankRef
+    rates: List[RatePoint]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BestRates:
+    cash_buying: Optional[BestRate]
+    cash_selling: Optional[BestRate]
+    transactional_buying: Optional[BestRate]
+    transactional_selling: Optional[BestRate]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class HistoryRecord:
+    cash_buying: Optional[Decimal]
+    cash_selling: Optional[Decimal]
+    transactional_buying: Optional[Decimal]
+    transactional_selling: Optional[Decimal]
+    timestamp: datetime
+    currency: Currency
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SeriesPoint:
+    """A bank's point carries its four rates; a best-value point `value`
+    and `bank_id`."""
+    timestamp: datetime
+    updated_at: Optional[datetime]
+    carried_from: Optional[datetime]
+    cash_buying: Optional[Decimal]
+    cash_selling: Optional[Decimal]
+    transactional_buying: Optional[Decimal]
+    transactional_selling: Optional[Decimal]
+    value: Optional[Decimal]
+    bank_id: Optional[int]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Webhook:
+    id: str
+    url: str
+    description: Optional[str]
+    events: List[str]
+    created_at: datetime
+    secret: Optional[str]
+    status: Optional[str]
+    pending: Optional[int]
+    last_error: Optional[str]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Alert:
+    id: str
+    webhook_id: str
+    currency_code: str
+    field: str
+    condition: str
+    threshold: Decimal
+    bank_id: Optional[int]
+    created_at: datetime
+    triggered: Optional[bool]
+    last_value: Optional[Decimal]
+    fired: int
+    last_fired_at: Optional[datetime]
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass
+class StreamEvent:
+    """One event of the live stream: its name, its id (to resume after) and
+    its data, parsed."""
+    event: str
+    id: Optional[str]
+    data: Any
