@@ -54,6 +54,7 @@ mod reference_rates;
 mod repeated_boards;
 mod retention;
 mod scale_out;
+mod sdks;
 mod signed_answers;
 mod verify;
 mod view_cache;

@@ -520,4 +520,25 @@ mod tests {
         let limited = &doc["paths"]["/api/v1/rates"]["get"]["responses"]["429"];
         assert!(limited["headers"]["Retry-After"].is_object(), "{limited}");
     }
+
+    /// The SDKs are generated from, and checked against, a committed copy
+    /// of this document (`sdk/openapi.json`): a change here that is not
+    /// copied there fails, so the SDKs cannot drift from what is served.
+    /// `RATEWIRE_BLESS=1` writes the copy.
+    #[test]
+    fn the_sdks_copy_of_the_document_is_current() {
+        let doc: serde_json::Value = serde_json::from_str(&crate::routes::DOCUMENT).unwrap();
+        let served = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/openapi.json");
+        if std::env::var_os("RATEWIRE_BLESS").is_some() {
+            std::fs::write(path, &served).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == served,
+            "sdk/openapi.json differs from the served document: run \
+             `RATEWIRE_BLESS=1 cargo test -p ratewire-api the_sdks_copy`, then regenerate \
+             the SDKs' types (sdk/typescript: `npm run types`) and check sdk/python's models"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 // The ratewire API from TypeScript: ESM, `fetch` and Web Crypto only, so it
 // runs in Node 20 and in browsers alike. Types come from the served OpenAPI
-// document (src/schema.d.ts, `npm run types`).
+// document's committed copy, sdk/openapi.json (src/schema.ts, `npm run types`;
+// `npm test` fails when they differ).
 import type { components } from './schema.js';
 
 export type Schemas = components['schemas'];
@@ -11,6 +12,11 @@ export type BestRates = Schemas['BestRates'];
 export type HistoryRecord = Schemas['HistoryRecord'];
 export type Alert = Schemas['Alert'];
 export type CreatedWebhook = Schemas['CreatedWebhook'];
+export type Webhook = Schemas['Webhook'];
+export type Conversion = Schemas['Conversion'];
+export type Spreads = Schemas['Spreads'];
+export type ReferenceRate = Schemas['ReferenceRate'];
+export type SeriesPoint = Schemas['BankSeriesPoint'] | Schemas['BestSeriesPoint'];
 
 export interface ClientOptions {
   baseUrl: string;
@@ -63,7 +69,7 @@ export class RatewireClient {
   readonly webhooks = {
     create: (body: { url: string; description?: string; events?: string[] }) =>
       this.data<CreatedWebhook>('POST', '/api/v1/webhooks', body),
-    list: () => this.data<Schemas['Webhook'][]>('GET', '/api/v1/webhooks'),
+    list: () => this.data<Webhook[]>('GET', '/api/v1/webhooks'),
     delete: (id: string) => this.send('DELETE', `/api/v1/webhooks/${encodeURIComponent(id)}`).then(() => undefined),
   };
 
@@ -141,7 +147,7 @@ export class RatewireClient {
     from?: string;
     to?: string;
     field?: string;
-  } = {}): AsyncGenerator<Schemas['BankSeriesPoint'] | Schemas['BestSeriesPoint']> {
+  } = {}): AsyncGenerator<SeriesPoint> {
     let path: string | null = `/api/v1/rates/series${search(options)}`;
     while (path) {
       const page: any = await this.data('GET', path);
@@ -150,21 +156,31 @@ export class RatewireClient {
     }
   }
 
-  convert(options: { amount: number | string; from: string; to: string; transactional?: boolean }): Promise<Schemas['Conversion']> {
+  /** `amount` of `from` in `to` at each bank's rate (or one bank's), through birr. */
+  convert(options: { amount: number | string; from: string; to: string; bankId?: number; transactional?: boolean }): Promise<Conversion> {
     return this.data('GET', `/api/v1/convert${search(options)}`);
   }
 
-  spreads(currencyCode: string): Promise<unknown> {
-    return this.data('GET', `/api/v1/rates/spreads${search({ currencyCode })}`);
+  /** Each bank's spread for a currency, beside the National Bank's reference. */
+  spreads(currencyCode: string, options: { transactional?: boolean } = {}): Promise<Spreads> {
+    return this.data('GET', `/api/v1/rates/spreads${search({ currencyCode, ...options })}`);
   }
 
-  referenceRates(options: { date?: string } = {}): Promise<unknown> {
+  /** The National Bank's reference: one currency's, or every currency's. */
+  referenceRates(options: { currencyCode: string; date?: string }): Promise<ReferenceRate>;
+  referenceRates(options?: { date?: string }): Promise<ReferenceRate[]>;
+  referenceRates(options: { currencyCode?: string; date?: string } = {}): Promise<ReferenceRate | ReferenceRate[]> {
     return this.data('GET', `/api/v1/reference-rates${search(options)}`);
   }
 
-  /** The live stream's events; a dropped connection is made again with Last-Event-ID. */
-  async *stream(options: { events?: string[]; bankIds?: number[]; currencies?: string[]; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
-    const query = search({ events: options.events, bankId: options.bankIds, currencyCode: options.currencies });
+  /**
+   * The live stream's events; a dropped connection is made again with Last-Event-ID.
+   * With `snapshot`, it starts with every matching bank's board and currency's best rates.
+   */
+  async *stream(
+    options: { events?: string[]; bankIds?: number[]; currencies?: string[]; snapshot?: boolean; signal?: AbortSignal } = {},
+  ): AsyncGenerator<StreamEvent> {
+    const query = search({ events: options.events, bankId: options.bankIds, currencyCode: options.currencies, snapshot: options.snapshot });
     let lastId: string | null = null;
     while (!options.signal?.aborted) {
       try {

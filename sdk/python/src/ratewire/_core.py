@@ -4,7 +4,9 @@ a way to read its answer, so that the two differ only in how they wait."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from . import models
@@ -20,6 +22,26 @@ class Call:
     params: Optional[Dict[str, Any]] = None
     body: Optional[Dict[str, Any]] = None
     read: Callable[[Any], Any] = lambda envelope: envelope
+
+    def headers(self) -> Optional[Dict[str, str]]:
+        return {"content-type": "application/json"} if self.body is not None else None
+
+    def content(self) -> Optional[bytes]:
+        """The body as JSON, its `Decimal`s as numbers with their digits (the
+        API reads thresholds as numbers, and a float would change them)."""
+        if self.body is None:
+            return None
+        numbers: List[str] = []
+
+        def number(value: Any) -> str:
+            if isinstance(value, Decimal) and value.is_finite():
+                numbers.append(str(value))
+                return f"\x00{len(numbers) - 1}\x00"
+            raise TypeError(f"{type(value).__name__} is not JSON")
+
+        text = json.dumps(self.body, default=number)
+        return re.sub(r'"\\u0000(\d+)\\u0000"', lambda m: numbers[int(m.group(1))],
+                      text).encode()
 
 
 def query(**params: Any) -> Dict[str, Any]:
@@ -92,19 +114,30 @@ def points(envelope: Any) -> List[models.SeriesPoint]:
     return models.decode(List[models.SeriesPoint], envelope["data"].get("points") or [])
 
 
-def convert(amount: Any, from_: str, to: str, transactional: bool) -> Call:
+def convert(amount: Any, from_: str, to: str, transactional: bool,
+            bank_id: Optional[int]) -> Call:
     return Call("GET", "/api/v1/convert",
-                query(amount=amount, **{"from": from_}, to=to,
-                      transactional=transactional or None), read=lambda e: e["data"])
+                query(amount=amount, **{"from": from_}, to=to, bankId=bank_id,
+                      transactional=transactional or None), read=data(models.Conversion))
 
 
-def spreads(currency: str) -> Call:
-    return Call("GET", "/api/v1/rates/spreads", query(currencyCode=currency),
-                read=lambda e: e["data"])
+def spreads(currency: str, transactional: bool) -> Call:
+    return Call("GET", "/api/v1/rates/spreads",
+                query(currencyCode=currency, transactional=transactional or None),
+                read=data(models.Spreads))
 
 
-def reference_rates(date: Optional[str]) -> Call:
-    return Call("GET", "/api/v1/reference-rates", query(date=date), read=lambda e: e["data"])
+def reference_rates(currency: Optional[str], date: Optional[str]) -> Call:
+    return Call("GET", "/api/v1/reference-rates", query(currencyCode=currency, date=date),
+                read=reference)
+
+
+def reference(envelope: Any) -> Any:
+    """One currency's reference rate, or every currency's (a list)."""
+    value = envelope["data"]
+    if isinstance(value, list):
+        return models.decode(List[models.ReferenceRate], value)
+    return models.decode(models.ReferenceRate, value)
 
 
 def create_webhook(url: str, description: Optional[str], events: Optional[Iterable[str]]) -> Call:
@@ -127,7 +160,7 @@ def delete_webhook(webhook_id: str) -> Call:
 def create_alert(webhook_id: str, currency: str, field: str, condition: str, threshold: Any,
                  bank_id: Optional[int]) -> Call:
     body: Dict[str, Any] = {"webhookId": webhook_id, "currencyCode": currency, "field": field,
-                            "condition": condition, "threshold": str(threshold)}
+                            "condition": condition, "threshold": Decimal(str(threshold))}
     if bank_id is not None:
         body["bankId"] = bank_id
     return Call("POST", "/api/v1/alerts", body=body, read=data(models.Alert))
@@ -142,9 +175,10 @@ def delete_alert(alert_id: str) -> Call:
 
 
 def stream_params(events: Optional[Iterable[str]], bank_ids: Optional[Iterable[int]],
-                  currencies: Optional[Iterable[str]]) -> Dict[str, Any]:
+                  currencies: Optional[Iterable[str]], snapshot: bool) -> Dict[str, Any]:
     join = lambda values: ",".join(str(v) for v in values) if values else None  # noqa: E731
-    return query(events=join(events), bankId=join(bank_ids), currencyCode=join(currencies))
+    return query(events=join(events), bankId=join(bank_ids), currencyCode=join(currencies),
+                 snapshot=snapshot or None)
 
 
 class ServerSentEvents:

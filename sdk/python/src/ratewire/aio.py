@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable, List, Optional
+from typing import Any, AsyncIterator, Iterable, List, Optional, Union
 
 import httpx
 
@@ -69,7 +69,7 @@ class AsyncClient:
         attempt = 0
         while True:
             response = await self._http.request(call.method, call.path, params=call.params,
-                                                json=call.body)
+                                                content=call.content(), headers=call.headers())
             try:
                 return _core.answer(response.status_code, response.text,
                                     response.headers.get("retry-after"))
@@ -113,20 +113,26 @@ class AsyncClient:
             following = envelope["data"].get("next")
             call = _core.next_page(following) if following else None
 
-    async def convert(self, amount: Any, from_: str, to: str, transactional: bool = False) -> Any:
-        return await self._run(_core.convert(amount, from_, to, transactional))
+    async def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
+                      bank_id: Optional[int] = None) -> models.Conversion:
+        """`amount` of `from_` in `to` at each bank's rate, through birr."""
+        return await self._run(_core.convert(amount, from_, to, transactional, bank_id))
 
-    async def spreads(self, currency: str) -> Any:
-        return await self._run(_core.spreads(currency))
+    async def spreads(self, currency: str, transactional: bool = False) -> models.Spreads:
+        """Each bank's spread for `currency`, beside the National Bank's reference."""
+        return await self._run(_core.spreads(currency, transactional))
 
-    async def reference_rates(self, date: Optional[str] = None) -> Any:
-        return await self._run(_core.reference_rates(date))
+    async def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None
+                              ) -> Union[models.ReferenceRate, List[models.ReferenceRate]]:
+        """The National Bank's reference: one currency's, or every currency's (a list)."""
+        return await self._run(_core.reference_rates(currency, date))
 
     async def stream(self, events: Optional[Iterable[str]] = None,
                      bank_ids: Optional[Iterable[int]] = None,
                      currencies: Optional[Iterable[str]] = None,
+                     snapshot: bool = False,
                      reconnect_after: float = 1.0) -> AsyncIterator[models.StreamEvent]:
-        params = _core.stream_params(events, bank_ids, currencies)
+        params = _core.stream_params(events, bank_ids, currencies, snapshot)
         parser = _core.ServerSentEvents()
         while True:
             headers = {"accept": "text/event-stream"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, List, Optional, Union
 
 import httpx
 
@@ -74,7 +74,7 @@ class Client:
         attempt = 0
         while True:
             response = self._http.request(call.method, call.path, params=call.params,
-                                          json=call.body)
+                                          content=call.content(), headers=call.headers())
             try:
                 return _core.answer(response.status_code, response.text,
                                     response.headers.get("retry-after"))
@@ -116,23 +116,30 @@ class Client:
             following = envelope["data"].get("next")
             call = _core.next_page(following) if following else None
 
-    def convert(self, amount: Any, from_: str, to: str, transactional: bool = False) -> Any:
-        return self._run(_core.convert(amount, from_, to, transactional))
+    def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
+                bank_id: Optional[int] = None) -> models.Conversion:
+        """`amount` of `from_` in `to` at each bank's rate, through birr."""
+        return self._run(_core.convert(amount, from_, to, transactional, bank_id))
 
-    def spreads(self, currency: str) -> Any:
-        return self._run(_core.spreads(currency))
+    def spreads(self, currency: str, transactional: bool = False) -> models.Spreads:
+        """Each bank's spread for `currency`, beside the National Bank's reference."""
+        return self._run(_core.spreads(currency, transactional))
 
-    def reference_rates(self, date: Optional[str] = None) -> Any:
-        return self._run(_core.reference_rates(date))
+    def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None
+                        ) -> Union[models.ReferenceRate, List[models.ReferenceRate]]:
+        """The National Bank's reference: one currency's, or every currency's (a list)."""
+        return self._run(_core.reference_rates(currency, date))
 
     def stream(self, events: Optional[Iterable[str]] = None,
                bank_ids: Optional[Iterable[int]] = None,
                currencies: Optional[Iterable[str]] = None,
+               snapshot: bool = False,
                reconnect_after: float = 1.0) -> Iterator[models.StreamEvent]:
         """The live stream's events, for as long as it is read. A dropped
         connection is made again with `Last-Event-ID`, so what changed
-        meanwhile comes first."""
-        params = _core.stream_params(events, bank_ids, currencies)
+        meanwhile comes first. With `snapshot`, it starts with every matching
+        bank's board and currency's best rates."""
+        params = _core.stream_params(events, bank_ids, currencies, snapshot)
         parser = _core.ServerSentEvents()
         while True:
             headers = {"accept": "text/event-stream"}

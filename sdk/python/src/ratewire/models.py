@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Optional, Type, TypeVar, Union
 
 T = TypeVar("T")
 
+# JSON names that are Python keywords become fields with a trailing `_`.
+KEYWORDS = {"from"}
+
 
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -44,7 +47,7 @@ def decode(cls: Any, value: Any) -> Any:
         values: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
         for key, item in value.items():
-            name = snake(key)
+            name = snake(key) + ("_" if key in KEYWORDS else "")
             if name in known:
                 values[name] = decode(hints[name], item)
             else:
@@ -175,6 +178,8 @@ class SeriesPoint:
 
 @dataclass
 class Webhook:
+    """A webhook; `secret` only on the answer that creates it, the state of
+    its deliveries on the others."""
     id: str
     url: str
     description: Optional[str]
@@ -184,6 +189,97 @@ class Webhook:
     status: Optional[str]
     pending: Optional[int]
     last_error: Optional[str]
+    last_error_at: Optional[datetime]
+    last_success_at: Optional[datetime]
+    failing_since: Optional[datetime]
+    disabled_at: Optional[datetime]
+    previous_secret_until: Optional[datetime]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ConvertLeg:
+    currency: str
+    side: str
+    rate: Decimal
+    updated_at: datetime
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ConvertResult:
+    """One bank's conversion: the amount, the rate and the legs through birr."""
+    bank: BankRef
+    amount: Decimal
+    rate: Decimal
+    legs: List[ConvertLeg]
+    updated_at: datetime
+    age_seconds: int
+    stale: bool
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Conversion:
+    from_: str
+    to: str
+    amount: Decimal
+    transactional: bool
+    results: List[ConvertResult]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SpreadsReference:
+    date: str
+    buying: Decimal
+    selling: Decimal
+    weighted_average: Decimal
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SpreadRow:
+    bank: BankRef
+    updated_at: datetime
+    age_seconds: int
+    stale: bool
+    cash_buying: Decimal
+    cash_selling: Decimal
+    cash_spread: Decimal
+    cash_spread_percent: Decimal
+    cash_over_spread_cap: Optional[bool]
+    cash_buying_premium_percent: Optional[Decimal]
+    cash_selling_premium_percent: Optional[Decimal]
+    transactional_buying: Optional[Decimal]
+    transactional_selling: Optional[Decimal]
+    transactional_spread: Optional[Decimal]
+    transactional_spread_percent: Optional[Decimal]
+    transactional_over_spread_cap: Optional[bool]
+    transactional_buying_premium_percent: Optional[Decimal]
+    transactional_selling_premium_percent: Optional[Decimal]
+    reference_date: Optional[str]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Spreads:
+    currency: Currency
+    spread_cap_percent: Decimal
+    reference: Optional[SpreadsReference]
+    banks: List[SpreadRow]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ReferenceRate:
+    """The National Bank's reference rate of a currency on a day."""
+    date: str
+    source: str
+    currency: Currency
+    buying: Decimal
+    selling: Decimal
+    weighted_average: Decimal
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -211,3 +307,30 @@ class StreamEvent:
     event: str
     id: Optional[str]
     data: Any
+
+
+# Each model and the document's schemas it reads (`sdk/openapi.json`): the
+# SDK's tests check that a model's fields are exactly their properties, so
+# a field the API adds or drops is seen here first.
+SCHEMAS: Dict[type, tuple] = {
+    Currency: ("Currency",),
+    SocialLink: ("SocialLink",),
+    Difference: ("Difference",),
+    ExchangeRate: ("ExchangeRate", "RecentRate"),
+    Bank: ("Bank", "RatesBank"),
+    BankRef: ("BestRateBank", "ConvertBank"),
+    RatePoint: ("RatePoint",),
+    BestRate: ("BestRate",),
+    BestRates: ("BestRates",),
+    HistoryRecord: ("HistoryRecord",),
+    SeriesPoint: ("BankSeriesPoint", "BestSeriesPoint"),
+    Webhook: ("Webhook", "CreatedWebhook"),
+    Alert: ("Alert",),
+    ConvertLeg: ("ConvertLeg",),
+    ConvertResult: ("ConvertResult",),
+    Conversion: ("Conversion",),
+    SpreadsReference: ("SpreadsReference",),
+    SpreadRow: ("SpreadRow",),
+    Spreads: ("Spreads",),
+    ReferenceRate: ("ReferenceRate",),
+}
