@@ -167,3 +167,29 @@ def test_the_async_client_has_the_same_surface():
     banks, best, points = asyncio.run(run())
     assert banks[0].exchange_rates and best.cash_buying.bank.name
     assert isinstance(points, list)
+
+
+@publishing
+def test_what_was_known_when_and_where_a_number_came_from():
+    import datetime
+    with Client(BASE, KEY) as client:
+        before = datetime.datetime.now(datetime.timezone.utc)
+        publish("153.75", "160")
+
+        def usd_now():
+            [bank] = client.rates(bank_id=BANK)
+            return [r for r in bank.exchange_rates if r.currency.symbol == "USD"][0]
+
+        assert eventually(lambda: usd_now().cash_buying == Decimal("153.75"))
+        [then] = client.rates(bank_id=BANK, as_known_at=before)
+        assert then.exchange_rates[0].cash_buying != Decimal("153.75")
+
+        # A rate names its board by its bank and `updated_at`.
+        board = client.board_at(BANK, usd_now().updated_at)
+        assert board.rates[0].cash_buying == Decimal("153.75")
+        assert board.log.topic and board.known_at >= before
+        assert client.board(board.event_id).event_id == board.event_id
+
+        quality = client.quality(bank_id=BANK, days=1)
+        assert isinstance(quality, models.Quality) and quality.boards >= 1
+        assert all(isinstance(r, models.Revision) for r in client.revisions(bank_id=BANK))

@@ -12,6 +12,15 @@ export type Conversion = Schemas['Conversion'];
 export type Spreads = Schemas['Spreads'];
 export type ReferenceRate = Schemas['ReferenceRate'];
 export type SeriesPoint = Schemas['BankSeriesPoint'] | Schemas['BestSeriesPoint'];
+export type Board = Schemas['Board'];
+export type Revision = Schemas['Revision'];
+export type Quality = Schemas['Quality'];
+/** An instant for `asKnownAt` and its kin: a Date or RFC 3339 text. */
+export type Instant = Date | string;
+/** A read as it was known at an instant: the answer the API gave then. */
+export interface KnownAt {
+    asKnownAt?: Instant;
+}
 export interface ClientOptions {
     baseUrl: string;
     apiKey?: string;
@@ -110,13 +119,13 @@ export declare class RatewireClient {
         bankId?: number;
         transactional?: boolean;
         socialLinks?: boolean;
-    }): Promise<RatesBank[]>;
-    bestRates(currencyCode: string): Promise<BestRates>;
+    } & KnownAt): Promise<RatesBank[]>;
+    bestRates(currencyCode: string, options?: KnownAt): Promise<BestRates>;
     history(options: {
         bankId: number;
         date: string;
         currencyCode?: string;
-    }): Promise<HistoryRecord>;
+    } & KnownAt): Promise<HistoryRecord>;
     /** Every point of the range, following `next` page after page. */
     series(options?: {
         bankId?: number;
@@ -125,7 +134,9 @@ export declare class RatewireClient {
         from?: string;
         to?: string;
         field?: string;
-    }): AsyncGenerator<SeriesPoint>;
+    } & KnownAt): AsyncGenerator<SeriesPoint>;
+    /** Each page's `key` items, following `next` until it is null. */
+    private pages;
     /** `amount` of `from` in `to` at each bank's rate (or one bank's), through birr. */
     convert(options: {
         amount: number | string;
@@ -133,19 +144,40 @@ export declare class RatewireClient {
         to: string;
         bankId?: number;
         transactional?: boolean;
-    }): Promise<Conversion>;
+    } & KnownAt): Promise<Conversion>;
     /** Each bank's spread for a currency, beside the National Bank's reference. */
     spreads(currencyCode: string, options?: {
         transactional?: boolean;
-    }): Promise<Spreads>;
+    } & KnownAt): Promise<Spreads>;
     /** The National Bank's reference: one currency's, or every currency's. */
     referenceRates(options: {
         currencyCode: string;
         date?: string;
-    }): Promise<ReferenceRate>;
+    } & KnownAt): Promise<ReferenceRate>;
     referenceRates(options?: {
         date?: string;
-    }): Promise<ReferenceRate[]>;
+    } & KnownAt): Promise<ReferenceRate[]>;
+    /** A published board and where it came from: received and acknowledged when, its place in the log, its source, what revised it. */
+    board(eventId: string): Promise<Board>;
+    /** The bank's board for `asOf`, with its provenance: a rate's `updatedAt` names the board it came from. */
+    boardAt(options: {
+        bankId: number;
+        asOf: Instant;
+    }): Promise<Board>;
+    /** Corrections and retractions, oldest known first, across pages. */
+    revisions(options?: {
+        bankId?: number;
+        from?: Instant;
+        to?: Instant;
+    }): AsyncGenerator<Revision>;
+    /** A bank's publishing record over `days` (or every bank's). */
+    quality(options: {
+        bankId: number;
+        days?: number;
+    } & KnownAt): Promise<Quality>;
+    quality(options?: {
+        days?: number;
+    } & KnownAt): Promise<Quality[]>;
     /**
      * The live stream's events; a dropped connection is made again with Last-Event-ID.
      * With `snapshot`, it starts with every matching bank's board and currency's best rates.

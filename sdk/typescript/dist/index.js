@@ -13,12 +13,13 @@ export class RatewireError extends Error {
         this.name = 'RatewireError';
     }
 }
+/** A query string from an options object: unset and false values left out, lists comma-separated, dates in RFC 3339. */
 function search(params) {
     const out = new URLSearchParams();
     for (const [key, value] of Object.entries(params)) {
         if (value === undefined || value === null || value === false)
             continue;
-        out.set(key, Array.isArray(value) ? value.join(',') : String(value));
+        out.set(key, Array.isArray(value) ? value.join(',') : value instanceof Date ? value.toISOString() : String(value));
     }
     const text = out.toString();
     return text ? `?${text}` : '';
@@ -81,21 +82,25 @@ export class RatewireClient {
     }
     /** The banks' latest boards (api-v1's nested envelopes, flattened). */
     async rates(options = {}) {
-        const outer = await this.data('GET', `/api/v1/rates${search({ bankId: options.bankId, transactional: options.transactional, socialLinks: options.socialLinks })}`);
+        const outer = await this.data('GET', `/api/v1/rates${search(options)}`);
         return outer.flatMap((inner) => inner.data);
     }
-    bestRates(currencyCode) {
-        return this.data('GET', `/api/v1/rates/best-rates${search({ currencyCode })}`);
+    bestRates(currencyCode, options = {}) {
+        return this.data('GET', `/api/v1/rates/best-rates${search({ currencyCode, ...options })}`);
     }
     history(options) {
         return this.data('GET', `/api/v1/history${search(options)}`);
     }
     /** Every point of the range, following `next` page after page. */
     async *series(options = {}) {
-        let path = `/api/v1/rates/series${search(options)}`;
+        yield* this.pages(`/api/v1/rates/series${search(options)}`, 'points');
+    }
+    /** Each page's `key` items, following `next` until it is null. */
+    async *pages(first, key) {
+        let path = first;
         while (path) {
             const page = await this.data('GET', path);
-            yield* page.points;
+            yield* page[key];
             path = page.next ?? null;
         }
     }
@@ -109,6 +114,23 @@ export class RatewireClient {
     }
     referenceRates(options = {}) {
         return this.data('GET', `/api/v1/reference-rates${search(options)}`);
+    }
+    /** A published board and where it came from: received and acknowledged when, its place in the log, its source, what revised it. */
+    board(eventId) {
+        return this.data('GET', `/api/v1/boards/${encodeURIComponent(eventId)}`);
+    }
+    /** The bank's board for `asOf`, with its provenance: a rate's `updatedAt` names the board it came from. */
+    boardAt(options) {
+        return this.data('GET', `/api/v1/boards${search(options)}`);
+    }
+    /** Corrections and retractions, oldest known first, across pages. */
+    async *revisions(options = {}) {
+        yield* this.pages(`/api/v1/revisions${search(options)}`, 'revisions');
+    }
+    quality(options = {}) {
+        const { bankId, ...rest } = options;
+        const path = bankId === undefined ? '/api/v1/quality' : `/api/v1/banks/${bankId}/quality`;
+        return this.data('GET', `${path}${search(rest)}`);
     }
     /**
      * The live stream's events; a dropped connection is made again with Last-Event-ID.

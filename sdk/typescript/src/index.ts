@@ -17,6 +17,16 @@ export type Conversion = Schemas['Conversion'];
 export type Spreads = Schemas['Spreads'];
 export type ReferenceRate = Schemas['ReferenceRate'];
 export type SeriesPoint = Schemas['BankSeriesPoint'] | Schemas['BestSeriesPoint'];
+export type Board = Schemas['Board'];
+export type Revision = Schemas['Revision'];
+export type Quality = Schemas['Quality'];
+
+/** An instant for `asKnownAt` and its kin: a Date or RFC 3339 text. */
+export type Instant = Date | string;
+/** A read as it was known at an instant: the answer the API gave then. */
+export interface KnownAt {
+  asKnownAt?: Instant;
+}
 
 export interface ClientOptions {
   baseUrl: string;
@@ -46,13 +56,12 @@ export interface StreamEvent {
   data: unknown;
 }
 
-type Query = Record<string, string | number | boolean | undefined | null | (string | number)[]>;
-
-function search(params: Query): string {
+/** A query string from an options object: unset and false values left out, lists comma-separated, dates in RFC 3339. */
+function search(params: object): string {
   const out = new URLSearchParams();
-  for (const [key, value] of Object.entries(params)) {
+  for (const [key, value] of Object.entries(params) as [string, unknown][]) {
     if (value === undefined || value === null || value === false) continue;
-    out.set(key, Array.isArray(value) ? value.join(',') : String(value));
+    out.set(key, Array.isArray(value) ? value.join(',') : value instanceof Date ? value.toISOString() : String(value));
   }
   const text = out.toString();
   return text ? `?${text}` : '';
@@ -123,19 +132,16 @@ export class RatewireClient {
   }
 
   /** The banks' latest boards (api-v1's nested envelopes, flattened). */
-  async rates(options: { bankId?: number; transactional?: boolean; socialLinks?: boolean } = {}): Promise<RatesBank[]> {
-    const outer = await this.data<{ data: RatesBank[] }[]>(
-      'GET',
-      `/api/v1/rates${search({ bankId: options.bankId, transactional: options.transactional, socialLinks: options.socialLinks })}`,
-    );
+  async rates(options: { bankId?: number; transactional?: boolean; socialLinks?: boolean } & KnownAt = {}): Promise<RatesBank[]> {
+    const outer = await this.data<{ data: RatesBank[] }[]>('GET', `/api/v1/rates${search(options)}`);
     return outer.flatMap((inner) => inner.data);
   }
 
-  bestRates(currencyCode: string): Promise<BestRates> {
-    return this.data('GET', `/api/v1/rates/best-rates${search({ currencyCode })}`);
+  bestRates(currencyCode: string, options: KnownAt = {}): Promise<BestRates> {
+    return this.data('GET', `/api/v1/rates/best-rates${search({ currencyCode, ...options })}`);
   }
 
-  history(options: { bankId: number; date: string; currencyCode?: string }): Promise<HistoryRecord> {
+  history(options: { bankId: number; date: string; currencyCode?: string } & KnownAt): Promise<HistoryRecord> {
     return this.data('GET', `/api/v1/history${search(options)}`);
   }
 
@@ -147,30 +153,59 @@ export class RatewireClient {
     from?: string;
     to?: string;
     field?: string;
-  } = {}): AsyncGenerator<SeriesPoint> {
-    let path: string | null = `/api/v1/rates/series${search(options)}`;
+  } & KnownAt = {}): AsyncGenerator<SeriesPoint> {
+    yield* this.pages<SeriesPoint>(`/api/v1/rates/series${search(options)}`, 'points');
+  }
+
+  /** Each page's `key` items, following `next` until it is null. */
+  private async *pages<T>(first: string, key: string): AsyncGenerator<T> {
+    let path: string | null = first;
     while (path) {
       const page: any = await this.data('GET', path);
-      yield* page.points;
+      yield* page[key] as T[];
       path = page.next ?? null;
     }
   }
 
   /** `amount` of `from` in `to` at each bank's rate (or one bank's), through birr. */
-  convert(options: { amount: number | string; from: string; to: string; bankId?: number; transactional?: boolean }): Promise<Conversion> {
+  convert(options: { amount: number | string; from: string; to: string; bankId?: number; transactional?: boolean } & KnownAt): Promise<Conversion> {
     return this.data('GET', `/api/v1/convert${search(options)}`);
   }
 
   /** Each bank's spread for a currency, beside the National Bank's reference. */
-  spreads(currencyCode: string, options: { transactional?: boolean } = {}): Promise<Spreads> {
+  spreads(currencyCode: string, options: { transactional?: boolean } & KnownAt = {}): Promise<Spreads> {
     return this.data('GET', `/api/v1/rates/spreads${search({ currencyCode, ...options })}`);
   }
 
   /** The National Bank's reference: one currency's, or every currency's. */
-  referenceRates(options: { currencyCode: string; date?: string }): Promise<ReferenceRate>;
-  referenceRates(options?: { date?: string }): Promise<ReferenceRate[]>;
-  referenceRates(options: { currencyCode?: string; date?: string } = {}): Promise<ReferenceRate | ReferenceRate[]> {
+  referenceRates(options: { currencyCode: string; date?: string } & KnownAt): Promise<ReferenceRate>;
+  referenceRates(options?: { date?: string } & KnownAt): Promise<ReferenceRate[]>;
+  referenceRates(options: { currencyCode?: string; date?: string } & KnownAt = {}): Promise<ReferenceRate | ReferenceRate[]> {
     return this.data('GET', `/api/v1/reference-rates${search(options)}`);
+  }
+
+  /** A published board and where it came from: received and acknowledged when, its place in the log, its source, what revised it. */
+  board(eventId: string): Promise<Board> {
+    return this.data('GET', `/api/v1/boards/${encodeURIComponent(eventId)}`);
+  }
+
+  /** The bank's board for `asOf`, with its provenance: a rate's `updatedAt` names the board it came from. */
+  boardAt(options: { bankId: number; asOf: Instant }): Promise<Board> {
+    return this.data('GET', `/api/v1/boards${search(options)}`);
+  }
+
+  /** Corrections and retractions, oldest known first, across pages. */
+  async *revisions(options: { bankId?: number; from?: Instant; to?: Instant } = {}): AsyncGenerator<Revision> {
+    yield* this.pages<Revision>(`/api/v1/revisions${search(options)}`, 'revisions');
+  }
+
+  /** A bank's publishing record over `days` (or every bank's). */
+  quality(options: { bankId: number; days?: number } & KnownAt): Promise<Quality>;
+  quality(options?: { days?: number } & KnownAt): Promise<Quality[]>;
+  quality(options: { bankId?: number; days?: number } & KnownAt = {}): Promise<Quality | Quality[]> {
+    const { bankId, ...rest } = options;
+    const path = bankId === undefined ? '/api/v1/quality' : `/api/v1/banks/${bankId}/quality`;
+    return this.data('GET', `${path}${search(rest)}`);
   }
 
   /**

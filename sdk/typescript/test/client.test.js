@@ -104,3 +104,22 @@ test("an alert calls its webhook with a signature that verifies", publishing, as
     server.close();
   }
 });
+
+test('what was known when, and where a number came from', publishing, async () => {
+  const sdk = client();
+  const before = new Date();
+  await publish('153.75', '160');
+  const usd = async (options = {}) => (await sdk.rates({ bankId, ...options }))[0].exchangeRates.find((r) => r.currency.symbol === 'USD');
+  assert.ok(await eventually(async () => (await usd()).cashBuying === 153.75));
+  assert.notEqual((await usd({ asKnownAt: before })).cashBuying, 153.75);
+
+  // A rate names its board by its bank and `updatedAt`.
+  const board = await sdk.boardAt({ bankId, asOf: (await usd()).updatedAt });
+  assert.equal(board.rates[0].cashBuying, 153.75);
+  assert.ok(board.log.topic && new Date(board.knownAt) >= before);
+  assert.equal((await sdk.board(board.eventId)).eventId, board.eventId);
+
+  const quality = await sdk.quality({ bankId, days: 1 });
+  assert.ok(quality.boards >= 1);
+  for await (const revision of sdk.revisions({ bankId })) assert.ok(revision.eventId);
+});

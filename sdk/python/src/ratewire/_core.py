@@ -7,12 +7,16 @@ import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from . import models
 from .errors import error_for
 
 USER_AGENT = "ratewire-python/0.1.0"
+
+# An instant for `as_known_at` and its kin: an aware datetime or RFC 3339 text.
+Instant = Union[datetime, str, None]
 
 
 @dataclass
@@ -78,31 +82,45 @@ def currencies() -> Call:
     return Call("GET", "/api/v1/currencies", read=data(List[models.Currency]))
 
 
-def rates(bank_id: Optional[int], transactional: bool, social_links: bool) -> Call:
+def instant(value: Instant) -> Optional[str]:
+    """An instant as the API reads it (RFC 3339); an aware `datetime` or text."""
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise ValueError("as_known_at needs an aware datetime (with its time zone)")
+    return value.isoformat()
+
+
+def rates(bank_id: Optional[int], transactional: bool, social_links: bool,
+          as_known_at: Instant) -> Call:
     def read(envelope: Any) -> List[models.Bank]:
         # api-v1 nests an envelope per answer; the banks are inside.
         return [bank for inner in envelope["data"]
                 for bank in models.decode(List[models.Bank], inner["data"])]
     return Call("GET", "/api/v1/rates",
                 query(bankId=bank_id, transactional=transactional or None,
-                      socialLinks=social_links or None), read=read)
+                      socialLinks=social_links or None, asKnownAt=instant(as_known_at)),
+                read=read)
 
 
-def best_rates(currency: str) -> Call:
-    return Call("GET", "/api/v1/rates/best-rates", query(currencyCode=currency),
+def best_rates(currency: str, as_known_at: Instant) -> Call:
+    return Call("GET", "/api/v1/rates/best-rates",
+                query(currencyCode=currency, asKnownAt=instant(as_known_at)),
                 read=data(models.BestRates))
 
 
-def history(bank_id: int, date: str, currency: Optional[str]) -> Call:
-    return Call("GET", "/api/v1/history", query(bankId=bank_id, date=date, currencyCode=currency),
+def history(bank_id: int, date: str, currency: Optional[str], as_known_at: Instant) -> Call:
+    return Call("GET", "/api/v1/history",
+                query(bankId=bank_id, date=date, currencyCode=currency,
+                      asKnownAt=instant(as_known_at)),
                 read=data(models.HistoryRecord))
 
 
 def series_page(bank_id: Optional[int], currency: str, interval: str, from_: Optional[str],
-                to: Optional[str], field: Optional[str]) -> Call:
+                to: Optional[str], field: Optional[str], as_known_at: Instant) -> Call:
     return Call("GET", "/api/v1/rates/series",
                 query(bankId=bank_id, currencyCode=currency, interval=interval,
-                      **{"from": from_}, to=to, field=field))
+                      **{"from": from_}, to=to, field=field, asKnownAt=instant(as_known_at)))
 
 
 def next_page(path: str) -> Call:
@@ -115,21 +133,49 @@ def points(envelope: Any) -> List[models.SeriesPoint]:
 
 
 def convert(amount: Any, from_: str, to: str, transactional: bool,
-            bank_id: Optional[int]) -> Call:
+            bank_id: Optional[int], as_known_at: Instant) -> Call:
     return Call("GET", "/api/v1/convert",
                 query(amount=amount, **{"from": from_}, to=to, bankId=bank_id,
-                      transactional=transactional or None), read=data(models.Conversion))
+                      transactional=transactional or None, asKnownAt=instant(as_known_at)),
+                read=data(models.Conversion))
 
 
-def spreads(currency: str, transactional: bool) -> Call:
+def spreads(currency: str, transactional: bool, as_known_at: Instant) -> Call:
     return Call("GET", "/api/v1/rates/spreads",
-                query(currencyCode=currency, transactional=transactional or None),
+                query(currencyCode=currency, transactional=transactional or None,
+                      asKnownAt=instant(as_known_at)),
                 read=data(models.Spreads))
 
 
-def reference_rates(currency: Optional[str], date: Optional[str]) -> Call:
-    return Call("GET", "/api/v1/reference-rates", query(currencyCode=currency, date=date),
+def reference_rates(currency: Optional[str], date: Optional[str], as_known_at: Instant) -> Call:
+    return Call("GET", "/api/v1/reference-rates",
+                query(currencyCode=currency, date=date, asKnownAt=instant(as_known_at)),
                 read=reference)
+
+
+def board(event_id: str) -> Call:
+    return Call("GET", f"/api/v1/boards/{event_id}", read=data(models.Board))
+
+
+def board_at(bank_id: int, as_of: Instant) -> Call:
+    return Call("GET", "/api/v1/boards", query(bankId=bank_id, asOf=instant(as_of)),
+                read=data(models.Board))
+
+
+def revisions_page(bank_id: Optional[int], from_: Instant, to: Instant) -> Call:
+    return Call("GET", "/api/v1/revisions",
+                query(bankId=bank_id, **{"from": instant(from_)}, to=instant(to)))
+
+
+def revisions(envelope: Any) -> List[models.Revision]:
+    return models.decode(List[models.Revision], envelope["data"].get("revisions") or [])
+
+
+def quality(bank_id: Optional[int], days: Optional[int], as_known_at: Instant) -> Call:
+    params = query(days=days, asKnownAt=instant(as_known_at))
+    if bank_id is None:
+        return Call("GET", "/api/v1/quality", params, read=data(List[models.Quality]))
+    return Call("GET", f"/api/v1/banks/{bank_id}/quality", params, read=data(models.Quality))
 
 
 def reference(envelope: Any) -> Any:

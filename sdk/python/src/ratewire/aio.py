@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Iterable, List, Optional, Union
 import httpx
 
 from . import _core, models
+from ._core import Instant
 from .errors import RateLimited
 
 
@@ -90,22 +91,24 @@ class AsyncClient:
         return await self._run(_core.currencies())
 
     async def rates(self, bank_id: Optional[int] = None, transactional: bool = False,
-                    social_links: bool = False) -> List[models.Bank]:
-        return await self._run(_core.rates(bank_id, transactional, social_links))
+                    social_links: bool = False, as_known_at: Instant = None) -> List[models.Bank]:
+        """The banks' latest boards; with `as_known_at`, as they were known then."""
+        return await self._run(_core.rates(bank_id, transactional, social_links, as_known_at))
 
-    async def best_rates(self, currency: str) -> models.BestRates:
-        return await self._run(_core.best_rates(currency))
+    async def best_rates(self, currency: str, as_known_at: Instant = None) -> models.BestRates:
+        return await self._run(_core.best_rates(currency, as_known_at))
 
-    async def history(self, bank_id: int, date: str, currency: Optional[str] = None
-                      ) -> models.HistoryRecord:
-        return await self._run(_core.history(bank_id, date, currency))
+    async def history(self, bank_id: int, date: str, currency: Optional[str] = None,
+                      as_known_at: Instant = None) -> models.HistoryRecord:
+        return await self._run(_core.history(bank_id, date, currency, as_known_at))
 
     async def series(self, bank_id: Optional[int] = None, currency: str = "USD",
-                     interval: str = "day", from_: Optional[str] = None,
-                     to: Optional[str] = None, field: Optional[str] = None
-                     ) -> AsyncIterator[models.SeriesPoint]:
+                     interval: str = "day", from_: Optional[str] = None, to: Optional[str] = None,
+                     field: Optional[str] = None,
+                     as_known_at: Instant = None) -> AsyncIterator[models.SeriesPoint]:
+        """Every point of the range, page after page (`next`), lazily."""
         call: Optional[_core.Call] = _core.series_page(bank_id, currency, interval, from_, to,
-                                                       field)
+                                                       field, as_known_at)
         while call is not None:
             envelope = await self._send(call)
             for point in _core.points(envelope):
@@ -114,18 +117,48 @@ class AsyncClient:
             call = _core.next_page(following) if following else None
 
     async def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
-                      bank_id: Optional[int] = None) -> models.Conversion:
+                      bank_id: Optional[int] = None,
+                      as_known_at: Instant = None) -> models.Conversion:
         """`amount` of `from_` in `to` at each bank's rate, through birr."""
-        return await self._run(_core.convert(amount, from_, to, transactional, bank_id))
+        call = _core.convert(amount, from_, to, transactional, bank_id, as_known_at)
+        return await self._run(call)
 
-    async def spreads(self, currency: str, transactional: bool = False) -> models.Spreads:
+    async def spreads(self, currency: str, transactional: bool = False,
+                      as_known_at: Instant = None) -> models.Spreads:
         """Each bank's spread for `currency`, beside the National Bank's reference."""
-        return await self._run(_core.spreads(currency, transactional))
+        return await self._run(_core.spreads(currency, transactional, as_known_at))
 
-    async def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None
+    async def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None,
+                              as_known_at: Instant = None
                               ) -> Union[models.ReferenceRate, List[models.ReferenceRate]]:
         """The National Bank's reference: one currency's, or every currency's (a list)."""
-        return await self._run(_core.reference_rates(currency, date))
+        return await self._run(_core.reference_rates(currency, date, as_known_at))
+
+    async def board(self, event_id: str) -> models.Board:
+        """A published board and where it came from: when it was received and
+        acknowledged, its place in the log, its source and what revised it."""
+        return await self._run(_core.board(event_id))
+
+    async def board_at(self, bank_id: int, as_of: Instant) -> models.Board:
+        """The bank's board for `as_of`, with its provenance: a rate's
+        `updated_at` names the board it came from."""
+        return await self._run(_core.board_at(bank_id, as_of))
+
+    async def revisions(self, bank_id: Optional[int] = None, from_: Instant = None,
+                        to: Instant = None) -> AsyncIterator[models.Revision]:
+        """Corrections and retractions, oldest known first, page after page."""
+        call: Optional[_core.Call] = _core.revisions_page(bank_id, from_, to)
+        while call is not None:
+            envelope = await self._send(call)
+            for revision in _core.revisions(envelope):
+                yield revision
+            following = envelope["data"].get("next")
+            call = _core.next_page(following) if following else None
+
+    async def quality(self, bank_id: Optional[int] = None, days: Optional[int] = None,
+                      as_known_at: Instant = None) -> Union[models.Quality, List[models.Quality]]:
+        """A bank's publishing record (or every bank's, a list) over `days`."""
+        return await self._run(_core.quality(bank_id, days, as_known_at))
 
     async def stream(self, events: Optional[Iterable[str]] = None,
                      bank_ids: Optional[Iterable[int]] = None,

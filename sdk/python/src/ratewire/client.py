@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Union
 import httpx
 
 from . import _core, models
+from ._core import Instant
 from .errors import RateLimited
 
 
@@ -94,22 +95,24 @@ class Client:
         return self._run(_core.currencies())
 
     def rates(self, bank_id: Optional[int] = None, transactional: bool = False,
-              social_links: bool = False) -> List[models.Bank]:
-        return self._run(_core.rates(bank_id, transactional, social_links))
+              social_links: bool = False, as_known_at: Instant = None) -> List[models.Bank]:
+        """The banks' latest boards; with `as_known_at`, as they were known then."""
+        return self._run(_core.rates(bank_id, transactional, social_links, as_known_at))
 
-    def best_rates(self, currency: str) -> models.BestRates:
-        return self._run(_core.best_rates(currency))
+    def best_rates(self, currency: str, as_known_at: Instant = None) -> models.BestRates:
+        return self._run(_core.best_rates(currency, as_known_at))
 
-    def history(self, bank_id: int, date: str, currency: Optional[str] = None
-                ) -> models.HistoryRecord:
-        return self._run(_core.history(bank_id, date, currency))
+    def history(self, bank_id: int, date: str, currency: Optional[str] = None,
+                as_known_at: Instant = None) -> models.HistoryRecord:
+        return self._run(_core.history(bank_id, date, currency, as_known_at))
 
-    def series(self, bank_id: Optional[int] = None, currency: str = "USD", interval: str = "day",
-               from_: Optional[str] = None, to: Optional[str] = None,
-               field: Optional[str] = None) -> Iterator[models.SeriesPoint]:
+    def series(self, bank_id: Optional[int] = None, currency: str = "USD",
+               interval: str = "day", from_: Optional[str] = None, to: Optional[str] = None,
+               field: Optional[str] = None,
+               as_known_at: Instant = None) -> Iterator[models.SeriesPoint]:
         """Every point of the range, page after page (`next`), lazily."""
         call: Optional[_core.Call] = _core.series_page(bank_id, currency, interval, from_, to,
-                                                       field)
+                                                       field, as_known_at)
         while call is not None:
             envelope = self._send(call)
             yield from _core.points(envelope)
@@ -117,18 +120,47 @@ class Client:
             call = _core.next_page(following) if following else None
 
     def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
-                bank_id: Optional[int] = None) -> models.Conversion:
+                bank_id: Optional[int] = None,
+                as_known_at: Instant = None) -> models.Conversion:
         """`amount` of `from_` in `to` at each bank's rate, through birr."""
-        return self._run(_core.convert(amount, from_, to, transactional, bank_id))
+        call = _core.convert(amount, from_, to, transactional, bank_id, as_known_at)
+        return self._run(call)
 
-    def spreads(self, currency: str, transactional: bool = False) -> models.Spreads:
+    def spreads(self, currency: str, transactional: bool = False,
+                as_known_at: Instant = None) -> models.Spreads:
         """Each bank's spread for `currency`, beside the National Bank's reference."""
-        return self._run(_core.spreads(currency, transactional))
+        return self._run(_core.spreads(currency, transactional, as_known_at))
 
-    def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None
+    def reference_rates(self, currency: Optional[str] = None, date: Optional[str] = None,
+                        as_known_at: Instant = None
                         ) -> Union[models.ReferenceRate, List[models.ReferenceRate]]:
         """The National Bank's reference: one currency's, or every currency's (a list)."""
-        return self._run(_core.reference_rates(currency, date))
+        return self._run(_core.reference_rates(currency, date, as_known_at))
+
+    def board(self, event_id: str) -> models.Board:
+        """A published board and where it came from: when it was received and
+        acknowledged, its place in the log, its source and what revised it."""
+        return self._run(_core.board(event_id))
+
+    def board_at(self, bank_id: int, as_of: Instant) -> models.Board:
+        """The bank's board for `as_of`, with its provenance: a rate's
+        `updated_at` names the board it came from."""
+        return self._run(_core.board_at(bank_id, as_of))
+
+    def revisions(self, bank_id: Optional[int] = None, from_: Instant = None,
+                  to: Instant = None) -> Iterator[models.Revision]:
+        """Corrections and retractions, oldest known first, page after page."""
+        call: Optional[_core.Call] = _core.revisions_page(bank_id, from_, to)
+        while call is not None:
+            envelope = self._send(call)
+            yield from _core.revisions(envelope)
+            following = envelope["data"].get("next")
+            call = _core.next_page(following) if following else None
+
+    def quality(self, bank_id: Optional[int] = None, days: Optional[int] = None,
+                as_known_at: Instant = None) -> Union[models.Quality, List[models.Quality]]:
+        """A bank's publishing record (or every bank's, a list) over `days`."""
+        return self._run(_core.quality(bank_id, days, as_known_at))
 
     def stream(self, events: Optional[Iterable[str]] = None,
                bank_ids: Optional[Iterable[int]] = None,

@@ -309,6 +309,138 @@ class StreamEvent:
     data: Any
 
 
+@dataclass
+class BoardLog:
+    """Where the board sits in the log: topic, partition and offset."""
+    topic: str
+    partition: int
+    offset: int
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BoardSource:
+    """Where the publisher took the numbers from, as it says."""
+    method: str
+    url: Optional[str]
+    captured_at: Optional[datetime]
+    sha256: Optional[str]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BoardOutlier:
+    currency_code: str
+    field: str
+    value: Decimal
+    previous: Optional[Decimal]
+    median: Optional[Decimal]
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass
+class RevisionChange:
+    currency_code: str
+    field: str
+    before: Optional[Decimal]
+    after: Optional[Decimal]
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Revision:
+    """A correction (a board of the same bank and asOf replaced it) or a
+    retraction, with each value it changed."""
+    event_id: str
+    kind: str
+    revised_event_id: str
+    bank_id: int
+    as_of: datetime
+    known_at: datetime
+    reason: Optional[str]
+    changes: List[RevisionChange]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Board:
+    """One published board with its provenance: when it was received and
+    acknowledged by the log, where it sits there, its source, and what
+    revised it since."""
+    event_id: str
+    bank_id: int
+    as_of: datetime
+    rates: List[HistoryRecord]
+    received_at: Optional[datetime]
+    known_at: Optional[datetime]
+    log: Optional[BoardLog]
+    source: Optional[BoardSource]
+    reason: Optional[str]
+    status: str
+    revisions: List[Revision]
+    outliers: List[BoardOutlier]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class MissedSpan:
+    from_: datetime
+    to: datetime
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ScoreComponent:
+    points: Decimal
+    share: Decimal
+    weight: int
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ScoreComponents:
+    publishing: ScoreComponent
+    stability: ScoreComponent
+    plausibility: ScoreComponent
+    spread_cap: ScoreComponent
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SpreadCapBreach:
+    currency_code: str
+    pair: str
+    from_: datetime
+    to: Optional[datetime]
+    max_spread_percent: Decimal
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Quality:
+    """A bank's publishing record over a window: missed slots, corrections,
+    outliers, spread-cap breaches and the score they make."""
+    bank_id: int
+    days: int
+    from_: datetime
+    to: datetime
+    schedule: Any
+    publishes_expected: int
+    publishes_missed: int
+    missed: List[MissedSpan]
+    boards: int
+    corrections: int
+    retractions: int
+    outliers: int
+    spread_cap_percent: Decimal
+    spread_cap_breaches: List[SpreadCapBreach]
+    last_board_at: Optional[datetime]
+    median_delay_seconds: Optional[int]
+    score: int
+    score_components: ScoreComponents
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # Each model and the document's schemas it reads (`sdk/openapi.json`): the
 # SDK's tests check that a model's fields are exactly their properties, so
 # a field the API adds or drops is seen here first.
@@ -333,4 +465,15 @@ SCHEMAS: Dict[type, tuple] = {
     SpreadRow: ("SpreadRow",),
     Spreads: ("Spreads",),
     ReferenceRate: ("ReferenceRate",),
+    BoardLog: ("BoardLog",),
+    BoardSource: ("BoardSource",),
+    BoardOutlier: ("BoardOutlier",),
+    RevisionChange: ("RevisionChange",),
+    Revision: ("Revision",),
+    Board: ("Board",),
+    MissedSpan: ("MissedSpan",),
+    ScoreComponent: ("ScoreComponent",),
+    ScoreComponents: ("ScoreComponents",),
+    SpreadCapBreach: ("SpreadCapBreach",),
+    Quality: ("Quality",),
 }
