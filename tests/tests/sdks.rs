@@ -36,7 +36,7 @@ async fn world() -> anyhow::Result<(Stack, Vec<(&'static str, String)>)> {
     let (bank, token) = stack.bank_with_token("SDK", "SDK Bank").await?;
     for i in 0..BOARDS {
         let hours = (BOARDS - i) as i64;
-        let board = Board::at(ago(0, hours)).rate("USD", &format!("150.{i}1"), "158");
+        let board = Board::at(ago(0, hours)).rate("USD", format!("150.{i}1"), "158");
         assert_eq!(stack.publish_board(bank, &token, &board).await?.0, 202);
     }
     stack
