@@ -187,6 +187,8 @@ pub async fn round(pool: &PgPool, schema: &str, zone: Tz) -> Result<usize> {
         store_quality_events(&statement, &mut tx, &events).await?;
     }
     tx.commit().await?;
+    metrics::counter!("ratewire_projector_publications_missed_total")
+        .increment(events.len() as u64);
     Ok(events.len())
 }
 

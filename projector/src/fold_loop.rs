@@ -515,11 +515,7 @@ async fn judge_missed_slots(
                 let pool = pool.lock().expect("settle pool lock").clone();
                 match ratewire_alerts::watchdog::round(&pool, &alerts_schema, zone).await {
                     Ok(0) => {}
-                    Ok(told) => {
-                        metrics::counter!("ratewire_projector_publications_missed_total")
-                            .increment(told as u64);
-                        tracing::info!(told, "missed publications recorded");
-                    }
+                    Ok(told) => tracing::info!(told, "missed publications recorded"),
                     Err(e) => tracing::warn!(error = %e, "could not judge missed publications"),
                 }
             }

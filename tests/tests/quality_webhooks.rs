@@ -147,6 +147,14 @@ async fn breaches_and_missed_publications_are_each_told_once_across_a_projector_
     tokio::time::sleep(Duration::from_secs(25)).await;
     let received = receiver.received();
     assert_eq!(of_kind(&received, "quality.publication_missed").len(), 1);
+    // The restarted projector told it, and counts it once for the alert rules.
+    let counted = stack
+        .metric(
+            "ratewire-projector",
+            "ratewire_projector_publications_missed_total",
+        )
+        .await;
+    assert_eq!(counted, 1.0);
     assert_eq!(of_kind(&received, "quality.spread_cap_breached").len(), 2);
     let recorded = stack
         .sql_number("SELECT count(*) FROM alerts.deliveries")
