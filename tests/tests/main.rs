@@ -36,6 +36,7 @@ mod operator_bodies;
 mod operator_cli;
 mod projector_faults;
 mod projector_observability;
+mod prometheus_scrape;
 mod publishers;
 mod quality;
 mod quality_webhooks;
