@@ -54,6 +54,7 @@ mod own_postgres;
 pub mod proxy;
 pub mod receiver;
 pub mod redis_cluster;
+pub mod repo;
 pub mod signatures;
 pub mod sse;
 mod stack;

@@ -5,36 +5,9 @@
 //! projector replicas split the partitions without a gap.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use ratewire_e2e::repo::{read, yaml_documents};
 use serde_norway::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// Every YAML document of a file, with `<<` merge keys applied.
-fn documents(path: &str) -> Vec<Value> {
-    let text = read(path);
-    serde_norway::Deserializer::from_str(&text)
-        .map(|document| {
-            let mut value = Value::deserialize(document).unwrap_or_else(|e| panic!("{path}: {e}"));
-            value
-                .apply_merge()
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
-            value
-        })
-        .filter(|v| !v.is_null())
-        .collect()
-}
 
 /// The `RATEWIRE_*` settings a process reads: those of its `config.rs`,
 /// and of each settings group it flattens into it (the groups every
@@ -261,7 +234,7 @@ fn the_dockerfile_builds_in_stages_and_ships_every_process() {
 
 #[test]
 fn the_compose_file_runs_every_process_against_kafka_in_kraft_mode() {
-    let compose = documents("deploy/compose.yaml").remove(0);
+    let compose = yaml_documents("deploy/compose.yaml").remove(0);
     let services = compose["services"].as_mapping().expect("services");
     let kafka = &compose["services"]["kafka"]["environment"];
     assert!(
@@ -356,7 +329,7 @@ fn the_kubernetes_manifests_match_the_processes() {
             !read(file).contains("RATEWIRE_ADMIN_TOKEN:"),
             "{file}: the admin token comes from a Secret the operator creates, never a file"
         );
-        for doc in documents(file) {
+        for doc in yaml_documents(file) {
             let name = text(&doc["metadata"]["name"]);
             match doc["kind"].as_str().unwrap() {
                 "Deployment" => {
@@ -584,7 +557,7 @@ fn the_kubernetes_manifests_match_the_processes() {
             .contains("lag"),
         "the projector autoscaler follows the consumer lag"
     );
-    let partitions: u64 = documents("deploy/k8s/ingest.yaml")
+    let partitions: u64 = yaml_documents("deploy/k8s/ingest.yaml")
         .iter()
         .filter(|d| d["kind"].as_str() == Some("Deployment"))
         .flat_map(|d| {

@@ -4,6 +4,7 @@
 //! Read from the sources, so a new import that closes a circle fails here,
 //! not in review. The same holds inside each folder module.
 
+use ratewire_e2e::repo::root;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -18,13 +19,6 @@ const CRATES: [&str; 8] = [
     "api",
     "tools",
 ];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
-}
 
 fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {

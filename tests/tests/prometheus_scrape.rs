@@ -12,12 +12,13 @@
 
 mod files;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use ratewire_e2e::receiver::Receiver;
+use ratewire_e2e::repo::{read, root};
 use ratewire_e2e::{eventually, free_port, Board, Stack};
 use serde_json::Value;
 
@@ -25,17 +26,6 @@ use serde_json::Value;
 /// two scrapes of a counter that moved, a histogram's quantile the
 /// observations of a folded board; seconds each with 1 s scrapes.
 const ALL_DATA_WITHIN: Duration = Duration::from_secs(90);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 /// The jobs Prometheus scrapes, named after the processes: the rules and
 /// the dashboard group by `job`.

@@ -15,15 +15,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use ratewire_e2e::repo::root;
 use ratewire_e2e::{ago, Board, Stack};
 use tokio::process::Command;
 
 /// Boards published before the SDKs' tests: more than a page of two points.
 const BOARDS: usize = 5;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// A stack with one bank that has published [`BOARDS`] boards, and what the
 /// SDKs' tests read to reach it.

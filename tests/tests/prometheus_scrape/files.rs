@@ -8,25 +8,10 @@
 
 use std::collections::BTreeSet;
 
-use serde::Deserialize;
+use ratewire_e2e::repo::{read, yaml_documents};
 use serde_norway::Value;
 
-use super::{read, JOBS};
-
-/// Every YAML document of a file, with `<<` merge keys applied.
-fn documents(path: &str) -> Vec<Value> {
-    let text = read(path);
-    serde_norway::Deserializer::from_str(&text)
-        .map(|document| {
-            let mut value = Value::deserialize(document).unwrap_or_else(|e| panic!("{path}: {e}"));
-            value
-                .apply_merge()
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
-            value
-        })
-        .filter(|v| !v.is_null())
-        .collect()
-}
+use super::JOBS;
 
 fn text(value: &Value) -> String {
     match value {
@@ -46,7 +31,7 @@ fn port_of(address: &str) -> u64 {
 
 #[test]
 fn compose_prometheus_scrapes_every_replica_of_each_process_where_it_serves_metrics() {
-    let compose = documents("deploy/compose.yaml").remove(0);
+    let compose = yaml_documents("deploy/compose.yaml").remove(0);
     let config: Value = serde_norway::from_str(&read("deploy/prometheus/prometheus.yml"))
         .expect("prometheus.yml is YAML");
     let jobs = config["scrape_configs"]
@@ -160,7 +145,7 @@ fn selects(selector: &Value, labels: &Value) -> bool {
 fn kubernetes_monitoring_carries_rules_yml_and_scrapes_each_pod_where_it_serves_metrics() {
     let rules_text = read("deploy/prometheus/rules.yml");
     let rules: Value = serde_norway::from_str(&rules_text).expect("rules.yml is YAML");
-    let monitoring = documents("deploy/k8s/monitoring.yaml");
+    let monitoring = yaml_documents("deploy/k8s/monitoring.yaml");
     let of_kind = |kind: &str| -> Vec<&Value> {
         monitoring
             .iter()
@@ -214,7 +199,7 @@ fn kubernetes_monitoring_carries_rules_yml_and_scrapes_each_pod_where_it_serves_
     let mut monitored = BTreeSet::new();
     for file in ["api", "ingest", "projector"] {
         let path = format!("deploy/k8s/{file}.yaml");
-        for deployment in documents(&path)
+        for deployment in yaml_documents(&path)
             .iter()
             .filter(|d| d["kind"].as_str() == Some("Deployment"))
         {
