@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use futures_util::future::MaybeDone;
 use ratewire_service::kafka::ClientReports;
+use ratewire_service::traces::{self, TraceContext};
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::time::{timeout_at, Instant};
 
@@ -382,6 +383,14 @@ pub async fn alongside<T, F: Future>(
     }
 }
 
+/// The trace context a producer put in a record's headers.
+fn trace_context(headers: &impl Headers) -> Option<TraceContext> {
+    TraceContext::from_headers(|name| {
+        let found = headers.iter().find(|h| h.key == name)?;
+        std::str::from_utf8(found.value?).ok()
+    })
+}
+
 /// The message, decoded now: the next batch is received while the one
 /// before is written ([`alongside`]), so decoding here keeps that work out
 /// of the lanes, which then only write.
@@ -395,6 +404,10 @@ fn incoming(message: &impl Message) -> Incoming {
             .timestamp()
             .to_millis()
             .and_then(chrono::DateTime::from_timestamp_millis),
+        trace: traces::enabled()
+            .then(|| message.headers().and_then(trace_context))
+            .flatten()
+            .map(Arc::new),
         decoded: Default::default(),
     };
     let _ = incoming.decode();
