@@ -55,6 +55,7 @@ mod repeated_boards;
 mod retention;
 mod scale_out;
 mod signed_answers;
+mod traces;
 mod verify;
 mod view_cache;
 mod walking_skeleton;
