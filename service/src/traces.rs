@@ -41,14 +41,20 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// Whether the environment asks for traces.
+/// Whether the environment asks for traces: an endpoint is set, and the
+/// standard switches (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`)
+/// do not turn them off.
 pub fn requested() -> bool {
-    [
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let endpoint = [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     ]
     .iter()
-    .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+    .any(|name| !var(name).is_empty());
+    endpoint
+        && !var("OTEL_SDK_DISABLED").eq_ignore_ascii_case("true")
+        && !var("OTEL_TRACES_EXPORTER").eq_ignore_ascii_case("none")
 }
 
 /// The exporting pipeline, kept until shutdown so its last spans are sent.
