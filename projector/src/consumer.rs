@@ -321,7 +321,8 @@ pub fn assign(consumer: &LogConsumer, topic: &str, positions: &BTreeMap<i32, i64
     Ok(())
 }
 
-/// How large a batch may grow.
+/// How large a batch may grow, and whether its records' trace contexts
+/// are read.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchLimits {
     pub messages: usize,
@@ -329,6 +330,10 @@ pub struct BatchLimits {
     pub bytes: u64,
     /// How long to wait for more after the first.
     pub wait: Duration,
+    /// Whether folds continue their records' traces: the live fold's,
+    /// while traces are exported. A replay's refold of history is no
+    /// board's journey, and would make a span for every traced record.
+    pub traced: bool,
 }
 
 impl BatchLimits {
@@ -337,6 +342,7 @@ impl BatchLimits {
             messages: config.batch_max as usize,
             bytes: config.batch_bytes,
             wait: config.batch_wait(),
+            traced: traces::enabled(),
         }
     }
 }
@@ -345,14 +351,14 @@ impl BatchLimits {
 /// limits or their wait elapses.
 pub async fn next_batch(consumer: &LogConsumer, limits: BatchLimits) -> Result<Vec<Incoming>> {
     let first = consumer.recv().await?;
-    let mut batch = vec![incoming(&first)];
+    let mut batch = vec![incoming(&first, limits.traced)];
     drop(first);
     let mut bytes = batch[0].payload.len() as u64;
     let deadline = Instant::now() + limits.wait;
     while batch.len() < limits.messages && bytes < limits.bytes {
         match timeout_at(deadline, consumer.recv()).await {
             Ok(Ok(message)) => {
-                let message = incoming(&message);
+                let message = incoming(&message, limits.traced);
                 bytes += message.payload.len() as u64;
                 batch.push(message);
             }
@@ -394,7 +400,7 @@ fn trace_context(headers: &impl Headers) -> Option<TraceContext> {
 /// The message, decoded now: the next batch is received while the one
 /// before is written ([`alongside`]), so decoding here keeps that work out
 /// of the lanes, which then only write.
-fn incoming(message: &impl Message) -> Incoming {
+fn incoming(message: &impl Message, traced: bool) -> Incoming {
     let incoming = Incoming {
         partition: message.partition(),
         offset: message.offset(),
@@ -404,7 +410,7 @@ fn incoming(message: &impl Message) -> Incoming {
             .timestamp()
             .to_millis()
             .and_then(chrono::DateTime::from_timestamp_millis),
-        trace: traces::enabled()
+        trace: traced
             .then(|| message.headers().and_then(trace_context))
             .flatten()
             .map(Arc::new),
