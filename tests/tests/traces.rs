@@ -165,25 +165,24 @@ async fn a_board_pushed_with_a_traceparent_is_one_trace_through_ingest_the_proje
     Ok(())
 }
 
-/// The trace span by span, in start order, indented under its parent:
-/// service, name, duration, start after the trace's first span, parent.
+/// The trace span by span as a tree (each span under its parent, siblings
+/// in start order): service, name, duration, start after the trace's
+/// first span, parent.
 fn print_trace(spans: &[Collected], publisher_span: &str) {
     let start = spans.iter().map(|s| s.start_unix_nano).min().unwrap_or(0);
-    let depth = |span: &Collected| {
-        let mut depth = 0;
-        let mut parent = span.parent_span_id.clone();
-        while let Some(up) = spans.iter().find(|s| s.span_id == parent) {
-            depth += 1;
-            parent = up.parent_span_id.clone();
-        }
-        depth
-    };
     println!("trace {} ({} spans)", spans[0].trace_id, spans.len());
     println!(
         "{:<42} {:<20} {:>11} {:>10} {:<16} parent",
         "name", "service", "duration", "start", "span"
     );
-    for span in spans {
+    // Depth first from the spans whose parent is not in the trace.
+    let mut stack: Vec<(&Collected, usize)> = spans
+        .iter()
+        .rev()
+        .filter(|s| !spans.iter().any(|p| p.span_id == s.parent_span_id))
+        .map(|s| (s, 0))
+        .collect();
+    while let Some((span, depth)) = stack.pop() {
         let parent = if span.parent_span_id == publisher_span {
             format!("{} (the publisher's)", span.parent_span_id)
         } else {
@@ -191,12 +190,20 @@ fn print_trace(spans: &[Collected], publisher_span: &str) {
         };
         println!(
             "{:<42} {:<20} {:>8.3} ms {:>7.3} ms {:<16} {}",
-            format!("{}{}", "  ".repeat(depth(span)), span.name),
+            format!("{}{}", "  ".repeat(depth), span.name),
             span.service,
             span.duration().as_secs_f64() * 1e3,
             span.start_unix_nano.saturating_sub(start) as f64 / 1e6,
             span.span_id,
             parent
+        );
+        // `spans` is in start order; pushed reversed, popped in order.
+        stack.extend(
+            spans
+                .iter()
+                .rev()
+                .filter(|s| s.parent_span_id == span.span_id)
+                .map(|s| (s, depth + 1)),
         );
     }
 }
