@@ -107,9 +107,19 @@ impl Exporter {
     where
         S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
     {
+        // Every span costs this layer's work whether its trace is sampled
+        // or not (the sampler is asked when the span starts), so it does
+        // no more than parentage needs: no busy/idle timing of every
+        // enter, no OpenTelemetry context attached on every enter (the
+        // parent is the tracing span's), no thread, file or target
+        // attributes (the span's fields say what it is).
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("ratewire"))
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_threads(false)
+            .with_location(false)
+            .with_target(false)
     }
 
     /// Sends the spans still queued, then stops exporting (waits at most
