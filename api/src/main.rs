@@ -46,11 +46,13 @@ async fn main() -> anyhow::Result<()> {
         "ratewire-api",
         "ratewire api: the public read API (api-v1).",
     );
-    init_telemetry(&cli.config.common.log_format);
+    let telemetry = init_telemetry(&cli.config.common.log_format, "ratewire-api");
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
-            app.run_until_stopped(shutdown_on_signal()).await?;
+            let stopped = app.run_until_stopped(shutdown_on_signal()).await;
+            telemetry.shutdown().await;
+            stopped?;
         }
         Command::Keys(command) => {
             let config = &cli.config;

@@ -40,13 +40,14 @@ async fn main() -> anyhow::Result<()> {
         "ratewire-ingest",
         "ratewire ingest: the publisher and operator service.",
     );
-    init_telemetry(&cli.config.common.log_format);
+    let telemetry = init_telemetry(&cli.config.common.log_format, "ratewire-ingest");
     cli.config.kafka.check();
     let output = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = Application::build(cli.config).await?;
-            app.run_until_stopped(shutdown_on_signal()).await?;
-            return Ok(());
+            let stopped = app.run_until_stopped(shutdown_on_signal()).await;
+            telemetry.shutdown().await;
+            return Ok(stopped?);
         }
         Command::CreateTopic => {
             Publisher::new(&cli.config)?

@@ -13,12 +13,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use ratewire_proto::{encode, partition_key, Envelope};
 use ratewire_service::kafka::ClientReports;
+use ratewire_service::traces::{TraceContext, TRACEPARENT, TRACESTATE};
 use rdkafka::admin::{
     AdminClient, AdminOptions, AlterConfig, ConfigSource, NewTopic, ResourceSpecifier,
     TopicReplication,
 };
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{ClientConfig, Timestamp};
@@ -41,6 +43,21 @@ impl ClientContext for KafkaContext {
     fn error(&self, error: KafkaError, reason: &str) {
         self.0
             .error(error.rdkafka_error_code().map(|c| c as i32), reason);
+    }
+}
+
+/// A record's W3C trace context headers, named as in HTTP.
+fn trace_headers(trace: &TraceContext) -> OwnedHeaders {
+    let headers = OwnedHeaders::new_with_capacity(2).insert(Header {
+        key: TRACEPARENT,
+        value: Some(&trace.traceparent),
+    });
+    match &trace.tracestate {
+        Some(state) => headers.insert(Header {
+            key: TRACESTATE,
+            value: Some(state),
+        }),
+        None => headers,
     }
 }
 
@@ -173,7 +190,11 @@ impl Publisher {
     pub async fn publish(&self, envelope: &Envelope) -> Result<Acknowledged> {
         let payload = encode(envelope);
         let key = partition_key(envelope.bank_id);
-        let record = FutureRecord::to(&self.topic).key(&key).payload(&payload);
+        let mut record = FutureRecord::to(&self.topic).key(&key).payload(&payload);
+        // The trace goes on in the projector's fold of this record.
+        if let Some(trace) = TraceContext::of(&tracing::Span::current()) {
+            record = record.headers(trace_headers(&trace));
+        }
         // librdkafka checks its own message timeout only between reconnect
         // attempts, so with the broker gone it fires seconds late; this
         // deadline is what bounds the publisher's wait. A message still

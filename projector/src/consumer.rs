@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use futures_util::future::MaybeDone;
 use ratewire_service::kafka::ClientReports;
+use ratewire_service::traces::{self, TraceContext};
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::time::{timeout_at, Instant};
 
@@ -320,7 +321,8 @@ pub fn assign(consumer: &LogConsumer, topic: &str, positions: &BTreeMap<i32, i64
     Ok(())
 }
 
-/// How large a batch may grow.
+/// How large a batch may grow, and whether its records' trace contexts
+/// are read.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchLimits {
     pub messages: usize,
@@ -328,6 +330,10 @@ pub struct BatchLimits {
     pub bytes: u64,
     /// How long to wait for more after the first.
     pub wait: Duration,
+    /// Whether folds continue their records' traces: the live fold's,
+    /// while traces are exported. A replay's refold of history is no
+    /// board's journey, and would make a span for every traced record.
+    pub traced: bool,
 }
 
 impl BatchLimits {
@@ -336,6 +342,7 @@ impl BatchLimits {
             messages: config.batch_max as usize,
             bytes: config.batch_bytes,
             wait: config.batch_wait(),
+            traced: traces::enabled(),
         }
     }
 }
@@ -344,14 +351,14 @@ impl BatchLimits {
 /// limits or their wait elapses.
 pub async fn next_batch(consumer: &LogConsumer, limits: BatchLimits) -> Result<Vec<Incoming>> {
     let first = consumer.recv().await?;
-    let mut batch = vec![incoming(&first)];
+    let mut batch = vec![incoming(&first, limits.traced)];
     drop(first);
     let mut bytes = batch[0].payload.len() as u64;
     let deadline = Instant::now() + limits.wait;
     while batch.len() < limits.messages && bytes < limits.bytes {
         match timeout_at(deadline, consumer.recv()).await {
             Ok(Ok(message)) => {
-                let message = incoming(&message);
+                let message = incoming(&message, limits.traced);
                 bytes += message.payload.len() as u64;
                 batch.push(message);
             }
@@ -382,10 +389,18 @@ pub async fn alongside<T, F: Future>(
     }
 }
 
+/// The trace context a producer put in a record's headers.
+fn trace_context(headers: &impl Headers) -> Option<TraceContext> {
+    TraceContext::from_headers(|name| {
+        let found = headers.iter().find(|h| h.key == name)?;
+        std::str::from_utf8(found.value?).ok()
+    })
+}
+
 /// The message, decoded now: the next batch is received while the one
 /// before is written ([`alongside`]), so decoding here keeps that work out
 /// of the lanes, which then only write.
-fn incoming(message: &impl Message) -> Incoming {
+fn incoming(message: &impl Message, traced: bool) -> Incoming {
     let incoming = Incoming {
         partition: message.partition(),
         offset: message.offset(),
@@ -395,6 +410,10 @@ fn incoming(message: &impl Message) -> Incoming {
             .timestamp()
             .to_millis()
             .and_then(chrono::DateTime::from_timestamp_millis),
+        trace: traced
+            .then(|| message.headers().and_then(trace_context))
+            .flatten()
+            .map(Arc::new),
         decoded: Default::default(),
     };
     let _ = incoming.decode();

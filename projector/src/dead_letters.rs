@@ -263,6 +263,8 @@ async fn redrive_one(
             key => key,
         },
         timestamp: row.try_get("message_time")?,
+        // A dead letter's retry is an operator's act, not the publisher's trace.
+        trace: None,
         decoded: Default::default(),
     };
     let mut outcome = BatchOutcome::default();

@@ -28,6 +28,7 @@ mod plan;
 mod positions;
 mod screen;
 pub mod stored;
+mod traced;
 pub mod write;
 
 use std::collections::BTreeSet;
@@ -171,6 +172,8 @@ async fn fold_batch(
         }
         None => None,
     };
+    // Each traced record's own span, open until the batch commits.
+    let _traced = traced::spans(&events, evaluation.as_mut());
 
     match writes {
         Writes::Together => {

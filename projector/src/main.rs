@@ -85,13 +85,15 @@ async fn main() -> anyhow::Result<()> {
         "ratewire-projector",
         "ratewire projector: folds the event log into Postgres and Redis views.",
     );
-    init_telemetry(&cli.config.common.log_format);
+    let telemetry = init_telemetry(&cli.config.common.log_format, "ratewire-projector");
     cli.config.kafka.check();
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let app = Application::build(cli.config).await?;
             tracing::info!(port = app.port(), "projector listening for health checks");
-            app.run_until_stopped(shutdown_on_signal()).await?;
+            let stopped = app.run_until_stopped(shutdown_on_signal()).await;
+            telemetry.shutdown().await;
+            stopped?;
         }
         Command::Rebuild => {
             let banks = rebuild_once(&cli.config).await?;

@@ -238,7 +238,10 @@ impl Lane {
         let mut reads = Reads::default();
         reads.started(&starts(&self.positions, &self.marks));
         let mut dead_lettered = 0;
-        let limits = consumer::BatchLimits::of(config);
+        let limits = consumer::BatchLimits {
+            traced: false,
+            ..consumer::BatchLimits::of(config)
+        };
         let receive = |kafka: Arc<consumer::LogConsumer>| async move {
             consumer::next_batch(&kafka, limits).await
         };

@@ -12,6 +12,9 @@ pub enum Error {
     /// The server task ended without an answer (it panicked).
     #[error("server task: {0}")]
     ServerTask(#[from] tokio::task::JoinError),
+    /// The OTLP exporter could not be made from its settings.
+    #[error("traces: {0}")]
+    Traces(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

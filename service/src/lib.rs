@@ -8,7 +8,9 @@
 //!
 //! - [`settings`]: parsing the command line and environment (exit 2 naming
 //!   the variable), and the settings every process has.
-//! - [`telemetry`]: log set-up.
+//! - [`telemetry`]: log set-up, and [`traces`]: OpenTelemetry spans over
+//!   OTLP when an endpoint is set, and the W3C trace context carried
+//!   between processes.
 //! - [`metrics`], [`http_metrics`] and [`documented_metrics`]: the Prometheus recorder, `/metrics`,
 //!   and the request counter and histogram of every HTTP listener.
 //! - [`serve`](mod@serve): binding a listener and serving a router on it until
@@ -61,6 +63,7 @@ pub mod shutdown;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod traces;
 
 pub use error::Error;
 pub use readiness::Readiness;
@@ -68,4 +71,4 @@ pub use retry::retry;
 pub use serve::{serve, Listener, ListenerLimits, Listeners, Server, Servers};
 pub use settings::{parse_settings, CommandLine};
 pub use shutdown::shutdown_on_signal;
-pub use telemetry::init_telemetry;
+pub use telemetry::{init_telemetry, Telemetry};

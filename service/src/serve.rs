@@ -46,6 +46,7 @@ use tracing::{debug, warn, Instrument};
 
 use crate::error::{Error, Result};
 use crate::http_metrics;
+use crate::traces::{self, TraceContext};
 
 /// The limits every listener enforces against slow or greedy clients
 /// (docs/security.md says what each protects).
@@ -363,10 +364,20 @@ where
     }
 }
 
-/// The span every request is handled in.
+/// The span every request is handled in. With traces on, it continues
+/// the caller's W3C trace context (`traceparent`), so a publisher's or a
+/// reader's trace goes on in ours.
 fn request_span(request: &Request, id: &HeaderValue) -> tracing::Span {
     let request_id = id.to_str().unwrap_or_default();
-    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty)
+    let span = tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty);
+    if traces::enabled() {
+        let headers = request.headers();
+        let caller = TraceContext::from_headers(|name| headers.get(name)?.to_str().ok());
+        if let Some(caller) = caller {
+            caller.continue_in(&span);
+        }
+    }
+    span
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

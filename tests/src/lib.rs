@@ -31,8 +31,9 @@
 //!   asked again with `asKnownAt` and compared byte for byte;
 //! - [`contract`], [`fold_check`], [`proxy`]: the OpenAPI check, the
 //!   comparison of a fold with a replay, and a TCP proxy to cut;
-//! - [`receiver`]: a webhook receiver on loopback; [`browser`]: a headless
-//!   chromium for the dashboard's tests.
+//! - [`receiver`]: a webhook receiver on loopback; [`otlp`]: a trace
+//!   collector on loopback (OTLP/HTTP); [`browser`]: a headless chromium
+//!   for the dashboard's tests.
 //!
 //! Depends on no ratewire crate: it drives the built binaries from outside,
 //! over HTTP, Kafka, Postgres and Redis, as operators and clients do. Two
@@ -50,6 +51,7 @@ mod client;
 pub mod contract;
 pub mod fold_check;
 pub mod known_at;
+pub mod otlp;
 mod own_postgres;
 pub mod proxy;
 pub mod receiver;

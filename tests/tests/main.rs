@@ -57,6 +57,7 @@ mod retention;
 mod scale_out;
 mod sdks;
 mod signed_answers;
+mod traces;
 mod verify;
 mod view_cache;
 mod walking_skeleton;

@@ -34,6 +34,8 @@ pub struct Request<'a> {
     pub timestamp: i64,
     pub signature: &'a str,
     pub body: &'a str,
+    /// The W3C trace context the call continues, if any.
+    pub traceparent: Option<&'a str>,
 }
 
 #[derive(Clone)]
@@ -74,9 +76,11 @@ impl Client {
                 return failed(None, format!("refused: {ip} is {refusal}"));
             }
         }
-        let sent = self
-            .http
-            .post(url)
+        let mut call = self.http.post(url);
+        if let Some(traceparent) = request.traceparent {
+            call = call.header("traceparent", traceparent);
+        }
+        let sent = call
             .header("content-type", "application/json")
             .header("webhook-id", request.id)
             .header("webhook-timestamp", request.timestamp.to_string())
@@ -220,6 +224,7 @@ mod tests {
             timestamp: 1,
             signature: "v1,x",
             body: "{}",
+            traceparent: None,
         }
     }
 

@@ -39,6 +39,8 @@ struct Crossing {
     holder: i64,
     updated_at: DateTime<Utc>,
     occurred_at: DateTime<Utc>,
+    /// The fold's trace context, for the messages' calls.
+    traceparent: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -58,6 +60,7 @@ struct Messages {
     alert: Vec<Uuid>,
     owner: Vec<String>,
     body: Vec<String>,
+    traceparent: Vec<Option<String>>,
 }
 
 /// Turns up to [`PER_ROUND`] crossings into messages; how many were made
@@ -66,7 +69,7 @@ pub async fn round(pool: &PgPool, stream: &Offer) -> sqlx::Result<Option<u64>> {
     let mut tx = pool.begin().await?;
     let mut taken: Vec<Crossing> = sqlx::query_as(
         "SELECT event_id, currency, field, watch_bank, alert_ids, previous, current, holder,
-                updated_at, occurred_at
+                updated_at, occurred_at, traceparent
          FROM crossings ORDER BY occurred_at LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(PER_ROUND)
@@ -162,16 +165,17 @@ pub async fn round(pool: &PgPool, stream: &Offer) -> sqlx::Result<Option<u64>> {
             messages.alert.push(alert.id);
             messages.owner.push(alert.owner.clone());
             messages.body.push(body.to_json());
+            messages.traceparent.push(crossing.traceparent.clone());
             let count = fired.entry(alert.id).or_insert((0, crossing.occurred_at));
             count.0 += 1;
             count.1 = count.1.max(crossing.occurred_at);
         }
     }
     let made: Vec<String> = sqlx::query_scalar(
-        "INSERT INTO deliveries (id, webhook_id, alert_id, owner, type, body)
-         SELECT id, webhook, alert, owner, $6, body
-         FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[])
-              AS m (id, webhook, alert, owner, body)
+        "INSERT INTO deliveries (id, webhook_id, alert_id, owner, type, body, traceparent)
+         SELECT id, webhook, alert, owner, $6, body, traceparent
+         FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[])
+              AS m (id, webhook, alert, owner, body, traceparent)
          ON CONFLICT (id) DO NOTHING
          RETURNING id",
     )
@@ -181,6 +185,7 @@ pub async fn round(pool: &PgPool, stream: &Offer) -> sqlx::Result<Option<u64>> {
     .bind(&messages.owner)
     .bind(&messages.body)
     .bind(THRESHOLD_CROSSED)
+    .bind(&messages.traceparent)
     .fetch_all(&mut *tx)
     .await?;
     let alert_ids: Vec<Uuid> = fired.keys().copied().collect();
@@ -349,6 +354,7 @@ mod tests {
             holder: 1,
             updated_at: DateTime::UNIX_EPOCH,
             occurred_at: DateTime::UNIX_EPOCH,
+            traceparent: None,
         }
     }
 

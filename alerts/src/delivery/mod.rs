@@ -34,12 +34,13 @@ use crate::settings::{AlertSettings, DeliverySettings};
 use crate::signing;
 use crate::SealingKey;
 use chrono::{DateTime, SubsecRound, Utc};
+use ratewire_service::traces::{self, TraceContext};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 use uuid::Uuid;
 
 use client::{Client, Outcome, Request};
@@ -69,6 +70,8 @@ pub(crate) struct Claimed {
     webhook_id: Uuid,
     body: String,
     attempts: i32,
+    /// The trace context of the fold that made it (its crossing's).
+    traceparent: Option<String>,
     url: String,
     secret: Vec<u8>,
     /// The secret before a rotation, while it still signs.
@@ -314,7 +317,8 @@ impl Deliverer {
     fn dispatch(&mut self, attempts: &mut JoinSet<Attempted>, message: Claimed) {
         let client = self.client.clone();
         let secrets = self.secrets(&message);
-        attempts.spawn(async move {
+        let (span, traceparent) = call_span(&message);
+        let attempt = async move {
             let started_at = Utc::now().trunc_subsecs(3);
             let clock = std::time::Instant::now();
             let outcome = match secrets.map(|secrets| sign(&secrets, &message)) {
@@ -326,6 +330,7 @@ impl Deliverer {
                             timestamp,
                             signature: &signature,
                             body: &message.body,
+                            traceparent: traceparent.as_deref(),
                         })
                         .await
                 }
@@ -340,7 +345,8 @@ impl Deliverer {
                 took: clock.elapsed(),
                 outcome,
             }
-        });
+        };
+        attempts.spawn(attempt.instrument(span));
     }
 
     async fn listen(&self) -> Option<PgListener> {
@@ -403,6 +409,27 @@ fn sign(secrets: &[signing::Secret], message: &Claimed) -> (i64, String) {
     (timestamp, header)
 }
 
+/// The span of a call to a webhook and the `traceparent` it sends. With
+/// traces on, the call is a span in the trace of the fold that made the
+/// message, and the receiver continues from it; off, the fold's context
+/// is sent as it was stored (NULL when it came without one).
+fn call_span(message: &Claimed) -> (tracing::Span, Option<String>) {
+    if !traces::enabled() {
+        return (tracing::Span::none(), message.traceparent.clone());
+    }
+    let span = tracing::info_span!(parent: None, "webhook call", webhook = %message.webhook_id,
+        message = %message.id, attempt = message.attempts);
+    if let Some(traceparent) = &message.traceparent {
+        TraceContext {
+            traceparent: traceparent.clone(),
+            tracestate: None,
+        }
+        .continue_in(&span);
+    }
+    let own = TraceContext::of(&span).map(|t| t.traceparent);
+    (span, own)
+}
+
 /// One round of turning the crossings, or else the watchdog events,
 /// recorded into messages (see [`expand`]): how many were made, `None`
 /// when there was nothing to take.
@@ -460,7 +487,7 @@ impl Statements {
                                          attempts = d.attempts + 1
                  FROM picked, webhooks w
                  WHERE d.id = picked.id AND w.id = d.webhook_id
-                 RETURNING d.id, d.webhook_id, d.body, d.attempts, w.url, w.secret,
+                 RETURNING d.id, d.webhook_id, d.body, d.attempts, d.traceparent, w.url, w.secret,
                            CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret"
             ),
             // Messages claimed ($1) and not attempted: still leased, so

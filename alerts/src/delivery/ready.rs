@@ -131,6 +131,7 @@ mod tests {
             webhook_id: endpoint,
             body: String::new(),
             attempts: 1,
+            traceparent: None,
             url: String::new(),
             secret: Vec::new(),
             previous_secret: None,

@@ -182,6 +182,7 @@ impl Judge {
             outliers: self.outliers,
             stored,
             observed: BTreeMap::new(),
+            traces: BTreeMap::new(),
         }))
     }
 
@@ -219,6 +220,9 @@ pub struct Evaluation {
     /// How the batch left each bank it observed: its quotes are stored at
     /// the batch's end.
     observed: BTreeMap<i64, BankNow>,
+    /// The fold's trace context of each traced event: its crossings carry
+    /// it to their webhook calls.
+    traces: BTreeMap<Uuid, String>,
 }
 
 impl Evaluation {
@@ -227,6 +231,12 @@ impl Evaluation {
         self.from
             .get(&partition)
             .is_some_and(|from| offset >= *from)
+    }
+
+    /// Records the `traceparent` of the span folding `event_id`: the
+    /// webhook calls its crossings make continue that trace.
+    pub fn traced(&mut self, event_id: Uuid, traceparent: String) {
+        self.traces.insert(event_id, traceparent);
     }
 
     /// Judges the watches an applied event (`event_id`, occurred at
@@ -280,7 +290,7 @@ impl Evaluation {
             store_quotes(&judge.sql, db, self.observed.values(), &advance).await?;
         }
         let fired = match self.watching {
-            Some(watching) => watching.store(&judge.sql, db).await?,
+            Some(watching) => watching.store(&judge.sql, db, &self.traces).await?,
             None => 0,
         };
         if let Some(breaches) = self.breaches.filter(|b| !b.found.is_empty()) {

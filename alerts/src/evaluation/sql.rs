@@ -170,19 +170,21 @@ impl Statements {
                        AND a.since = m.unknown AND a.since >= 0) x"
             ),
             // One row per crossing ($1 its number), its alerts given
-            // as ($11 crossing, $12 alert) pairs.
+            // as ($11 crossing, $12 alert) pairs; $13 its fold's trace.
             crossed: format!(
                 "INSERT INTO {s}.crossings (event_id, currency, field, watch_bank, alert_ids,
-                                           previous, current, holder, updated_at, occurred_at)
+                                           previous, current, holder, updated_at, occurred_at,
+                                           traceparent)
                  SELECT c.event_id, c.currency, c.field, c.bank,
                         ARRAY(SELECT f.alert FROM UNNEST($11::int[], $12::uuid[]) AS f (i, alert)
                               WHERE f.i = c.i),
-                        c.previous, c.current, c.holder, c.updated_at, c.occurred_at
+                        c.previous, c.current, c.holder, c.updated_at, c.occurred_at,
+                        c.traceparent
                  FROM UNNEST($1::int[], $2::uuid[], $3::text[], $4::text[], $5::bigint[],
                              $6::numeric[], $7::numeric[], $8::bigint[], $9::timestamptz[],
-                             $10::timestamptz[])
+                             $10::timestamptz[], $13::text[])
                       AS c (i, event_id, currency, field, bank, previous, current, holder,
-                            updated_at, occurred_at)
+                            updated_at, occurred_at, traceparent)
                  ON CONFLICT DO NOTHING"
             ),
             quality_events: record_quality_events(s),

@@ -210,7 +210,12 @@ impl Watching {
 
     /// Stores the watches moved, reading the alerts each move may fire
     /// in the same round trip; judges them, and stores the crossings.
-    pub async fn store(self, sql: &Statements, db: &mut PgConnection) -> sqlx::Result<u64> {
+    pub async fn store(
+        self,
+        sql: &Statements,
+        db: &mut PgConnection,
+        traces: &BTreeMap<Uuid, String>,
+    ) -> sqlx::Result<u64> {
         let Watching { watches, moves, .. } = self;
         if moves.is_empty() {
             return Ok(0);
@@ -296,6 +301,7 @@ impl Watching {
             rows.holder.push(holder);
             rows.updated_at.push(updated_at);
             rows.occurred_at.push(moved.occurred_at);
+            rows.traceparent.push(traces.get(&moved.event_id).cloned());
             for alert in alerts {
                 rows.alert_crossing.push(*i as i32);
                 rows.alert_id.push(*alert);
@@ -315,6 +321,7 @@ impl Watching {
             .bind(&rows.occurred_at)
             .bind(&rows.alert_crossing)
             .bind(&rows.alert_id)
+            .bind(&rows.traceparent)
             .execute(&mut *db)
             .await?;
         Ok(count)
@@ -351,4 +358,5 @@ struct Crossings {
     occurred_at: Vec<DateTime<Utc>>,
     alert_crossing: Vec<i32>,
     alert_id: Vec<Uuid>,
+    traceparent: Vec<Option<String>>,
 }

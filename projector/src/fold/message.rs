@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use ratewire_proto::{decode_message, BankId, DecodeError, Decoded, Message};
+use ratewire_service::traces::TraceContext;
 
 use super::model::Position;
 
@@ -18,6 +19,9 @@ pub struct Incoming {
     pub key: Option<Vec<u8>>,
     /// When the broker says it was produced or appended.
     pub timestamp: Option<DateTime<Utc>>,
+    /// The W3C trace context its producer sent in the record's headers
+    /// (read only while traces are exported).
+    pub trace: Option<Arc<TraceContext>>,
     /// What [`Incoming::decode`] found, kept for the message's clones:
     /// the consumer decodes a batch as it receives it, while the batch
     /// before is still being written, so the lanes only write. Empty until
@@ -34,6 +38,7 @@ impl Incoming {
             payload: payload.into(),
             key: Some(ratewire_proto::partition_key(bank).into_bytes()),
             timestamp: None,
+            trace: None,
             decoded: Arc::default(),
         }
     }

@@ -9,7 +9,7 @@
 //! generators against them (a backlog for the projector included),
 //! [`report`] writes Markdown; one module per scenario:
 //! [`full`], [`limits`], [`abuse`], [`live`], [`projectors`], [`group`],
-//! [`alerts`], [`known_at`], [`storage`].
+//! [`alerts`], [`known_at`], [`storage`], [`traces`].
 
 pub mod abuse;
 pub mod alerts;
@@ -29,6 +29,7 @@ pub mod reads;
 pub mod report;
 pub mod setup;
 pub mod storage;
+pub mod traces;
 
 use std::path::PathBuf;
 

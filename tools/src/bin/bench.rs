@@ -58,6 +58,9 @@ enum Scenario {
     /// demo's mix, every board repeated), beside the same boards in the
     /// layouts before.
     Storage,
+    /// What OpenTelemetry traces cost: ingest and the API with traces off,
+    /// and on at two sampling ratios, beside the bare baselines.
+    Traces,
     /// The README's two commands on fresh clones: `deploy/stack up` with
     /// every cache empty and nothing started, then `.ci/run`.
     Setup,
@@ -82,5 +85,6 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Quality => bench::quality::run(settings).await,
         Scenario::Storage => bench::storage::run(settings).await,
         Scenario::Setup => bench::setup::run(settings).await,
+        Scenario::Traces => bench::traces::run(settings).await,
     }
 }

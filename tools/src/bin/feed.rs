@@ -197,7 +197,9 @@ enum ReferenceCommand {
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let cli: Cli = ratewire_service::parse_settings();
-    init_telemetry("text");
+    // The feed is a tool, not a service: it exports no traces of its own
+    // unless an OTLP endpoint is set for it too.
+    let _telemetry = init_telemetry("text", "ratewire-feed");
     let shutdown = shutdown_on_signal();
     match cli.command {
         Command::Demo {
