@@ -20,6 +20,12 @@ use crate::retry::retry;
 /// Paths served before the process is prepared.
 const ALWAYS_SERVED: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 
+/// Whether `path` is a probe's or a scrape's: asked every few seconds by
+/// the platform, not by a user.
+pub fn is_probe(path: &str) -> bool {
+    ALWAYS_SERVED.contains(&path)
+}
+
 /// `GET /healthz`: the process is alive (it answers); whether its
 /// dependencies are is each process's `/readyz`.
 pub async fn healthz() -> Response {

@@ -372,7 +372,11 @@ fn request_span(request: &Request, id: &HeaderValue) -> tracing::Span {
     let span = tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id, key = tracing::field::Empty);
     if traces::enabled() {
         let headers = request.headers();
-        let caller = TraceContext::from_headers(|name| headers.get(name)?.to_str().ok());
+        let caller = if crate::readiness::is_probe(request.uri().path()) {
+            Some(TraceContext::untraced())
+        } else {
+            TraceContext::from_headers(|name| headers.get(name)?.to_str().ok())
+        };
         if let Some(caller) = caller {
             caller.continue_in(&span);
         }

@@ -215,6 +215,17 @@ impl TraceContext {
     }
 
     /// The trace id, in the traceparent's hex.
+    /// A context not to be sampled: continued, it keeps a span out of the
+    /// export under a parent-based sampler (the default), as for probes
+    /// and scrapes, which would otherwise each be a trace every few
+    /// seconds. Its ids are fixed: nothing of it is ever exported.
+    pub fn untraced() -> Self {
+        Self {
+            traceparent: "00-0000000000000000000000000000007f-000000000000007f-00".to_owned(),
+            tracestate: None,
+        }
+    }
+
     pub fn trace_id(&self) -> Option<&str> {
         self.traceparent.split('-').nth(1)
     }

@@ -33,6 +33,8 @@ pub struct Collected {
     pub parent_span_id: String,
     pub start_unix_nano: u64,
     pub end_unix_nano: u64,
+    /// A request span's `path` attribute; empty for other spans.
+    pub path: String,
 }
 
 impl Collected {
@@ -123,7 +125,17 @@ async fn export(
             })
             .unwrap_or_default();
         for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
+            let path = span
+                .attributes
+                .iter()
+                .find(|a| a.key == "path")
+                .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
+                    Value::StringValue(path) => Some(path.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
             collected.push(Collected {
+                path,
                 service: service.clone(),
                 name: span.name,
                 trace_id: hex::encode(&span.trace_id),

@@ -149,6 +149,14 @@ async fn a_board_pushed_with_a_traceparent_is_one_trace_through_ingest_the_proje
         .find(|s| s.service == API && s.name == "request")
         .context("the API's request span")?;
     ensure!(api_request.parent_span_id == publisher_span);
+    // Probes and scrapes are the platform's, every few seconds: none is
+    // exported (the harness polled every process's /readyz to start it).
+    let probes: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| ["/healthz", "/readyz", "/metrics"].contains(&s.path.as_str()))
+        .collect();
+    ensure!(probes.is_empty(), "probes exported: {probes:?}");
     // Children end within their parents' time (allowing for clocks read
     // by different processes of one machine).
     let slack = Duration::from_millis(5).as_nanos() as u64;
