@@ -214,7 +214,6 @@ impl TraceContext {
         }
     }
 
-    /// The trace id, in the traceparent's hex.
     /// A context not to be sampled: continued, it keeps a span out of the
     /// export under a parent-based sampler (the default), as for probes
     /// and scrapes, which would otherwise each be a trace every few
@@ -226,6 +225,7 @@ impl TraceContext {
         }
     }
 
+    /// The trace id, in the traceparent's hex.
     pub fn trace_id(&self) -> Option<&str> {
         self.traceparent.split('-').nth(1)
     }
@@ -278,6 +278,17 @@ mod tests {
     #[derive(Debug, Clone, Default)]
     struct Kept(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
 
+    impl Kept {
+        /// An exporter that hands each span to the returned `Kept` as it ends.
+        fn exporter() -> (Self, Exporter) {
+            let kept = Self::default();
+            let provider = SdkTracerProvider::builder()
+                .with_simple_exporter(kept.clone())
+                .build();
+            (kept, Exporter { provider })
+        }
+    }
+
     impl opentelemetry_sdk::trace::SpanExporter for Kept {
         async fn export(
             &self,
@@ -290,12 +301,7 @@ mod tests {
 
     #[test]
     fn a_caller_s_context_is_continued_and_a_handed_on_span_is_exported() {
-        let kept = Kept::default();
-        let exporter = Exporter {
-            provider: SdkTracerProvider::builder()
-                .with_simple_exporter(kept.clone())
-                .build(),
-        };
+        let (kept, exporter) = Kept::exporter();
         let subscriber = crate::telemetry::subscriber(
             tracing_subscriber::EnvFilter::new("info"),
             false,
@@ -346,12 +352,7 @@ mod tests {
     async fn a_span_handed_on_from_instrumented_async_code_is_exported() {
         use tracing::instrument::WithSubscriber;
         use tracing::Instrument;
-        let kept = Kept::default();
-        let exporter = Exporter {
-            provider: SdkTracerProvider::builder()
-                .with_simple_exporter(kept.clone())
-                .build(),
-        };
+        let (kept, exporter) = Kept::exporter();
         let subscriber = crate::telemetry::subscriber(
             tracing_subscriber::EnvFilter::new("info"),
             false,
