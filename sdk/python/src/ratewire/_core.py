@@ -123,9 +123,11 @@ def series_page(bank_id: Optional[int], currency: str, interval: str, from_: Opt
                       **{"from": from_}, to=to, field=field, asKnownAt=instant(as_known_at)))
 
 
-def next_page(path: str) -> Call:
-    """The page the API named in `data.next` (its parameters spelled out)."""
-    return Call("GET", path)
+def following(envelope: Any) -> Optional[Call]:
+    """The page after this answer, when it names one in `data.next` (a path
+    with its parameters spelled out); `None` on the last page."""
+    path = envelope["data"].get("next")
+    return Call("GET", path) if path else None
 
 
 def points(envelope: Any) -> List[models.SeriesPoint]:

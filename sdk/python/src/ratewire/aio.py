@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable, List, Optional, Union
+from typing import Any, AsyncIterator, Callable, Iterable, List, Optional, Union
 
 import httpx
 
@@ -84,6 +84,15 @@ class AsyncClient:
     async def _run(self, call: _core.Call) -> Any:
         return call.read(await self._send(call))
 
+    async def _pages(self, call: Optional[_core.Call],
+                     items: Callable[[Any], List[Any]]) -> AsyncIterator[Any]:
+        """Each page's items, following `next` to the last page."""
+        while call is not None:
+            envelope = await self._send(call)
+            for item in items(envelope):
+                yield item
+            call = _core.following(envelope)
+
     async def banks(self, with_recent: bool = False) -> List[models.Bank]:
         return await self._run(_core.banks(with_recent))
 
@@ -107,14 +116,9 @@ class AsyncClient:
                      field: Optional[str] = None,
                      as_known_at: Instant = None) -> AsyncIterator[models.SeriesPoint]:
         """Every point of the range, page after page (`next`), lazily."""
-        call: Optional[_core.Call] = _core.series_page(bank_id, currency, interval, from_, to,
-                                                       field, as_known_at)
-        while call is not None:
-            envelope = await self._send(call)
-            for point in _core.points(envelope):
-                yield point
-            following = envelope["data"].get("next")
-            call = _core.next_page(following) if following else None
+        first = _core.series_page(bank_id, currency, interval, from_, to, field, as_known_at)
+        async for point in self._pages(first, _core.points):
+            yield point
 
     async def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
                       bank_id: Optional[int] = None,
@@ -147,13 +151,9 @@ class AsyncClient:
     async def revisions(self, bank_id: Optional[int] = None, from_: Instant = None,
                         to: Instant = None) -> AsyncIterator[models.Revision]:
         """Corrections and retractions, oldest known first, page after page."""
-        call: Optional[_core.Call] = _core.revisions_page(bank_id, from_, to)
-        while call is not None:
-            envelope = await self._send(call)
-            for revision in _core.revisions(envelope):
-                yield revision
-            following = envelope["data"].get("next")
-            call = _core.next_page(following) if following else None
+        async for revision in self._pages(_core.revisions_page(bank_id, from_, to),
+                                          _core.revisions):
+            yield revision
 
     async def quality(self, bank_id: Optional[int] = None, days: Optional[int] = None,
                       as_known_at: Instant = None) -> Union[models.Quality, List[models.Quality]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
 import httpx
 
@@ -88,6 +88,14 @@ class Client:
     def _run(self, call: _core.Call) -> Any:
         return call.read(self._send(call))
 
+    def _pages(self, call: Optional[_core.Call],
+               items: Callable[[Any], List[Any]]) -> Iterator[Any]:
+        """Each page's items, following `next` to the last page."""
+        while call is not None:
+            envelope = self._send(call)
+            yield from items(envelope)
+            call = _core.following(envelope)
+
     def banks(self, with_recent: bool = False) -> List[models.Bank]:
         return self._run(_core.banks(with_recent))
 
@@ -111,13 +119,8 @@ class Client:
                field: Optional[str] = None,
                as_known_at: Instant = None) -> Iterator[models.SeriesPoint]:
         """Every point of the range, page after page (`next`), lazily."""
-        call: Optional[_core.Call] = _core.series_page(bank_id, currency, interval, from_, to,
-                                                       field, as_known_at)
-        while call is not None:
-            envelope = self._send(call)
-            yield from _core.points(envelope)
-            following = envelope["data"].get("next")
-            call = _core.next_page(following) if following else None
+        first = _core.series_page(bank_id, currency, interval, from_, to, field, as_known_at)
+        yield from self._pages(first, _core.points)
 
     def convert(self, amount: Any, from_: str, to: str, transactional: bool = False,
                 bank_id: Optional[int] = None,
@@ -150,12 +153,7 @@ class Client:
     def revisions(self, bank_id: Optional[int] = None, from_: Instant = None,
                   to: Instant = None) -> Iterator[models.Revision]:
         """Corrections and retractions, oldest known first, page after page."""
-        call: Optional[_core.Call] = _core.revisions_page(bank_id, from_, to)
-        while call is not None:
-            envelope = self._send(call)
-            yield from _core.revisions(envelope)
-            following = envelope["data"].get("next")
-            call = _core.next_page(following) if following else None
+        yield from self._pages(_core.revisions_page(bank_id, from_, to), _core.revisions)
 
     def quality(self, bank_id: Optional[int] = None, days: Optional[int] = None,
                 as_known_at: Instant = None) -> Union[models.Quality, List[models.Quality]]:
