@@ -24,6 +24,11 @@ function search(params) {
     const text = out.toString();
     return text ? `?${text}` : '';
 }
+/** The error an answer that is not a success stands for, from its parsed body. */
+function failure(response, parsed) {
+    const retryAfter = Number(response.headers.get('retry-after')) || null;
+    return new RatewireError(response.status, String(parsed.message ?? ''), parsed.errors ?? {}, retryAfter, parsed);
+}
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export class RatewireClient {
     baseUrl;
@@ -63,12 +68,12 @@ export class RatewireClient {
             }
             if (response.ok)
                 return parsed;
-            const retryAfter = Number(response.headers.get('retry-after')) || null;
+            const error = failure(response, parsed);
             if (response.status === 429 && attempt < this.retries) {
-                await sleep((retryAfter ?? 1) * 1000);
+                await sleep((error.retryAfter ?? 1) * 1000);
                 continue;
             }
-            throw new RatewireError(response.status, String(parsed.message ?? ''), parsed.errors ?? {}, retryAfter, parsed);
+            throw error;
         }
     }
     async data(method, path, body) {
@@ -146,8 +151,7 @@ export class RatewireClient {
                     signal: options.signal,
                 });
                 if (!response.ok || !response.body) {
-                    const parsed = await response.json().catch(() => ({}));
-                    throw new RatewireError(response.status, String(parsed.message ?? ''), parsed.errors ?? {}, Number(response.headers.get('retry-after')) || null, parsed);
+                    throw failure(response, await response.json().catch(() => ({})));
                 }
                 for await (const event of events(response.body)) {
                     if (event.id)
