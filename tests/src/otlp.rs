@@ -17,6 +17,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 
@@ -114,28 +115,11 @@ async fn export(
     };
     let mut collected = Vec::new();
     for resource_spans in request.resource_spans {
-        let service = resource_spans
-            .resource
-            .iter()
-            .flat_map(|r| &r.attributes)
-            .find(|a| a.key == "service.name")
-            .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
-                Value::StringValue(name) => Some(name.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let resource = resource_spans.resource.as_ref();
+        let service = text_attribute(resource.map_or(&[][..], |r| &r.attributes), "service.name");
         for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
-            let path = span
-                .attributes
-                .iter()
-                .find(|a| a.key == "path")
-                .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
-                    Value::StringValue(path) => Some(path.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default();
             collected.push(Collected {
-                path,
+                path: text_attribute(&span.attributes, "path"),
                 service: service.clone(),
                 name: span.name,
                 trace_id: hex::encode(&span.trace_id),
@@ -151,4 +135,16 @@ async fn export(
         StatusCode::OK,
         ExportTraceServiceResponse::default().encode_to_vec(),
     )
+}
+
+/// The text value of the attribute named `key`; empty when there is none.
+fn text_attribute(attributes: &[KeyValue], key: &str) -> String {
+    attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
+            Value::StringValue(text) => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
